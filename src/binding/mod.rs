@@ -1,0 +1,1 @@
+//! napi surface (in progress)

@@ -1,0 +1,269 @@
+//! One error type for the core. Every failure that reaches JavaScript is classified here: the
+//! Node error code (`ECONNREFUSED`, `ENOTFOUND`, ...), the negative errno Node reports, the
+//! syscall and the message in Node's own format (`connect ECONNREFUSED 127.0.0.1:8080`).
+//! JavaScript builds the `Error` object from these fields (`lib/errors.js`) and nowhere else.
+
+use std::fmt;
+use std::io;
+
+/// What failed, before it is dressed in Node's vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A system call failed with this (positive) errno.
+    Os(i32),
+    /// `getaddrinfo` failed with this `EAI_*` code.
+    Dns(i32),
+    /// The lookup succeeded but gave no address of the wanted family.
+    NoAddress,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    inner: Box<Inner>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Inner {
+    kind: Kind,
+    syscall: &'static str,
+    address: Option<String>,
+    port: Option<u16>,
+    hostname: Option<String>,
+}
+
+impl Error {
+    fn new(kind: Kind, syscall: &'static str) -> Self {
+        Error {
+            inner: Box::new(Inner {
+                kind,
+                syscall,
+                address: None,
+                port: None,
+                hostname: None,
+            }),
+        }
+    }
+
+    /// A failed system call; `err` should carry an OS error (anything else maps to `EIO`).
+    pub fn io(err: &io::Error, syscall: &'static str) -> Self {
+        Self::new(Kind::Os(errno_of(err)), syscall)
+    }
+
+    pub fn os(errno: i32, syscall: &'static str) -> Self {
+        Self::new(Kind::Os(errno), syscall)
+    }
+
+    /// A failed `getaddrinfo` for `hostname`.
+    pub fn dns(eai: i32, hostname: &str) -> Self {
+        let mut err = Self::new(Kind::Dns(eai), "getaddrinfo");
+        err.inner.hostname = Some(hostname.to_owned());
+        err
+    }
+
+    pub fn no_address(hostname: &str) -> Self {
+        let mut err = Self::new(Kind::NoAddress, "getaddrinfo");
+        err.inner.hostname = Some(hostname.to_owned());
+        err
+    }
+
+    /// Names the peer the failed call was talking to.
+    pub fn with_peer(mut self, address: impl Into<String>, port: Option<u16>) -> Self {
+        self.inner.address = Some(address.into());
+        self.inner.port = port;
+        self
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.inner.kind
+    }
+
+    pub fn syscall(&self) -> &'static str {
+        self.inner.syscall
+    }
+
+    pub fn address(&self) -> Option<&str> {
+        self.inner.address.as_deref()
+    }
+
+    pub fn port(&self) -> Option<u16> {
+        self.inner.port
+    }
+
+    pub fn hostname(&self) -> Option<&str> {
+        self.inner.hostname.as_deref()
+    }
+
+    /// Node's `err.code`.
+    pub fn code(&self) -> &'static str {
+        match self.inner.kind {
+            Kind::Os(errno) => errno_name(errno),
+            Kind::Dns(eai) => eai_name(eai),
+            Kind::NoAddress => "ENOTFOUND",
+        }
+    }
+
+    /// Node's `err.errno`: libuv's negative error number.
+    pub fn errno(&self) -> i32 {
+        match self.inner.kind {
+            Kind::Os(errno) => -errno,
+            Kind::Dns(eai) => uv_eai_errno(eai),
+            Kind::NoAddress => UV_EAI_NONAME,
+        }
+    }
+
+    /// Node's `err.message`: `<syscall> <code>` and the peer, as `net` and `dns` write it.
+    pub fn message(&self) -> String {
+        let mut msg = format!("{} {}", self.inner.syscall, self.code());
+        if let Some(host) = &self.inner.hostname {
+            msg.push(' ');
+            msg.push_str(host);
+        } else if let Some(address) = &self.inner.address {
+            msg.push(' ');
+            msg.push_str(address);
+            if let Some(port) = self.inner.port {
+                msg.push_str(&format!(":{port}"));
+            }
+        }
+        msg
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The errno inside an `io::Error`, or `EIO` for errors that did not come from the OS.
+pub fn errno_of(err: &io::Error) -> i32 {
+    err.raw_os_error().unwrap_or(match err.kind() {
+        io::ErrorKind::TimedOut => libc::ETIMEDOUT,
+        io::ErrorKind::ConnectionRefused => libc::ECONNREFUSED,
+        io::ErrorKind::ConnectionReset => libc::ECONNRESET,
+        io::ErrorKind::UnexpectedEof => libc::ECONNRESET,
+        io::ErrorKind::BrokenPipe => libc::EPIPE,
+        io::ErrorKind::InvalidInput => libc::EINVAL,
+        _ => libc::EIO,
+    })
+}
+
+/// libuv's name for an errno, which is the code Node reports.
+pub fn errno_name(errno: i32) -> &'static str {
+    match errno {
+        libc::ECONNREFUSED => "ECONNREFUSED",
+        libc::ECONNRESET => "ECONNRESET",
+        libc::ECONNABORTED => "ECONNABORTED",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::EPIPE => "EPIPE",
+        libc::EHOSTUNREACH => "EHOSTUNREACH",
+        libc::ENETUNREACH => "ENETUNREACH",
+        libc::ENETDOWN => "ENETDOWN",
+        libc::EADDRINUSE => "EADDRINUSE",
+        libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
+        libc::EAFNOSUPPORT => "EAFNOSUPPORT",
+        libc::EACCES => "EACCES",
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::ENOTSOCK => "ENOTSOCK",
+        libc::ENOTCONN => "ENOTCONN",
+        libc::EINVAL => "EINVAL",
+        libc::EMFILE => "EMFILE",
+        libc::ENFILE => "ENFILE",
+        libc::ENOBUFS => "ENOBUFS",
+        libc::ENOMEM => "ENOMEM",
+        libc::EAGAIN => "EAGAIN",
+        libc::EBADF => "EBADF",
+        libc::ECANCELED => "ECANCELED",
+        libc::EPROTO => "EPROTO",
+        libc::ENAMETOOLONG => "ENAMETOOLONG",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::EISCONN => "EISCONN",
+        libc::EALREADY => "EALREADY",
+        libc::EINPROGRESS => "EINPROGRESS",
+        _ => "EIO",
+    }
+}
+
+/// glibc's `EAI_ADDRFAMILY` (a GNU extension the libc crate leaves out).
+const EAI_ADDRFAMILY: i32 = -9;
+const UV_EAI_ADDRFAMILY: i32 = -3000;
+const UV_EAI_AGAIN: i32 = -3001;
+const UV_EAI_BADFLAGS: i32 = -3002;
+const UV_EAI_FAIL: i32 = -3004;
+const UV_EAI_FAMILY: i32 = -3005;
+const UV_EAI_MEMORY: i32 = -3006;
+const UV_EAI_NODATA: i32 = -3007;
+const UV_EAI_NONAME: i32 = -3008;
+const UV_EAI_SERVICE: i32 = -3010;
+
+/// Node's code for a `getaddrinfo` failure: `dns.lookup` reports "no such name" and "no data"
+/// both as `ENOTFOUND`.
+fn eai_name(eai: i32) -> &'static str {
+    match eai {
+        libc::EAI_NONAME | libc::EAI_NODATA => "ENOTFOUND",
+        libc::EAI_AGAIN => "EAI_AGAIN",
+        libc::EAI_FAIL => "EAI_FAIL",
+        libc::EAI_FAMILY => "EAI_FAMILY",
+        EAI_ADDRFAMILY => "EAI_ADDRFAMILY",
+        libc::EAI_MEMORY => "EAI_MEMORY",
+        libc::EAI_SERVICE => "EAI_SERVICE",
+        libc::EAI_BADFLAGS => "EAI_BADFLAGS",
+        _ => "EAI_FAIL",
+    }
+}
+
+fn uv_eai_errno(eai: i32) -> i32 {
+    match eai {
+        libc::EAI_NONAME => UV_EAI_NONAME,
+        libc::EAI_NODATA => UV_EAI_NODATA,
+        libc::EAI_AGAIN => UV_EAI_AGAIN,
+        libc::EAI_FAMILY => UV_EAI_FAMILY,
+        EAI_ADDRFAMILY => UV_EAI_ADDRFAMILY,
+        libc::EAI_MEMORY => UV_EAI_MEMORY,
+        libc::EAI_SERVICE => UV_EAI_SERVICE,
+        libc::EAI_BADFLAGS => UV_EAI_BADFLAGS,
+        _ => UV_EAI_FAIL,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_connect_reads_as_node_writes_it() {
+        let err = Error::os(libc::ECONNREFUSED, "connect").with_peer("127.0.0.1", Some(8080));
+        assert_eq!(err.code(), "ECONNREFUSED");
+        assert_eq!(err.errno(), -111);
+        assert_eq!(err.syscall(), "connect");
+        assert_eq!(err.message(), "connect ECONNREFUSED 127.0.0.1:8080");
+    }
+
+    #[test]
+    fn an_unknown_host_is_enotfound_with_libuv_errno() {
+        let err = Error::dns(libc::EAI_NONAME, "nope.invalid");
+        assert_eq!(err.code(), "ENOTFOUND");
+        assert_eq!(err.errno(), -3008);
+        assert_eq!(err.message(), "getaddrinfo ENOTFOUND nope.invalid");
+        assert_eq!(err.hostname(), Some("nope.invalid"));
+        assert_eq!(Error::dns(libc::EAI_AGAIN, "x").code(), "EAI_AGAIN");
+    }
+
+    #[test]
+    fn io_errors_keep_their_errno_and_others_get_a_fitting_one() {
+        let err = Error::io(&io::Error::from_raw_os_error(libc::ECONNRESET), "read");
+        assert_eq!((err.code(), err.errno()), ("ECONNRESET", -104));
+        let err = Error::io(&io::Error::new(io::ErrorKind::TimedOut, "slow"), "connect");
+        assert_eq!(err.code(), "ETIMEDOUT");
+        let err = Error::io(&io::Error::other("strange"), "write");
+        assert_eq!(err.code(), "EIO");
+    }
+
+    #[test]
+    fn a_unix_socket_path_is_the_address() {
+        let err = Error::os(libc::ENOENT, "connect").with_peer("/tmp/none.sock", None);
+        assert_eq!(err.message(), "connect ENOENT /tmp/none.sock");
+    }
+}

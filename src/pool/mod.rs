@@ -1,0 +1,468 @@
+//! The connection pool's bookkeeping: keys, idle lists, limits, the waiter queue, idle expiry
+//! and the statistics.
+//!
+//! It owns no sockets. It is generic over `C`, the idle payload (the binding stores connection
+//! ids; tests store plain numbers), and it never reads a clock: every call that cares about time
+//! takes `now`. That keeps every rule here reachable by `cargo test` without Node, sockets or
+//! timers, and lets the binding drive it from whichever loop owns the connections.
+//!
+//! Invariants, enforced in this file only:
+//! - `key.busy + key.idle.len() <= limits.max_sockets` for every key, unless the limit was
+//!   lowered at run time (then nothing new is created or pooled until it holds again);
+//! - `self.total` (every busy or idle connection) `<= limits.max_total_sockets`, likewise;
+//! - a key never has idle connections and waiters at once: a released connection goes to the
+//!   first waiter of its key before it may go idle;
+//! - waiters are served in the order they arrived, per key and, for slots freed under
+//!   `max_total_sockets`, across keys.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+mod stats;
+
+pub use stats::Stats;
+
+/// Which idle connection a checkout takes: the most recently used (LIFO, Node's default, keeps
+/// the set of warm connections small) or the least recently used (FIFO, spreads load).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduling {
+    Lifo,
+    Fifo,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections (busy or idle) per key: Node's `maxSockets`.
+    pub max_sockets: usize,
+    /// Idle connections kept per key: Node's `maxFreeSockets`.
+    pub max_free_sockets: usize,
+    /// Connections (busy or idle) across all keys: Node's `maxTotalSockets`.
+    pub max_total_sockets: usize,
+    pub scheduling: Scheduling,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_sockets: usize::MAX,
+            max_free_sockets: 256,
+            max_total_sockets: usize::MAX,
+            scheduling: Scheduling::Lifo,
+        }
+    }
+}
+
+/// A pool key: one per distinct `getName()` string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyId(pub u32);
+
+/// A queued request, in arrival order (ids only grow).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WaiterId(pub u64);
+
+/// What a checkout gives the caller.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Checkout<C> {
+    /// An idle connection, now busy.
+    Reuse(C),
+    /// A slot for a new connection, now counted as busy: the caller connects, then reports
+    /// [`Pool::connected`] or [`Pool::connect_failed`].
+    Connect,
+    /// No connection and no slot: the caller waits until a release hands it a connection
+    /// ([`Release::Handoff`]) or a freed slot grants it one ([`Grant`]).
+    Queued(WaiterId),
+}
+
+/// What became of a released connection.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Release<C> {
+    /// Given to the first waiter of its key; still busy.
+    Handoff(WaiterId, C),
+    /// Kept idle until its deadline.
+    Idle,
+    /// Not kept: the caller closes it. Its slot may have gone to a waiter.
+    Close(C, Option<Grant>),
+}
+
+/// A waiter that a freed slot lets connect: its key's busy count already includes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub key: KeyId,
+    pub waiter: WaiterId,
+}
+
+/// Why an idle connection left the pool without being used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Eviction {
+    /// Its idle deadline passed (`freeSocketTimeout`, the server's hint, `socketActiveTTL`).
+    Expired,
+    /// The peer closed it, reset it, or sent bytes nobody asked for.
+    Dead,
+    /// Closed to make room under `maxTotalSockets` for a request to another key.
+    Room,
+}
+
+/// One key's counts, for the `sockets`, `freeSockets` and `requests` views.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeySnapshot {
+    pub key: KeyId,
+    pub name: String,
+    pub busy: usize,
+    pub idle: usize,
+    pub waiting: usize,
+}
+
+struct Idle<C> {
+    conn: C,
+    seq: u64,
+    deadline: Instant,
+}
+
+/// An idle timeout this long means "no timeout": far enough never to fire, near enough that
+/// `Instant + NEVER` cannot overflow.
+const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+struct Key<C> {
+    name: String,
+    idle: VecDeque<Idle<C>>,
+    /// Connections being connected or in use.
+    busy: usize,
+    waiters: VecDeque<WaiterId>,
+}
+
+impl<C> Key<C> {
+    fn count(&self) -> usize {
+        self.busy + self.idle.len()
+    }
+}
+
+pub struct Pool<C> {
+    limits: Limits,
+    keys: Vec<Key<C>>,
+    by_name: HashMap<String, KeyId>,
+    /// Busy plus idle connections across keys.
+    total: usize,
+    /// Idle deadlines, earliest first; `seq` tells entries with the same instant apart.
+    expiry: BTreeSet<(Instant, u64, KeyId)>,
+    /// Every waiter in arrival order, for serving slots across keys fairly.
+    waiters: BTreeMap<WaiterId, KeyId>,
+    next_seq: u64,
+    next_waiter: u64,
+    pub stats: Stats,
+}
+
+impl<C> Pool<C> {
+    pub fn new(limits: Limits) -> Self {
+        Pool {
+            limits,
+            keys: Vec::new(),
+            by_name: HashMap::new(),
+            total: 0,
+            expiry: BTreeSet::new(),
+            waiters: BTreeMap::new(),
+            next_seq: 0,
+            next_waiter: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Changes the limits (Node lets users assign `agent.maxSockets` at any time). Raising a
+    /// limit can let waiters connect; they are returned in order.
+    pub fn set_limits(&mut self, limits: Limits) -> Vec<Grant> {
+        self.limits = limits;
+        let mut grants = Vec::new();
+        while let Some(grant) = self.grant_slot() {
+            grants.push(grant);
+        }
+        grants
+    }
+
+    /// The key for a `getName()` string, created on first use.
+    pub fn key(&mut self, name: &str) -> KeyId {
+        if let Some(&id) = self.by_name.get(name) {
+            return id;
+        }
+        let id = KeyId(self.keys.len() as u32);
+        self.keys.push(Key {
+            name: name.to_owned(),
+            idle: VecDeque::new(),
+            busy: 0,
+            waiters: VecDeque::new(),
+        });
+        self.by_name.insert(name.to_owned(), id);
+        id
+    }
+
+    pub fn key_name(&self, key: KeyId) -> &str {
+        &self.keys[key.0 as usize].name
+    }
+
+    /// Connections busy or idle, across keys.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    pub fn idle_total(&self) -> usize {
+        self.expiry.len()
+    }
+
+    /// Takes an idle connection of `key`, or a slot for a new one, or queues.
+    ///
+    /// `usable` is asked about each idle candidate before it is handed out (the binding peeks at
+    /// the socket for a FIN, an RST or stray bytes that its idle watch has not seen yet);
+    /// candidates it rejects, and idle connections of other keys closed to make room under
+    /// `maxTotalSockets`, are pushed to `discard` for the caller to close.
+    pub fn checkout(
+        &mut self,
+        key: KeyId,
+        mut usable: impl FnMut(&C) -> bool,
+        discard: &mut Vec<(C, Eviction)>,
+    ) -> Checkout<C> {
+        let lifo = self.limits.scheduling == Scheduling::Lifo;
+        loop {
+            let k = &mut self.keys[key.0 as usize];
+            let next = if lifo {
+                k.idle.pop_back()
+            } else {
+                k.idle.pop_front()
+            };
+            let Some(idle) = next else { break };
+            self.expiry.remove(&(idle.deadline, idle.seq, key));
+            if usable(&idle.conn) {
+                self.keys[key.0 as usize].busy += 1;
+                return Checkout::Reuse(idle.conn);
+            }
+            self.total -= 1;
+            self.stats.close_socket_count += 1;
+            discard.push((idle.conn, Eviction::Dead));
+        }
+
+        let under_key = self.keys[key.0 as usize].count() < self.limits.max_sockets;
+        if under_key && self.total >= self.limits.max_total_sockets {
+            // A request should not starve behind idle connections to other origins: close the
+            // one that has been idle longest (earliest deadline) to make room.
+            if let Some(conn) = self.evict_other_idle(key) {
+                discard.push((conn, Eviction::Room));
+            }
+        }
+        if under_key && self.total < self.limits.max_total_sockets {
+            self.keys[key.0 as usize].busy += 1;
+            self.total += 1;
+            return Checkout::Connect;
+        }
+
+        let waiter = WaiterId(self.next_waiter);
+        self.next_waiter += 1;
+        self.keys[key.0 as usize].waiters.push_back(waiter);
+        self.waiters.insert(waiter, key);
+        Checkout::Queued(waiter)
+    }
+
+    /// A new connection of `key` was established.
+    pub fn connected(&mut self, _key: KeyId) {
+        self.stats.create_socket_count += 1;
+    }
+
+    /// A new connection of `key` could not be established: its slot is free again.
+    pub fn connect_failed(&mut self, key: KeyId) -> Option<Grant> {
+        self.stats.create_socket_error_count += 1;
+        self.unbusy(key);
+        self.grant_slot()
+    }
+
+    /// A busy connection of `key` (connected or still connecting) closed: its slot is free again.
+    pub fn closed(&mut self, key: KeyId) -> Option<Grant> {
+        self.stats.close_socket_count += 1;
+        self.unbusy(key);
+        self.grant_slot()
+    }
+
+    /// A busy connection finished its request. `keep` is how long it may stay idle
+    /// (`Duration::MAX` for no limit), `None` when it must not be reused (`Connection: close`, keep-alive off, TTL reached, ...).
+    pub fn release(
+        &mut self,
+        key: KeyId,
+        conn: C,
+        keep: Option<Duration>,
+        now: Instant,
+    ) -> Release<C> {
+        let k = &mut self.keys[key.0 as usize];
+        if keep.is_some() {
+            if let Some(waiter) = k.waiters.pop_front() {
+                self.waiters.remove(&waiter);
+                return Release::Handoff(waiter, conn);
+            }
+        }
+        let room = k.idle.len() < self.limits.max_free_sockets
+            && k.count() <= self.limits.max_sockets
+            && self.total <= self.limits.max_total_sockets
+            // Waiters of other keys blocked by `maxTotalSockets`: closing this connection lets
+            // one of them connect, keeping it idle would not.
+            && (self.waiters.is_empty() || self.total < self.limits.max_total_sockets);
+        match keep {
+            Some(timeout) if room => {
+                let k = &mut self.keys[key.0 as usize];
+                k.busy -= 1;
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                let deadline = now + timeout.min(NEVER);
+                self.expiry.insert((deadline, seq, key));
+                k.idle.push_back(Idle {
+                    conn,
+                    seq,
+                    deadline,
+                });
+                Release::Idle
+            }
+            _ => Release::Close(conn, self.closed(key)),
+        }
+    }
+
+    /// Removes the idle connection of `key` that `is` picks (its peer closed it, or it is being
+    /// destroyed). Returns it, and a waiter its slot now lets connect.
+    pub fn evict(
+        &mut self,
+        key: KeyId,
+        mut is: impl FnMut(&C) -> bool,
+    ) -> Option<(C, Option<Grant>)> {
+        let k = &mut self.keys[key.0 as usize];
+        let pos = k.idle.iter().position(|idle| is(&idle.conn))?;
+        let idle = k.idle.remove(pos)?;
+        self.expiry.remove(&(idle.deadline, idle.seq, key));
+        self.total -= 1;
+        self.stats.close_socket_count += 1;
+        Some((idle.conn, self.grant_slot()))
+    }
+
+    /// Removes every idle connection whose deadline is at or before `now` into `out`, and returns
+    /// the waiters their slots let connect.
+    pub fn expire(&mut self, now: Instant, out: &mut Vec<C>) -> Vec<Grant> {
+        let mut grants = Vec::new();
+        while let Some(&(deadline, seq, key)) = self.expiry.first() {
+            if deadline > now {
+                break;
+            }
+            self.expiry.pop_first();
+            let k = &mut self.keys[key.0 as usize];
+            if let Some(pos) = k.idle.iter().position(|idle| idle.seq == seq) {
+                if let Some(idle) = k.idle.remove(pos) {
+                    out.push(idle.conn);
+                }
+                self.total -= 1;
+                self.stats.close_socket_count += 1;
+                self.stats.timeout_socket_count += 1;
+                if let Some(grant) = self.grant_slot() {
+                    grants.push(grant);
+                }
+            }
+        }
+        grants
+    }
+
+    /// When the next idle connection expires.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.expiry.first().map(|&(deadline, _, _)| deadline)
+    }
+
+    /// Takes a waiter out of the queue (its request was aborted). False if it was not queued.
+    pub fn cancel(&mut self, waiter: WaiterId) -> bool {
+        let Some(key) = self.waiters.remove(&waiter) else {
+            return false;
+        };
+        let k = &mut self.keys[key.0 as usize];
+        if let Some(pos) = k.waiters.iter().position(|&w| w == waiter) {
+            k.waiters.remove(pos);
+        }
+        true
+    }
+
+    /// Empties the pool for `agent.destroy()`: every idle connection (to close) and every waiter
+    /// (to fail). Busy connections stay counted until the caller reports them closed.
+    pub fn drain(&mut self) -> (Vec<C>, Vec<WaiterId>) {
+        let mut idle = Vec::new();
+        for k in &mut self.keys {
+            k.waiters.clear();
+            idle.extend(k.idle.drain(..).map(|entry| entry.conn));
+        }
+        self.total -= idle.len();
+        self.stats.close_socket_count += idle.len() as u64;
+        self.expiry.clear();
+        let waiters = std::mem::take(&mut self.waiters).into_keys().collect();
+        (idle, waiters)
+    }
+
+    /// Counts per key, keys with nothing in them left out, in key creation order.
+    pub fn snapshot(&self) -> Vec<KeySnapshot> {
+        self.keys
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.busy + k.idle.len() + k.waiters.len() > 0)
+            .map(|(i, k)| KeySnapshot {
+                key: KeyId(i as u32),
+                name: k.name.clone(),
+                busy: k.busy,
+                idle: k.idle.len(),
+                waiting: k.waiters.len(),
+            })
+            .collect()
+    }
+
+    /// The waiters of `key` in the order they will be served.
+    pub fn waiters_of(&self, key: KeyId) -> impl Iterator<Item = WaiterId> + '_ {
+        self.keys[key.0 as usize].waiters.iter().copied()
+    }
+
+    /// The idle connections of `key`, oldest first.
+    pub fn idle_of(&self, key: KeyId) -> impl Iterator<Item = &C> + '_ {
+        self.keys[key.0 as usize].idle.iter().map(|idle| &idle.conn)
+    }
+
+    fn unbusy(&mut self, key: KeyId) {
+        let k = &mut self.keys[key.0 as usize];
+        debug_assert!(k.busy > 0, "a key's busy count went below zero");
+        k.busy -= 1;
+        self.total -= 1;
+    }
+
+    /// Gives a free slot to the oldest waiter whose key is under `maxSockets`.
+    fn grant_slot(&mut self) -> Option<Grant> {
+        if self.waiters.is_empty() {
+            return None;
+        }
+        if self.total >= self.limits.max_total_sockets {
+            return None;
+        }
+        let max = self.limits.max_sockets;
+        let (&waiter, &key) = self
+            .waiters
+            .iter()
+            .find(|(_, key)| self.keys[key.0 as usize].count() < max)?;
+        self.waiters.remove(&waiter);
+        let k = &mut self.keys[key.0 as usize];
+        if let Some(pos) = k.waiters.iter().position(|&w| w == waiter) {
+            k.waiters.remove(pos);
+        }
+        k.busy += 1;
+        self.total += 1;
+        Some(Grant { key, waiter })
+    }
+
+    /// Closes the idle connection of another key that expires first.
+    fn evict_other_idle(&mut self, key: KeyId) -> Option<C> {
+        let &(deadline, seq, other) = self.expiry.iter().find(|&&(_, _, k)| k != key)?;
+        self.expiry.remove(&(deadline, seq, other));
+        let k = &mut self.keys[other.0 as usize];
+        let pos = k.idle.iter().position(|idle| idle.seq == seq)?;
+        let idle = k.idle.remove(pos)?;
+        self.total -= 1;
+        self.stats.close_socket_count += 1;
+        Some(idle.conn)
+    }
+}
+
+#[cfg(test)]
+mod tests;

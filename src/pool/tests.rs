@@ -1,0 +1,459 @@
+use super::*;
+
+fn limits(max_sockets: usize, max_free: usize, max_total: usize, scheduling: Scheduling) -> Limits {
+    Limits {
+        max_sockets,
+        max_free_sockets: max_free,
+        max_total_sockets: max_total,
+        scheduling,
+    }
+}
+
+const KEEP: Option<Duration> = Some(Duration::from_secs(4));
+
+fn checkout(pool: &mut Pool<u32>, key: KeyId) -> Checkout<u32> {
+    let mut discard = Vec::new();
+    let out = pool.checkout(key, |_| true, &mut discard);
+    assert!(discard.is_empty(), "nothing should have been discarded");
+    out
+}
+
+#[test]
+fn reuses_an_idle_connection_and_creates_under_the_limit() {
+    let mut pool = Pool::new(Limits::default());
+    let key = pool.key("127.0.0.1:80:");
+    let now = Instant::now();
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    pool.connected(key);
+    assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
+    assert_eq!(pool.idle_total(), 1);
+    assert_eq!(checkout(&mut pool, key), Checkout::Reuse(1));
+    assert_eq!(pool.idle_total(), 0);
+    assert_eq!(pool.total(), 1);
+    assert_eq!(pool.stats.create_socket_count, 1);
+}
+
+#[test]
+fn same_name_gives_same_key_and_names_stay_apart() {
+    let mut pool: Pool<u32> = Pool::new(Limits::default());
+    let a = pool.key("a:80:");
+    let b = pool.key("b:80:");
+    assert_ne!(a, b);
+    assert_eq!(pool.key("a:80:"), a);
+    assert_eq!(pool.key_name(b), "b:80:");
+}
+
+#[test]
+fn max_sockets_queues_and_hands_off_in_arrival_order() {
+    let mut pool = Pool::new(limits(2, 256, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("k");
+    let now = Instant::now();
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    let w1 = checkout(&mut pool, key);
+    let w2 = checkout(&mut pool, key);
+    let (Checkout::Queued(w1), Checkout::Queued(w2)) = (w1, w2) else {
+        panic!("expected two waiters");
+    };
+    assert!(w1 < w2);
+    assert_eq!(pool.release(key, 10, KEEP, now), Release::Handoff(w1, 10));
+    assert_eq!(pool.release(key, 11, KEEP, now), Release::Handoff(w2, 11));
+    // Nobody waits any more: the next release goes idle.
+    assert_eq!(pool.release(key, 10, KEEP, now), Release::Idle);
+    assert_eq!(pool.total(), 2);
+}
+
+#[test]
+fn a_closed_connection_lets_the_first_waiter_connect() {
+    let mut pool: Pool<u32> = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("k");
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    let Checkout::Queued(w) = checkout(&mut pool, key) else {
+        panic!("expected a waiter")
+    };
+    assert_eq!(pool.closed(key), Some(Grant { key, waiter: w }));
+    assert_eq!(pool.total(), 1, "the grant holds the freed slot");
+    assert_eq!(pool.closed(key), None);
+    assert_eq!(pool.total(), 0);
+    assert_eq!(pool.stats.close_socket_count, 2);
+}
+
+#[test]
+fn a_failed_connect_frees_its_slot_for_a_waiter() {
+    let mut pool: Pool<u32> = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("k");
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    let Checkout::Queued(w) = checkout(&mut pool, key) else {
+        panic!("expected a waiter")
+    };
+    assert_eq!(pool.connect_failed(key), Some(Grant { key, waiter: w }));
+    assert_eq!(pool.stats.create_socket_error_count, 1);
+    assert_eq!(pool.stats.close_socket_count, 0);
+}
+
+#[test]
+fn a_release_that_must_close_passes_the_slot_on() {
+    let mut pool = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("k");
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    let Checkout::Queued(w) = checkout(&mut pool, key) else {
+        panic!("expected a waiter")
+    };
+    // Connection: close -> not reusable, so the waiter gets a new connection instead.
+    assert_eq!(
+        pool.release(key, 7, None, Instant::now()),
+        Release::Close(7, Some(Grant { key, waiter: w }))
+    );
+}
+
+#[test]
+fn lifo_takes_the_most_recent_and_fifo_the_oldest() {
+    for (scheduling, expect) in [(Scheduling::Lifo, [3, 2, 1]), (Scheduling::Fifo, [1, 2, 3])] {
+        let mut pool = Pool::new(limits(10, 256, usize::MAX, scheduling));
+        let key = pool.key("k");
+        let now = Instant::now();
+        for _ in 0..3 {
+            assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+        }
+        for conn in 1..=3 {
+            assert_eq!(pool.release(key, conn, KEEP, now), Release::Idle);
+        }
+        let got: Vec<u32> = (0..3)
+            .map(|_| match checkout(&mut pool, key) {
+                Checkout::Reuse(c) => c,
+                other => panic!("expected reuse, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(got, expect, "{scheduling:?}");
+    }
+}
+
+#[test]
+fn max_free_sockets_closes_the_surplus() {
+    let mut pool = Pool::new(limits(10, 1, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("k");
+    let now = Instant::now();
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(key, 2, KEEP, now), Release::Close(2, None));
+    assert_eq!(pool.total(), 1);
+}
+
+#[test]
+fn max_total_sockets_holds_across_keys_and_serves_the_oldest_waiter() {
+    let mut pool: Pool<u32> = Pool::new(limits(10, 256, 2, Scheduling::Lifo));
+    let a = pool.key("a");
+    let b = pool.key("b");
+    let c = pool.key("c");
+    assert_eq!(checkout(&mut pool, a), Checkout::Connect);
+    assert_eq!(checkout(&mut pool, a), Checkout::Connect);
+    let Checkout::Queued(wb) = checkout(&mut pool, b) else {
+        panic!("b must wait")
+    };
+    let Checkout::Queued(wc) = checkout(&mut pool, c) else {
+        panic!("c must wait")
+    };
+    assert_eq!(pool.closed(a), Some(Grant { key: b, waiter: wb }));
+    assert_eq!(pool.closed(a), Some(Grant { key: c, waiter: wc }));
+    assert_eq!(pool.total(), 2);
+}
+
+#[test]
+fn a_release_under_max_total_closes_for_another_keys_waiter() {
+    let mut pool = Pool::new(limits(10, 256, 1, Scheduling::Lifo));
+    let a = pool.key("a");
+    let b = pool.key("b");
+    assert_eq!(checkout(&mut pool, a), Checkout::Connect);
+    let Checkout::Queued(wb) = checkout(&mut pool, b) else {
+        panic!("b must wait")
+    };
+    assert_eq!(
+        pool.release(a, 1, KEEP, Instant::now()),
+        Release::Close(1, Some(Grant { key: b, waiter: wb }))
+    );
+}
+
+#[test]
+fn idle_connections_of_other_keys_make_room_under_max_total() {
+    let mut pool = Pool::new(limits(10, 256, 1, Scheduling::Lifo));
+    let a = pool.key("a");
+    let b = pool.key("b");
+    assert_eq!(checkout(&mut pool, a), Checkout::Connect);
+    assert_eq!(pool.release(a, 1, KEEP, Instant::now()), Release::Idle);
+    let mut discard = Vec::new();
+    assert_eq!(pool.checkout(b, |_| true, &mut discard), Checkout::Connect);
+    assert_eq!(discard, vec![(1, Eviction::Room)]);
+    assert_eq!(pool.total(), 1);
+    assert_eq!(pool.idle_total(), 0);
+}
+
+#[test]
+fn a_stale_idle_connection_is_discarded_at_checkout() {
+    let mut pool = Pool::new(Limits::default());
+    let key = pool.key("k");
+    let now = Instant::now();
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(key, 2, KEEP, now), Release::Idle);
+    let mut discard = Vec::new();
+    // 2 (the most recent) is dead: the checkout skips it and takes 1.
+    assert_eq!(
+        pool.checkout(key, |&c| c != 2, &mut discard),
+        Checkout::Reuse(1)
+    );
+    assert_eq!(discard, vec![(2, Eviction::Dead)]);
+    assert_eq!(pool.total(), 1);
+    assert_eq!(pool.stats.close_socket_count, 1);
+}
+
+#[test]
+fn idle_connections_expire_at_their_deadline_only() {
+    let mut pool = Pool::new(Limits::default());
+    let key = pool.key("k");
+    let t0 = Instant::now();
+    for _ in 0..3 {
+        assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    }
+    assert_eq!(
+        pool.release(key, 1, Some(Duration::from_millis(100)), t0),
+        Release::Idle
+    );
+    assert_eq!(
+        pool.release(key, 2, Some(Duration::from_millis(300)), t0),
+        Release::Idle
+    );
+    assert_eq!(pool.release(key, 3, Some(Duration::MAX), t0), Release::Idle);
+    assert_eq!(pool.next_deadline(), Some(t0 + Duration::from_millis(100)));
+
+    let mut out = Vec::new();
+    pool.expire(t0 + Duration::from_millis(99), &mut out);
+    assert!(out.is_empty());
+    pool.expire(t0 + Duration::from_millis(100), &mut out);
+    assert_eq!(out, vec![1]);
+    pool.expire(t0 + Duration::from_secs(3600), &mut out);
+    assert_eq!(out, vec![1, 2], "Duration::MAX never expires");
+    assert_eq!(pool.stats.timeout_socket_count, 2);
+    assert_eq!(pool.idle_total(), 1);
+    assert_eq!(checkout(&mut pool, key), Checkout::Reuse(3));
+}
+
+#[test]
+fn expiry_frees_slots_for_waiters_of_other_keys() {
+    let mut pool = Pool::new(limits(10, 256, 1, Scheduling::Lifo));
+    let a = pool.key("a");
+    let b = pool.key("b");
+    let t0 = Instant::now();
+    assert_eq!(checkout(&mut pool, a), Checkout::Connect);
+    let Checkout::Queued(wb) = checkout(&mut pool, b) else {
+        panic!("b must wait")
+    };
+    // With a waiter blocked by maxTotalSockets, the release closes rather than idles.
+    assert!(matches!(pool.release(a, 1, KEEP, t0), Release::Close(1, Some(g)) if g.waiter == wb));
+    let mut out = Vec::new();
+    assert!(pool
+        .expire(t0 + Duration::from_secs(60), &mut out)
+        .is_empty());
+}
+
+#[test]
+fn an_evicted_idle_connection_leaves_the_pool() {
+    let mut pool = Pool::new(Limits::default());
+    let key = pool.key("k");
+    let now = Instant::now();
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(key, 2, KEEP, now), Release::Idle);
+    assert_eq!(pool.evict(key, |&c| c == 1), Some((1, None)));
+    assert_eq!(pool.evict(key, |&c| c == 1), None);
+    assert_eq!(pool.idle_total(), 1);
+    assert_eq!(pool.next_deadline(), Some(now + Duration::from_secs(4)));
+    assert_eq!(checkout(&mut pool, key), Checkout::Reuse(2));
+}
+
+#[test]
+fn a_cancelled_waiter_is_skipped() {
+    let mut pool: Pool<u32> = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("k");
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    let Checkout::Queued(w1) = checkout(&mut pool, key) else {
+        panic!()
+    };
+    let Checkout::Queued(w2) = checkout(&mut pool, key) else {
+        panic!()
+    };
+    assert!(pool.cancel(w1));
+    assert!(!pool.cancel(w1));
+    assert_eq!(pool.closed(key), Some(Grant { key, waiter: w2 }));
+}
+
+#[test]
+fn raising_a_limit_lets_waiters_connect() {
+    let mut pool: Pool<u32> = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("k");
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    let Checkout::Queued(w1) = checkout(&mut pool, key) else {
+        panic!()
+    };
+    let Checkout::Queued(w2) = checkout(&mut pool, key) else {
+        panic!()
+    };
+    let grants = pool.set_limits(limits(3, 256, usize::MAX, Scheduling::Lifo));
+    assert_eq!(
+        grants,
+        vec![Grant { key, waiter: w1 }, Grant { key, waiter: w2 }]
+    );
+    assert_eq!(pool.total(), 3);
+}
+
+#[test]
+fn drain_returns_idle_connections_and_waiters() {
+    let mut pool = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let a = pool.key("a");
+    let b = pool.key("b");
+    let now = Instant::now();
+    assert_eq!(checkout(&mut pool, a), Checkout::Connect);
+    assert_eq!(pool.release(a, 1, KEEP, now), Release::Idle);
+    assert_eq!(checkout(&mut pool, b), Checkout::Connect);
+    let Checkout::Queued(w) = checkout(&mut pool, b) else {
+        panic!()
+    };
+    let (idle, waiters) = pool.drain();
+    assert_eq!(idle, vec![1]);
+    assert_eq!(waiters, vec![w]);
+    assert_eq!(pool.total(), 1, "the busy connection of b is still counted");
+    assert_eq!(pool.next_deadline(), None);
+}
+
+#[test]
+fn snapshot_reports_each_key_with_something_in_it() {
+    let mut pool = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let a = pool.key("a");
+    let b = pool.key("b");
+    let _unused = pool.key("c");
+    let now = Instant::now();
+    assert_eq!(checkout(&mut pool, a), Checkout::Connect);
+    assert_eq!(pool.release(a, 1, KEEP, now), Release::Idle);
+    assert_eq!(checkout(&mut pool, b), Checkout::Connect);
+    assert!(matches!(checkout(&mut pool, b), Checkout::Queued(_)));
+    let snap = pool.snapshot();
+    assert_eq!(snap.len(), 2);
+    assert_eq!(
+        (
+            snap[0].name.as_str(),
+            snap[0].busy,
+            snap[0].idle,
+            snap[0].waiting
+        ),
+        ("a", 0, 1, 0)
+    );
+    assert_eq!(
+        (
+            snap[1].name.as_str(),
+            snap[1].busy,
+            snap[1].idle,
+            snap[1].waiting
+        ),
+        ("b", 1, 0, 1)
+    );
+}
+
+/// Random operations against the invariants in the module header.
+#[test]
+fn limits_hold_under_any_interleaving() {
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    for round in 0..200 {
+        let max_sockets = 1 + next(4) as usize;
+        let max_total = 1 + next(6) as usize;
+        let mut pool = Pool::new(limits(
+            max_sockets,
+            1 + next(3) as usize,
+            max_total,
+            Scheduling::Lifo,
+        ));
+        let keys: Vec<KeyId> = (0..3).map(|i| pool.key(&format!("k{i}"))).collect();
+        let mut busy: Vec<(KeyId, u32)> = Vec::new();
+        let mut waiting: Vec<(KeyId, WaiterId)> = Vec::new();
+        let mut next_conn = 0u32;
+        let now = Instant::now();
+        for _ in 0..300 {
+            let key = keys[next(3) as usize];
+            match next(4) {
+                0 | 1 => {
+                    let mut discard = Vec::new();
+                    match pool.checkout(key, |_| next(5) != 0, &mut discard) {
+                        Checkout::Reuse(c) => busy.push((key, c)),
+                        Checkout::Connect => {
+                            next_conn += 1;
+                            busy.push((key, next_conn));
+                        }
+                        Checkout::Queued(w) => waiting.push((key, w)),
+                    }
+                }
+                2 if !busy.is_empty() => {
+                    let (key, conn) = busy.swap_remove(next(busy.len() as u64) as usize);
+                    let keep = if next(4) == 0 { None } else { KEEP };
+                    match pool.release(key, conn, keep, now) {
+                        Release::Handoff(w, c) => {
+                            let pos = waiting
+                                .iter()
+                                .position(|&(_, x)| x == w)
+                                .expect("known waiter");
+                            let (wkey, _) = waiting.remove(pos);
+                            assert_eq!(wkey, key, "handoff stays within the key");
+                            busy.push((key, c));
+                        }
+                        Release::Idle => {}
+                        Release::Close(_, grant) => {
+                            if let Some(g) = grant {
+                                let pos = waiting
+                                    .iter()
+                                    .position(|&(_, x)| x == g.waiter)
+                                    .expect("known waiter");
+                                waiting.remove(pos);
+                                next_conn += 1;
+                                busy.push((g.key, next_conn));
+                            }
+                        }
+                    }
+                }
+                3 if !busy.is_empty() => {
+                    let (key, _) = busy.swap_remove(next(busy.len() as u64) as usize);
+                    if let Some(g) = pool.closed(key) {
+                        let pos = waiting
+                            .iter()
+                            .position(|&(_, x)| x == g.waiter)
+                            .expect("known waiter");
+                        waiting.remove(pos);
+                        next_conn += 1;
+                        busy.push((g.key, next_conn));
+                    }
+                }
+                _ => {}
+            }
+            assert!(
+                pool.total() <= max_total,
+                "round {round}: total over the limit"
+            );
+            for snap in pool.snapshot() {
+                assert!(
+                    snap.busy + snap.idle <= max_sockets,
+                    "round {round}: key over maxSockets"
+                );
+                assert!(
+                    snap.idle == 0 || snap.waiting == 0,
+                    "round {round}: idle and waiting at once"
+                );
+            }
+            assert_eq!(pool.total(), busy.len() + pool.idle_total());
+        }
+    }
+}

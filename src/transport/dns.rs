@@ -1,0 +1,144 @@
+//! Name resolution as Node's `dns.lookup` does it: the system resolver (`getaddrinfo`, which
+//! reads /etc/hosts and nsswitch), addresses in the order it returns them, on a blocking thread.
+
+use std::ffi::CString;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::error::Error;
+
+/// Which address family a lookup may return: Node's `family` option (0, 4 or 6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Family {
+    #[default]
+    Any,
+    V4,
+    V6,
+}
+
+impl Family {
+    pub fn from_node(family: u32) -> Family {
+        match family {
+            4 => Family::V4,
+            6 => Family::V6,
+            _ => Family::Any,
+        }
+    }
+
+    pub fn admits(self, ip: &IpAddr) -> bool {
+        match self {
+            Family::Any => true,
+            Family::V4 => ip.is_ipv4(),
+            Family::V6 => ip.is_ipv6(),
+        }
+    }
+}
+
+/// An IP literal, with or without the brackets URLs put around IPv6.
+pub fn parse_ip(host: &str) -> Option<IpAddr> {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    bare.parse().ok()
+}
+
+/// Resolves `host` to its addresses, blocking the calling thread.
+pub fn lookup_blocking(host: &str, family: Family) -> Result<Vec<IpAddr>, Error> {
+    if let Some(ip) = parse_ip(host) {
+        return if family.admits(&ip) {
+            Ok(vec![ip])
+        } else {
+            Err(Error::no_address(host))
+        };
+    }
+    let Ok(name) = CString::new(host) else {
+        return Err(Error::dns(libc::EAI_NONAME, host));
+    };
+    // SAFETY: a zeroed addrinfo is a valid "no hints" value; we then set the fields we want.
+    let mut hints: libc::addrinfo = unsafe { std::mem::zeroed() };
+    hints.ai_socktype = libc::SOCK_STREAM;
+    hints.ai_family = match family {
+        Family::Any => libc::AF_UNSPEC,
+        Family::V4 => libc::AF_INET,
+        Family::V6 => libc::AF_INET6,
+    };
+    if family == Family::Any {
+        // As Node does for an unspecified family: no IPv6 answers on a host without IPv6.
+        hints.ai_flags = libc::AI_ADDRCONFIG;
+    }
+    let mut res: *mut libc::addrinfo = std::ptr::null_mut();
+    // SAFETY: valid C strings and hints; `res` is freed below on success.
+    let rc = unsafe { libc::getaddrinfo(name.as_ptr(), std::ptr::null(), &hints, &mut res) };
+    if rc != 0 {
+        let eai = if rc == libc::EAI_SYSTEM {
+            libc::EAI_FAIL
+        } else {
+            rc
+        };
+        return Err(Error::dns(eai, host));
+    }
+    let mut out: Vec<IpAddr> = Vec::new();
+    let mut cur = res;
+    while !cur.is_null() {
+        // SAFETY: getaddrinfo returned a well-formed list; each ai_addr matches its family.
+        let ai = unsafe { &*cur };
+        let ip = match ai.ai_family {
+            libc::AF_INET => {
+                let sa = unsafe { &*(ai.ai_addr as *const libc::sockaddr_in) };
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr))))
+            }
+            libc::AF_INET6 => {
+                let sa = unsafe { &*(ai.ai_addr as *const libc::sockaddr_in6) };
+                Some(IpAddr::V6(Ipv6Addr::from(sa.sin6_addr.s6_addr)))
+            }
+            _ => None,
+        };
+        if let Some(ip) = ip {
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+        cur = ai.ai_next;
+    }
+    // SAFETY: `res` came from a successful getaddrinfo and is freed once.
+    unsafe { libc::freeaddrinfo(res) };
+    if out.is_empty() {
+        return Err(Error::no_address(host));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ip_literals_skip_the_resolver() {
+        assert_eq!(
+            lookup_blocking("127.0.0.1", Family::Any).unwrap(),
+            vec![IpAddr::from([127, 0, 0, 1])]
+        );
+        assert_eq!(
+            lookup_blocking("[::1]", Family::V6).unwrap(),
+            vec![IpAddr::from(Ipv6Addr::LOCALHOST)]
+        );
+        assert_eq!(
+            lookup_blocking("::1", Family::V4).unwrap_err().code(),
+            "ENOTFOUND"
+        );
+    }
+
+    #[test]
+    fn localhost_resolves_through_the_system_resolver() {
+        let addrs = lookup_blocking("localhost", Family::V4).unwrap();
+        assert!(addrs.contains(&IpAddr::from([127, 0, 0, 1])), "{addrs:?}");
+    }
+
+    #[test]
+    fn an_invalid_name_is_enotfound() {
+        let err = lookup_blocking("no-such-host.invalid", Family::Any).unwrap_err();
+        assert_eq!(err.code(), "ENOTFOUND");
+        assert_eq!(err.syscall(), "getaddrinfo");
+        assert_eq!(err.hostname(), Some("no-such-host.invalid"));
+    }
+}

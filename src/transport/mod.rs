@@ -1,0 +1,8 @@
+//! Getting a connection: DNS lookups and TCP or Unix connects on the tokio runtime, and the
+//! liveness check that tells a healthy idle socket from one its peer has closed.
+
+pub mod connect;
+pub mod dns;
+pub mod liveness;
+
+pub use connect::{connect, ConnectOptions, Connected, Peer, Target};
