@@ -1,1 +1,430 @@
-//! napi surface (in progress)
+//! The napi surface: the only Rust code that touches Node-API. It converts and validates
+//! arguments and forwards to [`pool::PoolCell`]; option validation with Node's error codes is
+//! done once, in `index.js`, before anything reaches here.
+
+#![cfg_attr(test, allow(dead_code))]
+
+mod conn;
+mod env;
+mod js;
+mod pool;
+mod uv;
+
+use std::net::IpAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi_derive::napi;
+
+use crate::pool::{KeyId, Limits, Scheduling};
+use crate::transport::dns::{parse_ip, Family};
+use crate::transport::{ConnectOptions, Peer, Target};
+use pool::PoolCell;
+
+/// Registers the JavaScript functions Rust calls on this thread. Called once by `index.js`.
+#[napi(js_name = "init")]
+pub fn init(
+    env: Env,
+    on_read: Unknown,
+    on_write: Unknown,
+    on_error: Unknown,
+    on_connect: Unknown,
+    on_grant: Unknown,
+) -> Result<()> {
+    let raw = env.raw();
+    // SAFETY: live function values from this call.
+    let r = |v: &Unknown| unsafe { js::Ref::new(raw, v.raw(), 1) };
+    env::init(
+        raw,
+        env::Callbacks {
+            on_read: r(&on_read),
+            on_write: r(&on_write),
+            on_error: r(&on_error),
+            on_connect: r(&on_connect),
+            on_grant: r(&on_grant),
+        },
+    )?;
+    Ok(())
+}
+
+#[napi(object)]
+pub struct PoolOptions {
+    pub max_sockets: f64,
+    pub max_free_sockets: f64,
+    pub max_total_sockets: f64,
+    pub lifo: bool,
+    pub no_delay: bool,
+    /// SO_KEEPALIVE's initial delay for new connections; absent when keep-alive is off.
+    pub keep_alive_msecs: Option<f64>,
+}
+
+#[napi(object)]
+pub struct ConnectTarget {
+    pub host: Option<String>,
+    pub port: Option<u32>,
+    pub family: Option<u32>,
+    pub local_address: Option<String>,
+    /// A Unix socket path (`socketPath`).
+    pub path: Option<String>,
+    /// Addresses from a user's `lookup`, in order.
+    pub addresses: Option<Vec<String>>,
+}
+
+#[napi(object)]
+pub struct PoolStats {
+    pub create_socket_count: f64,
+    pub create_socket_error_count: f64,
+    pub close_socket_count: f64,
+    pub error_socket_count: f64,
+    pub timeout_socket_count: f64,
+    pub request_count: f64,
+}
+
+#[napi(object)]
+pub struct KeyCounts {
+    pub key: u32,
+    pub name: String,
+    pub busy: u32,
+    pub idle: u32,
+    pub waiting: u32,
+    /// The queued waiters, in the order they will be served.
+    pub waiters: Vec<f64>,
+}
+
+#[napi(object)]
+pub struct ConnInfo {
+    pub local_address: Option<String>,
+    pub local_port: Option<u32>,
+    pub local_family: Option<String>,
+    pub remote_address: Option<String>,
+    pub remote_port: Option<u32>,
+    pub remote_family: Option<String>,
+    pub bytes_read: f64,
+    pub bytes_written: f64,
+    pub created_at_ms_ago: f64,
+}
+
+fn limits(opts: &PoolOptions) -> Limits {
+    let count = |n: f64| {
+        if n.is_finite() && n >= 0.0 {
+            n as usize
+        } else {
+            usize::MAX
+        }
+    };
+    Limits {
+        max_sockets: count(opts.max_sockets),
+        max_free_sockets: count(opts.max_free_sockets),
+        max_total_sockets: count(opts.max_total_sockets),
+        scheduling: if opts.lifo {
+            Scheduling::Lifo
+        } else {
+            Scheduling::Fifo
+        },
+    }
+}
+
+fn family_name(ip: &IpAddr) -> String {
+    if ip.is_ipv4() { "IPv4" } else { "IPv6" }.to_owned()
+}
+
+/// One agent's connection pool. The object anchors the pool's lifetime (collected with its
+/// agent); the calls made for every request are plain functions below that name the pool or
+/// the connection by number: no wrapper object, no `this` to unwrap (a third of the cost of a
+/// method call here).
+#[napi]
+pub struct NativePool {
+    cell: Rc<PoolCell>,
+}
+
+fn ctx() -> Result<Rc<env::EnvCtx>> {
+    env::current().ok_or_else(|| Error::from_reason("hyperagent: the binding was not initialised"))
+}
+
+fn conn(id: u32) -> Option<Rc<conn::Conn>> {
+    env::current()?.conn(id)
+}
+
+fn undefined(env: &Env) -> sys::napi_value {
+    let mut value = std::ptr::null_mut();
+    // SAFETY: plain value lookup on this env.
+    unsafe { sys::napi_get_undefined(env.raw(), &mut value) };
+    value
+}
+
+/// `id * 4 + verdict` (see `pool::verdict`), or, for an idle connection whose socket is still
+/// alive, that socket itself, now serving the caller.
+#[napi(ts_return_type = "number | object")]
+pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
+    let cell = ctx()?
+        .pool(pool)
+        .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
+    let verdict = cell.checkout(KeyId(key));
+    if verdict % 4.0 == pool::verdict::REUSE as f64 {
+        let socket = cell.take((verdict / 4.0) as u32);
+        if !socket.is_null() {
+            // SAFETY: a live value of this env.
+            return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) });
+        }
+    }
+    verdict.into_unknown(env)
+}
+
+/// The socket of connection `id`, now serving the caller's checkout; `undefined` when it was
+/// collected while idle.
+#[napi(ts_return_type = "object | undefined")]
+pub fn take(env: &Env, id: u32) -> Result<Unknown<'_>> {
+    let socket = conn(id).map_or(std::ptr::null_mut(), |c| c.take(env.raw()));
+    let socket = if socket.is_null() {
+        undefined(env)
+    } else {
+        socket
+    };
+    // SAFETY: a live value of this env.
+    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) })
+}
+
+/// Makes `socket` the JavaScript face of connection `id`.
+#[napi]
+pub fn bind(env: &Env, id: u32, socket: Unknown) -> bool {
+    match conn(id) {
+        Some(c) if c.state.get() != conn::State::Closed => {
+            c.bind(env.raw(), socket.raw());
+            true
+        }
+        _ => false,
+    }
+}
+
+/// 0: written; 1: pending (`onWrite` follows); negative: `-errno`.
+#[napi]
+pub fn write(id: u32, data: BufferSlice) -> i32 {
+    conn(id).map_or(-libc::EBADF, |c| c.write(&[&data[..]]))
+}
+
+#[napi]
+pub fn writev(id: u32, chunks: Vec<BufferSlice>) -> i32 {
+    let Some(c) = conn(id) else {
+        return -libc::EBADF;
+    };
+    let slices: Vec<&[u8]> = chunks.iter().map(|c| &c[..]).collect();
+    c.write(&slices)
+}
+
+#[napi]
+pub fn read_start(id: u32) {
+    if let Some(c) = conn(id) {
+        c.set_reading(true);
+    }
+}
+
+#[napi]
+pub fn read_stop(id: u32) {
+    if let Some(c) = conn(id) {
+        c.set_reading(false);
+    }
+}
+
+#[napi]
+pub fn shutdown(id: u32) -> i32 {
+    conn(id).map_or(0, |c| c.shutdown())
+}
+
+/// The request on connection `id` finished. `idle_ms`: how long it may idle (negative: it may
+/// only serve a waiter; infinite: no limit). Returns a verdict (see `pool::verdict`).
+#[napi]
+pub fn release(id: u32, idle_ms: f64) -> f64 {
+    let Some(cell) = conn(id).and_then(|c| c.pool()) else {
+        return pool::verdict::NONE;
+    };
+    let idle = if idle_ms < 0.0 || idle_ms.is_nan() {
+        None
+    } else if idle_ms.is_infinite() {
+        Some(Duration::MAX)
+    } else {
+        Some(Duration::from_micros((idle_ms * 1000.0) as u64))
+    };
+    cell.release(id, idle)
+}
+
+/// The socket of connection `id` was destroyed. Returns a verdict (a waiter may connect).
+#[napi]
+pub fn close(id: u32) -> f64 {
+    match conn(id).and_then(|c| c.pool()) {
+        Some(cell) => cell.close(id),
+        None => pool::verdict::NONE,
+    }
+}
+
+#[napi]
+pub fn set_ref(id: u32, on: bool) {
+    if let Some(c) = conn(id) {
+        c.set_ref(on);
+    }
+}
+
+#[napi]
+pub fn set_no_delay(id: u32, on: bool) -> i32 {
+    conn(id).map_or(0, |c| c.set_no_delay(on))
+}
+
+#[napi]
+pub fn set_keep_alive(id: u32, on: bool, initial_delay_ms: u32) -> i32 {
+    conn(id).map_or(0, |c| c.set_keep_alive(on, initial_delay_ms))
+}
+
+#[napi]
+pub fn info(id: u32) -> Option<ConnInfo> {
+    let conn = conn(id)?;
+    let local = conn.local.get();
+    let remote = conn.remote.borrow().clone();
+    let (remote_address, remote_port, remote_family) = match remote {
+        Some(Peer::Tcp(addr)) => (
+            Some(addr.ip().to_string()),
+            Some(addr.port() as u32),
+            Some(family_name(&addr.ip())),
+        ),
+        Some(Peer::Unix(_)) | None => (None, None, None),
+    };
+    Some(ConnInfo {
+        local_address: local.map(|a| a.ip().to_string()),
+        local_port: local.map(|a| a.port() as u32),
+        local_family: local.map(|a| family_name(&a.ip())),
+        remote_address,
+        remote_port,
+        remote_family,
+        bytes_read: conn.bytes_read.get() as f64,
+        bytes_written: conn.bytes_written.get() as f64,
+        created_at_ms_ago: conn.created.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+#[napi]
+impl NativePool {
+    #[napi(constructor)]
+    pub fn new(agent: Unknown, options: PoolOptions) -> Result<Self> {
+        let connect_opts = ConnectOptions {
+            no_delay: options.no_delay,
+            keep_alive: options
+                .keep_alive_msecs
+                .map(|ms| Duration::from_millis(ms.max(0.0) as u64)),
+            ..ConnectOptions::default()
+        };
+        Ok(NativePool {
+            cell: PoolCell::new(ctx()?, agent.raw(), limits(&options), connect_opts),
+        })
+    }
+
+    /// The number the plain functions name this pool by.
+    #[napi(getter)]
+    pub fn id(&self) -> u32 {
+        self.cell.id
+    }
+
+    /// The key for a `getName()` string.
+    #[napi]
+    pub fn key(&self, name: String) -> u32 {
+        self.cell.state.borrow_mut().pool.key(&name).0
+    }
+
+    #[napi]
+    pub fn open_granted(&self, key: u32) -> u32 {
+        self.cell.open_granted(KeyId(key))
+    }
+
+    #[napi]
+    pub fn connect(&self, id: u32, target: ConnectTarget) -> Result<()> {
+        let target = match target.path {
+            Some(path) => Target::Unix { path },
+            None => {
+                let local_address = match target.local_address {
+                    Some(s) => Some(parse_ip(&s).ok_or_else(|| {
+                        Error::new(Status::InvalidArg, format!("invalid localAddress: {s}"))
+                    })?),
+                    None => None,
+                };
+                let addresses = match target.addresses {
+                    Some(list) => Some(
+                        list.iter()
+                            .map(|s| {
+                                parse_ip(s).ok_or_else(|| {
+                                    Error::new(Status::InvalidArg, format!("invalid address: {s}"))
+                                })
+                            })
+                            .collect::<Result<Vec<_>>>()?,
+                    ),
+                    None => None,
+                };
+                Target::Tcp {
+                    host: target.host.unwrap_or_else(|| "localhost".into()),
+                    port: target.port.unwrap_or(80) as u16,
+                    family: Family::from_node(target.family.unwrap_or(0)),
+                    local_address,
+                    addresses,
+                }
+            }
+        };
+        self.cell.connect(id, target);
+        Ok(())
+    }
+
+    #[napi]
+    pub fn cancel(&self, waiter: f64) -> bool {
+        self.cell.cancel(waiter as u64)
+    }
+
+    #[napi]
+    pub fn set_limits(&self, options: PoolOptions) -> Vec<f64> {
+        self.cell.set_limits(limits(&options))
+    }
+
+    #[napi]
+    pub fn destroy(&self) -> Vec<f64> {
+        self.cell.destroy()
+    }
+
+    /// Counts an error on an established socket (`errorSocketCount`).
+    #[napi]
+    pub fn count_error(&self) {
+        self.cell.state.borrow_mut().pool.stats.error_socket_count += 1;
+    }
+
+    /// Counts a socket closed by its active timeout (`timeoutSocketCount`).
+    #[napi]
+    pub fn count_timeout(&self) {
+        self.cell.state.borrow_mut().pool.stats.timeout_socket_count += 1;
+    }
+
+    #[napi]
+    pub fn stats(&self) -> PoolStats {
+        let s = self.cell.stats();
+        PoolStats {
+            create_socket_count: s.create_socket_count as f64,
+            create_socket_error_count: s.create_socket_error_count as f64,
+            close_socket_count: s.close_socket_count as f64,
+            error_socket_count: s.error_socket_count as f64,
+            timeout_socket_count: s.timeout_socket_count as f64,
+            request_count: s.request_count as f64,
+        }
+    }
+
+    /// Counts per key, for the `sockets`, `freeSockets` and `requests` views.
+    #[napi]
+    pub fn snapshot(&self) -> Vec<KeyCounts> {
+        let st = self.cell.state.borrow();
+        st.pool
+            .snapshot()
+            .into_iter()
+            .map(|k| KeyCounts {
+                key: k.key.0,
+                waiters: st.pool.waiters_of(k.key).map(|w| w.0 as f64).collect(),
+                name: k.name,
+                busy: k.busy as u32,
+                idle: k.idle as u32,
+                waiting: k.waiting as u32,
+            })
+            .collect()
+    }
+}

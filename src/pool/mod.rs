@@ -281,21 +281,21 @@ impl<C> Pool<C> {
         self.grant_slot()
     }
 
-    /// A busy connection finished its request. `keep` is how long it may stay idle
-    /// (`Duration::MAX` for no limit), `None` when it must not be reused (`Connection: close`, keep-alive off, TTL reached, ...).
+    /// A busy connection finished its request and can carry another: the first waiter of its
+    /// key gets it; otherwise it stays idle for `idle` (`Duration::MAX`: no limit) if there is
+    /// room, or is closed when `idle` is `None` (keep-alive off, the server's hint too short).
+    /// A connection that cannot carry another request is reported with [`Pool::closed`].
     pub fn release(
         &mut self,
         key: KeyId,
         conn: C,
-        keep: Option<Duration>,
+        idle: Option<Duration>,
         now: Instant,
     ) -> Release<C> {
         let k = &mut self.keys[key.0 as usize];
-        if keep.is_some() {
-            if let Some(waiter) = k.waiters.pop_front() {
-                self.waiters.remove(&waiter);
-                return Release::Handoff(waiter, conn);
-            }
+        if let Some(waiter) = k.waiters.pop_front() {
+            self.waiters.remove(&waiter);
+            return Release::Handoff(waiter, conn);
         }
         let room = k.idle.len() < self.limits.max_free_sockets
             && k.count() <= self.limits.max_sockets
@@ -303,7 +303,7 @@ impl<C> Pool<C> {
             // Waiters of other keys blocked by `maxTotalSockets`: closing this connection lets
             // one of them connect, keeping it idle would not.
             && (self.waiters.is_empty() || self.total < self.limits.max_total_sockets);
-        match keep {
+        match idle {
             Some(timeout) if room => {
                 let k = &mut self.keys[key.0 as usize];
                 k.busy -= 1;

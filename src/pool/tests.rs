@@ -92,18 +92,18 @@ fn a_failed_connect_frees_its_slot_for_a_waiter() {
 }
 
 #[test]
-fn a_release_that_must_close_passes_the_slot_on() {
+fn a_release_without_keep_alive_still_serves_a_waiter_then_closes() {
     let mut pool = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
     let key = pool.key("k");
+    let now = Instant::now();
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
     let Checkout::Queued(w) = checkout(&mut pool, key) else {
         panic!("expected a waiter")
     };
-    // Connection: close -> not reusable, so the waiter gets a new connection instead.
-    assert_eq!(
-        pool.release(key, 7, None, Instant::now()),
-        Release::Close(7, Some(Grant { key, waiter: w }))
-    );
+    // As Node's agent: a queued request takes the connection even when it may not idle.
+    assert_eq!(pool.release(key, 7, None, now), Release::Handoff(w, 7));
+    assert_eq!(pool.release(key, 7, None, now), Release::Close(7, None));
+    assert_eq!(pool.total(), 0);
 }
 
 #[test]

@@ -1,0 +1,4 @@
+import hyperagent from './index.js';
+
+export const { Agent, HttpAgent, constants } = hyperagent;
+export default hyperagent;

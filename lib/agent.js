@@ -1,0 +1,469 @@
+'use strict';
+
+// Agent: Node's http.Agent contract (addRequest, getName, keepSocketAlive, reuseSocket,
+// 'free', destroy) and agentkeepalive's (options, statistics, getCurrentStatus), over a pool
+// that lives in Rust. This file decides nothing about limits or order: it asks the pool, and
+// does what the pool answers (bind a socket, connect, queue, serve a waiter).
+
+const http = require('node:http');
+const { AsyncResource } = require('node:async_hooks');
+const { debuglog } = require('node:util');
+const binding = require('../binding.js');
+const { NativeSocket, kId, kName, kOptions } = require('./socket');
+const errors = require('./errors');
+const { normalize } = require('./options');
+const constants = require('./constants');
+
+let debug = debuglog('hyperagent', (fn) => {
+  debug = fn;
+});
+
+// Verdicts of the pool, packed as `id * 4 + kind` (src/binding/pool.rs `verdict`).
+const REUSE = 0;
+const CONNECT = 1;
+const HANDOFF = 0;
+const GRANT = 1;
+const CLOSED = -2;
+
+const kPool = Symbol('hyperagent.pool');
+const kPoolId = Symbol('hyperagent.poolId');
+const kKeys = Symbol('hyperagent.keys');
+const kWaiters = Symbol('hyperagent.waiters');
+const kActive = Symbol('hyperagent.active');
+const kLimits = Symbol('hyperagent.limits');
+const kLastStats = Symbol('hyperagent.lastStats');
+const kIdleFor = Symbol('hyperagent.idleFor');
+const kServe = Symbol('hyperagent.serve');
+const kConnect = Symbol('hyperagent.connect');
+
+// Rust calls these on this thread's event loop, with the socket (or agent) as receiver.
+binding.init(
+  (socket, buf) => socket._onRead(buf),
+  (socket, desc) => socket._onWrite(desc),
+  (socket, desc) => socket._onError(desc),
+  (socket, desc) => socket._onConnect(desc),
+  (agent, waiter) => agent._onGrant(waiter),
+);
+
+function limitsOf(agent) {
+  const l = agent[kLimits];
+  return {
+    maxSockets: l.maxSockets,
+    maxFreeSockets: l.maxFreeSockets,
+    maxTotalSockets: l.maxTotalSockets,
+    lifo: l.scheduling !== 'fifo',
+    noDelay: agent.options.noDelay !== false,
+    keepAliveMsecs: l.keepAlive ? agent.keepAliveMsecs : undefined,
+  };
+}
+
+// Accessors for the limits Node lets users assign at any time (`agent.maxSockets = 10`):
+// the pool in Rust follows every change.
+function limitAccessor(name, fallback) {
+  return {
+    configurable: true,
+    enumerable: true,
+    get() {
+      return (this[kLimits] ??= {})[name];
+    },
+    set(value) {
+      const limits = (this[kLimits] ??= {});
+      limits[name] = value === undefined || value === null || value === 0 ? fallback(this) : value;
+      if (this[kPool] !== undefined) {
+        for (const waiter of this[kPool].setLimits(limitsOf(this))) {
+          this[kServe](waiter * 4 + GRANT, 0);
+        }
+      }
+    },
+  };
+}
+
+class Agent extends http.Agent {
+  constructor(options) {
+    const opts = normalize(options);
+    super(opts);
+    // Node's constructor registered its own pool logic on 'free'; ours replaces it.
+    this.removeAllListeners('free');
+    this.on('free', onFree);
+    this[kKeys] = new Map();
+    this[kWaiters] = new Map();
+    this[kActive] = new Map();
+    this[kLastStats] = null;
+    this[kPool] = new binding.NativePool(this, limitsOf(this));
+    this[kPoolId] = this[kPool].id;
+  }
+
+  // ---- Node's http.Agent contract -----------------------------------------------------------
+
+  addRequest(req, options, port, localAddress) {
+    // Legacy signature: addRequest(req, host, port, localAddress)
+    if (typeof options === 'string') options = { host: options, port, localAddress };
+    options = { __proto__: null, ...options, ...this.options };
+    if (options.socketPath) options.path = options.socketPath;
+    const name = this.getName(options);
+    let key = this[kKeys].get(name);
+    if (key === undefined) {
+      key = this[kPool].key(name);
+      this[kKeys].set(name, key);
+    }
+    const verdict = binding.checkout(this[kPoolId], key);
+    if (typeof verdict !== 'number') {
+      debug('reuse connection %d for %s', verdict[kId], name);
+      this._reuse(verdict, req);
+      return;
+    }
+    const kind = verdict % 4;
+    const id = (verdict - kind) / 4;
+    if (kind === REUSE) {
+      debug('reuse connection %d for %s (new socket)', id, name);
+      this._reuse(this._face(id, name, options), req);
+    } else if (kind === CONNECT) {
+      debug('create connection %d for %s', id, name);
+      this._open(id, name, req, options);
+    } else {
+      debug('queue request as waiter %d for %s', id, name);
+      this[kWaiters].set(id, { req, options, key, name, resource: new AsyncResource('QueuedRequest') });
+    }
+  }
+
+  // Reuse and connect are decided in Rust; these hooks keep Node's names for subclasses.
+  keepSocketAlive(socket) {
+    const idle = idleTimeout(this, socket);
+    socket[kIdleFor] = idle;
+    return idle > 0;
+  }
+
+  reuseSocket(socket, req) {
+    req.reusedSocket = true;
+    socket.ref();
+  }
+
+  createConnection() {
+    throw errors.hyperagentError(
+      'UNSUPPORTED',
+      'hyperagent opens its connections in Rust; createConnection() cannot be used or overridden',
+    );
+  }
+
+  destroy() {
+    const pool = this[kPool];
+    const waiters = pool.destroy();
+    for (const id of waiters) {
+      const w = this[kWaiters].get(id);
+      if (w === undefined) continue;
+      this[kWaiters].delete(id);
+      const err = errors.hyperagentError(
+        'AGENT_DESTROYED',
+        'The agent was destroyed while this request waited for a connection',
+      );
+      w.resource.runInAsyncScope(() => w.req.onSocket(undefined, err));
+      w.resource.emitDestroy();
+    }
+    for (const set of this[kActive].values()) {
+      for (const socket of set) socket.destroy();
+    }
+  }
+
+  // ---- agentkeepalive's statistics ----------------------------------------------------------
+
+  get createSocketCount() { return this[kPool].stats().createSocketCount; }
+  get createSocketErrorCount() { return this[kPool].stats().createSocketErrorCount; }
+  get closeSocketCount() { return this[kPool].stats().closeSocketCount; }
+  get errorSocketCount() { return this[kPool].stats().errorSocketCount; }
+  get timeoutSocketCount() { return this[kPool].stats().timeoutSocketCount; }
+  get requestCount() { return this[kPool].stats().requestCount; }
+
+  get statusChanged() {
+    const now = this[kPool].stats();
+    const last = this[kLastStats];
+    this[kLastStats] = now;
+    if (last === null) return true;
+    for (const k of Object.keys(now)) {
+      if (now[k] !== last[k]) return true;
+    }
+    return false;
+  }
+
+  getCurrentStatus() {
+    const s = this[kPool].stats();
+    return {
+      createSocketCount: s.createSocketCount,
+      createSocketErrorCount: s.createSocketErrorCount,
+      closeSocketCount: s.closeSocketCount,
+      errorSocketCount: s.errorSocketCount,
+      timeoutSocketCount: s.timeoutSocketCount,
+      requestCount: s.requestCount,
+      freeSockets: counts(this.freeSockets),
+      sockets: counts(this.sockets),
+      requests: counts(this.requests),
+    };
+  }
+
+  // ---- Views of the pool, keyed by name as Node's are ---------------------------------------
+
+  // In-use (and connecting) sockets.
+  get sockets() {
+    const out = { __proto__: null };
+    for (const [name, set] of this[kActive]) {
+      if (set.size > 0) out[name] = [...set];
+    }
+    return out;
+  }
+
+  // Idle connections belong to Rust alone; each is shown as a small descriptor.
+  get freeSockets() {
+    const out = { __proto__: null };
+    for (const k of this[kPool].snapshot()) {
+      if (k.idle > 0) {
+        out[k.name] = Array.from({ length: k.idle }, () => Object.freeze({ name: k.name, idle: true }));
+      }
+    }
+    return out;
+  }
+
+  // Requests waiting for a connection, in the order they will be served.
+  get requests() {
+    const out = { __proto__: null };
+    for (const k of this[kPool].snapshot()) {
+      if (k.waiting > 0) {
+        out[k.name] = k.waiters.map((id) => this[kWaiters].get(id)?.req).filter(Boolean);
+      }
+    }
+    return out;
+  }
+
+  get totalSocketCount() {
+    let n = 0;
+    for (const k of this[kPool].snapshot()) n += k.busy + k.idle;
+    return n;
+  }
+
+  // Node's constructor assigns these; the views above are computed, so assignments are ignored.
+  set sockets(_) {}
+  set freeSockets(_) {}
+  set requests(_) {}
+  set totalSocketCount(_) {}
+
+  // ---- Internals -----------------------------------------------------------------------------
+
+  _track(socket) {
+    let set = this[kActive].get(socket[kName]);
+    if (set === undefined) {
+      set = new Set();
+      this[kActive].set(socket[kName], set);
+    }
+    set.add(socket);
+  }
+
+  _untrack(socket) {
+    const set = this[kActive].get(socket[kName]);
+    if (set !== undefined) set.delete(socket);
+  }
+
+  // The socket of a pooled connection, now serving the caller; a new one if the old was
+  // collected while idle.
+  _face(id, name, options) {
+    let socket = binding.take(id);
+    if (socket === undefined) {
+      socket = new NativeSocket(this, name, options);
+      socket._attach(id, false);
+      binding.bind(id, socket);
+    }
+    return socket;
+  }
+
+  _reuse(socket, req) {
+    this._track(socket);
+    const timeout = this.options.timeout;
+    if (timeout > 0) socket.setTimeout(timeout);
+    this.reuseSocket(socket, req);
+    setRequestSocket(this, req, socket);
+  }
+
+  _open(id, name, req, options) {
+    const socket = new NativeSocket(this, name, options);
+    socket._attach(id, true);
+    binding.bind(id, socket);
+    this._track(socket);
+    this[constants.INIT_SOCKET](socket, options);
+    setRequestSocket(this, req, socket);
+    this[kConnect](socket, options);
+  }
+
+  [constants.INIT_SOCKET](socket, options) {
+    if (options.timeout > 0) socket.setTimeout(options.timeout);
+  }
+
+  [kConnect](socket, options) {
+    const pool = this[kPool];
+    const id = socket[kId];
+    if (options.path) {
+      pool.connect(id, { path: String(options.path) });
+      return;
+    }
+    const host = options.host || 'localhost';
+    const port = validatePort(options.port === undefined || options.port === null ? this.defaultPort : options.port);
+    const family = options.family === 4 || options.family === 6 ? options.family : 0;
+    const localAddress = options.localAddress || undefined;
+    if (typeof options.lookup !== 'function') {
+      pool.connect(id, { host, port, family, localAddress });
+      return;
+    }
+    // A user's lookup runs here, as net runs it; the addresses it gives skip Rust's resolver.
+    options.lookup(host, { family, hints: options.hints || 0, all: true }, (err, address, addrFamily) => {
+      socket.emit('lookup', err, Array.isArray(address) ? address[0]?.address : address, addrFamily, host);
+      if (socket.destroyed || socket[kId] !== id) return;
+      if (err) {
+        socket.destroy(err);
+        return;
+      }
+      const list = Array.isArray(address) ? address.map((a) => a.address) : [address];
+      pool.connect(id, { host, port, family, localAddress, addresses: list });
+    });
+  }
+
+  // A waiter may proceed: with a handed-off connection (`connId`) or a slot to connect.
+  [kServe](verdict, connId) {
+    const kind = verdict % 4;
+    const waiterId = (verdict - kind) / 4;
+    const w = this[kWaiters].get(waiterId);
+    this[kWaiters].delete(waiterId);
+    const pool = this[kPool];
+    if (w === undefined) {
+      // Unknown waiter (cannot happen while the maps agree): give the connection back.
+      if (kind === HANDOFF) binding.release(connId, defaultIdle(this));
+      return;
+    }
+    w.resource.runInAsyncScope(() => {
+      if (kind === HANDOFF) {
+        debug('hand connection %d to waiter %d', connId, waiterId);
+        this._reuse(this._face(connId, w.name, w.options), w.req);
+      } else {
+        const id = pool.openGranted(w.key);
+        debug('create connection %d for waiter %d', id, waiterId);
+        this._open(id, w.name, w.req, w.options);
+      }
+    });
+    w.resource.emitDestroy();
+  }
+
+  // Called by Rust when a slot freed outside any JavaScript call (an idle connection died or
+  // expired) lets a queued request connect.
+  _onGrant(waiter) {
+    this[kServe](waiter * 4 + GRANT, 0);
+  }
+
+  _socketClosed(socket, id, err) {
+    this._untrack(socket);
+    if (id === 0) return;
+    if (err) this[kPool].countError();
+    const verdict = binding.close(id);
+    if (verdict >= 0) this[kServe](verdict, 0);
+  }
+
+  // An in-use socket was idle for `timeout` ms (agentkeepalive's semantics).
+  _socketTimedOut(socket) {
+    this[kPool].countTimeout();
+    const req = socket._httpMessage;
+    const listening = req ? req.listenerCount('timeout') : 0;
+    socket.emit('timeout');
+    if (listening === 0 && !socket.destroyed) {
+      debug('socket of %s timed out after %d ms with no listener', socket[kName], socket.timeout);
+      socket.destroy(errors.socketTimeoutError(socket.timeout));
+    }
+  }
+}
+
+for (const [name, fallback] of [
+  ['keepAlive', () => false],
+  ['maxSockets', () => Infinity],
+  ['maxFreeSockets', () => 256],
+  ['maxTotalSockets', () => Infinity],
+  ['scheduling', () => 'lifo'],
+]) {
+  Object.defineProperty(Agent.prototype, name, limitAccessor(name, fallback));
+}
+
+// The socket's request is done ('free' from http's ClientRequest): back to the pool.
+function onFree(socket) {
+  const id = socket[kId];
+  if (id === 0) return;
+  if (!socket.writable || socket.destroyed || socket.readableLength > 0 || socket.connecting) {
+    socket.destroy();
+    return;
+  }
+  const req = socket._httpMessage;
+  const ttl = this.options.socketActiveTTL;
+  let remaining = Infinity;
+  if (ttl > 0) {
+    const info = binding.info(id);
+    remaining = ttl - (info ? info.createdAtMsAgo : 0);
+    if (remaining <= 0) {
+      debug('connection %d of %s reached socketActiveTTL', id, socket[kName]);
+      socket.destroy();
+      return;
+    }
+  }
+  let idle = -1;
+  const fresh = req === null;
+  if ((fresh || (req.shouldKeepAlive && this.keepAlive)) && this.keepSocketAlive(socket)) {
+    idle = Math.min(socket[kIdleFor] ?? defaultIdle(this), remaining);
+  }
+  socket._free();
+  this._untrack(socket);
+  const verdict = binding.release(id, idle);
+  if (verdict >= 0) {
+    if (verdict % 4 === GRANT) socket._orphan();
+    this[kServe](verdict, id);
+  } else if (verdict === CLOSED) {
+    socket._orphan();
+  }
+}
+
+// How long a freed connection may idle: freeSocketTimeout (or the socket's own, as urllib
+// sets it), shortened by the server's `Keep-Alive: timeout=N` hint as Node shortens it.
+// 0 means "do not keep".
+function idleTimeout(agent, socket) {
+  let idle = socket.freeSocketTimeout || socket.freeSocketKeepAliveTimeout || defaultIdle(agent);
+  const res = socket._httpMessage && socket._httpMessage.res;
+  const hint = res && res.headers['keep-alive'];
+  if (hint) {
+    const m = /^timeout=(\d+)/.exec(hint);
+    if (m) {
+      // Expire a second before the server says it will, as Node does, to avoid the race.
+      const serverIdle = Number(m[1]) * 1000 - 1000;
+      if (serverIdle <= 0) return 0;
+      idle = Math.min(idle, serverIdle);
+    }
+  }
+  return idle;
+}
+
+function defaultIdle(agent) {
+  return agent.options.freeSocketTimeout || agent.options.timeout || Infinity;
+}
+
+function setRequestSocket(agent, req, socket) {
+  req.onSocket(socket);
+  const agentTimeout = agent.options.timeout || 0;
+  if (req.timeout === undefined || req.timeout === agentTimeout) return;
+  socket.setTimeout(req.timeout);
+}
+
+function validatePort(port) {
+  const n = typeof port === 'string' && port.trim() !== '' ? Number(port) : port;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 65535) {
+    const err = new RangeError(`Port should be >= 0 and < 65536. Received ${typeof port} (${port}).`);
+    err.code = 'ERR_SOCKET_BAD_PORT';
+    throw err;
+  }
+  return n;
+}
+
+function counts(view) {
+  const out = {};
+  for (const key in view) out[key] = view[key].length;
+  return out;
+}
+
+module.exports = { Agent, kPool };

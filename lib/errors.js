@@ -1,0 +1,105 @@
+'use strict';
+
+// Every Error that hyperagent hands to users is built here: Node's argument errors
+// (ERR_INVALID_ARG_TYPE, ...), system errors from the Rust core (ECONNREFUSED, ...) in the shape
+// net and dns give them, and hyperagent's own states (ERR_HYPERAGENT_*).
+
+const { inspect } = require('node:util');
+
+// Node prints its own errors as `TypeError [ERR_X]: message`; do the same so that stack traces
+// read alike. The name is set while V8 captures the stack header, then removed again.
+function withCode(err, code) {
+  err.code = code;
+  const name = err.name;
+  err.name = `${name} [${code}]`;
+  // eslint-disable-next-line no-unused-expressions
+  err.stack;
+  delete err.name;
+  return err;
+}
+
+function describeReceived(value) {
+  if (value == null) return ` Received ${value}`;
+  if (typeof value === 'function') return ` Received function ${value.name || '<anonymous>'}`;
+  if (typeof value === 'object') {
+    if (value.constructor && value.constructor.name) {
+      return ` Received an instance of ${value.constructor.name}`;
+    }
+    return ` Received ${inspect(value, { depth: -1 })}`;
+  }
+  let shown = inspect(value, { colors: false });
+  if (shown.length > 28) shown = `${shown.slice(0, 25)}...`;
+  return ` Received type ${typeof value} (${shown})`;
+}
+
+function invalidArgType(name, expected, actual) {
+  const kind = name.includes('.') ? 'property' : 'argument';
+  const msg = `The "${name}" ${kind} must be ${expected}.${describeReceived(actual)}`;
+  return withCode(new TypeError(msg), 'ERR_INVALID_ARG_TYPE');
+}
+
+function invalidArgValue(name, value, reason = 'is invalid') {
+  const kind = name.includes('.') ? 'property' : 'argument';
+  const msg = `The ${kind} '${name}' ${reason}. Received ${inspect(value)}`;
+  return withCode(new TypeError(msg), 'ERR_INVALID_ARG_VALUE');
+}
+
+function outOfRange(name, range, value) {
+  const msg = `The value of "${name}" is out of range. It must be ${range}. Received ${inspect(value)}`;
+  return withCode(new RangeError(msg), 'ERR_OUT_OF_RANGE');
+}
+
+// A system error from the core's descriptor ({ code, errno, syscall, message, address, port,
+// hostname }), with the properties in the order Node's own have them.
+function systemError(desc) {
+  const err = new Error(desc.message);
+  err.errno = desc.errno;
+  err.code = desc.code;
+  err.syscall = desc.syscall;
+  if (desc.hostname !== undefined) err.hostname = desc.hostname;
+  if (desc.address !== undefined) err.address = desc.address;
+  if (desc.port !== undefined) err.port = desc.port;
+  return err;
+}
+
+// A failed syscall made from JavaScript's side of a socket (write, shutdown): errno is negative.
+function errnoError(errno, syscall) {
+  const { getSystemErrorName } = require('node:util');
+  let code;
+  try {
+    code = getSystemErrorName(errno);
+  } catch {
+    code = 'EIO';
+  }
+  return systemError({ code, errno, syscall, message: `${syscall} ${code}` });
+}
+
+// Node's "socket hang up" / "aborted" family.
+function connResetError(message) {
+  const err = new Error(message);
+  err.code = 'ECONNRESET';
+  return err;
+}
+
+// agentkeepalive's error for an active socket that timed out with nobody listening.
+function socketTimeoutError(timeout) {
+  const err = new Error('Socket timeout');
+  err.code = 'ERR_SOCKET_TIMEOUT';
+  err.timeout = timeout;
+  return err;
+}
+
+function hyperagentError(code, message, Ctor = Error) {
+  return withCode(new Ctor(message), `ERR_HYPERAGENT_${code}`);
+}
+
+module.exports = {
+  invalidArgType,
+  invalidArgValue,
+  outOfRange,
+  systemError,
+  errnoError,
+  connResetError,
+  socketTimeoutError,
+  hyperagentError,
+};

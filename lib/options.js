@@ -1,0 +1,118 @@
+'use strict';
+
+// Agent options: validated once, at construction, with Node's error codes and messages that
+// name the option; agentkeepalive's defaults, duration strings and legacy names.
+
+const errors = require('./errors');
+
+const UNITS = {
+  ms: 1, msec: 1, msecs: 1, millisecond: 1, milliseconds: 1,
+  s: 1e3, sec: 1e3, secs: 1e3, second: 1e3, seconds: 1e3,
+  m: 6e4, min: 6e4, mins: 6e4, minute: 6e4, minutes: 6e4,
+  h: 36e5, hr: 36e5, hrs: 36e5, hour: 36e5, hours: 36e5,
+  d: 864e5, day: 864e5, days: 864e5,
+  w: 6048e5, week: 6048e5, weeks: 6048e5,
+  y: 315576e5, yr: 315576e5, yrs: 315576e5, year: 315576e5, years: 315576e5,
+};
+
+// A duration in milliseconds from a number or a string such as '4s', '1.5 min', '500ms'
+// (agentkeepalive accepts these through humanize-ms).
+function duration(value, name) {
+  if (typeof value === 'number') {
+    if (Number.isNaN(value) || value < 0) throw errors.outOfRange(name, '>= 0', value);
+    return value;
+  }
+  if (typeof value === 'string') {
+    const m = /^\s*(\d*\.?\d+)\s*([a-z]*)\s*$/i.exec(value);
+    const unit = m && (m[2] === '' ? 1 : UNITS[m[2].toLowerCase()]);
+    if (!unit) {
+      throw errors.invalidArgValue(name, value, "must be a number of milliseconds or a duration such as '4s'");
+    }
+    return Number(m[1]) * unit;
+  }
+  throw errors.invalidArgType(name, 'of type number or string', value);
+}
+
+function count(value, name, min) {
+  if (typeof value !== 'number') throw errors.invalidArgType(name, 'of type number', value);
+  if (Number.isNaN(value) || value < min || (value !== Infinity && !Number.isInteger(value))) {
+    throw errors.outOfRange(name, `an integer >= ${min} or Infinity`, value);
+  }
+  return value;
+}
+
+function bool(value, name) {
+  if (typeof value !== 'boolean') throw errors.invalidArgType(name, 'of type boolean', value);
+  return value;
+}
+
+const LEGACY = [
+  ['keepAliveTimeout', 'freeSocketTimeout'],
+  ['freeSocketKeepAliveTimeout', 'freeSocketTimeout'],
+];
+
+const warned = new Set();
+function deprecate(oldName, newName) {
+  if (warned.has(oldName)) return;
+  warned.add(oldName);
+  process.emitWarning(
+    `options.${oldName} is deprecated, please use options.${newName} instead`,
+    'DeprecationWarning',
+    'HYPERAGENT_DEP_' + oldName.replace(/[A-Z]/g, (c) => '_' + c).toUpperCase(),
+  );
+}
+
+// Returns the options object the agent keeps as `agent.options`: the user's options, legacy
+// names mapped, defaults filled in, durations in milliseconds. Throws on bad input.
+function normalize(input) {
+  if (input === undefined || input === null) input = {};
+  if (typeof input !== 'object') throw errors.invalidArgType('options', 'of type object', input);
+  const options = { ...input };
+
+  for (const [oldName, newName] of LEGACY) {
+    if (options[oldName] !== undefined && options[oldName] !== null) {
+      deprecate(oldName, newName);
+      if (options[newName] === undefined) options[newName] = options[oldName];
+    }
+    delete options[oldName];
+  }
+
+  // agentkeepalive: keep-alive unless explicitly off.
+  options.keepAlive = options.keepAlive === undefined ? true : bool(options.keepAlive, 'options.keepAlive');
+  if (options.keepAliveMsecs !== undefined) {
+    options.keepAliveMsecs = duration(options.keepAliveMsecs, 'options.keepAliveMsecs');
+  }
+  options.freeSocketTimeout = options.freeSocketTimeout === undefined
+    ? 4000
+    : duration(options.freeSocketTimeout, 'options.freeSocketTimeout');
+  options.timeout = options.timeout === undefined
+    ? Math.max(options.freeSocketTimeout * 2, 8000)
+    : duration(options.timeout, 'options.timeout');
+  options.socketActiveTTL = options.socketActiveTTL
+    ? duration(options.socketActiveTTL, 'options.socketActiveTTL')
+    : 0;
+
+  for (const name of ['maxSockets', 'maxTotalSockets']) {
+    if (options[name] !== undefined) count(options[name], `options.${name}`, 1);
+  }
+  // Node treats maxFreeSockets 0 as "the default" (256); keep that.
+  if (options.maxFreeSockets !== undefined) count(options.maxFreeSockets, 'options.maxFreeSockets', 0);
+  if (options.scheduling !== undefined && options.scheduling !== 'fifo' && options.scheduling !== 'lifo') {
+    throw errors.invalidArgValue('options.scheduling', options.scheduling, "must be one of: 'fifo', 'lifo'");
+  }
+  if (options.noDelay !== undefined) bool(options.noDelay, 'options.noDelay');
+  for (const name of ['localAddress', 'socketPath']) {
+    if (options[name] !== undefined && typeof options[name] !== 'string') {
+      throw errors.invalidArgType(`options.${name}`, 'of type string', options[name]);
+    }
+  }
+  if (options.family !== undefined && ![0, 4, 6].includes(options.family)) {
+    throw errors.invalidArgValue('options.family', options.family, 'must be one of: 0, 4, 6');
+  }
+  if (options.lookup !== undefined && typeof options.lookup !== 'function') {
+    throw errors.invalidArgType('options.lookup', 'of type function', options.lookup);
+  }
+  return options;
+}
+
+module.exports = { normalize, duration };

@@ -1,0 +1,342 @@
+'use strict';
+
+// NativeSocket: a stream.Duplex over one pooled Rust connection, shaped like net.Socket so
+// that Node's http client (and the code around it) cannot tell the difference.
+//
+// The bytes never cross a thread: Rust reads and writes the socket on this thread's event
+// loop (see src/binding/conn.rs). Writes go down synchronously (`_writev` makes one sendmsg
+// per corked flush); reads arrive as one callback per read(2). A NativeSocket serves one
+// checkout: when its request frees it, the connection goes back to Rust's pool and this object
+// is left inert, holding nothing.
+
+const { Duplex } = require('node:stream');
+const native = require('../binding.js');
+const errors = require('./errors');
+const constants = require('./constants');
+
+const kId = Symbol('hyperagent.connectionId');
+const kAgent = Symbol('hyperagent.agent');
+const kName = Symbol('hyperagent.name');
+const kWriteCb = Symbol('hyperagent.writeCallback');
+const kQueued = Symbol('hyperagent.queuedWrites');
+const kTimer = Symbol('hyperagent.timer');
+const kReading = Symbol('hyperagent.reading');
+const kInfo = Symbol('hyperagent.info');
+const kRef = Symbol('hyperagent.ref');
+const kConnectError = Symbol('hyperagent.connectError');
+const kOptions = Symbol('hyperagent.options');
+
+class NativeSocket extends Duplex {
+  constructor(agent, name, options) {
+    super({ allowHalfOpen: false });
+    this[kAgent] = agent;
+    this[kName] = name;
+    this[kOptions] = options;
+    this[kId] = 0;
+    this[kWriteCb] = null;
+    this[kQueued] = null;
+    this[kTimer] = null;
+    this[kReading] = true;
+    this[kInfo] = null;
+    this[kRef] = true;
+    this[kConnectError] = false;
+    this.connecting = false;
+    this.timeout = 0;
+    this._hadError = false;
+    this._httpMessage = null;
+    this.parser = null;
+    this._handle = null;
+    this.server = null;
+  }
+
+  // Binds this socket to a connection (already open, or being opened).
+  _attach(id, connecting) {
+    this[kId] = id;
+    this.connecting = connecting;
+  }
+
+  // Called by the agent when the request frees the connection: it goes back to the pool, and
+  // this socket with it (as with Node's agent, destroying a free socket closes its connection).
+  _free() {
+    this._clearTimer();
+    this._httpMessage = null;
+    this[kReading] = true;
+  }
+
+  // The connection is gone (closed by the pool): this socket ends without touching it.
+  _orphan() {
+    this[kId] = 0;
+    this.destroy();
+  }
+
+  get _connectionId() {
+    return this[kId];
+  }
+
+  get pending() {
+    return this[kId] === 0 || this.connecting;
+  }
+
+  get readyState() {
+    if (this.connecting) return 'opening';
+    if (this.readable && this.writable) return 'open';
+    if (this.readable && !this.writable) return 'readOnly';
+    if (!this.readable && this.writable) return 'writeOnly';
+    return 'closed';
+  }
+
+  // ---- Rust -> JS ------------------------------------------------------------------------
+
+  _onConnect(desc) {
+    if (desc !== null) {
+      this[kConnectError] = true;
+      this[kId] = 0;
+      this.destroy(errors.systemError(desc));
+      return;
+    }
+    this.connecting = false;
+    this._refreshTimer();
+    if (!this[kRef]) native.setRef(this[kId], false);
+    this.emit('connect');
+    this.emit('ready');
+    const queued = this[kQueued];
+    if (queued !== null) {
+      this[kQueued] = null;
+      this._writev(queued.chunks, queued.cb);
+    }
+    if (!this[kReading]) native.readStop(this[kId]);
+  }
+
+  _onRead(buf) {
+    if (buf === null) {
+      this.push(null);
+      return;
+    }
+    const timer = this[kTimer];
+    if (timer !== null) timer.refresh();
+    if (!this.push(buf) && this[kId] !== 0) {
+      this[kReading] = false;
+      native.readStop(this[kId]);
+    }
+  }
+
+  _onWrite(desc) {
+    const cb = this[kWriteCb];
+    this[kWriteCb] = null;
+    if (cb !== null) cb(desc === null ? undefined : errors.systemError(desc));
+  }
+
+  _onError(desc) {
+    this.destroy(errors.systemError(desc));
+  }
+
+  // ---- stream.Duplex ---------------------------------------------------------------------
+
+  _read() {
+    if (!this[kReading]) {
+      this[kReading] = true;
+      if (this[kId] !== 0 && !this.connecting) native.readStart(this[kId]);
+    }
+  }
+
+  _write(chunk, encoding, cb) {
+    this._writev([{ chunk, encoding }], cb);
+  }
+
+  _writev(chunks, cb) {
+    if (this.connecting) {
+      this[kQueued] = { chunks, cb };
+      return;
+    }
+    const id = this[kId];
+    if (id === 0) {
+      cb(errors.connResetError('This socket has been ended by the other party'));
+      return;
+    }
+    const timer = this[kTimer];
+    if (timer !== null) timer.refresh();
+    const r = chunks.length === 1
+      ? native.write(id, toBuffer(chunks[0]))
+      : native.writev(id, chunks.map(toBuffer));
+    if (r === 0) cb();
+    else if (r === 1) this[kWriteCb] = cb;
+    else cb(errors.errnoError(r, 'write'));
+  }
+
+  _final(cb) {
+    if (this.connecting) {
+      this.once('connect', () => this._final(cb));
+      return;
+    }
+    const id = this[kId];
+    if (id !== 0) {
+      const r = native.shutdown(id);
+      if (r < 0) return cb(errors.errnoError(r, 'shutdown'));
+    }
+    cb();
+  }
+
+  _destroy(err, cb) {
+    this._clearTimer();
+    const id = this[kId];
+    this[kId] = 0;
+    this.connecting = false;
+    const pending = this[kWriteCb];
+    this[kWriteCb] = null;
+    if (id !== 0) {
+      this[kAgent]._socketClosed(this, id, err);
+    }
+    if (pending !== null) pending(err || errors.connResetError('socket closed'));
+    cb(err);
+  }
+
+  // http's ClientRequest announces the end of a request with socket.emit('free'); the agent
+  // hears it as Node's agent does, through its own 'free' event.
+  emit(event, ...args) {
+    const handled = super.emit(event, ...args);
+    if (event === 'free') this[kAgent].emit('free', this, this[kOptions]);
+    return handled;
+  }
+
+  get [constants.SOCKET_NAME]() {
+    return `sock[${this[kId]}#${this[kName]}]`.split('-----BEGIN', 1)[0];
+  }
+
+  // ---- net.Socket surface ------------------------------------------------------------------
+
+  setTimeout(msecs, callback) {
+    if (typeof msecs !== 'number' || Number.isNaN(msecs) || msecs < 0) {
+      throw errors.invalidArgType('msecs', 'a non-negative number', msecs);
+    }
+    this._clearTimer();
+    this.timeout = msecs;
+    if (msecs > 0 && !this.destroyed) {
+      this[kTimer] = setTimeout(onTimer, msecs, this);
+      this[kTimer].unref();
+    }
+    if (callback !== undefined) {
+      if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
+      if (msecs === 0) this.removeListener('timeout', callback);
+      else this.once('timeout', callback);
+    }
+    return this;
+  }
+
+  _clearTimer() {
+    if (this[kTimer] !== null) {
+      clearTimeout(this[kTimer]);
+      this[kTimer] = null;
+    }
+  }
+
+  _refreshTimer() {
+    if (this[kTimer] !== null) this[kTimer].refresh();
+  }
+
+  // net.Socket's name for the same thing; http and some libraries call it.
+  _unrefTimer() {
+    this._refreshTimer();
+  }
+
+  setNoDelay(noDelay = true) {
+    if (this[kId] !== 0 && !this.connecting) native.setNoDelay(this[kId], Boolean(noDelay));
+    return this;
+  }
+
+  setKeepAlive(enable = false, initialDelay = 0) {
+    if (this[kId] !== 0 && !this.connecting) {
+      native.setKeepAlive(this[kId], Boolean(enable), Math.max(0, ~~initialDelay));
+    }
+    return this;
+  }
+
+  ref() {
+    if (!this[kRef]) {
+      this[kRef] = true;
+      if (this[kId] !== 0) native.setRef(this[kId], true);
+    }
+    return this;
+  }
+
+  unref() {
+    this[kRef] = false;
+    if (this[kId] !== 0 && !this.connecting) native.setRef(this[kId], false);
+    return this;
+  }
+
+  destroySoon() {
+    if (this.writable) this.end();
+    if (this.writableFinished) this.destroy();
+    else this.once('finish', this.destroy);
+  }
+
+  resetAndDestroy() {
+    return this.destroy();
+  }
+
+  _info() {
+    if (this[kInfo] === null && this[kId] !== 0 && !this.connecting) {
+      this[kInfo] = native.info(this[kId]) || null;
+    }
+    return this[kInfo];
+  }
+
+  address() {
+    const info = this._info();
+    if (!info || info.localAddress == null) return {};
+    return { address: info.localAddress, family: info.localFamily, port: info.localPort };
+  }
+
+  get remoteAddress() {
+    return this._info()?.remoteAddress ?? undefined;
+  }
+
+  get remotePort() {
+    return this._info()?.remotePort ?? undefined;
+  }
+
+  get remoteFamily() {
+    return this._info()?.remoteFamily ?? undefined;
+  }
+
+  get localAddress() {
+    return this._info()?.localAddress ?? undefined;
+  }
+
+  get localPort() {
+    return this._info()?.localPort ?? undefined;
+  }
+
+  get localFamily() {
+    return this._info()?.localFamily ?? undefined;
+  }
+
+  get bytesRead() {
+    const id = this[kId];
+    const info = id !== 0 && !this.connecting ? native.info(id) : null;
+    return info ? info.bytesRead : 0;
+  }
+
+  get bytesWritten() {
+    const id = this[kId];
+    const info = id !== 0 && !this.connecting ? native.info(id) : null;
+    return info ? info.bytesWritten : 0;
+  }
+
+  get bufferSize() {
+    return this.writableLength;
+  }
+}
+
+function toBuffer(entry) {
+  const chunk = entry.chunk;
+  return typeof chunk === 'string' ? Buffer.from(chunk, entry.encoding) : chunk;
+}
+
+// As net.Socket's: the timer stays, so activity after a timeout (refresh) arms it again.
+function onTimer(socket) {
+  if (socket.destroyed) return;
+  socket[kAgent]._socketTimedOut(socket);
+}
+
+module.exports = { NativeSocket, kId, kName, kOptions };

@@ -1,0 +1,71 @@
+#!/usr/bin/env node
+'use strict';
+
+// Builds the native addon from source: `npm install` runs this, in the repository and in a
+// project that installed the package from a tarball.
+//
+// With @napi-rs/cli at hand (a development checkout), `napi build` compiles the crate and
+// writes the loader (binding.js) and its typings (binding.d.ts). Without it (an installed
+// package, which ships binding.js), cargo builds the library and it is copied to the file name
+// the loader looks for.
+
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const debug = process.argv.includes('--debug');
+
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts });
+  if (r.error) {
+    if (r.error.code === 'ENOENT') {
+      console.error(`hyperagent: '${cmd}' was not found. Building from source needs Rust (https://rustup.rs).`);
+    } else {
+      console.error(r.error);
+    }
+    process.exit(1);
+  }
+  if (r.status !== 0) process.exit(r.status ?? 1);
+}
+
+function napiCli() {
+  try {
+    return require.resolve('@napi-rs/cli/dist/cli.js', { paths: [root] });
+  } catch {
+    return null;
+  }
+}
+
+// The file name binding.js loads on this machine (napi-rs's `<name>.<platform>-<arch>[-abi].node`).
+function addonName() {
+  const { platform, arch } = process;
+  let abi = '';
+  if (platform === 'linux') {
+    const report = process.report && process.report.getReport();
+    const glibc = report && report.header && report.header.glibcVersionRuntime;
+    abi = glibc ? '-gnu' : '-musl';
+  } else if (platform === 'win32') {
+    abi = '-msvc';
+  }
+  return `hyperagent.${platform}-${arch}${abi}.node`;
+}
+
+const cli = napiCli();
+if (cli) {
+  const args = [cli, 'build', '--platform', '--js', 'binding.js', '--dts', 'binding.d.ts'];
+  if (!debug) args.push('--release');
+  run(process.execPath, args);
+} else {
+  if (!fs.existsSync(path.join(root, 'binding.js'))) {
+    console.error('hyperagent: binding.js is missing and @napi-rs/cli is not installed; run `npm install` in a development checkout.');
+    process.exit(1);
+  }
+  const args = ['build', '--lib'];
+  if (!debug) args.push('--release');
+  run('cargo', args);
+  const libName = process.platform === 'darwin' ? 'libhyperagent.dylib'
+    : process.platform === 'win32' ? 'hyperagent.dll' : 'libhyperagent.so';
+  const targetDir = process.env.CARGO_TARGET_DIR || path.join(root, 'target');
+  fs.copyFileSync(path.join(targetDir, debug ? 'debug' : 'release', libName), path.join(root, addonName()));
+}

@@ -1,0 +1,583 @@
+//! One pooled connection as the JavaScript thread drives it.
+//!
+//! The design, and why: a request through Node's `http` exchanges a few small writes and reads
+//! per connection. Handing each of them between the JavaScript thread and a tokio thread costs
+//! a thread wake-up both ways, more than the I/O itself (a prototype that did so ran at 0.6x
+//! Node's agent). So while a connection is checked out, or idle in the pool, its socket is
+//! watched by a libuv poll handle on the JavaScript thread's own loop, and Rust reads and
+//! writes it there with plain non-blocking syscalls, exactly where `net.Socket` would: no
+//! thread hop per request at all. tokio only connects (DNS, Happy Eyeballs), which is once per
+//! connection and never on the JavaScript thread.
+//!
+//! - Reads: on readiness, read until the socket is drained (or 32 reads), one JavaScript call
+//!   per read with a copied Buffer. Back-pressure: JavaScript stops reading (`readStop`) when
+//!   its stream is full, which removes the socket from the poll set, so the kernel's receive
+//!   window fills and the server stalls.
+//! - Writes: `sendmsg` straight from the JavaScript call (a corked flush is one call); only what
+//!   the kernel refuses is copied and finished on writability, with one completion callback.
+//! - Idle: no JavaScript object at all; readiness means the peer closed, reset or sent stray
+//!   bytes, and the connection is evicted at once. The handle is unreferenced, so idle
+//!   connections never keep the process alive.
+
+use std::cell::{Cell, RefCell};
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::raw::c_int;
+use std::rc::{Rc, Weak};
+use std::time::Instant;
+
+use napi::sys;
+
+use super::env::EnvCtx;
+use super::js::{self, AsyncContext, Ref};
+use super::pool::PoolCell;
+use super::uv::{self, Handle};
+use crate::error::{errno_of, Error};
+use crate::pool::KeyId;
+use crate::transport::liveness::{self, Liveness};
+use crate::transport::Peer;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Connecting,
+    Active,
+    Idle,
+    Closed,
+}
+
+/// The JavaScript socket that is this connection's face. Like Node's agent, a connection keeps
+/// one socket object for its whole life: held strongly while checked out, weakly while idle
+/// (an idle connection costs no JavaScript memory once the collector takes its socket; a new
+/// one is made on the next checkout).
+#[derive(Clone, Copy)]
+struct Owner {
+    socket: Ref,
+    strong: bool,
+    /// The async context of the checkout being served; none while idle.
+    ctx: Option<AsyncContext>,
+}
+
+pub struct Conn {
+    pub id: u32,
+    pub pool_id: u32,
+    pub key: KeyId,
+    pool: Weak<PoolCell>,
+    pub state: Cell<State>,
+    fd: RefCell<Option<OwnedFd>>,
+    poll: RefCell<Option<Handle>>,
+    /// The events the poll handle currently watches (0: stopped).
+    mask: Cell<c_int>,
+    owner: Cell<Option<Owner>>,
+    reading: Cell<bool>,
+    referenced: Cell<bool>,
+    eof: Cell<bool>,
+    /// Bytes the kernel has not taken yet, from `pending_off` on.
+    pending: RefCell<Vec<u8>>,
+    pending_off: Cell<usize>,
+    shutdown_after_flush: Cell<bool>,
+    pub abort: RefCell<Option<tokio::task::AbortHandle>>,
+    pub created: Instant,
+    pub local: Cell<Option<SocketAddr>>,
+    pub remote: RefCell<Option<Peer>>,
+    pub bytes_read: Cell<u64>,
+    pub bytes_written: Cell<u64>,
+}
+
+/// `write` results, as JavaScript reads them (negative values are `-errno`).
+pub const WRITE_DONE: i32 = 0;
+pub const WRITE_PENDING: i32 = 1;
+
+/// Reads per readiness callback before yielding to the rest of the loop (as libuv does).
+const READS_PER_WAKE: usize = 32;
+
+impl Conn {
+    pub fn new(id: u32, key: KeyId, pool: &Rc<PoolCell>) -> Conn {
+        Conn {
+            id,
+            pool_id: pool.id,
+            key,
+            pool: Rc::downgrade(pool),
+            state: Cell::new(State::Connecting),
+            fd: RefCell::new(None),
+            poll: RefCell::new(None),
+            mask: Cell::new(0),
+            owner: Cell::new(None),
+            reading: Cell::new(true),
+            referenced: Cell::new(true),
+            eof: Cell::new(false),
+            pending: RefCell::new(Vec::new()),
+            pending_off: Cell::new(0),
+            shutdown_after_flush: Cell::new(false),
+            abort: RefCell::new(None),
+            created: Instant::now(),
+            local: Cell::new(None),
+            remote: RefCell::new(None),
+            bytes_read: Cell::new(0),
+            bytes_written: Cell::new(0),
+        }
+    }
+
+    pub fn pool(&self) -> Option<Rc<PoolCell>> {
+        self.pool.upgrade()
+    }
+
+    fn raw_fd(&self) -> RawFd {
+        self.fd.borrow().as_ref().map_or(-1, |fd| fd.as_raw_fd())
+    }
+
+    /// Takes over a connected socket and starts watching it.
+    pub fn attach(self: &Rc<Self>, ctx: &EnvCtx, fd: OwnedFd) -> Result<(), Error> {
+        // SAFETY: this thread's loop; a fresh socket nobody else watches. The data pointer is
+        // this connection, which outlives the handle (`close` closes the handle first).
+        let handle =
+            unsafe { Handle::poll(ctx.uv_loop, fd.as_raw_fd(), Rc::as_ptr(self) as *mut _) }
+                .map_err(|rc| Error::os(-rc, "uv_poll_init"))?;
+        *self.fd.borrow_mut() = Some(fd);
+        *self.poll.borrow_mut() = Some(handle);
+        self.mask.set(0);
+        self.state.set(State::Active);
+        self.sync_ref();
+        self.update_mask();
+        Ok(())
+    }
+
+    /// Makes `socket` this connection's face, serving the current checkout.
+    pub fn bind(&self, env: sys::napi_env, socket: sys::napi_value) {
+        self.forget_owner(env);
+        // SAFETY: a live object of this env, from the current JavaScript call.
+        let socket = unsafe { Ref::new(env, socket, 1) };
+        self.owner.set(Some(Owner {
+            socket,
+            strong: true,
+            ctx: None,
+        }));
+        self.serve(env);
+    }
+
+    /// Starts serving a checkout with the existing face, if it is still alive: its async
+    /// context becomes that of the calling JavaScript code. Returns the socket, or null when
+    /// there is none (the caller then makes one and binds it).
+    pub fn take(&self, env: sys::napi_env) -> sys::napi_value {
+        let Some(mut owner) = self.owner.get() else {
+            return std::ptr::null_mut();
+        };
+        let socket = owner.socket.get(env);
+        if socket.is_null() {
+            self.forget_owner(env);
+            return socket;
+        }
+        if !owner.strong {
+            owner.socket.strengthen(env);
+            owner.strong = true;
+            self.owner.set(Some(owner));
+        }
+        self.serve(env);
+        socket
+    }
+
+    fn serve(&self, env: sys::napi_env) {
+        let Some(mut owner) = self.owner.get() else {
+            return;
+        };
+        if let Some(ctx) = owner.ctx.take() {
+            ctx.destroy(env);
+        }
+        let socket = owner.socket.get(env);
+        // SAFETY: the socket is alive (strong reference), we are in the serving JS call.
+        owner.ctx = Some(unsafe { AsyncContext::new(env, socket, "HYPERAGENT_SOCKET") });
+        self.owner.set(Some(owner));
+        self.reading.set(true);
+        self.referenced.set(true);
+        if self.state.get() == State::Idle {
+            self.state.set(State::Active);
+        }
+        self.sync_ref();
+        self.update_mask();
+    }
+
+    /// Drops the reference to the face entirely (the connection closes).
+    fn forget_owner(&self, env: sys::napi_env) {
+        if let Some(owner) = self.owner.take() {
+            if let Some(ctx) = owner.ctx {
+                ctx.destroy(env);
+            }
+            owner.socket.delete(env);
+        }
+    }
+
+    /// True when the connection may go back to the pool: nothing half-written, nothing
+    /// half-closed.
+    pub fn reusable(&self) -> bool {
+        self.state.get() == State::Active
+            && !self.eof.get()
+            && !self.shutdown_after_flush.get()
+            && self.pending.borrow().len() == self.pending_off.get()
+    }
+
+    /// Parks the connection idle: its face held weakly, watched for a FIN, an RST or stray
+    /// bytes.
+    pub fn park(&self, env: sys::napi_env) {
+        if let Some(mut owner) = self.owner.get() {
+            if let Some(ctx) = owner.ctx.take() {
+                ctx.destroy(env);
+            }
+            if owner.strong {
+                owner.socket.weaken(env);
+                owner.strong = false;
+            }
+            self.owner.set(Some(owner));
+        }
+        self.state.set(State::Idle);
+        self.sync_ref();
+        self.update_mask();
+    }
+
+    /// Whether an idle connection can carry a request right now.
+    pub fn check_alive(&self) -> bool {
+        let fd = self.raw_fd();
+        fd >= 0 && liveness::peek(fd).is_open()
+    }
+
+    pub fn set_reading(&self, on: bool) {
+        self.reading.set(on);
+        self.update_mask();
+    }
+
+    pub fn set_ref(&self, on: bool) {
+        self.referenced.set(on);
+        self.sync_ref();
+    }
+
+    fn sync_ref(&self) {
+        if let Some(poll) = &*self.poll.borrow() {
+            poll.set_ref(self.state.get() == State::Active && self.referenced.get());
+        }
+    }
+
+    /// Watches what the state needs: readable while reading (or idle), writable while bytes
+    /// wait. A stopped handle keeps nothing alive.
+    fn update_mask(&self) {
+        let want = match self.state.get() {
+            State::Idle => uv::READABLE | uv::DISCONNECT,
+            State::Active => {
+                let mut m = 0;
+                if self.reading.get() && !self.eof.get() {
+                    m |= uv::READABLE | uv::DISCONNECT;
+                }
+                if self.pending.borrow().len() > self.pending_off.get() {
+                    m |= uv::WRITABLE;
+                }
+                m
+            }
+            State::Connecting | State::Closed => 0,
+        };
+        if want == self.mask.get() {
+            return;
+        }
+        if let Some(poll) = &*self.poll.borrow() {
+            if want == 0 {
+                poll.poll_stop();
+            } else {
+                poll.poll_start(want, on_poll);
+            }
+            self.mask.set(want);
+        }
+    }
+
+    /// Writes `chunks` now if the kernel takes them; queues the rest.
+    pub fn write(&self, chunks: &[&[u8]]) -> i32 {
+        if self.state.get() != State::Active {
+            return -libc::ENOTCONN;
+        }
+        if self.pending.borrow().len() > self.pending_off.get() {
+            let mut pending = self.pending.borrow_mut();
+            for chunk in chunks {
+                pending.extend_from_slice(chunk);
+            }
+            return WRITE_PENDING;
+        }
+        let total: usize = chunks.iter().map(|c| c.len()).sum();
+        let written = match send_all(self.raw_fd(), chunks) {
+            Ok(n) => n,
+            Err(errno) => return -errno,
+        };
+        self.bytes_written
+            .set(self.bytes_written.get() + written as u64);
+        if written == total {
+            return WRITE_DONE;
+        }
+        let mut pending = self.pending.borrow_mut();
+        pending.clear();
+        self.pending_off.set(0);
+        let mut skip = written;
+        for chunk in chunks {
+            if skip >= chunk.len() {
+                skip -= chunk.len();
+                continue;
+            }
+            pending.extend_from_slice(&chunk[skip..]);
+            skip = 0;
+        }
+        drop(pending);
+        self.update_mask();
+        WRITE_PENDING
+    }
+
+    /// Half-closes the sending side once every queued byte is out.
+    pub fn shutdown(&self) -> i32 {
+        if self.pending.borrow().len() > self.pending_off.get() {
+            self.shutdown_after_flush.set(true);
+            return WRITE_PENDING;
+        }
+        shutdown_write(self.raw_fd())
+    }
+
+    /// Stops everything: the poll handle first (libuv forgets the descriptor), then the socket.
+    pub fn close(&self, env: sys::napi_env) {
+        self.state.set(State::Closed);
+        self.forget_owner(env);
+        if let Some(abort) = self.abort.borrow_mut().take() {
+            abort.abort();
+        }
+        if let Some(poll) = self.poll.borrow_mut().take() {
+            poll.close();
+        }
+        self.mask.set(0);
+        self.fd.borrow_mut().take();
+        self.pending.borrow_mut().clear();
+        self.pending_off.set(0);
+    }
+
+    pub fn set_no_delay(&self, on: bool) -> i32 {
+        let fd_ref = self.fd.borrow();
+        let Some(fd) = fd_ref.as_ref() else { return 0 };
+        match socket2::SockRef::from(fd).set_tcp_nodelay(on) {
+            Ok(()) => 0,
+            // Unix sockets have no Nagle: accept the call as net.Socket does.
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => 0,
+            Err(e) => -errno_of(&e),
+        }
+    }
+
+    pub fn set_keep_alive(&self, on: bool, initial_delay_ms: u32) -> i32 {
+        let fd_ref = self.fd.borrow();
+        let Some(fd) = fd_ref.as_ref() else { return 0 };
+        let sock = socket2::SockRef::from(fd);
+        let res = if on && initial_delay_ms > 0 {
+            let ka = socket2::TcpKeepalive::new()
+                .with_time(std::time::Duration::from_millis(initial_delay_ms as u64));
+            sock.set_tcp_keepalive(&ka)
+        } else {
+            sock.set_keepalive(on)
+        };
+        match res {
+            Ok(()) => 0,
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => 0,
+            Err(e) => -errno_of(&e),
+        }
+    }
+
+    /// Readiness on an in-use connection: flush queued bytes, then read.
+    fn on_ready(self: &Rc<Self>, ctx: &EnvCtx, status: c_int, events: c_int) {
+        if status < 0 {
+            self.fail(ctx, Error::os(-status, "read"));
+            return;
+        }
+        if events & uv::WRITABLE != 0 {
+            self.flush(ctx);
+        }
+        if self.state.get() == State::Active
+            && self.reading.get()
+            && events & (uv::READABLE | uv::DISCONNECT) != 0
+        {
+            self.read(ctx);
+        }
+    }
+
+    fn flush(&self, ctx: &EnvCtx) {
+        let result = {
+            let pending = self.pending.borrow();
+            let off = self.pending_off.get();
+            send_all(self.raw_fd(), &[&pending[off..]]).map(|n| (n, pending.len() - off))
+        };
+        match result {
+            Ok((n, left)) => {
+                self.bytes_written.set(self.bytes_written.get() + n as u64);
+                if n < left {
+                    self.pending_off.set(self.pending_off.get() + n);
+                    return;
+                }
+                self.pending.borrow_mut().clear();
+                self.pending_off.set(0);
+                if self.shutdown_after_flush.take() {
+                    shutdown_write(self.raw_fd());
+                }
+                self.update_mask();
+                self.call_owner(ctx, ctx.callbacks.on_write, &[js::null(ctx.env)]);
+            }
+            Err(errno) => {
+                self.pending.borrow_mut().clear();
+                self.pending_off.set(0);
+                self.update_mask();
+                let err = js::error_descriptor(ctx.env, &Error::os(errno, "write"));
+                self.call_owner(ctx, ctx.callbacks.on_write, &[err]);
+            }
+        }
+    }
+
+    fn read(self: &Rc<Self>, ctx: &EnvCtx) {
+        for _ in 0..READS_PER_WAKE {
+            let fd = self.raw_fd();
+            if fd < 0 {
+                return;
+            }
+            let (n, full) = {
+                let mut buf = ctx.read_buf.borrow_mut();
+                // SAFETY: reads into our own buffer, at most its length.
+                let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+                (n, n as usize == buf.len())
+            };
+            if n > 0 {
+                self.bytes_read.set(self.bytes_read.get() + n as u64);
+                let chunk = {
+                    let buf = ctx.read_buf.borrow();
+                    js::buffer_copy(ctx.env, &buf[..n as usize])
+                };
+                self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
+                if !full || self.state.get() != State::Active || !self.reading.get() {
+                    return;
+                }
+                continue;
+            }
+            if n == 0 {
+                self.eof.set(true);
+                self.update_mask();
+                self.call_owner(ctx, ctx.callbacks.on_read, &[js::null(ctx.env)]);
+                return;
+            }
+            let errno = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO);
+            match errno {
+                libc::EINTR => continue,
+                libc::EAGAIN => return,
+                _ => {
+                    self.fail(ctx, Error::os(errno, "read"));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The connection broke while in use: stop watching it and tell its socket.
+    fn fail(&self, ctx: &EnvCtx, err: Error) {
+        self.eof.set(true);
+        self.reading.set(false);
+        self.pending.borrow_mut().clear();
+        self.pending_off.set(0);
+        self.update_mask();
+        let desc = js::error_descriptor(ctx.env, &err);
+        self.call_owner(ctx, ctx.callbacks.on_error, &[desc]);
+    }
+
+    /// Calls `callback(socket, ...args)` in the socket's async context.
+    pub fn call_owner(&self, ctx: &EnvCtx, callback: Ref, args: &[sys::napi_value]) {
+        let Some(owner) = self.owner.get().filter(|o| o.strong) else {
+            return;
+        };
+        let socket = owner.socket.get(ctx.env);
+        let func = callback.get(ctx.env);
+        let mut argv = Vec::with_capacity(args.len() + 1);
+        argv.push(socket);
+        argv.extend_from_slice(args);
+        js::make_callback(ctx.env, owner.ctx, socket, func, &argv);
+    }
+}
+
+unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: c_int) {
+    // SAFETY: the data pointer is the connection, kept alive by its pool while the handle is
+    // open; the clone keeps it alive for this callback even if JavaScript closes it meanwhile.
+    let ptr = unsafe { uv::data_of(handle) } as *const Conn;
+    if ptr.is_null() {
+        return;
+    }
+    let conn = unsafe {
+        Rc::increment_strong_count(ptr);
+        Rc::from_raw(ptr)
+    };
+    let Some(pool) = conn.pool.upgrade() else {
+        return;
+    };
+    let ctx = pool.ctx.clone();
+    let _scope = js::HandleScope::open(ctx.env);
+    match conn.state.get() {
+        State::Active => conn.on_ready(&ctx, status, events),
+        State::Idle => {
+            let state = if status < 0 {
+                Liveness::Failed(-status)
+            } else {
+                liveness::peek(conn.raw_fd())
+            };
+            if !state.is_open() {
+                pool.evict_idle(&conn);
+            }
+        }
+        State::Connecting | State::Closed => {}
+    }
+}
+
+/// `sendmsg` of every chunk, retried on EINTR; returns how much the kernel took (0 when it
+/// would block) or the errno. MSG_NOSIGNAL: a closed peer is an EPIPE error, not a signal.
+fn send_all(fd: RawFd, chunks: &[&[u8]]) -> Result<usize, i32> {
+    if fd < 0 {
+        return Err(libc::EBADF);
+    }
+    let iovs: Vec<libc::iovec> = chunks
+        .iter()
+        .filter(|c| !c.is_empty())
+        .take(libc::UIO_MAXIOV as usize)
+        .map(|c| libc::iovec {
+            iov_base: c.as_ptr() as *mut _,
+            iov_len: c.len(),
+        })
+        .collect();
+    if iovs.is_empty() {
+        return Ok(0);
+    }
+    loop {
+        // SAFETY: a zeroed msghdr is valid; iovecs point into slices alive for the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iovs.as_ptr() as *mut _;
+        msg.msg_iovlen = iovs.len() as _;
+        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
+        match errno {
+            libc::EINTR => continue,
+            libc::EAGAIN => return Ok(0),
+            _ => return Err(errno),
+        }
+    }
+}
+
+fn shutdown_write(fd: RawFd) -> i32 {
+    if fd < 0 {
+        return -libc::EBADF;
+    }
+    // SAFETY: plain syscall on our socket.
+    if unsafe { libc::shutdown(fd, libc::SHUT_WR) } == 0 {
+        0
+    } else {
+        match std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO)
+        {
+            libc::ENOTCONN => 0,
+            errno => -errno,
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! What one JavaScript thread (the main thread or a worker) shares among its agents: its
+//! Node-API env and libuv loop, the JavaScript functions Rust calls, and the inbox through which
+//! tokio hands results back.
+//!
+//! The inbox is one libuv async handle per thread: tokio threads push completed work into a
+//! queue and wake the loop once; the loop drains everything queued in one callback. So many
+//! results cost one wake-up, and the queue never grows without bound because each item is the
+//! end of an operation JavaScript started.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+use std::sync::{Arc, Mutex};
+
+use napi::sys;
+
+use super::conn::Conn;
+use super::js::{HandleScope, Ref};
+use super::pool::PoolCell;
+use super::uv::{self, Handle};
+use crate::error::Error;
+use crate::transport::Connected;
+
+/// The JavaScript functions Rust calls, registered once per thread by `index.js`.
+pub struct Callbacks {
+    /// `onRead(socket, buffer | null)`: bytes, or end of stream.
+    pub on_read: Ref,
+    /// `onWrite(socket, errorDescriptor | null)`: a deferred write finished.
+    pub on_write: Ref,
+    /// `onError(socket, errorDescriptor)`: the connection failed while in use.
+    pub on_error: Ref,
+    /// `onConnect(socket, errorDescriptor | null)`.
+    pub on_connect: Ref,
+    /// `onGrant(agent, waiterId)`: a freed slot lets a queued request connect.
+    pub on_grant: Ref,
+}
+
+/// Work finished on tokio, to be applied on the JavaScript thread.
+pub enum Completion {
+    Connected {
+        pool: u32,
+        conn: u32,
+        result: Result<Connected, Error>,
+    },
+}
+
+struct InboxState {
+    items: Vec<Completion>,
+    /// The async handle to wake, `None` once the thread's env is gone.
+    wake: Option<SendPtr>,
+}
+
+struct SendPtr(*mut uv::RawHandle);
+// SAFETY: uv_async_send is the one libuv call documented as safe from any thread; the pointer is
+// only used under the inbox lock, which the owning thread takes before closing the handle.
+unsafe impl Send for SendPtr {}
+
+/// The sending side, shared with tokio tasks.
+pub struct Inbox {
+    state: Mutex<InboxState>,
+}
+
+impl Inbox {
+    /// Queues a completion and wakes the loop. After the env is gone the completion is dropped
+    /// (dropping a connected socket closes it).
+    pub fn post(&self, item: Completion) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(wake) = &state.wake else { return };
+        let first = state.items.is_empty();
+        let handle = wake.0;
+        state.items.push(item);
+        if first {
+            // SAFETY: the handle is open while `wake` is Some, and we hold the lock.
+            unsafe { uv::async_send(handle) };
+        }
+    }
+
+    fn take(&self) -> Vec<Completion> {
+        std::mem::take(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()).items)
+    }
+}
+
+pub struct EnvCtx {
+    pub env: sys::napi_env,
+    pub uv_loop: *mut uv::Loop,
+    pub callbacks: Callbacks,
+    pub inbox: Arc<Inbox>,
+    wake: RefCell<Option<Handle>>,
+    /// Operations in flight on tokio that must keep the process alive (connects).
+    in_flight: Cell<usize>,
+    pools: RefCell<HashMap<u32, Weak<PoolCell>>>,
+    next_pool: Cell<u32>,
+    /// Every connection of every pool on this thread, by id: the hot-path calls from
+    /// JavaScript name a connection by its id alone.
+    conns: RefCell<HashMap<u32, Rc<Conn>>>,
+    next_conn: Cell<u32>,
+    /// The reusable buffer sockets read into before copying into a JavaScript Buffer.
+    pub read_buf: RefCell<Box<[u8]>>,
+}
+
+/// Bytes read per `read(2)`: as much as a loaded socket usually holds, like libuv's 64 KiB.
+const READ_BUF: usize = 64 * 1024;
+
+thread_local! {
+    static CTX: RefCell<Option<Rc<EnvCtx>>> = const { RefCell::new(None) };
+}
+
+/// The context of the calling JavaScript thread, if `init` ran on it.
+pub fn current() -> Option<Rc<EnvCtx>> {
+    CTX.with(|c| c.borrow().clone())
+}
+
+/// Sets up the calling thread: called once per env by the binding's `init`.
+pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>> {
+    if let Some(ctx) = current() {
+        // A second `init` on the same thread (the module loaded twice): keep the first set.
+        for r in [
+            callbacks.on_read,
+            callbacks.on_write,
+            callbacks.on_error,
+            callbacks.on_connect,
+            callbacks.on_grant,
+        ] {
+            r.delete(env);
+        }
+        return Ok(ctx);
+    }
+    uv::check_abi().map_err(napi::Error::from_reason)?;
+    let mut uv_loop = std::ptr::null_mut();
+    // SAFETY: a plain query of the env's loop.
+    unsafe { sys::napi_get_uv_event_loop(env, &mut uv_loop) };
+    let ctx = Rc::new(EnvCtx {
+        env,
+        uv_loop: uv_loop.cast(),
+        callbacks,
+        inbox: Arc::new(Inbox {
+            state: Mutex::new(InboxState {
+                items: Vec::new(),
+                wake: None,
+            }),
+        }),
+        wake: RefCell::new(None),
+        in_flight: Cell::new(0),
+        pools: RefCell::new(HashMap::new()),
+        next_pool: Cell::new(1),
+        conns: RefCell::new(HashMap::new()),
+        next_conn: Cell::new(1),
+        read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
+    });
+    // SAFETY: this thread's running loop; the handle's data is the context, which outlives it
+    // (the cleanup hook closes the handle before dropping the context).
+    let wake = unsafe { Handle::async_(ctx.uv_loop, on_wake, Rc::as_ptr(&ctx) as *mut _) };
+    wake.set_ref(false);
+    ctx.inbox
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .wake = Some(SendPtr(wake.raw()));
+    *ctx.wake.borrow_mut() = Some(wake);
+    CTX.with(|c| *c.borrow_mut() = Some(ctx.clone()));
+    // SAFETY: the hook runs on this thread when the env is torn down.
+    unsafe { sys::napi_add_env_cleanup_hook(env, Some(cleanup), std::ptr::null_mut()) };
+    Ok(ctx)
+}
+
+impl EnvCtx {
+    pub fn alloc_pool_id(&self) -> u32 {
+        let id = self.next_pool.get();
+        self.next_pool.set(id.wrapping_add(1));
+        id
+    }
+
+    pub fn register_pool(&self, pool: &Rc<PoolCell>) {
+        self.pools.borrow_mut().insert(pool.id, Rc::downgrade(pool));
+    }
+
+    pub fn conn(&self, id: u32) -> Option<Rc<Conn>> {
+        self.conns.borrow().get(&id).cloned()
+    }
+
+    /// A fresh connection id, never 0 (JavaScript's "no connection").
+    pub fn next_conn_id(&self) -> u32 {
+        let mut conns = self.conns.borrow_mut();
+        loop {
+            let id = self.next_conn.get();
+            self.next_conn.set(id.wrapping_add(1).max(1));
+            if !conns.contains_key(&id) {
+                conns.reserve(1);
+                return id;
+            }
+        }
+    }
+
+    pub fn insert_conn(&self, conn: Rc<Conn>) {
+        self.conns.borrow_mut().insert(conn.id, conn);
+    }
+
+    pub fn remove_conn(&self, id: u32) -> Option<Rc<Conn>> {
+        self.conns.borrow_mut().remove(&id)
+    }
+
+    /// Removes and returns every connection of pool `pool`.
+    pub fn drain_conns_of(&self, pool: u32) -> Vec<Rc<Conn>> {
+        let mut conns = self.conns.borrow_mut();
+        let ids: Vec<u32> = conns
+            .values()
+            .filter(|c| c.pool_id == pool)
+            .map(|c| c.id)
+            .collect();
+        ids.iter().filter_map(|id| conns.remove(id)).collect()
+    }
+
+    pub fn pool(&self, id: u32) -> Option<Rc<PoolCell>> {
+        self.pools.borrow().get(&id).and_then(Weak::upgrade)
+    }
+
+    pub fn unregister_pool(&self, id: u32) {
+        self.pools.borrow_mut().remove(&id);
+    }
+
+    /// An operation that must keep the process alive started on tokio.
+    pub fn hold(&self) {
+        let n = self.in_flight.get() + 1;
+        self.in_flight.set(n);
+        if n == 1 {
+            if let Some(wake) = &*self.wake.borrow() {
+                wake.set_ref(true);
+            }
+        }
+    }
+
+    /// Such an operation ended (completed, or abandoned by JavaScript).
+    pub fn unhold(&self) {
+        let n = self.in_flight.get().saturating_sub(1);
+        self.in_flight.set(n);
+        if n == 0 {
+            if let Some(wake) = &*self.wake.borrow() {
+                wake.set_ref(false);
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
+    // SAFETY: the data pointer is the context, alive while the handle is open.
+    let ptr = unsafe { uv::data_of(handle) } as *const EnvCtx;
+    if ptr.is_null() {
+        return;
+    }
+    let Some(ctx) = current() else { return };
+    debug_assert!(std::ptr::eq(ptr, Rc::as_ptr(&ctx)));
+    let _scope = HandleScope::open(ctx.env);
+    for item in ctx.inbox.take() {
+        match item {
+            Completion::Connected { pool, conn, result } => {
+                let cell = ctx.pools.borrow().get(&pool).and_then(Weak::upgrade);
+                match cell {
+                    Some(cell) => cell.finish_connect(conn, result),
+                    None => ctx.unhold(),
+                }
+            }
+        }
+    }
+}
+
+unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
+    let Some(ctx) = CTX.with(|c| c.borrow_mut().take()) else {
+        return;
+    };
+    ctx.inbox
+        .state
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .wake = None;
+    drop(ctx.inbox.take());
+    let pools: Vec<Rc<PoolCell>> = ctx
+        .pools
+        .borrow()
+        .values()
+        .filter_map(Weak::upgrade)
+        .collect();
+    for pool in pools {
+        pool.shutdown();
+    }
+    if let Some(wake) = ctx.wake.borrow_mut().take() {
+        wake.close();
+    }
+    let cb = &ctx.callbacks;
+    for r in [
+        cb.on_read,
+        cb.on_write,
+        cb.on_error,
+        cb.on_connect,
+        cb.on_grant,
+    ] {
+        r.delete(ctx.env);
+    }
+}

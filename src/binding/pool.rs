@@ -1,0 +1,381 @@
+//! One agent's pool on its JavaScript thread: the bookkeeping of [`crate::pool::Pool`] joined to
+//! the connections it counts, the idle-expiry timer and the connects running on tokio.
+//!
+//! Nothing here calls into JavaScript from inside a JavaScript call: methods return what
+//! JavaScript must do next (serve a waiter, connect for it); only libuv callbacks (readiness,
+//! the timer, tokio's completions) call out.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use napi::sys;
+
+use super::conn::{Conn, State};
+use super::env::{Completion, EnvCtx};
+use super::js::{self, Ref};
+use super::uv::{self, Handle};
+use crate::error::Error;
+use crate::pool::{Checkout, Grant, KeyId, Limits, Pool, Release, Stats, WaiterId};
+use crate::runtime::runtime;
+use crate::transport::{self, ConnectOptions, Connected, Target};
+
+/// What JavaScript is told to do next, packed in one number: `(id << 2) | kind`.
+pub mod verdict {
+    /// `checkout`: an idle connection (`id` = connection).
+    pub const REUSE: u32 = 0;
+    /// `checkout`: a new connection; bind a socket and call `connect` (`id` = connection).
+    pub const CONNECT: u32 = 1;
+    /// `checkout`: queued (`id` = waiter).
+    pub const QUEUED: u32 = 2;
+    /// `release`: the connection (and its socket) goes on to this waiter (`id` = waiter).
+    pub const HANDOFF: u32 = 0;
+    /// `release`/`close`: the connection closed and this waiter may open a new one (`id` = waiter).
+    pub const GRANT: u32 = 1;
+    /// Nothing to do.
+    pub const NONE: f64 = -1.0;
+    /// `release`: the connection is idle in the pool.
+    pub const IDLE: f64 = -1.0;
+    /// `release`: the connection was closed (it could not be kept), nobody waits.
+    pub const CLOSED: f64 = -2.0;
+
+    pub fn pack(id: u64, kind: u32) -> f64 {
+        ((id << 2) | kind as u64) as f64
+    }
+}
+
+pub struct PoolState {
+    pub pool: Pool<u32>,
+    /// When the expiry timer is set to fire.
+    armed: Option<Instant>,
+    pub connect_opts: ConnectOptions,
+}
+
+pub struct PoolCell {
+    pub id: u32,
+    pub ctx: Rc<EnvCtx>,
+    pub state: RefCell<PoolState>,
+    timer: RefCell<Option<Handle>>,
+    /// The JavaScript agent, weakly: the agent owns the pool, not the other way round.
+    agent: Ref,
+}
+
+impl PoolCell {
+    pub fn new(
+        ctx: Rc<EnvCtx>,
+        agent: sys::napi_value,
+        limits: Limits,
+        connect_opts: ConnectOptions,
+    ) -> Rc<PoolCell> {
+        // SAFETY: a live object from the constructor call; count 0 makes the reference weak.
+        let agent = unsafe { Ref::new(ctx.env, agent, 0) };
+        let cell = Rc::new(PoolCell {
+            id: ctx.alloc_pool_id(),
+            ctx: ctx.clone(),
+            state: RefCell::new(PoolState {
+                pool: Pool::new(limits),
+                armed: None,
+                connect_opts,
+            }),
+            timer: RefCell::new(None),
+            agent,
+        });
+        ctx.register_pool(&cell);
+        // SAFETY: this thread's loop; the data pointer is the cell, which closes the timer
+        // before it is dropped.
+        let timer = unsafe { Handle::timer(ctx.uv_loop, Rc::as_ptr(&cell) as *mut _) };
+        timer.set_ref(false);
+        *cell.timer.borrow_mut() = Some(timer);
+        cell
+    }
+
+    fn env(&self) -> sys::napi_env {
+        self.ctx.env
+    }
+
+    fn new_conn(self: &Rc<Self>, key: KeyId) -> Rc<Conn> {
+        let conn = Rc::new(Conn::new(self.ctx.next_conn_id(), key, self));
+        self.ctx.insert_conn(conn.clone());
+        conn
+    }
+
+    pub fn conn(&self, id: u32) -> Option<Rc<Conn>> {
+        self.ctx.conn(id).filter(|c| c.pool_id == self.id)
+    }
+
+    /// Removes connection `id` from the thread's index and closes it.
+    fn drop_conn(&self, id: u32) -> Option<Rc<Conn>> {
+        let conn = self.ctx.remove_conn(id)?;
+        conn.close(self.env());
+        Some(conn)
+    }
+
+    /// An idle connection (checked for life first), a new one, or a place in the queue.
+    /// JavaScript then takes the connection's socket ([`PoolCell::take`]) or binds a new one.
+    pub fn checkout(self: &Rc<Self>, key: KeyId) -> f64 {
+        let mut discard = Vec::new();
+        let mut st = self.state.borrow_mut();
+        let ctx = &self.ctx;
+        let out = st.pool.checkout(
+            key,
+            |&id| ctx.conn(id).is_some_and(|c| c.check_alive()),
+            &mut discard,
+        );
+        let result = match out {
+            Checkout::Reuse(id) => verdict::pack(id as u64, verdict::REUSE),
+            Checkout::Connect => {
+                let conn = self.new_conn(key);
+                verdict::pack(conn.id as u64, verdict::CONNECT)
+            }
+            Checkout::Queued(WaiterId(w)) => verdict::pack(w, verdict::QUEUED),
+        };
+        drop(st);
+        for (id, _why) in discard {
+            self.drop_conn(id);
+        }
+        result
+    }
+
+    /// A slot granted to a waiter: a new connection for it to bind a socket to and connect.
+    pub fn open_granted(self: &Rc<Self>, key: KeyId) -> u32 {
+        self.new_conn(key).id
+    }
+
+    /// Starts connecting `id` on tokio; the result arrives through the thread's inbox.
+    pub fn connect(self: &Rc<Self>, id: u32, target: Target) {
+        let Some(conn) = self.conn(id) else { return };
+        if conn.state.get() != State::Connecting {
+            return;
+        }
+        let opts = self.state.borrow().connect_opts;
+        let inbox = self.ctx.inbox.clone();
+        let pool = self.id;
+        self.ctx.hold();
+        let task = runtime().spawn(async move {
+            let result = transport::connect(target, opts).await;
+            inbox.post(Completion::Connected {
+                pool,
+                conn: id,
+                result,
+            });
+        });
+        *conn.abort.borrow_mut() = Some(task.abort_handle());
+    }
+
+    /// Applies a finished connect on the JavaScript thread.
+    pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Connected, Error>) {
+        let conn = self.conn(id);
+        let Some(conn) = conn.filter(|c| c.state.get() == State::Connecting) else {
+            // Closed while connecting: `close` already released the hold and the slot; a
+            // socket that connected anyway is dropped (closed) here.
+            return;
+        };
+        self.ctx.unhold();
+        conn.abort.borrow_mut().take();
+        let result = result.and_then(|connected| {
+            conn.local.set(connected.local);
+            *conn.remote.borrow_mut() = Some(connected.remote);
+            conn.attach(&self.ctx, connected.fd)
+        });
+        match result {
+            Ok(()) => {
+                self.state.borrow_mut().pool.connected(conn.key);
+                conn.call_owner(
+                    &self.ctx,
+                    self.ctx.callbacks.on_connect,
+                    &[js::null(self.env())],
+                );
+            }
+            Err(err) => {
+                self.ctx.remove_conn(id);
+                let grant = self.state.borrow_mut().pool.connect_failed(conn.key);
+                let desc = js::error_descriptor(self.env(), &err);
+                // The socket hears of the failure before the waiter takes the slot.
+                conn.call_owner(&self.ctx, self.ctx.callbacks.on_connect, &[desc]);
+                conn.close(self.env());
+                self.notify_grants(grant.into_iter());
+            }
+        }
+    }
+
+    /// The socket's request finished: the connection goes to a waiter, idles for `idle`
+    /// (`None`: it may serve a waiter but not idle), or closes when it cannot be reused.
+    pub fn release(self: &Rc<Self>, id: u32, idle: Option<Duration>) -> f64 {
+        let Some(conn) = self.conn(id) else {
+            return verdict::NONE;
+        };
+        let mut st = self.state.borrow_mut();
+        st.pool.stats.request_count += 1;
+        let released = if conn.reusable() {
+            st.pool.release(conn.key, id, idle, Instant::now())
+        } else {
+            Release::Close(id, st.pool.closed(conn.key))
+        };
+        match released {
+            // The socket goes on with the waiter: it stays bound.
+            Release::Handoff(WaiterId(w), _) => verdict::pack(w, verdict::HANDOFF),
+            Release::Idle => {
+                conn.park(self.env());
+                self.arm_timer(&mut st);
+                verdict::IDLE
+            }
+            Release::Close(_, grant) => {
+                drop(st);
+                self.drop_conn(id);
+                grant.map_or(verdict::CLOSED, |g| {
+                    verdict::pack(g.waiter.0, verdict::GRANT)
+                })
+            }
+        }
+    }
+
+    /// The face of connection `id` for a new checkout, or null if it has none any more.
+    pub fn take(&self, id: u32) -> sys::napi_value {
+        match self.conn(id) {
+            Some(conn) => conn.take(self.env()),
+            None => std::ptr::null_mut(),
+        }
+    }
+
+    /// The socket was destroyed: close the connection, connecting or in use.
+    pub fn close(self: &Rc<Self>, id: u32) -> f64 {
+        if self.conn(id).is_none() {
+            return verdict::NONE;
+        }
+        let Some(conn) = self.ctx.remove_conn(id) else {
+            return verdict::NONE;
+        };
+        let was = conn.state.get();
+        conn.close(self.env());
+        let grant = {
+            let mut st = self.state.borrow_mut();
+            match was {
+                State::Connecting => {
+                    self.ctx.unhold();
+                    st.pool.closed(conn.key)
+                }
+                State::Active => st.pool.closed(conn.key),
+                State::Idle => st.pool.evict(conn.key, |&c| c == id).and_then(|(_, g)| g),
+                State::Closed => None,
+            }
+        };
+        grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT))
+    }
+
+    pub fn cancel(&self, waiter: u64) -> bool {
+        self.state.borrow_mut().pool.cancel(WaiterId(waiter))
+    }
+
+    /// Called from an idle connection's readiness: its peer closed it or wrote to it.
+    pub fn evict_idle(self: &Rc<Self>, conn: &Rc<Conn>) {
+        let evicted = self
+            .state
+            .borrow_mut()
+            .pool
+            .evict(conn.key, |&c| c == conn.id);
+        if let Some((_, grant)) = evicted {
+            self.drop_conn(conn.id);
+            self.notify_grants(grant.into_iter());
+        }
+    }
+
+    /// Sets the expiry timer for the earliest idle deadline, if it is not set earlier already.
+    fn arm_timer(&self, st: &mut PoolState) {
+        let Some(next) = st.pool.next_deadline() else {
+            return;
+        };
+        if st.armed.is_some_and(|armed| armed <= next) {
+            return;
+        }
+        st.armed = Some(next);
+        let wait = next.saturating_duration_since(Instant::now());
+        // Round up: firing a millisecond early would find nothing expired and re-arm.
+        let ms = wait.as_millis() as u64 + u64::from(wait.subsec_nanos() % 1_000_000 != 0);
+        if let Some(timer) = &*self.timer.borrow() {
+            timer.timer_start(on_timer, ms);
+        }
+    }
+
+    fn expire(self: &Rc<Self>) {
+        let mut closed = Vec::new();
+        let grants = {
+            let mut st = self.state.borrow_mut();
+            st.armed = None;
+            let grants = st.pool.expire(Instant::now(), &mut closed);
+            self.arm_timer(&mut st);
+            grants
+        };
+        for id in closed {
+            self.drop_conn(id);
+        }
+        self.notify_grants(grants.into_iter());
+    }
+
+    /// Tells the agent which waiters may now connect (outside any JavaScript call).
+    fn notify_grants(&self, grants: impl Iterator<Item = Grant>) {
+        for grant in grants {
+            let agent = self.agent.get(self.env());
+            if agent.is_null() {
+                return;
+            }
+            let func = self.ctx.callbacks.on_grant.get(self.env());
+            let waiter = js::number(self.env(), grant.waiter.0 as f64);
+            js::make_callback(self.env(), None, agent, func, &[agent, waiter]);
+        }
+    }
+
+    pub fn set_limits(&self, limits: Limits) -> Vec<f64> {
+        let grants = self.state.borrow_mut().pool.set_limits(limits);
+        grants.into_iter().map(|g| g.waiter.0 as f64).collect()
+    }
+
+    /// `agent.destroy()`: closes idle connections and returns the queued waiters to fail.
+    /// Connections in use are closed by destroying their sockets.
+    pub fn destroy(&self) -> Vec<f64> {
+        let (idle, waiters) = self.state.borrow_mut().pool.drain();
+        for id in idle {
+            self.drop_conn(id);
+        }
+        waiters.into_iter().map(|w| w.0 as f64).collect()
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.state.borrow().pool.stats
+    }
+
+    /// Closes every connection without telling anyone: the env is going away.
+    pub fn shutdown(&self) {
+        for conn in self.ctx.drain_conns_of(self.id) {
+            if conn.state.get() == State::Connecting {
+                self.ctx.unhold();
+            }
+            conn.close(self.env());
+        }
+        if let Some(timer) = self.timer.borrow_mut().take() {
+            timer.close();
+        }
+    }
+}
+
+impl Drop for PoolCell {
+    fn drop(&mut self) {
+        self.shutdown();
+        self.agent.delete(self.ctx.env);
+        self.ctx.unregister_pool(self.id);
+    }
+}
+
+unsafe extern "C" fn on_timer(handle: *mut uv::RawHandle) {
+    // SAFETY: the data pointer is the cell, which closes this timer before it is dropped; the
+    // clone keeps it alive for the callback.
+    let ptr = unsafe { uv::data_of(handle) } as *const PoolCell;
+    if ptr.is_null() {
+        return;
+    }
+    let cell = unsafe {
+        Rc::increment_strong_count(ptr);
+        Rc::from_raw(ptr)
+    };
+    let _scope = js::HandleScope::open(cell.ctx.env);
+    cell.expire();
+}

@@ -1,0 +1,209 @@
+//! The few libuv calls the JavaScript thread's byte path needs.
+//!
+//! Node exports libuv's symbols to addons; like the `napi_*` symbols they resolve against the
+//! running `node` binary when the addon is loaded. Handles are allocated here at the size libuv
+//! itself reports (`uv_handle_size`), so no libuv header or struct layout is copied; the only
+//! layout relied on is libuv's public API (`uv_handle_{get,set}_data`).
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+use std::ptr::NonNull;
+
+pub type Loop = c_void;
+pub type RawHandle = c_void;
+pub type PollCb = unsafe extern "C" fn(handle: *mut RawHandle, status: c_int, events: c_int);
+pub type CloseCb = unsafe extern "C" fn(handle: *mut RawHandle);
+pub type HandleCb = unsafe extern "C" fn(handle: *mut RawHandle);
+
+pub const READABLE: c_int = 1;
+pub const WRITABLE: c_int = 2;
+pub const DISCONNECT: c_int = 4;
+
+/// `uv_handle_type` values (stable since libuv 1.0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum Kind {
+    Async = 1,
+    Poll = 8,
+    Timer = 13,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Async => "async",
+            Kind::Poll => "poll",
+            Kind::Timer => "timer",
+        }
+    }
+}
+
+extern "C" {
+    fn uv_handle_size(kind: c_int) -> usize;
+    fn uv_handle_type_name(kind: c_int) -> *const c_char;
+    fn uv_handle_get_data(handle: *const RawHandle) -> *mut c_void;
+    fn uv_handle_set_data(handle: *mut RawHandle, data: *mut c_void);
+    fn uv_close(handle: *mut RawHandle, cb: Option<CloseCb>);
+    fn uv_ref(handle: *mut RawHandle);
+    fn uv_unref(handle: *mut RawHandle);
+    fn uv_poll_init_socket(lp: *mut Loop, handle: *mut RawHandle, fd: c_int) -> c_int;
+    fn uv_poll_start(handle: *mut RawHandle, events: c_int, cb: PollCb) -> c_int;
+    fn uv_poll_stop(handle: *mut RawHandle) -> c_int;
+    fn uv_timer_init(lp: *mut Loop, handle: *mut RawHandle) -> c_int;
+    fn uv_timer_start(handle: *mut RawHandle, cb: HandleCb, timeout: u64, repeat: u64) -> c_int;
+    fn uv_async_init(lp: *mut Loop, handle: *mut RawHandle, cb: HandleCb) -> c_int;
+    fn uv_async_send(handle: *mut RawHandle) -> c_int;
+}
+
+fn layout(kind: Kind) -> Layout {
+    // SAFETY: uv_handle_size is a pure lookup.
+    let size = unsafe { uv_handle_size(kind as c_int) };
+    Layout::from_size_align(size.max(1), 16).expect("libuv handle size")
+}
+
+/// Checks once that the libuv this addon runs against names the handle types as we number them.
+pub fn check_abi() -> Result<(), String> {
+    for kind in [Kind::Async, Kind::Poll, Kind::Timer] {
+        // SAFETY: returns a static C string (or null for unknown types).
+        let name = unsafe { uv_handle_type_name(kind as c_int) };
+        let ok =
+            !name.is_null() && unsafe { CStr::from_ptr(name) }.to_bytes() == kind.name().as_bytes();
+        if !ok {
+            return Err(format!(
+                "libuv handle type {} is not '{}'",
+                kind as i32,
+                kind.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A libuv handle on the heap. It must be closed with [`Handle::close`] on the loop's thread;
+/// the memory is freed by libuv's close callback, after the loop is done with it.
+pub struct Handle {
+    ptr: NonNull<RawHandle>,
+    kind: Kind,
+}
+
+impl Handle {
+    fn alloc(kind: Kind) -> Handle {
+        // SAFETY: non-zero size; zeroed memory is what libuv's init functions expect to fill.
+        let ptr = unsafe { alloc_zeroed(layout(kind)) };
+        Handle {
+            ptr: NonNull::new(ptr.cast()).expect("out of memory for a libuv handle"),
+            kind,
+        }
+    }
+
+    pub fn raw(&self) -> *mut RawHandle {
+        self.ptr.as_ptr()
+    }
+
+    /// A poll handle watching `fd` on `lp`.
+    ///
+    /// # Safety
+    /// `lp` is the running loop of this thread and `fd` an open socket not watched by it yet.
+    pub unsafe fn poll(lp: *mut Loop, fd: c_int, data: *mut c_void) -> Result<Handle, c_int> {
+        let h = Handle::alloc(Kind::Poll);
+        let rc = unsafe { uv_poll_init_socket(lp, h.raw(), fd) };
+        if rc != 0 {
+            // Never initialised: libuv holds no reference, free it directly.
+            unsafe { dealloc(h.raw().cast(), layout(Kind::Poll)) };
+            return Err(rc);
+        }
+        unsafe { uv_handle_set_data(h.raw(), data) };
+        Ok(h)
+    }
+
+    /// # Safety
+    /// `lp` is the running loop of this thread.
+    pub unsafe fn timer(lp: *mut Loop, data: *mut c_void) -> Handle {
+        let h = Handle::alloc(Kind::Timer);
+        unsafe {
+            uv_timer_init(lp, h.raw());
+            uv_handle_set_data(h.raw(), data);
+        }
+        h
+    }
+
+    /// # Safety
+    /// `lp` is the running loop of this thread.
+    pub unsafe fn async_(lp: *mut Loop, cb: HandleCb, data: *mut c_void) -> Handle {
+        let h = Handle::alloc(Kind::Async);
+        unsafe {
+            uv_async_init(lp, h.raw(), cb);
+            uv_handle_set_data(h.raw(), data);
+        }
+        h
+    }
+
+    pub fn poll_start(&self, events: c_int, cb: PollCb) -> c_int {
+        debug_assert_eq!(self.kind, Kind::Poll);
+        // SAFETY: an initialised poll handle on this thread.
+        unsafe { uv_poll_start(self.raw(), events, cb) }
+    }
+
+    pub fn poll_stop(&self) {
+        // SAFETY: as above.
+        unsafe { uv_poll_stop(self.raw()) };
+    }
+
+    pub fn timer_start(&self, cb: HandleCb, timeout_ms: u64) {
+        debug_assert_eq!(self.kind, Kind::Timer);
+        // SAFETY: an initialised timer handle on this thread.
+        unsafe { uv_timer_start(self.raw(), cb, timeout_ms, 0) };
+    }
+
+    pub fn set_ref(&self, referenced: bool) {
+        // SAFETY: an initialised handle on this thread.
+        unsafe {
+            if referenced {
+                uv_ref(self.raw())
+            } else {
+                uv_unref(self.raw())
+            }
+        }
+    }
+
+    /// Closes the handle. libuv stops watching at once (a poll handle's descriptor may be closed
+    /// right after this returns) and frees the memory on a later loop turn.
+    pub fn close(self) {
+        unsafe extern "C" fn free_poll(h: *mut RawHandle) {
+            unsafe { dealloc(h.cast(), layout(Kind::Poll)) }
+        }
+        unsafe extern "C" fn free_timer(h: *mut RawHandle) {
+            unsafe { dealloc(h.cast(), layout(Kind::Timer)) }
+        }
+        unsafe extern "C" fn free_async(h: *mut RawHandle) {
+            unsafe { dealloc(h.cast(), layout(Kind::Async)) }
+        }
+        let cb: CloseCb = match self.kind {
+            Kind::Poll => free_poll,
+            Kind::Timer => free_timer,
+            Kind::Async => free_async,
+        };
+        // SAFETY: an initialised handle, closed once (this consumes it).
+        unsafe {
+            uv_handle_set_data(self.raw(), std::ptr::null_mut());
+            uv_close(self.raw(), Some(cb));
+        }
+    }
+}
+
+/// The data pointer a callback's handle carries.
+///
+/// # Safety
+/// `handle` is a live handle.
+pub unsafe fn data_of(handle: *mut RawHandle) -> *mut c_void {
+    unsafe { uv_handle_get_data(handle) }
+}
+
+/// Wakes the loop that owns an async handle; callable from any thread while the handle is open.
+///
+/// # Safety
+/// `handle` is an async handle that has not been closed.
+pub unsafe fn async_send(handle: *mut RawHandle) {
+    unsafe { uv_async_send(handle) };
+}
