@@ -100,6 +100,8 @@ class Agent extends http.Agent {
     if (typeof options === 'string') options = { host: options, port, localAddress };
     options = { __proto__: null, ...options, ...this.options };
     if (options.socketPath) options.path = options.socketPath;
+    // As net.connect does, before anything is queued or opened.
+    if (!options.path) options.port = validatePort(options.port ?? this.defaultPort);
     const name = this.getName(options);
     let key = this[kKeys].get(name);
     if (key === undefined) {
@@ -302,7 +304,7 @@ class Agent extends http.Agent {
       return;
     }
     const host = options.host || 'localhost';
-    const port = validatePort(options.port === undefined || options.port === null ? this.defaultPort : options.port);
+    const port = options.port;
     const family = options.family === 4 || options.family === 6 ? options.family : 0;
     const localAddress = options.localAddress || undefined;
     if (typeof options.lookup !== 'function') {
@@ -353,10 +355,15 @@ class Agent extends http.Agent {
     this[kServe](waiter * 4 + GRANT, 0);
   }
 
-  _socketClosed(socket, id, err) {
+  _countError() {
+    this[kPool].countError();
+  }
+
+  // A socket was destroyed: `failed` when by an error on an established connection.
+  _socketClosed(socket, id, failed) {
     this._untrack(socket);
+    if (failed) this[kPool].countError();
     if (id === 0) return;
-    if (err) this[kPool].countError();
     const verdict = binding.close(id);
     if (verdict >= 0) this[kServe](verdict, 0);
   }
@@ -451,6 +458,7 @@ function setRequestSocket(agent, req, socket) {
 }
 
 function validatePort(port) {
+  if (typeof port === 'number' && (port >>> 0) === port && port < 65536) return port;
   const n = typeof port === 'string' && port.trim() !== '' ? Number(port) : port;
   if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 65535) {
     const err = new RangeError(`Port should be >= 0 and < 65536. Received ${typeof port} (${port}).`);

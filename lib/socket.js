@@ -127,7 +127,15 @@ class NativeSocket extends Duplex {
   }
 
   _onError(desc) {
-    this.destroy(errors.systemError(desc));
+    const err = errors.systemError(desc);
+    // Between requests (response done, 'free' not yet handled) nobody listens: as Node's agent
+    // does for its free sockets, the connection just goes, without an uncaught 'error'.
+    if (this.listenerCount('error') === 0) {
+      this[kAgent]._countError();
+      this.destroy();
+      return;
+    }
+    this.destroy(err);
   }
 
   // ---- stream.Duplex ---------------------------------------------------------------------
@@ -183,9 +191,7 @@ class NativeSocket extends Duplex {
     this.connecting = false;
     const pending = this[kWriteCb];
     this[kWriteCb] = null;
-    if (id !== 0) {
-      this[kAgent]._socketClosed(this, id, err);
-    }
+    this[kAgent]._socketClosed(this, id, err && !this[kConnectError]);
     if (pending !== null) pending(err || errors.connResetError('socket closed'));
     cb(err);
   }

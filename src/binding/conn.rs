@@ -380,7 +380,9 @@ impl Conn {
     /// Readiness on an in-use connection: flush queued bytes, then read.
     fn on_ready(self: &Rc<Self>, ctx: &EnvCtx, status: c_int, events: c_int) {
         if status < 0 {
-            self.fail(ctx, Error::os(-status, "read"));
+            // libuv reports any socket error (EPOLLERR) as EBADF; the socket knows the real one.
+            let errno = socket_error(self.raw_fd()).unwrap_or(-status);
+            self.fail(ctx, Error::os(errno, "read"));
             return;
         }
         if events & uv::WRITABLE != 0 {
@@ -562,6 +564,26 @@ fn send_all(fd: RawFd, chunks: &[&[u8]]) -> Result<usize, i32> {
             _ => return Err(errno),
         }
     }
+}
+
+/// The pending error of a socket (SO_ERROR), if any.
+fn socket_error(fd: RawFd) -> Option<i32> {
+    if fd < 0 {
+        return None;
+    }
+    let mut err: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt into a local int of the right size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut err as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && err != 0).then_some(err)
 }
 
 fn shutdown_write(fd: RawFd) -> i32 {

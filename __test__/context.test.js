@@ -1,0 +1,99 @@
+'use strict';
+
+// Callbacks caused by I/O that Rust performs run in the async context of the request that
+// caused them: on fresh, reused and queued connections, and on errors.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const { AsyncLocalStorage } = require('node:async_hooks');
+const { once } = require('node:events');
+const { Agent } = require('..');
+const { httpServer } = require('./helpers');
+
+const als = new AsyncLocalStorage();
+
+function getIn(store, url, agent) {
+  return als.run(store, () => new Promise((resolve, reject) => {
+    const seen = {};
+    const req = http.get(url, { agent }, (res) => {
+      seen.response = als.getStore();
+      res.on('data', () => {
+        seen.data = als.getStore();
+      });
+      res.on('end', () => {
+        seen.end = als.getStore();
+        resolve(seen);
+      });
+    });
+    req.on('socket', (socket) => {
+      socket.once('connect', () => {
+        seen.connect = als.getStore();
+      });
+    });
+    req.on('error', (err) => {
+      seen.error = als.getStore();
+      err.seen = seen;
+      reject(err);
+    });
+  }));
+}
+
+test('response callbacks see the store of their request on fresh, reused and queued connections', async (t) => {
+  const server = await httpServer(t, (req, res) => setImmediate(() => res.end('x')));
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const stores = Array.from({ length: 6 }, (_, i) => ({ id: i }));
+  const results = await Promise.all(stores.map((s) => getIn(s, `${server.url}/`, agent)));
+  results.forEach((seen, i) => {
+    assert.strictEqual(seen.response, stores[i], `response of ${i}`);
+    assert.strictEqual(seen.data, stores[i], `data of ${i}`);
+    assert.strictEqual(seen.end, stores[i], `end of ${i}`);
+  });
+  assert.strictEqual(results[0].connect, stores[0], 'connect of the first request');
+  assert.strictEqual(server.connections.length, 1);
+});
+
+test('connection errors reach the request in its own context', async (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const server = http.createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address();
+  server.close();
+  await once(server, 'close');
+  const store = { id: 'refused' };
+  const err = await getIn(store, `http://127.0.0.1:${port}/`, agent).then(
+    () => assert.fail('expected an error'),
+    (e) => e,
+  );
+  assert.strictEqual(err.code, 'ECONNREFUSED');
+  assert.strictEqual(err.seen.error, store);
+});
+
+test('an exception in one request handler does not disturb other requests or the pool', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent({ maxSockets: 2 });
+  t.after(() => agent.destroy());
+  const boom = new Error('user bug');
+  const caught = new Promise((resolve) => {
+    const original = process.listeners('uncaughtException');
+    process.removeAllListeners('uncaughtException');
+    process.once('uncaughtException', (err) => {
+      for (const l of original) process.on('uncaughtException', l);
+      resolve(err);
+    });
+  });
+  http.get(`${server.url}/bad`, { agent }, () => {
+    throw boom;
+  });
+  const others = Array.from({ length: 4 }, (_, i) => new Promise((resolve, reject) => {
+    http.get(`${server.url}/ok${i}`, { agent }, (res) => {
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve(body));
+    }).on('error', reject);
+  }));
+  assert.strictEqual(await caught, boom);
+  assert.deepStrictEqual(await Promise.all(others), [0, 1, 2, 3].map((i) => `hello /ok${i}`));
+});

@@ -1,0 +1,189 @@
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const net = require('node:net');
+const { once } = require('node:events');
+const { Agent } = require('..');
+const { httpServer, request, requestError, closed } = require('./helpers');
+
+async function closedPort() {
+  const server = net.createServer().listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address();
+  server.close();
+  await once(server, 'close');
+  return port;
+}
+
+test('a refused connection fails the request with ECONNREFUSED, as net reports it', async (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const port = await closedPort();
+  const err = await requestError(`http://127.0.0.1:${port}/`, { agent });
+  assert.strictEqual(err.code, 'ECONNREFUSED');
+  assert.strictEqual(err.errno, -111);
+  assert.strictEqual(err.syscall, 'connect');
+  assert.strictEqual(err.address, '127.0.0.1');
+  assert.strictEqual(err.port, port);
+  assert.strictEqual(err.message, `connect ECONNREFUSED 127.0.0.1:${port}`);
+  const status = agent.getCurrentStatus();
+  assert.strictEqual(status.createSocketErrorCount, 1);
+  assert.strictEqual(status.createSocketCount, 0);
+  assert.deepStrictEqual(status.sockets, {});
+});
+
+test('an unknown host fails with ENOTFOUND and the hostname', async (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const err = await requestError('http://no-such-host.invalid/', { agent });
+  assert.strictEqual(err.code, 'ENOTFOUND');
+  assert.strictEqual(err.syscall, 'getaddrinfo');
+  assert.strictEqual(err.hostname, 'no-such-host.invalid');
+  assert.strictEqual(err.message, 'getaddrinfo ENOTFOUND no-such-host.invalid');
+});
+
+test('a failed connect lets a queued request try again', async (t) => {
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const port = await closedPort();
+  const errors = await Promise.all([
+    requestError(`http://127.0.0.1:${port}/a`, { agent }),
+    requestError(`http://127.0.0.1:${port}/b`, { agent }),
+  ]);
+  assert.deepStrictEqual(errors.map((e) => e.code), ['ECONNREFUSED', 'ECONNREFUSED']);
+  assert.strictEqual(agent.getCurrentStatus().createSocketErrorCount, 2);
+});
+
+test('an active socket timeout with nobody listening fails with ERR_SOCKET_TIMEOUT', async (t) => {
+  const server = await httpServer(t, () => {});
+  const agent = new Agent({ timeout: 50 });
+  t.after(() => agent.destroy());
+  const err = await requestError(`${server.url}/`, { agent });
+  assert.strictEqual(err.code, 'ERR_SOCKET_TIMEOUT');
+  assert.strictEqual(err.message, 'Socket timeout');
+  assert.strictEqual(err.timeout, 50);
+  await closed(server.connections[0]);
+  const status = agent.getCurrentStatus();
+  assert.strictEqual(status.timeoutSocketCount, 1);
+  assert.strictEqual(status.closeSocketCount, 1);
+});
+
+test("a request's own timeout listener decides what a timeout means", async (t) => {
+  let answer;
+  const server = await httpServer(t, (req, res) => {
+    answer = () => res.end('late but fine');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const req = http.get(`${server.url}/`, { agent, timeout: 30 });
+  const [, response] = await Promise.all([
+    once(req, 'timeout').then(() => answer()),
+    once(req, 'response'),
+  ]);
+  let body = '';
+  for await (const chunk of response[0]) body += chunk;
+  assert.strictEqual(body, 'late but fine');
+  assert.strictEqual(agent.getCurrentStatus().timeoutSocketCount, 1);
+});
+
+test('a request timeout set with req.setTimeout fires on the socket', async (t) => {
+  const server = await httpServer(t, () => {});
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const req = http.get(`${server.url}/`, { agent });
+  req.setTimeout(30, () => req.destroy(new Error('gave up')));
+  const [err] = await once(req, 'error');
+  assert.strictEqual(err.message, 'gave up');
+});
+
+test('a reset during the response fails the request with ECONNRESET', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.writeHead(200, { 'content-length': 100 });
+    res.write('partial');
+    setImmediate(() => req.socket.resetAndDestroy());
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const err = await requestError(`${server.url}/`, { agent });
+  assert.strictEqual(err.code, 'ECONNRESET');
+  assert.strictEqual(agent.getCurrentStatus().errorSocketCount >= 0, true);
+});
+
+test('agent.destroy() closes idle and active connections and fails queued requests', async (t) => {
+  let hold;
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/hold') hold = res;
+    else res.end('ok');
+  });
+  const agent = new Agent({ maxSockets: 1 });
+  const freed = once(agent, 'free');
+  await request(`${server.url}/first`, { agent });
+  await freed;
+  const active = requestError(`${server.url}/hold`, { agent });
+  await once(server, 'request');
+  const queued = requestError(`${server.url}/queued`, { agent });
+  const idleClosed = closed(server.connections[0]);
+  agent.destroy();
+  const [activeErr, queuedErr] = await Promise.all([active, queued]);
+  assert.strictEqual(activeErr.code, 'ECONNRESET');
+  assert.strictEqual(queuedErr.code, 'ERR_HYPERAGENT_AGENT_DESTROYED');
+  assert.match(queuedErr.message, /destroyed/);
+  await idleClosed;
+  assert.ok(hold);
+  // Like Node's agent, a destroyed agent can still be used.
+  const { body } = await request(`${server.url}/after`, { agent });
+  assert.strictEqual(body, 'ok');
+  agent.destroy();
+});
+
+test('bad options throw Node-style errors at construction', () => {
+  const cases = [
+    [{ maxSockets: '5' }, 'ERR_INVALID_ARG_TYPE', /"options.maxSockets" property must be of type number/],
+    [{ maxSockets: 0 }, 'ERR_OUT_OF_RANGE', /maxSockets/],
+    [{ maxSockets: -1 }, 'ERR_OUT_OF_RANGE', /maxSockets/],
+    [{ maxSockets: 1.5 }, 'ERR_OUT_OF_RANGE', /maxSockets/],
+    [{ maxTotalSockets: NaN }, 'ERR_OUT_OF_RANGE', /maxTotalSockets/],
+    [{ maxFreeSockets: -2 }, 'ERR_OUT_OF_RANGE', /maxFreeSockets/],
+    [{ scheduling: 'random' }, 'ERR_INVALID_ARG_VALUE', /scheduling/],
+    [{ keepAlive: 'yes' }, 'ERR_INVALID_ARG_TYPE', /keepAlive/],
+    [{ freeSocketTimeout: -1 }, 'ERR_OUT_OF_RANGE', /freeSocketTimeout/],
+    [{ freeSocketTimeout: 'soon' }, 'ERR_INVALID_ARG_VALUE', /freeSocketTimeout/],
+    [{ timeout: {} }, 'ERR_INVALID_ARG_TYPE', /timeout/],
+    [{ socketActiveTTL: '1 fortnight' }, 'ERR_INVALID_ARG_VALUE', /socketActiveTTL/],
+    [{ family: 5 }, 'ERR_INVALID_ARG_VALUE', /family/],
+    [{ lookup: 'dns' }, 'ERR_INVALID_ARG_TYPE', /lookup/],
+    [{ localAddress: 127 }, 'ERR_INVALID_ARG_TYPE', /localAddress/],
+    ['fast', 'ERR_INVALID_ARG_TYPE', /options/],
+  ];
+  for (const [options, code, message] of cases) {
+    assert.throws(() => new Agent(options), (err) => {
+      assert.strictEqual(err.code, code, JSON.stringify(options));
+      assert.match(err.message, message);
+      return true;
+    });
+  }
+});
+
+test('a bad port throws ERR_SOCKET_BAD_PORT at once', (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  assert.throws(() => http.get({ host: '127.0.0.1', port: 70000, agent }), { code: 'ERR_SOCKET_BAD_PORT' });
+});
+
+test('legacy option names work, with a deprecation warning', async () => {
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w);
+  process.on('warning', onWarning);
+  const agent = new Agent({ freeSocketKeepAliveTimeout: 1234 });
+  const other = new Agent({ keepAliveTimeout: '2s' });
+  await new Promise((resolve) => setImmediate(resolve));
+  process.removeListener('warning', onWarning);
+  assert.strictEqual(agent.options.freeSocketTimeout, 1234);
+  assert.strictEqual(other.options.freeSocketTimeout, 2000);
+  assert.ok(warnings.some((w) => w.name === 'DeprecationWarning' && /freeSocketKeepAliveTimeout/.test(w.message)));
+  assert.ok(warnings.some((w) => /keepAliveTimeout is deprecated/.test(w.message)));
+  agent.destroy();
+  other.destroy();
+});

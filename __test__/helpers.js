@@ -1,0 +1,118 @@
+'use strict';
+
+// Test servers and small promise helpers shared by the test files. Servers listen on
+// 127.0.0.1 port 0, count their connections, and are closed by the test that made them.
+
+const http = require('node:http');
+const net = require('node:net');
+const { once } = require('node:events');
+
+// An HTTP server that records every connection it accepted and the remote port of each
+// request. `handler(req, res)` answers; the default says hello with the request URL.
+async function httpServer(t, handler = (req, res) => res.end(`hello ${req.url}`), options = {}) {
+  const server = http.createServer(options, handler);
+  server.connections = [];
+  server.requestPorts = [];
+  server.on('connection', (socket) => server.connections.push(socket));
+  server.on('request', (req) => server.requestPorts.push(req.socket.remotePort));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  server.port = server.address().port;
+  server.url = `http://127.0.0.1:${server.port}`;
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return server;
+}
+
+// A raw TCP server scripted per connection: `onConnection(socket, index)`; it sees exactly the
+// bytes the client sends and decides every byte, FIN and RST itself.
+async function rawServer(t, onConnection) {
+  const sockets = new Set();
+  let count = 0;
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    onConnection(socket, count++);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  server.port = server.address().port;
+  Object.defineProperty(server, 'connectionCount', { get: () => count });
+  t.after(() => {
+    for (const s of sockets) s.destroy();
+    server.close();
+  });
+  return server;
+}
+
+// Reads one HTTP/1.1 request head (and a content-length body) from a raw socket.
+function readRequest(socket) {
+  return new Promise((resolve, reject) => {
+    let buf = Buffer.alloc(0);
+    const onData = (chunk) => {
+      buf = Buffer.concat([buf, chunk]);
+      const end = buf.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const head = buf.subarray(0, end).toString('latin1');
+      const m = /content-length:\s*(\d+)/i.exec(head);
+      const need = end + 4 + (m ? Number(m[1]) : 0);
+      if (buf.length < need) return;
+      socket.removeListener('data', onData);
+      socket.removeListener('end', onEnd);
+      const rest = buf.subarray(need);
+      if (rest.length) socket.unshift(rest);
+      resolve({ head, body: buf.subarray(end + 4, need) });
+    };
+    const onEnd = () => reject(new Error('connection ended before a request arrived'));
+    socket.on('data', onData);
+    socket.on('end', onEnd);
+  });
+}
+
+// Performs a request and resolves with { res, body, req } once the body is read.
+function request(url, options = {}, body) {
+  return new Promise((resolve, reject) => {
+    const args = typeof url === 'object' && !(url instanceof URL) ? [{ ...url, ...options }] : [url, options];
+    const req = http.request(...args, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ res, req, body: Buffer.concat(chunks).toString() }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+// Resolves with the error a request fails with (rejects if it succeeds).
+function requestError(url, options = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, options, (res) => {
+      res.resume();
+      res.on('end', () => reject(new Error(`expected an error, got ${res.statusCode}`)));
+      res.on('error', resolve);
+    });
+    req.on('error', resolve);
+    req.end();
+  });
+}
+
+// Waits, one event-loop turn at a time, until `predicate()` holds; fails after `ms`.
+// For state that changes on I/O this test cannot observe as an event (the pool in Rust).
+async function until(predicate, ms = 5000, what = 'condition') {
+  const deadline = Date.now() + ms;
+  while (!predicate()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+// Resolves when `socket` (a server-side socket) closes.
+function closed(socket) {
+  return socket.destroyed && socket.closed ? Promise.resolve() : once(socket, 'close');
+}
+
+module.exports = { httpServer, rawServer, readRequest, request, requestError, until, closed };

@@ -1,0 +1,189 @@
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+const { once } = require('node:events');
+const { Agent } = require('..');
+const { httpServer, rawServer, readRequest, request, until, closed } = require('./helpers');
+
+const RESPONSE = 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok';
+
+// Makes one request and waits until its connection is idle in the pool.
+async function idleOnce(agent, url) {
+  const freed = once(agent, 'free');
+  const result = await request(url, { agent });
+  await freed;
+  return result;
+}
+
+test('an idle connection closes after freeSocketTimeout', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent({ freeSocketTimeout: 50 });
+  t.after(() => agent.destroy());
+  const started = Date.now();
+  await idleOnce(agent, `${server.url}/`);
+  await closed(server.connections[0]);
+  assert.ok(Date.now() - started >= 45, 'not before the timeout');
+  const status = agent.getCurrentStatus();
+  assert.strictEqual(status.timeoutSocketCount, 1);
+  assert.strictEqual(status.closeSocketCount, 1);
+  assert.deepStrictEqual(status.freeSockets, {});
+  // The next request opens a new connection.
+  const { req } = await request(`${server.url}/`, { agent });
+  assert.strictEqual(req.reusedSocket, false);
+});
+
+test("the server's Keep-Alive timeout hint shortens the idle time, as Node does", async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.setHeader('keep-alive', 'timeout=2');
+    res.end('ok');
+  });
+  // Node expires a second before the server says: 2 s -> 1 s, shorter than 60 s.
+  const agent = new Agent({ freeSocketTimeout: 60000 });
+  t.after(() => agent.destroy());
+  const started = Date.now();
+  await idleOnce(agent, `${server.url}/`);
+  await closed(server.connections[0]);
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed >= 950 && elapsed < 5000, `closed after ${elapsed} ms`);
+});
+
+test('a hint of one second or less means the connection is not kept', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.setHeader('keep-alive', 'timeout=1');
+    res.end('ok');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  await idleOnce(agent, `${server.url}/`);
+  await closed(server.connections[0]);
+  assert.strictEqual(agent.getCurrentStatus().closeSocketCount, 1);
+});
+
+test('socketActiveTTL retires a connection at its first release after the TTL', async (t) => {
+  const server = await httpServer(t, (req, res) => setTimeout(() => res.end('slow'), 20));
+  const agent = new Agent({ socketActiveTTL: 10 });
+  t.after(() => agent.destroy());
+  for (let i = 0; i < 3; i++) {
+    const { req } = await request(`${server.url}/`, { agent });
+    assert.strictEqual(req.reusedSocket, false);
+    await closed(server.connections[i]);
+  }
+  assert.strictEqual(agent.getCurrentStatus().createSocketCount, 3);
+});
+
+// The three ways a server spoils an idle keep-alive connection.
+for (const [what, spoil] of [
+  ['a FIN', (socket) => socket.end()],
+  ['an RST', (socket) => socket.resetAndDestroy()],
+  ['stray bytes', (socket) => socket.write('HTTP/1.1 200 OK\r\n')],
+]) {
+  test(`an idle connection is evicted at once on ${what}`, async (t) => {
+    const serverSockets = [];
+    const server = await rawServer(t, async (socket) => {
+      serverSockets.push(socket);
+      for (;;) {
+        try {
+          await readRequest(socket);
+        } catch {
+          return;
+        }
+        socket.write(RESPONSE);
+      }
+    });
+    const agent = new Agent();
+    t.after(() => agent.destroy());
+    const url = `http://127.0.0.1:${server.port}/`;
+    await idleOnce(agent, url);
+    // The response was read and the connection is idle: now the server spoils it.
+    spoil(serverSockets[0]);
+    const name = `127.0.0.1:${server.port}:`;
+    await until(() => agent.getCurrentStatus().freeSockets[name] === undefined, 5000, 'the eviction');
+    assert.strictEqual(agent.getCurrentStatus().closeSocketCount, 1);
+    const { body, req } = await request(url, { agent });
+    assert.strictEqual(body, 'ok');
+    assert.strictEqual(req.reusedSocket, false);
+    assert.strictEqual(server.connectionCount, 2);
+  });
+}
+
+test('a connection the server closed is caught at checkout, before any request is sent on it', async (t) => {
+  // The server closes the idle connection; the client reuses at once, in the same turn as
+  // the close may arrive. Whichever notices first (the idle watch or the check at checkout),
+  // the request must go out on a fresh connection and succeed.
+  const server = await rawServer(t, async (socket) => {
+    for (;;) {
+      try {
+        await readRequest(socket);
+      } catch {
+        return;
+      }
+      socket.end(RESPONSE);
+    }
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const url = `http://127.0.0.1:${server.port}/`;
+  for (let i = 0; i < 20; i++) {
+    const { body } = await idleOnce(agent, url);
+    assert.strictEqual(body, 'ok');
+  }
+  assert.strictEqual(server.connectionCount, 20);
+});
+
+test('idle connections do not keep the process alive; in-flight requests do', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/slow') setTimeout(() => res.end('late'), 200);
+    else res.end('quick');
+  });
+  const script = `
+    const http = require('node:http');
+    const { Agent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const agent = new Agent({ freeSocketTimeout: 60000 });
+    const get = (p) => http.get('${server.url}' + p, { agent }, (res) => {
+      let b = '';
+      res.on('data', (d) => (b += d));
+      res.on('end', () => process.stdout.write(b + '\\n'));
+    });
+    get('/quick');
+    get('/slow');
+  `;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const [code] = await once(child, 'exit');
+  assert.strictEqual(code, 0);
+  assert.deepStrictEqual(out.trim().split('\n').sort(), ['late', 'quick']);
+  // The child exited with its two connections idle in the pool (60 s timeout).
+  assert.strictEqual(server.connections.length, 2);
+});
+
+test('socket.unref() lets the process exit during a request', async (t) => {
+  const server = await httpServer(t, () => {});
+  const script = `
+    const http = require('node:http');
+    const { Agent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const req = http.get('${server.url}/', { agent: new Agent() });
+    req.on('socket', (s) => s.on('connect', () => { s.unref(); console.log('unref'); }));
+  `;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const [code] = await once(child, 'exit');
+  assert.strictEqual(code, 0);
+  assert.strictEqual(out.trim(), 'unref');
+});
+
+test('freeSocketTimeout accepts agentkeepalive duration strings', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent({ freeSocketTimeout: '50ms' });
+  t.after(() => agent.destroy());
+  assert.strictEqual(agent.options.freeSocketTimeout, 50);
+  assert.strictEqual(agent.options.timeout, 8000);
+  await idleOnce(agent, `${server.url}/`);
+  await closed(server.connections[0]);
+  assert.strictEqual(http.globalAgent instanceof http.Agent, true);
+});

@@ -1,0 +1,165 @@
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const { once } = require('node:events');
+const { Agent } = require('..');
+const { httpServer, request, until } = require('./helpers');
+
+// A server that holds every request until `release()` is called, tracking concurrency.
+async function gatedServer(t) {
+  const held = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const server = await httpServer(t, (req, res) => {
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    res.on('finish', () => inFlight--);
+    held.push(() => res.end(`ok ${req.url}`));
+    server.emit('held', held.length);
+  });
+  server.held = held;
+  server.maxInFlight = () => maxInFlight;
+  server.releaseAll = () => held.splice(0).forEach((f) => f());
+  return server;
+}
+
+test('maxSockets holds under 100 concurrent requests, and the queue drains', async (t) => {
+  const server = await gatedServer(t);
+  const agent = new Agent({ maxSockets: 10 });
+  t.after(() => agent.destroy());
+  const all = Array.from({ length: 100 }, (_, i) => request(`${server.url}/${i}`, { agent }));
+  while (server.held.length < 10) await once(server, 'held');
+  const name = `127.0.0.1:${server.port}:`;
+  assert.strictEqual(agent.requests[name].length, 90);
+  assert.strictEqual(agent.sockets[name].length, 10);
+  server.on('held', () => server.releaseAll());
+  server.releaseAll();
+  const results = await Promise.all(all);
+  results.forEach((r, i) => assert.strictEqual(r.body, `ok /${i}`));
+  assert.strictEqual(server.connections.length, 10);
+  assert.strictEqual(server.maxInFlight(), 10);
+  assert.strictEqual(agent.getCurrentStatus().requestCount, 100);
+});
+
+test('queued requests wait in the pool and are visible in agent.requests', async (t) => {
+  const server = await gatedServer(t);
+  const agent = new Agent({ maxSockets: 2 });
+  t.after(() => agent.destroy());
+  const all = Array.from({ length: 5 }, (_, i) => request(`${server.url}/${i}`, { agent }));
+  while (server.held.length < 2) await once(server, 'held');
+  const name = `127.0.0.1:${server.port}:`;
+  assert.strictEqual(agent.requests[name].length, 3);
+  assert.ok(agent.requests[name].every((r) => r instanceof http.ClientRequest));
+  assert.deepStrictEqual(agent.getCurrentStatus().requests, { [name]: 3 });
+  assert.deepStrictEqual(agent.getCurrentStatus().sockets, { [name]: 2 });
+  // Serve everything as it arrives.
+  server.on('held', () => server.releaseAll());
+  server.releaseAll();
+  const results = await Promise.all(all);
+  assert.deepStrictEqual(results.map((r) => r.body), [0, 1, 2, 3, 4].map((i) => `ok /${i}`));
+  assert.strictEqual(server.connections.length, 2);
+  assert.strictEqual(server.maxInFlight(), 2);
+});
+
+test('maxTotalSockets holds across origins', async (t) => {
+  const a = await httpServer(t, (req, res) => setImmediate(() => res.end('a')));
+  const b = await httpServer(t, (req, res) => setImmediate(() => res.end('b')));
+  const agent = new Agent({ maxSockets: 10, maxTotalSockets: 3 });
+  t.after(() => agent.destroy());
+  let maxTotal = 0;
+  const track = (req) => req.on('socket', () => {
+    maxTotal = Math.max(maxTotal, agent.totalSocketCount);
+  });
+  const all = [];
+  for (let i = 0; i < 20; i++) {
+    for (const s of [a, b]) {
+      all.push(new Promise((resolve, reject) => {
+        const req = http.get(`${s.url}/`, { agent }, (res) => {
+          res.resume();
+          res.on('end', resolve);
+        });
+        req.on('error', reject);
+        track(req);
+      }));
+    }
+  }
+  await Promise.all(all);
+  assert.ok(maxTotal <= 3, `total sockets reached ${maxTotal}`);
+  assert.ok(a.connections.length + b.connections.length >= 2, 'both origins were served');
+});
+
+test('maxFreeSockets closes connections beyond the idle limit', async (t) => {
+  const server = await gatedServer(t);
+  let closedCount = 0;
+  server.on('connection', (s) => s.on('close', () => closedCount++));
+  const agent = new Agent({ maxSockets: 10, maxFreeSockets: 2 });
+  t.after(() => agent.destroy());
+  const all = Array.from({ length: 6 }, (_, i) => request(`${server.url}/${i}`, { agent }));
+  while (server.held.length < 6) await once(server, 'held');
+  server.releaseAll();
+  await Promise.all(all);
+  const name = `127.0.0.1:${server.port}:`;
+  await until(() => closedCount === 4, 5000, 'four surplus connections to close');
+  await until(() => (agent.freeSockets[name] || []).length === 2, 5000, 'two idle connections');
+  assert.strictEqual(agent.getCurrentStatus().freeSockets[name], 2);
+});
+
+for (const scheduling of ['lifo', 'fifo']) {
+  test(`scheduling '${scheduling}' picks the ${scheduling === 'lifo' ? 'most' : 'least'} recently freed connection`, async (t) => {
+    const server = await gatedServer(t);
+    const agent = new Agent({ maxSockets: 3, scheduling });
+    t.after(() => agent.destroy());
+    const all = Array.from({ length: 3 }, (_, i) => request(`${server.url}/${i}`, { agent }));
+    while (server.held.length < 3) await once(server, 'held');
+    // Free the three connections one after another, recording the order.
+    const freedOrder = [];
+    for (const release of server.held.splice(0)) {
+      const freed = once(agent, 'free');
+      release();
+      const [socket] = await freed;
+      freedOrder.push(socket.localPort);
+    }
+    await Promise.all(all);
+    server.on('held', () => server.releaseAll());
+    const { req } = await request(`${server.url}/next`, { agent });
+    assert.strictEqual(req.reusedSocket, true);
+    const expected = scheduling === 'lifo' ? freedOrder[2] : freedOrder[0];
+    assert.strictEqual(server.requestPorts.at(-1), expected);
+  });
+}
+
+test('raising maxSockets at run time lets queued requests connect', async (t) => {
+  const server = await gatedServer(t);
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const all = Array.from({ length: 3 }, (_, i) => request(`${server.url}/${i}`, { agent }));
+  while (server.held.length < 1) await once(server, 'held');
+  agent.maxSockets = 3;
+  while (server.held.length < 3) await once(server, 'held');
+  assert.strictEqual(server.connections.length, 3);
+  server.releaseAll();
+  await Promise.all(all);
+});
+
+test('a request aborted while queued gives its turn to the next one', async (t) => {
+  const server = await gatedServer(t);
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const first = request(`${server.url}/first`, { agent });
+  while (server.held.length < 1) await once(server, 'held');
+  const aborted = http.get(`${server.url}/aborted`, { agent });
+  const abortedError = once(aborted, 'error');
+  const third = request(`${server.url}/third`, { agent });
+  // As with Node's agent, the aborted request hears of it when its turn comes.
+  aborted.destroy();
+  server.on('held', () => server.releaseAll());
+  server.releaseAll();
+  const [err] = await abortedError;
+  assert.strictEqual(err.code, 'ECONNRESET');
+  assert.strictEqual((await first).body, 'ok /first');
+  assert.strictEqual((await third).body, 'ok /third');
+  assert.ok(!server.requestPorts.includes(undefined));
+  assert.strictEqual(server.connections.length, 1);
+});

@@ -1,0 +1,166 @@
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { once } = require('node:events');
+const { Agent } = require('..');
+const { httpServer, rawServer, readRequest, request } = require('./helpers');
+
+test('30 sequential requests share one connection', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const reused = [];
+  for (let i = 0; i < 30; i++) {
+    // Wait for 'free' (the connection back in the pool) before the next request, as a
+    // sequential client does when it awaits the whole response.
+    const freed = once(agent, 'free');
+    const { body, req } = await request(`${server.url}/n${i}`, { agent });
+    assert.strictEqual(body, `hello /n${i}`);
+    reused.push(req.reusedSocket);
+    await freed;
+  }
+  assert.strictEqual(server.connections.length, 1);
+  assert.deepStrictEqual(reused, [false, ...Array(29).fill(true)]);
+  assert.strictEqual(new Set(server.requestPorts).size, 1);
+  const status = agent.getCurrentStatus();
+  assert.strictEqual(status.createSocketCount, 1);
+  assert.strictEqual(status.requestCount, 30);
+});
+
+test('the socket is shaped like net.Socket and reports both ends', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const req = http.get(`${server.url}/`, { agent });
+  const [socket] = await once(req, 'socket');
+  assert.strictEqual(socket.connecting, true);
+  await once(socket, 'connect');
+  const [res] = await once(req, 'response');
+  assert.strictEqual(res.socket, socket);
+  assert.strictEqual(socket.remoteAddress, '127.0.0.1');
+  assert.strictEqual(socket.remotePort, server.port);
+  assert.strictEqual(socket.remoteFamily, 'IPv4');
+  assert.strictEqual(socket.localAddress, '127.0.0.1');
+  assert.strictEqual(socket.localPort, server.requestPorts[0]);
+  assert.deepStrictEqual(socket.address(), { address: '127.0.0.1', family: 'IPv4', port: socket.localPort });
+  for (const method of ['setTimeout', 'setNoDelay', 'setKeepAlive', 'ref', 'unref', 'destroy']) {
+    assert.strictEqual(typeof socket[method], 'function', method);
+  }
+  assert.strictEqual(socket.setNoDelay(true), socket);
+  assert.strictEqual(socket.setKeepAlive(true, 1000), socket);
+  res.resume();
+  await once(res, 'end');
+  assert.ok(socket.bytesWritten > 0);
+  assert.ok(socket.bytesRead > 0);
+});
+
+test('a Connection: close response is never pooled', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.setHeader('connection', 'close');
+    res.end('bye');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (let i = 0; i < 3; i++) {
+    const { body, req } = await request(`${server.url}/`, { agent });
+    assert.strictEqual(body, 'bye');
+    assert.strictEqual(req.reusedSocket, false);
+  }
+  assert.strictEqual(server.connections.length, 3);
+  assert.strictEqual(agent.getCurrentStatus().createSocketCount, 3);
+});
+
+test('an HTTP/1.0 response without keep-alive is not pooled', async (t) => {
+  const server = await rawServer(t, async (socket) => {
+    await readRequest(socket);
+    socket.end('HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (let i = 0; i < 2; i++) {
+    const { body } = await request(`http://127.0.0.1:${server.port}/`, { agent });
+    assert.strictEqual(body, 'ok');
+  }
+  assert.strictEqual(server.connectionCount, 2);
+});
+
+test('requests over a Unix socket (socketPath) reuse their connection', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hyperagent-'));
+  const socketPath = path.join(dir, 'server.sock');
+  const server = http.createServer((req, res) => res.end(`unix ${req.url}`));
+  let connections = 0;
+  server.on('connection', () => connections++);
+  server.listen(socketPath);
+  await once(server, 'listening');
+  const agent = new Agent();
+  t.after(() => {
+    agent.destroy();
+    server.closeAllConnections();
+    server.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  for (let i = 0; i < 3; i++) {
+    const freed = once(agent, 'free');
+    const { body } = await request({ socketPath, path: `/u${i}`, agent });
+    assert.strictEqual(body, `unix /u${i}`);
+    await freed;
+  }
+  assert.strictEqual(connections, 1);
+});
+
+test('localAddress binds the local side and is part of the pool key', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end(req.socket.remoteAddress));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const a = await request(`${server.url}/`, { agent, localAddress: '127.0.0.2' });
+  assert.strictEqual(a.body, '127.0.0.2');
+  const b = await request(`${server.url}/`, { agent, localAddress: '127.0.0.3' });
+  assert.strictEqual(b.body, '127.0.0.3');
+  assert.strictEqual(server.connections.length, 2);
+});
+
+test('a lookup function resolves the host, as net calls it', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const calls = [];
+  const lookup = (host, opts, cb) => {
+    calls.push({ host, family: opts.family, all: opts.all });
+    cb(null, [{ address: '127.0.0.1', family: 4 }]);
+  };
+  const { body } = await request(`http://api.example.test:${server.port}/x`, { agent, lookup });
+  assert.strictEqual(body, 'hello /x');
+  assert.deepStrictEqual(calls, [{ host: 'api.example.test', family: 0, all: true }]);
+});
+
+test('a lookup error fails the request with that error', async (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const boom = Object.assign(new Error('no such host'), { code: 'ENOTFOUND' });
+  const req = http.get('http://nowhere.test/', { agent, lookup: (h, o, cb) => cb(boom) });
+  const [err] = await once(req, 'error');
+  assert.strictEqual(err, boom);
+});
+
+test('family 4 resolves localhost to IPv4 only', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end(req.socket.remoteFamily));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const { body } = await request(`http://localhost:${server.port}/`, { agent, family: 4 });
+  assert.strictEqual(body, 'IPv4');
+});
+
+test('the module is agentkeepalive-shaped: default export, HttpAgent, constants', () => {
+  const mod = require('..');
+  assert.strictEqual(mod, mod.Agent);
+  assert.strictEqual(mod.HttpAgent, mod.Agent);
+  assert.strictEqual(typeof mod.constants.SOCKET_NAME, 'symbol');
+  const agent = new mod();
+  assert.ok(agent instanceof http.Agent);
+  agent.destroy();
+});

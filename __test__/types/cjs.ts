@@ -1,0 +1,51 @@
+// Compiled with `tsc --noEmit` by `npm run test:types`: the public API as a CommonJS user sees it.
+import http = require('node:http');
+import hyperagent = require('../..');
+
+const agent = new hyperagent.Agent({
+  keepAlive: true,
+  keepAliveMsecs: 1000,
+  maxSockets: 50,
+  maxTotalSockets: 100,
+  maxFreeSockets: 10,
+  scheduling: 'fifo',
+  freeSocketTimeout: '4s',
+  timeout: 8000,
+  socketActiveTTL: '10m',
+});
+const asDefault: hyperagent.Agent = new hyperagent({ keepAlive: false });
+const asHttpAgent: http.Agent = new hyperagent.HttpAgent();
+
+http.get('http://127.0.0.1/', { agent }, (res: http.IncomingMessage) => {
+  res.resume();
+});
+
+const status: hyperagent.AgentStatus = agent.getCurrentStatus();
+const counts: number[] = [
+  status.createSocketCount,
+  status.createSocketErrorCount,
+  status.closeSocketCount,
+  status.errorSocketCount,
+  status.timeoutSocketCount,
+  status.requestCount,
+  agent.createSocketCount,
+  agent.requestCount,
+  agent.totalSocketCount,
+];
+const free: Record<string, number> = status.freeSockets;
+const changed: boolean = agent.statusChanged;
+const name: symbol = hyperagent.constants.SOCKET_NAME;
+const timeoutMs: number = agent.options.timeout;
+
+function onError(err: hyperagent.HyperagentError) {
+  if (err.code === 'ERR_SOCKET_TIMEOUT' || err.code === 'ECONNREFUSED') return err.syscall;
+  return undefined;
+}
+
+// @ts-expect-error scheduling is 'fifo' or 'lifo'
+new hyperagent.Agent({ scheduling: 'random' });
+// @ts-expect-error maxSockets is a number
+new hyperagent.Agent({ maxSockets: '5' });
+
+agent.destroy();
+void [asDefault, asHttpAgent, counts, free, changed, name, timeoutMs, onError];

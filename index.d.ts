@@ -1,0 +1,138 @@
+// Type definitions for hyperagent.
+
+import * as http from 'node:http';
+import * as net from 'node:net';
+
+/**
+ * A keep-alive `http.Agent` whose pool, sockets and DNS live in Rust. Pass it as the `agent`
+ * option of `http.request`, or to any client that takes an agent.
+ */
+declare class Agent extends http.Agent {
+  constructor(options?: Agent.AgentOptions);
+  readonly options: Agent.AgentOptions & { keepAlive: boolean; freeSocketTimeout: number; timeout: number; socketActiveTTL: number };
+  readonly createSocketCount: number;
+  readonly createSocketErrorCount: number;
+  readonly closeSocketCount: number;
+  readonly errorSocketCount: number;
+  readonly timeoutSocketCount: number;
+  readonly requestCount: number;
+  /** True when a counter changed since the last read of this property. */
+  readonly statusChanged: boolean;
+  readonly totalSocketCount: number;
+  getCurrentStatus(): Agent.AgentStatus;
+  readonly sockets: NodeJS.ReadOnlyDict<net.Socket[]>;
+  readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
+  readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
+}
+
+
+declare const AgentClass: typeof Agent;
+type AgentClass = Agent;
+
+declare namespace Agent {
+  /** A duration in milliseconds, or a string such as `'4s'`, `'1.5m'`, `'500ms'`. */
+  type Duration = number | string;
+
+  interface AgentOptions extends Omit<http.AgentOptions, 'timeout'> {
+    /** Keep connections alive between requests. Default: `true` (agentkeepalive's default). */
+    keepAlive?: boolean | undefined;
+    /** Initial delay of TCP keep-alive probes on pooled connections. Default: `1000`. */
+    keepAliveMsecs?: number | undefined;
+    /** Connections per origin (busy or idle). Default: `Infinity`. */
+    maxSockets?: number | undefined;
+    /** Connections across all origins. Default: `Infinity`. */
+    maxTotalSockets?: number | undefined;
+    /** Idle connections kept per origin. Default: `256`. */
+    maxFreeSockets?: number | undefined;
+    /** Which idle connection a request takes: the most (`'lifo'`) or least (`'fifo'`) recently used. Default: `'lifo'`. */
+    scheduling?: 'fifo' | 'lifo' | undefined;
+    /** How long a connection may stay idle in the pool. Default: `4000` ms. */
+    freeSocketTimeout?: Duration | undefined;
+    /** Inactivity timeout of a connection in use. Default: `max(2 × freeSocketTimeout, 8000)` ms. */
+    timeout?: Duration | undefined;
+    /** Maximum lifetime of a connection; it is closed at the first release after this. Default: none. */
+    socketActiveTTL?: Duration | undefined;
+    /** Disable Nagle's algorithm on new connections. Default: `true`. */
+    noDelay?: boolean | undefined;
+    /** @deprecated use `freeSocketTimeout`. */
+    freeSocketKeepAliveTimeout?: Duration | undefined;
+    /** @deprecated use `freeSocketTimeout`. */
+    keepAliveTimeout?: Duration | undefined;
+  }
+
+  /** agentkeepalive's statistics, with the same keys in the same order. */
+  interface AgentStatus {
+    createSocketCount: number;
+    createSocketErrorCount: number;
+    closeSocketCount: number;
+    errorSocketCount: number;
+    timeoutSocketCount: number;
+    requestCount: number;
+    /** Idle connections per origin name. */
+    freeSockets: Record<string, number>;
+    /** Connections in use (or connecting) per origin name. */
+    sockets: Record<string, number>;
+    /** Requests waiting for a connection per origin name. */
+    requests: Record<string, number>;
+  }
+
+  /** The error codes hyperagent's own states carry. */
+  type HyperagentErrorCode =
+    | 'ERR_HYPERAGENT_AGENT_DESTROYED'
+    | 'ERR_HYPERAGENT_UNSUPPORTED';
+
+  /** Error codes a request through a hyperagent agent can fail with. */
+  type ErrorCode =
+    | HyperagentErrorCode
+    | 'ERR_SOCKET_TIMEOUT'
+    | 'ECONNREFUSED'
+    | 'ECONNRESET'
+    | 'ETIMEDOUT'
+    | 'ENOTFOUND'
+    | 'EAI_AGAIN'
+    | 'EHOSTUNREACH'
+    | 'ENETUNREACH'
+    | 'EADDRNOTAVAIL'
+    | 'EPIPE'
+    | 'ENOENT';
+
+  interface HyperagentError extends Error {
+    code: ErrorCode;
+    errno?: number;
+    syscall?: string;
+    address?: string;
+    port?: number;
+    hostname?: string;
+    /** For `ERR_SOCKET_TIMEOUT`: the timeout that expired, in ms. */
+    timeout?: number;
+  }
+
+  /** The idle connection entries of `agent.freeSockets` (idle connections live in Rust). */
+  interface IdleConnection {
+    readonly name: string;
+    readonly idle: true;
+  }
+
+  /** agentkeepalive's `constants` symbols. */
+  interface Constants {
+    readonly CURRENT_ID: symbol;
+    readonly CREATE_ID: symbol;
+    readonly INIT_SOCKET: symbol;
+    readonly CREATE_HTTPS_CONNECTION: symbol;
+    readonly SOCKET_CREATED_TIME: symbol;
+    readonly SOCKET_NAME: symbol;
+    readonly SOCKET_REQUEST_COUNT: symbol;
+    readonly SOCKET_REQUEST_FINISHED_COUNT: symbol;
+  }
+
+  type HttpOptions = AgentOptions;
+  type HttpAgent = AgentClass;
+  /** The class itself, under the names agentkeepalive users import. */
+  const Agent: typeof AgentClass;
+  type Agent = AgentClass;
+  const HttpAgent: typeof AgentClass;
+  const constants: Constants;
+}
+
+/** `require('hyperagent')` is the `Agent` class, as agentkeepalive's default export is. */
+export = Agent;
