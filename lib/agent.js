@@ -29,7 +29,6 @@ const kPool = Symbol('hyperagent.pool');
 const kPoolId = Symbol('hyperagent.poolId');
 const kKeys = Symbol('hyperagent.keys');
 const kWaiters = Symbol('hyperagent.waiters');
-const kActive = Symbol('hyperagent.active');
 const kLimits = Symbol('hyperagent.limits');
 const kLastStats = Symbol('hyperagent.lastStats');
 const kIdleFor = Symbol('hyperagent.idleFor');
@@ -84,10 +83,8 @@ class Agent extends http.Agent {
     super(opts);
     // Node's constructor registered its own pool logic on 'free'; ours replaces it.
     this.removeAllListeners('free');
-    this.on('free', onFree);
     this[kKeys] = new Map();
     this[kWaiters] = new Map();
-    this[kActive] = new Map();
     this[kLastStats] = null;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
     this[kPoolId] = this[kPool].id;
@@ -161,9 +158,8 @@ class Agent extends http.Agent {
       w.resource.runInAsyncScope(() => w.req.onSocket(undefined, err));
       w.resource.emitDestroy();
     }
-    for (const set of this[kActive].values()) {
-      for (const socket of set) socket.destroy();
-    }
+    const active = pool.activeSockets();
+    for (let i = 1; i < active.length; i += 2) active[i].destroy();
   }
 
   // ---- agentkeepalive's statistics ----------------------------------------------------------
@@ -206,9 +202,8 @@ class Agent extends http.Agent {
   // In-use (and connecting) sockets.
   get sockets() {
     const out = { __proto__: null };
-    for (const [name, set] of this[kActive]) {
-      if (set.size > 0) out[name] = [...set];
-    }
+    const active = this[kPool].activeSockets();
+    for (let i = 0; i < active.length; i += 2) (out[active[i]] ??= []).push(active[i + 1]);
     return out;
   }
 
@@ -248,20 +243,6 @@ class Agent extends http.Agent {
 
   // ---- Internals -----------------------------------------------------------------------------
 
-  _track(socket) {
-    let set = this[kActive].get(socket[kName]);
-    if (set === undefined) {
-      set = new Set();
-      this[kActive].set(socket[kName], set);
-    }
-    set.add(socket);
-  }
-
-  _untrack(socket) {
-    const set = this[kActive].get(socket[kName]);
-    if (set !== undefined) set.delete(socket);
-  }
-
   // The socket of a pooled connection, now serving the caller; a new one if the old was
   // collected while idle.
   _face(id, name, options) {
@@ -275,7 +256,7 @@ class Agent extends http.Agent {
   }
 
   _reuse(socket, req) {
-    this._track(socket);
+    socket._serve();
     const timeout = this.options.timeout;
     if (timeout > 0) socket.setTimeout(timeout);
     this.reuseSocket(socket, req);
@@ -286,7 +267,8 @@ class Agent extends http.Agent {
     const socket = new NativeSocket(this, name, options);
     socket._attach(id, true);
     binding.bind(id, socket);
-    this._track(socket);
+    socket._serve();
+    socket[constants.SOCKET_CREATED_TIME] = Date.now();
     this[constants.INIT_SOCKET](socket, options);
     setRequestSocket(this, req, socket);
     this[kConnect](socket, options);
@@ -355,13 +337,56 @@ class Agent extends http.Agent {
     this[kServe](waiter * 4 + GRANT, 0);
   }
 
+  // The socket's request is done ('free' from http's ClientRequest): back to the pool.
+  _socketFreed(socket) {
+    this.emit('free', socket, socket[kOptions]);
+    const id = socket[kId];
+    if (id === 0) return;
+    if (!socket.writable || socket.destroyed || socket.readableLength > 0 || socket.connecting) {
+      socket.destroy();
+      return;
+    }
+    const req = socket._httpMessage;
+    const ttl = this.options.socketActiveTTL;
+    let remaining = Infinity;
+    if (ttl > 0) {
+      const info = binding.info(id);
+      remaining = ttl - (info ? info.createdAtMsAgo : 0);
+      if (remaining <= 0) {
+        debug('connection %d of %s reached socketActiveTTL', id, socket[kName]);
+        socket.destroy();
+        return;
+      }
+    }
+    let idle = -1;
+    const fresh = req === null;
+    if ((fresh || (req.shouldKeepAlive && this.keepAlive)) && this.keepSocketAlive(socket)) {
+      idle = Math.min(socket[kIdleFor] ?? defaultIdle(this), remaining);
+    }
+    socket._free();
+    const verdict = binding.release(id, idle);
+    if (verdict >= 0) {
+      if (verdict % 4 === GRANT) socket._orphan();
+      this[kServe](verdict, id);
+    } else if (verdict === CLOSED) {
+      socket._orphan();
+    }
+  }
+
+  // An upgraded (or CONNECT) socket left the pool: its slot may serve a waiter.
+  _socketRemoved(socket) {
+    const id = socket[kId];
+    if (id === 0) return;
+    const verdict = this[kPool].detach(id);
+    if (verdict >= 0) this[kServe](verdict, 0);
+  }
+
   _countError() {
     this[kPool].countError();
   }
 
   // A socket was destroyed: `failed` when by an error on an established connection.
   _socketClosed(socket, id, failed) {
-    this._untrack(socket);
     if (failed) this[kPool].countError();
     if (id === 0) return;
     const verdict = binding.close(id);
@@ -391,49 +416,13 @@ for (const [name, fallback] of [
   Object.defineProperty(Agent.prototype, name, limitAccessor(name, fallback));
 }
 
-// The socket's request is done ('free' from http's ClientRequest): back to the pool.
-function onFree(socket) {
-  const id = socket[kId];
-  if (id === 0) return;
-  if (!socket.writable || socket.destroyed || socket.readableLength > 0 || socket.connecting) {
-    socket.destroy();
-    return;
-  }
-  const req = socket._httpMessage;
-  const ttl = this.options.socketActiveTTL;
-  let remaining = Infinity;
-  if (ttl > 0) {
-    const info = binding.info(id);
-    remaining = ttl - (info ? info.createdAtMsAgo : 0);
-    if (remaining <= 0) {
-      debug('connection %d of %s reached socketActiveTTL', id, socket[kName]);
-      socket.destroy();
-      return;
-    }
-  }
-  let idle = -1;
-  const fresh = req === null;
-  if ((fresh || (req.shouldKeepAlive && this.keepAlive)) && this.keepSocketAlive(socket)) {
-    idle = Math.min(socket[kIdleFor] ?? defaultIdle(this), remaining);
-  }
-  socket._free();
-  this._untrack(socket);
-  const verdict = binding.release(id, idle);
-  if (verdict >= 0) {
-    if (verdict % 4 === GRANT) socket._orphan();
-    this[kServe](verdict, id);
-  } else if (verdict === CLOSED) {
-    socket._orphan();
-  }
-}
-
 // How long a freed connection may idle: freeSocketTimeout (or the socket's own, as urllib
 // sets it), shortened by the server's `Keep-Alive: timeout=N` hint as Node shortens it.
 // 0 means "do not keep".
 function idleTimeout(agent, socket) {
   let idle = socket.freeSocketTimeout || socket.freeSocketKeepAliveTimeout || defaultIdle(agent);
   const res = socket._httpMessage && socket._httpMessage.res;
-  const hint = res && res.headers['keep-alive'];
+  const hint = res ? keepAliveHeader(res.rawHeaders) : undefined;
   if (hint) {
     const m = /^timeout=(\d+)/.exec(hint);
     if (m) {
@@ -444,6 +433,16 @@ function idleTimeout(agent, socket) {
     }
   }
   return idle;
+}
+
+// The Keep-Alive response header, read from rawHeaders: building res.headers for it would cost
+// more than the whole lookup when the user never reads the headers.
+function keepAliveHeader(raw) {
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    if (name.length === 10 && name.toLowerCase() === 'keep-alive') return raw[i + 1];
+  }
+  return undefined;
 }
 
 function defaultIdle(agent) {

@@ -25,6 +25,8 @@ const kInfo = Symbol('hyperagent.info');
 const kRef = Symbol('hyperagent.ref');
 const kConnectError = Symbol('hyperagent.connectError');
 const kOptions = Symbol('hyperagent.options');
+const kFree = Symbol('hyperagent.free');
+const kTimerMs = Symbol('hyperagent.timerMs');
 
 class NativeSocket extends Duplex {
   constructor(agent, name, options) {
@@ -36,6 +38,7 @@ class NativeSocket extends Duplex {
     this[kWriteCb] = null;
     this[kQueued] = null;
     this[kTimer] = null;
+    this[kTimerMs] = 0;
     this[kReading] = true;
     this[kInfo] = null;
     this[kRef] = true;
@@ -47,6 +50,13 @@ class NativeSocket extends Duplex {
     this.parser = null;
     this._handle = null;
     this.server = null;
+    this[kFree] = false;
+    this[constants.SOCKET_REQUEST_COUNT] = 0;
+    this[constants.SOCKET_REQUEST_FINISHED_COUNT] = 0;
+    // http's ClientRequest ends a request with socket.emit('free'), and an upgrade with
+    // 'agentRemove'; the agent hears both as Node's agent does.
+    this.on('free', onFree);
+    this.on('agentRemove', onAgentRemove);
   }
 
   // Binds this socket to a connection (already open, or being opened).
@@ -58,9 +68,18 @@ class NativeSocket extends Duplex {
   // Called by the agent when the request frees the connection: it goes back to the pool, and
   // this socket with it (as with Node's agent, destroying a free socket closes its connection).
   _free() {
-    this._clearTimer();
+    // The timer stays armed (it fires harmlessly while free): the next checkout refreshes it
+    // instead of making a new one.
+    this[kFree] = true;
     this._httpMessage = null;
     this[kReading] = true;
+    this[constants.SOCKET_REQUEST_FINISHED_COUNT]++;
+  }
+
+  // A checkout starts on this socket.
+  _serve() {
+    this[kFree] = false;
+    this[constants.SOCKET_REQUEST_COUNT]++;
   }
 
   // The connection is gone (closed by the pool): this socket ends without touching it.
@@ -112,8 +131,7 @@ class NativeSocket extends Duplex {
       this.push(null);
       return;
     }
-    const timer = this[kTimer];
-    if (timer !== null) timer.refresh();
+    if (this.timeout !== 0 && this[kTimer] !== null) this[kTimer].refresh();
     if (!this.push(buf) && this[kId] !== 0) {
       this[kReading] = false;
       native.readStop(this[kId]);
@@ -161,8 +179,7 @@ class NativeSocket extends Duplex {
       cb(errors.connResetError('This socket has been ended by the other party'));
       return;
     }
-    const timer = this[kTimer];
-    if (timer !== null) timer.refresh();
+    if (this.timeout !== 0 && this[kTimer] !== null) this[kTimer].refresh();
     const r = chunks.length === 1
       ? native.write(id, toBuffer(chunks[0]))
       : native.writev(id, chunks.map(toBuffer));
@@ -196,29 +213,30 @@ class NativeSocket extends Duplex {
     cb(err);
   }
 
-  // http's ClientRequest announces the end of a request with socket.emit('free'); the agent
-  // hears it as Node's agent does, through its own 'free' event.
-  emit(event, ...args) {
-    const handled = super.emit(event, ...args);
-    if (event === 'free') this[kAgent].emit('free', this, this[kOptions]);
-    return handled;
-  }
-
   get [constants.SOCKET_NAME]() {
     return `sock[${this[kId]}#${this[kName]}]`.split('-----BEGIN', 1)[0];
   }
 
   // ---- net.Socket surface ------------------------------------------------------------------
 
+  // net.Socket's idle timeout. http turns it off after every response and on again for the
+  // next request; the Timeout object is kept (disarmed, it fires harmlessly once) so that
+  // turning it back on with the same duration is a refresh, not a new timer.
   setTimeout(msecs, callback) {
     if (typeof msecs !== 'number' || Number.isNaN(msecs) || msecs < 0) {
       throw errors.invalidArgType('msecs', 'a non-negative number', msecs);
     }
-    this._clearTimer();
     this.timeout = msecs;
-    if (msecs > 0 && !this.destroyed) {
+    const timer = this[kTimer];
+    if (msecs === 0) {
+      // Disarmed: onTimer ignores it while this.timeout is 0.
+    } else if (timer !== null && this[kTimerMs] === msecs) {
+      timer.refresh();
+    } else if (!this.destroyed) {
+      if (timer !== null) clearTimeout(timer);
       this[kTimer] = setTimeout(onTimer, msecs, this);
       this[kTimer].unref();
+      this[kTimerMs] = msecs;
     }
     if (callback !== undefined) {
       if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
@@ -232,11 +250,12 @@ class NativeSocket extends Duplex {
     if (this[kTimer] !== null) {
       clearTimeout(this[kTimer]);
       this[kTimer] = null;
+      this[kTimerMs] = 0;
     }
   }
 
   _refreshTimer() {
-    if (this[kTimer] !== null) this[kTimer].refresh();
+    if (this[kTimer] !== null && this.timeout !== 0) this[kTimer].refresh();
   }
 
   // net.Socket's name for the same thing; http and some libraries call it.
@@ -341,8 +360,16 @@ function toBuffer(entry) {
 
 // As net.Socket's: the timer stays, so activity after a timeout (refresh) arms it again.
 function onTimer(socket) {
-  if (socket.destroyed) return;
+  if (socket.destroyed || socket[kFree] || socket.timeout === 0) return;
   socket[kAgent]._socketTimedOut(socket);
+}
+
+function onFree() {
+  this[kAgent]._socketFreed(this);
+}
+
+function onAgentRemove() {
+  this[kAgent]._socketRemoved(this);
 }
 
 module.exports = { NativeSocket, kId, kName, kOptions };

@@ -81,6 +81,8 @@ pub struct Conn {
     pub remote: RefCell<Option<Peer>>,
     pub bytes_read: Cell<u64>,
     pub bytes_written: Cell<u64>,
+    /// Taken out of the pool's counts (an HTTP upgrade): the socket owns it alone now.
+    pub detached: Cell<bool>,
 }
 
 /// `write` results, as JavaScript reads them (negative values are `-errno`).
@@ -114,6 +116,7 @@ impl Conn {
             remote: RefCell::new(None),
             bytes_read: Cell::new(0),
             bytes_written: Cell::new(0),
+            detached: Cell::new(false),
         }
     }
 
@@ -193,6 +196,13 @@ impl Conn {
         }
         self.sync_ref();
         self.update_mask();
+    }
+
+    /// The socket serving a checkout right now, if any.
+    pub fn serving(&self, env: sys::napi_env) -> Option<sys::napi_value> {
+        let owner = self.owner.get().filter(|o| o.strong)?;
+        let socket = owner.socket.get(env);
+        (!socket.is_null()).then_some(socket)
     }
 
     /// Drops the reference to the face entirely (the connection closes).

@@ -199,6 +199,19 @@ impl EnvCtx {
         self.conns.borrow_mut().remove(&id)
     }
 
+    /// Every connection of pool `pool`, in id order.
+    pub fn conns_of(&self, pool: u32) -> Vec<Rc<Conn>> {
+        let mut out: Vec<Rc<Conn>> = self
+            .conns
+            .borrow()
+            .values()
+            .filter(|c| c.pool_id == pool)
+            .cloned()
+            .collect();
+        out.sort_by_key(|c| c.id);
+        out
+    }
+
     /// Removes and returns every connection of pool `pool`.
     pub fn drain_conns_of(&self, pool: u32) -> Vec<Rc<Conn>> {
         let mut conns = self.conns.borrow_mut();

@@ -370,6 +370,24 @@ impl NativePool {
         Ok(())
     }
 
+    /// Connection `id` leaves the pool's counts (HTTP upgrade). Returns a verdict.
+    #[napi]
+    pub fn detach(&self, id: u32) -> f64 {
+        self.cell.detach(id)
+    }
+
+    /// `[name, socket, name, socket, ...]` for every socket serving a checkout.
+    #[napi(ts_return_type = "Array<string | object>")]
+    pub fn active_sockets<'env>(&self, env: &'env Env) -> Result<Vec<Unknown<'env>>> {
+        let mut out = Vec::new();
+        for (name, socket) in self.cell.active_sockets() {
+            out.push(name.into_unknown(env)?);
+            // SAFETY: a live value of this env.
+            out.push(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) });
+        }
+        Ok(out)
+    }
+
     #[napi]
     pub fn cancel(&self, waiter: f64) -> bool {
         self.cell.cancel(waiter as u64)

@@ -247,6 +247,9 @@ impl PoolCell {
         };
         let was = conn.state.get();
         conn.close(self.env());
+        if conn.detached.get() {
+            return verdict::NONE;
+        }
         let grant = {
             let mut st = self.state.borrow_mut();
             match was {
@@ -260,6 +263,32 @@ impl PoolCell {
             }
         };
         grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT))
+    }
+
+    /// Takes an in-use connection out of the pool's counts: after an HTTP upgrade the socket
+    /// belongs to the user, and its slot to the next request. Returns a verdict.
+    pub fn detach(&self, id: u32) -> f64 {
+        let Some(conn) = self.conn(id) else {
+            return verdict::NONE;
+        };
+        if conn.detached.replace(true) || conn.state.get() == State::Closed {
+            return verdict::NONE;
+        }
+        let grant = self.state.borrow_mut().pool.closed(conn.key);
+        grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT))
+    }
+
+    /// The sockets serving checkouts (connecting or in use), with their key names.
+    pub fn active_sockets(&self) -> Vec<(String, sys::napi_value)> {
+        let st = self.state.borrow();
+        self.ctx
+            .conns_of(self.id)
+            .into_iter()
+            .filter(|c| {
+                !c.detached.get() && matches!(c.state.get(), State::Active | State::Connecting)
+            })
+            .filter_map(|c| Some((st.pool.key_name(c.key).to_owned(), c.serving(self.env())?)))
+            .collect()
     }
 
     pub fn cancel(&self, waiter: u64) -> bool {

@@ -465,4 +465,6 @@ impl<C> Pool<C> {
 }
 
 #[cfg(test)]
+mod scale_bench;
+#[cfg(test)]
 mod tests;
