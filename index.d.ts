@@ -1,7 +1,9 @@
 // Type definitions for hyperagent.
 
 import * as http from 'node:http';
+import * as https from 'node:https';
 import * as net from 'node:net';
+import * as tls from 'node:tls';
 
 /**
  * A keep-alive `http.Agent` whose pool, sockets and DNS live in Rust. Pass it as the `agent`
@@ -26,7 +28,29 @@ declare class Agent extends http.Agent {
 }
 
 
+/**
+ * A keep-alive `https.Agent` whose pool, sockets, DNS and TLS (rustls) live in Rust: the
+ * handshake and every record's encryption run off the JavaScript thread.
+ */
+declare class HttpsAgent extends https.Agent {
+  constructor(options?: Agent.HttpsAgentOptions);
+  readonly options: Agent.HttpsAgentOptions & { keepAlive: boolean; freeSocketTimeout: number; timeout: number; socketActiveTTL: number };
+  readonly createSocketCount: number;
+  readonly createSocketErrorCount: number;
+  readonly closeSocketCount: number;
+  readonly errorSocketCount: number;
+  readonly timeoutSocketCount: number;
+  readonly requestCount: number;
+  readonly statusChanged: boolean;
+  readonly totalSocketCount: number;
+  getCurrentStatus(): Agent.AgentStatus;
+  readonly sockets: NodeJS.ReadOnlyDict<tls.TLSSocket[]>;
+  readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
+  readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
+}
+
 declare const AgentClass: typeof Agent;
+declare const HttpsAgentClass: typeof HttpsAgent;
 type AgentClass = Agent;
 
 declare namespace Agent {
@@ -60,6 +84,18 @@ declare namespace Agent {
     keepAliveTimeout?: Duration | undefined;
   }
 
+  /**
+   * `https.Agent` options plus the agent options above. TLS options follow `tls.connect`:
+   * `ca` replaces the default roots (Mozilla's, plus `NODE_EXTRA_CA_CERTS`); `cert`/`key`
+   * (PEM, several pairs allowed; `passphrase` for encrypted keys) for mutual TLS; `pfx` is not
+   * supported (`ERR_HYPERAGENT_UNSUPPORTED`); TLS 1.2 and 1.3 only.
+   */
+  interface HttpsAgentOptions extends Omit<https.AgentOptions, 'timeout'>, Omit<AgentOptions, keyof http.AgentOptions | 'timeout'> {
+    timeout?: Duration | undefined;
+    /** TLS sessions kept for resumption. Default: `100`; `0` turns resumption off. */
+    maxCachedSessions?: number | undefined;
+  }
+
   /** agentkeepalive's statistics, with the same keys in the same order. */
   interface AgentStatus {
     createSocketCount: number;
@@ -81,9 +117,24 @@ declare namespace Agent {
     | 'ERR_HYPERAGENT_AGENT_DESTROYED'
     | 'ERR_HYPERAGENT_UNSUPPORTED';
 
+  /** Certificate verification failures, with OpenSSL's names as Node reports them. */
+  type TlsErrorCode =
+    | 'DEPTH_ZERO_SELF_SIGNED_CERT'
+    | 'SELF_SIGNED_CERT_IN_CHAIN'
+    | 'UNABLE_TO_VERIFY_LEAF_SIGNATURE'
+    | 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY'
+    | 'CERT_HAS_EXPIRED'
+    | 'CERT_NOT_YET_VALID'
+    | 'CERT_SIGNATURE_FAILURE'
+    | 'ERR_TLS_CERT_ALTNAME_INVALID'
+    | 'ERR_TLS_INVALID_PROTOCOL_VERSION'
+    | 'ERR_TLS_PROTOCOL_VERSION_CONFLICT'
+    | `ERR_SSL_${string}`;
+
   /** Error codes a request through a hyperagent agent can fail with. */
   type ErrorCode =
     | HyperagentErrorCode
+    | TlsErrorCode
     | 'ERR_SOCKET_TIMEOUT'
     | 'ECONNREFUSED'
     | 'ECONNRESET'
@@ -105,6 +156,10 @@ declare namespace Agent {
     hostname?: string;
     /** For `ERR_SOCKET_TIMEOUT`: the timeout that expired, in ms. */
     timeout?: number;
+    /** For `ERR_TLS_CERT_ALTNAME_INVALID`: why, for which host, and the peer's certificate. */
+    reason?: string;
+    host?: string;
+    cert?: tls.PeerCertificate;
   }
 
   /** The idle connection entries of `agent.freeSockets` (idle connections live in Rust). */
@@ -131,6 +186,9 @@ declare namespace Agent {
   const Agent: typeof AgentClass;
   type Agent = AgentClass;
   const HttpAgent: typeof AgentClass;
+  const HttpsAgent: typeof HttpsAgentClass;
+  type HttpsAgent = InstanceType<typeof HttpsAgentClass>;
+  type HttpsOptions = HttpsAgentOptions;
   const constants: Constants;
 }
 

@@ -6,10 +6,12 @@
 // does what the pool answers (bind a socket, connect, queue, serve a waiter).
 
 const http = require('node:http');
+const https = require('node:https');
 const { AsyncResource } = require('node:async_hooks');
 const { debuglog } = require('node:util');
 const binding = require('../binding.js');
 const { NativeSocket, kId, kName, kOptions } = require('./socket');
+const { tlsOptions, normalizeServerName, NativeTlsSocket } = require('./tls');
 const errors = require('./errors');
 const { normalize } = require('./options');
 const constants = require('./constants');
@@ -34,13 +36,15 @@ const kLastStats = Symbol('hyperagent.lastStats');
 const kIdleFor = Symbol('hyperagent.idleFor');
 const kServe = Symbol('hyperagent.serve');
 const kConnect = Symbol('hyperagent.connect');
+const kTls = Symbol('hyperagent.tls');
+const kSocketClass = Symbol('hyperagent.socketClass');
 
 // Rust calls these on this thread's event loop, with the socket (or agent) as receiver.
 binding.init(
   (socket, buf) => socket._onRead(buf),
   (socket, desc) => socket._onWrite(desc),
   (socket, desc) => socket._onError(desc),
-  (socket, desc) => socket._onConnect(desc),
+  (socket, desc, info) => socket._onConnect(desc, info),
   (agent, waiter) => agent._onGrant(waiter),
 );
 
@@ -77,10 +81,15 @@ function limitAccessor(name, fallback) {
   };
 }
 
-class Agent extends http.Agent {
+// One implementation for both agents: `Base` is http.Agent or https.Agent (so that
+// `instanceof` holds for the class users replace), `secure` turns on TLS.
+function defineAgent(Base, secure) {
+class Agent extends Base {
   constructor(options) {
     const opts = normalize(options);
     super(opts);
+    this[kTls] = secure;
+    this[kSocketClass] = secure ? NativeTlsSocket : NativeSocket;
     // Node's constructor registered its own pool logic on 'free'; ours replaces it.
     this.removeAllListeners('free');
     this[kKeys] = new Map();
@@ -99,10 +108,16 @@ class Agent extends http.Agent {
     if (options.socketPath) options.path = options.socketPath;
     // As net.connect does, before anything is queued or opened.
     if (!options.path) options.port = validatePort(options.port ?? this.defaultPort);
+    if (this[kTls]) normalizeServerName(options, req);
     const name = this.getName(options);
     let key = this[kKeys].get(name);
     if (key === undefined) {
       key = this[kPool].key(name);
+      if (this[kTls]) {
+        // Every TLS option that changes identity is part of the name: one configuration per key.
+        const failure = this[kPool].setTls(key, tlsOptions(this, options));
+        if (failure) throw errors.systemError(failure);
+      }
       this[kKeys].set(name, key);
     }
     const verdict = binding.checkout(this[kPoolId], key);
@@ -248,7 +263,7 @@ class Agent extends http.Agent {
   _face(id, name, options) {
     let socket = binding.take(id);
     if (socket === undefined) {
-      socket = new NativeSocket(this, name, options);
+      socket = new this[kSocketClass](this, name, options);
       socket._attach(id, false);
       binding.bind(id, socket);
     }
@@ -264,7 +279,7 @@ class Agent extends http.Agent {
   }
 
   _open(id, name, req, options) {
-    const socket = new NativeSocket(this, name, options);
+    const socket = new this[kSocketClass](this, name, options);
     socket._attach(id, true);
     binding.bind(id, socket);
     socket._serve();
@@ -281,8 +296,9 @@ class Agent extends http.Agent {
   [kConnect](socket, options) {
     const pool = this[kPool];
     const id = socket[kId];
+    const servername = this[kTls] ? options.servername : undefined;
     if (options.path) {
-      pool.connect(id, { path: String(options.path) });
+      pool.connect(id, { path: String(options.path), servername });
       return;
     }
     const host = options.host || 'localhost';
@@ -290,7 +306,7 @@ class Agent extends http.Agent {
     const family = options.family === 4 || options.family === 6 ? options.family : 0;
     const localAddress = options.localAddress || undefined;
     if (typeof options.lookup !== 'function') {
-      pool.connect(id, { host, port, family, localAddress });
+      pool.connect(id, { host, port, family, localAddress, servername });
       return;
     }
     // A user's lookup runs here, as net runs it; the addresses it gives skip Rust's resolver.
@@ -302,7 +318,7 @@ class Agent extends http.Agent {
         return;
       }
       const list = Array.isArray(address) ? address.map((a) => a.address) : [address];
-      pool.connect(id, { host, port, family, localAddress, addresses: list });
+      pool.connect(id, { host, port, family, localAddress, addresses: list, servername });
     });
   }
 
@@ -415,6 +431,13 @@ for (const [name, fallback] of [
 ]) {
   Object.defineProperty(Agent.prototype, name, limitAccessor(name, fallback));
 }
+return Agent;
+}
+
+const Agent = defineAgent(http.Agent, false);
+
+// HTTPS: TLS in Rust (rustls) off the JavaScript thread; an instance of https.Agent.
+class HttpsAgent extends defineAgent(https.Agent, true) {}
 
 // How long a freed connection may idle: freeSocketTimeout (or the socket's own, as urllib
 // sets it), shortened by the server's `Keep-Alive: timeout=N` hint as Node shortens it.
@@ -473,4 +496,4 @@ function counts(view) {
   return out;
 }
 
-module.exports = { Agent, kPool };
+module.exports = { Agent, HttpsAgent, kPool };

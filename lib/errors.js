@@ -53,9 +53,9 @@ function outOfRange(name, range, value) {
 // hostname }), with the properties in the order Node's own have them.
 function systemError(desc) {
   const err = new Error(desc.message);
-  err.errno = desc.errno;
+  if (desc.errno !== undefined) err.errno = desc.errno;
   err.code = desc.code;
-  err.syscall = desc.syscall;
+  if (desc.syscall !== undefined) err.syscall = desc.syscall;
   if (desc.hostname !== undefined) err.hostname = desc.hostname;
   if (desc.address !== undefined) err.address = desc.address;
   if (desc.port !== undefined) err.port = desc.port;

@@ -15,6 +15,9 @@ pub enum Kind {
     Dns(i32),
     /// The lookup succeeded but gave no address of the wanted family.
     NoAddress,
+    /// A TLS failure: certificate verification or the protocol. Node reports these with
+    /// OpenSSL's names (`DEPTH_ZERO_SELF_SIGNED_CERT`, `ERR_SSL_...`) and no errno.
+    Tls,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +32,8 @@ struct Inner {
     address: Option<String>,
     port: Option<u16>,
     hostname: Option<String>,
+    /// For [`Kind::Tls`]: the code and message.
+    tls: Option<(String, String)>,
 }
 
 impl Error {
@@ -40,6 +45,7 @@ impl Error {
                 address: None,
                 port: None,
                 hostname: None,
+                tls: None,
             }),
         }
     }
@@ -63,6 +69,13 @@ impl Error {
     pub fn no_address(hostname: &str) -> Self {
         let mut err = Self::new(Kind::NoAddress, "getaddrinfo");
         err.inner.hostname = Some(hostname.to_owned());
+        err
+    }
+
+    /// A TLS failure with Node's code and message.
+    pub fn tls(code: impl Into<String>, message: impl Into<String>) -> Self {
+        let mut err = Self::new(Kind::Tls, "");
+        err.inner.tls = Some((code.into(), message.into()));
         err
     }
 
@@ -94,25 +107,35 @@ impl Error {
     }
 
     /// Node's `err.code`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self.inner.kind {
             Kind::Os(errno) => errno_name(errno),
             Kind::Dns(eai) => eai_name(eai),
             Kind::NoAddress => "ENOTFOUND",
+            Kind::Tls => self
+                .inner
+                .tls
+                .as_ref()
+                .map_or("ERR_SSL_INTERNAL_ERROR", |t| t.0.as_str()),
         }
     }
 
-    /// Node's `err.errno`: libuv's negative error number.
-    pub fn errno(&self) -> i32 {
+    /// Node's `err.errno`: libuv's negative error number (none for TLS failures).
+    pub fn errno(&self) -> Option<i32> {
         match self.inner.kind {
-            Kind::Os(errno) => -errno,
-            Kind::Dns(eai) => uv_eai_errno(eai),
-            Kind::NoAddress => UV_EAI_NONAME,
+            Kind::Os(errno) => Some(-errno),
+            Kind::Dns(eai) => Some(uv_eai_errno(eai)),
+            Kind::NoAddress => Some(UV_EAI_NONAME),
+            Kind::Tls => None,
         }
     }
 
-    /// Node's `err.message`: `<syscall> <code>` and the peer, as `net` and `dns` write it.
+    /// Node's `err.message`: `<syscall> <code>` and the peer, as `net` and `dns` write it;
+    /// for TLS failures, OpenSSL's text.
     pub fn message(&self) -> String {
+        if let Some((_, message)) = &self.inner.tls {
+            return message.clone();
+        }
         let mut msg = format!("{} {}", self.inner.syscall, self.code());
         if let Some(host) = &self.inner.hostname {
             msg.push(' ');
@@ -236,7 +259,7 @@ mod tests {
     fn a_refused_connect_reads_as_node_writes_it() {
         let err = Error::os(libc::ECONNREFUSED, "connect").with_peer("127.0.0.1", Some(8080));
         assert_eq!(err.code(), "ECONNREFUSED");
-        assert_eq!(err.errno(), -111);
+        assert_eq!(err.errno(), Some(-111));
         assert_eq!(err.syscall(), "connect");
         assert_eq!(err.message(), "connect ECONNREFUSED 127.0.0.1:8080");
     }
@@ -245,7 +268,7 @@ mod tests {
     fn an_unknown_host_is_enotfound_with_libuv_errno() {
         let err = Error::dns(libc::EAI_NONAME, "nope.invalid");
         assert_eq!(err.code(), "ENOTFOUND");
-        assert_eq!(err.errno(), -3008);
+        assert_eq!(err.errno(), Some(-3008));
         assert_eq!(err.message(), "getaddrinfo ENOTFOUND nope.invalid");
         assert_eq!(err.hostname(), Some("nope.invalid"));
         assert_eq!(Error::dns(libc::EAI_AGAIN, "x").code(), "EAI_AGAIN");
@@ -254,11 +277,19 @@ mod tests {
     #[test]
     fn io_errors_keep_their_errno_and_others_get_a_fitting_one() {
         let err = Error::io(&io::Error::from_raw_os_error(libc::ECONNRESET), "read");
-        assert_eq!((err.code(), err.errno()), ("ECONNRESET", -104));
+        assert_eq!((err.code(), err.errno()), ("ECONNRESET", Some(-104)));
         let err = Error::io(&io::Error::new(io::ErrorKind::TimedOut, "slow"), "connect");
         assert_eq!(err.code(), "ETIMEDOUT");
         let err = Error::io(&io::Error::other("strange"), "write");
         assert_eq!(err.code(), "EIO");
+    }
+
+    #[test]
+    fn tls_failures_carry_openssl_names_and_no_errno() {
+        let err = Error::tls("DEPTH_ZERO_SELF_SIGNED_CERT", "self-signed certificate");
+        assert_eq!(err.code(), "DEPTH_ZERO_SELF_SIGNED_CERT");
+        assert_eq!(err.errno(), None);
+        assert_eq!(err.message(), "self-signed certificate");
     }
 
     #[test]

@@ -47,5 +47,16 @@ new hyperagent.Agent({ scheduling: 'random' });
 // @ts-expect-error maxSockets is a number
 new hyperagent.Agent({ maxSockets: '5' });
 
+import https = require('node:https');
+const secure = new hyperagent.HttpsAgent({ ca: 'PEM', rejectUnauthorized: true, maxCachedSessions: 10, freeSocketTimeout: '4s' });
+const asHttps: https.Agent = secure;
+https.get('https://127.0.0.1/', { agent: secure });
+function onTlsError(err: hyperagent.HyperagentError) {
+  if (err.code === 'ERR_TLS_CERT_ALTNAME_INVALID') return [err.reason, err.host, err.cert?.subject];
+  if (err.code === 'DEPTH_ZERO_SELF_SIGNED_CERT' || err.code === 'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE') return [];
+  return undefined;
+}
+secure.destroy();
+
 agent.destroy();
-void [asDefault, asHttpAgent, counts, free, changed, name, timeoutMs, onError];
+void [asHttps, onTlsError, asDefault, asHttpAgent, counts, free, changed, name, timeoutMs, onError];

@@ -24,6 +24,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::raw::c_int;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::time::Instant;
 
 use napi::sys;
@@ -35,6 +36,8 @@ use super::uv::{self, Handle};
 use crate::error::{errno_of, Error};
 use crate::pool::KeyId;
 use crate::transport::liveness::{self, Liveness};
+use crate::transport::pump::{self, Event, Remote};
+use crate::transport::tls::TlsInfo;
 use crate::transport::Peer;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +86,13 @@ pub struct Conn {
     pub bytes_written: Cell<u64>,
     /// Taken out of the pool's counts (an HTTP upgrade): the socket owns it alone now.
     pub detached: Cell<bool>,
+    /// For TLS: the pump on tokio that holds the connection (there is no `fd` then).
+    pumped: RefCell<Option<Arc<Remote>>>,
+    /// For TLS: the session's details.
+    pub tls: RefCell<Option<Box<TlsInfo>>>,
+    /// Whether this connection keeps the thread's inbox referenced (a pumped connection
+    /// serving a referenced socket keeps the process alive, as an active socket does).
+    holding: Cell<bool>,
 }
 
 /// `write` results, as JavaScript reads them (negative values are `-errno`).
@@ -117,6 +127,9 @@ impl Conn {
             bytes_read: Cell::new(0),
             bytes_written: Cell::new(0),
             detached: Cell::new(false),
+            pumped: RefCell::new(None),
+            tls: RefCell::new(None),
+            holding: Cell::new(false),
         }
     }
 
@@ -142,6 +155,18 @@ impl Conn {
         self.sync_ref();
         self.update_mask();
         Ok(())
+    }
+
+    /// Takes over a TLS connection pumped on tokio.
+    pub fn attach_pumped(&self, ctx: &EnvCtx, remote: Arc<Remote>, info: Box<TlsInfo>) {
+        *self.pumped.borrow_mut() = Some(remote);
+        *self.tls.borrow_mut() = Some(info);
+        self.state.set(State::Active);
+        self.sync_ref_with(ctx);
+    }
+
+    fn pumped(&self) -> Option<Arc<Remote>> {
+        self.pumped.borrow().clone()
     }
 
     /// Makes `socket` this connection's face, serving the current checkout.
@@ -196,6 +221,9 @@ impl Conn {
         }
         self.sync_ref();
         self.update_mask();
+        if let Some(remote) = self.pumped() {
+            remote.set_reading(true);
+        }
     }
 
     /// The socket serving a checkout right now, if any.
@@ -218,6 +246,9 @@ impl Conn {
     /// True when the connection may go back to the pool: nothing half-written, nothing
     /// half-closed.
     pub fn reusable(&self) -> bool {
+        if let Some(remote) = self.pumped() {
+            return self.state.get() == State::Active && !self.eof.get() && remote.is_clean();
+        }
         self.state.get() == State::Active
             && !self.eof.get()
             && !self.shutdown_after_flush.get()
@@ -240,16 +271,28 @@ impl Conn {
         self.state.set(State::Idle);
         self.sync_ref();
         self.update_mask();
+        if let Some(remote) = self.pumped() {
+            // Idle, the pump keeps reading: a close or stray bytes are seen at once.
+            remote.set_reading(true);
+        }
     }
 
     /// Whether an idle connection can carry a request right now.
     pub fn check_alive(&self) -> bool {
+        if let Some(remote) = self.pumped() {
+            // The pump reads an idle TLS connection all along: it knows of a close at once.
+            return !remote.is_dead();
+        }
         let fd = self.raw_fd();
         fd >= 0 && liveness::peek(fd).is_open()
     }
 
     pub fn set_reading(&self, on: bool) {
         self.reading.set(on);
+        if let Some(remote) = self.pumped() {
+            remote.set_reading(on || self.state.get() == State::Idle);
+            return;
+        }
         self.update_mask();
     }
 
@@ -261,6 +304,23 @@ impl Conn {
     fn sync_ref(&self) {
         if let Some(poll) = &*self.poll.borrow() {
             poll.set_ref(self.state.get() == State::Active && self.referenced.get());
+        } else if let Some(pool) = self.pool.upgrade() {
+            self.sync_ref_with(&pool.ctx);
+        }
+    }
+
+    /// A pumped connection in use keeps the inbox (its only way in) referenced.
+    fn sync_ref_with(&self, ctx: &EnvCtx) {
+        if self.pumped.borrow().is_none() {
+            return;
+        }
+        let want = self.state.get() == State::Active && self.referenced.get();
+        if want != self.holding.replace(want) {
+            if want {
+                ctx.hold();
+            } else {
+                ctx.unhold();
+            }
         }
     }
 
@@ -299,6 +359,15 @@ impl Conn {
         if self.state.get() != State::Active {
             return -libc::ENOTCONN;
         }
+        if let Some(remote) = self.pumped() {
+            let n: usize = chunks.iter().map(|c| c.len()).sum();
+            self.bytes_written.set(self.bytes_written.get() + n as u64);
+            return match remote.write(chunks) {
+                pump::Write::Done => WRITE_DONE,
+                pump::Write::Pending => WRITE_PENDING,
+                pump::Write::Closed => -libc::EPIPE,
+            };
+        }
         if self.pending.borrow().len() > self.pending_off.get() {
             let mut pending = self.pending.borrow_mut();
             for chunk in chunks {
@@ -335,6 +404,10 @@ impl Conn {
 
     /// Half-closes the sending side once every queued byte is out.
     pub fn shutdown(&self) -> i32 {
+        if let Some(remote) = self.pumped() {
+            remote.shutdown();
+            return 0;
+        }
         if self.pending.borrow().len() > self.pending_off.get() {
             self.shutdown_after_flush.set(true);
             return WRITE_PENDING;
@@ -351,6 +424,14 @@ impl Conn {
         }
         if let Some(poll) = self.poll.borrow_mut().take() {
             poll.close();
+        }
+        if let Some(remote) = self.pumped.borrow_mut().take() {
+            remote.close();
+            if self.holding.replace(false) {
+                if let Some(pool) = self.pool.upgrade() {
+                    pool.ctx.unhold();
+                }
+            }
         }
         self.mask.set(0);
         self.fd.borrow_mut().take();
@@ -481,10 +562,31 @@ impl Conn {
         }
     }
 
+    /// An event from the pump of a connection in use.
+    pub fn on_pump(&self, ctx: &EnvCtx, event: Event) {
+        match event {
+            Event::Data(bytes) => {
+                self.bytes_read
+                    .set(self.bytes_read.get() + bytes.len() as u64);
+                let chunk = js::buffer_copy(ctx.env, &bytes);
+                self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
+            }
+            Event::Eof => {
+                self.eof.set(true);
+                self.call_owner(ctx, ctx.callbacks.on_read, &[js::null(ctx.env)]);
+            }
+            Event::Drained => self.call_owner(ctx, ctx.callbacks.on_write, &[js::null(ctx.env)]),
+            Event::Error(err) => self.fail(ctx, err),
+        }
+    }
+
     /// The connection broke while in use: stop watching it and tell its socket.
     fn fail(&self, ctx: &EnvCtx, err: Error) {
         self.eof.set(true);
         self.reading.set(false);
+        if let Some(remote) = self.pumped() {
+            remote.set_reading(false);
+        }
         self.pending.borrow_mut().clear();
         self.pending_off.set(0);
         self.update_mask();

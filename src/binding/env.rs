@@ -18,8 +18,13 @@ use super::conn::Conn;
 use super::js::{HandleScope, Ref};
 use super::pool::PoolCell;
 use super::uv::{self, Handle};
+use std::net::SocketAddr;
+use std::os::fd::OwnedFd;
+
 use crate::error::Error;
-use crate::transport::Connected;
+use crate::transport::pump::{Event, Remote, Sink};
+use crate::transport::tls::TlsInfo;
+use crate::transport::Peer;
 
 /// The JavaScript functions Rust calls, registered once per thread by `index.js`.
 pub struct Callbacks {
@@ -40,8 +45,42 @@ pub enum Completion {
     Connected {
         pool: u32,
         conn: u32,
-        result: Result<Connected, Error>,
+        result: Result<Established, Error>,
     },
+    /// Something happened on a connection whose bytes stay on tokio (TLS).
+    Pump { pool: u32, conn: u32, event: Event },
+}
+
+/// A connection ready for requests.
+pub struct Established {
+    pub local: Option<SocketAddr>,
+    pub remote: Peer,
+    pub link: Link,
+}
+
+/// How the JavaScript thread reaches an established connection's bytes.
+pub enum Link {
+    /// A plain socket, driven on the JavaScript thread's loop.
+    Fd(OwnedFd),
+    /// A TLS connection pumped on tokio, and its session's details.
+    Tls(Arc<Remote>, Box<TlsInfo>),
+}
+
+/// Delivers a pumped connection's events through the thread's inbox.
+pub struct PumpSink {
+    pub inbox: Arc<Inbox>,
+    pub pool: u32,
+    pub conn: u32,
+}
+
+impl Sink for PumpSink {
+    fn post(&self, event: Event) {
+        self.inbox.post(Completion::Pump {
+            pool: self.pool,
+            conn: self.conn,
+            event,
+        });
+    }
 }
 
 struct InboxState {
@@ -265,11 +304,13 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
     let _scope = HandleScope::open(ctx.env);
     for item in ctx.inbox.take() {
         match item {
-            Completion::Connected { pool, conn, result } => {
-                let cell = ctx.pools.borrow().get(&pool).and_then(Weak::upgrade);
-                match cell {
-                    Some(cell) => cell.finish_connect(conn, result),
-                    None => ctx.unhold(),
+            Completion::Connected { pool, conn, result } => match ctx.pool(pool) {
+                Some(cell) => cell.finish_connect(conn, result),
+                None => ctx.unhold(),
+            },
+            Completion::Pump { pool, conn, event } => {
+                if let Some(cell) = ctx.pool(pool) {
+                    cell.on_pump(conn, event);
                 }
             }
         }

@@ -9,6 +9,7 @@ use std::ptr;
 use napi::sys;
 
 use crate::error::Error;
+use crate::transport::tls::TlsInfo;
 
 /// A handle scope for the duration of a libuv callback.
 pub struct HandleScope {
@@ -186,8 +187,10 @@ pub fn object(env: sys::napi_env) -> sys::napi_value {
 pub fn error_descriptor(env: sys::napi_env, err: &Error) -> sys::napi_value {
     let obj = object(env);
     set(env, obj, "code", string(env, err.code()));
-    set(env, obj, "errno", number(env, err.errno() as f64));
-    set(env, obj, "syscall", string(env, err.syscall()));
+    if let Some(errno) = err.errno() {
+        set(env, obj, "errno", number(env, errno as f64));
+        set(env, obj, "syscall", string(env, err.syscall()));
+    }
     set(env, obj, "message", string(env, &err.message()));
     if let Some(address) = err.address() {
         set(env, obj, "address", string(env, address));
@@ -198,5 +201,60 @@ pub fn error_descriptor(env: sys::napi_env, err: &Error) -> sys::napi_value {
     if let Some(hostname) = err.hostname() {
         set(env, obj, "hostname", string(env, hostname));
     }
+    obj
+}
+
+pub fn boolean(env: sys::napi_env, b: bool) -> sys::napi_value {
+    let mut value = ptr::null_mut();
+    // SAFETY: plain value lookup.
+    unsafe { sys::napi_get_boolean(env, b, &mut value) };
+    value
+}
+
+fn array(env: sys::napi_env, items: &[sys::napi_value]) -> sys::napi_value {
+    let mut arr = ptr::null_mut();
+    // SAFETY: plain value creation and element stores on this env.
+    unsafe {
+        sys::napi_create_array_with_length(env, items.len(), &mut arr);
+        for (i, item) in items.iter().enumerate() {
+            sys::napi_set_element(env, arr, i as u32, *item);
+        }
+    }
+    arr
+}
+
+/// What a TLS socket reports of its session (`lib/socket.js` NativeTlsSocket reads it).
+pub fn tls_info(env: sys::napi_env, info: &TlsInfo) -> sys::napi_value {
+    let obj = object(env);
+    set(env, obj, "protocol", string(env, info.protocol));
+    set(env, obj, "cipherName", string(env, info.cipher.0));
+    set(env, obj, "cipherStandardName", string(env, info.cipher.1));
+    let alpn = match &info.alpn {
+        Some(p) => string(env, &String::from_utf8_lossy(p)),
+        None => boolean(env, false),
+    };
+    set(env, obj, "alpnProtocol", alpn);
+    let chain: Vec<sys::napi_value> = info
+        .peer_chain
+        .iter()
+        .map(|der| buffer_copy(env, der))
+        .collect();
+    set(env, obj, "peerChain", array(env, &chain));
+    set(env, obj, "resumed", boolean(env, info.resumed));
+    let auth = match &info.authorization_error {
+        Some(failure) => {
+            let e = object(env);
+            set(env, e, "code", string(env, failure.code));
+            set(env, e, "message", string(env, failure.message));
+            e
+        }
+        None => null(env),
+    };
+    set(env, obj, "authorizationError", auth);
+    let servername = match &info.servername {
+        Some(name) => string(env, name),
+        None => boolean(env, false),
+    };
+    set(env, obj, "servername", servername);
     obj
 }

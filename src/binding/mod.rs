@@ -20,6 +20,7 @@ use napi_derive::napi;
 
 use crate::pool::{KeyId, Limits, Scheduling};
 use crate::transport::dns::{parse_ip, Family};
+use crate::transport::tls::TlsOptions;
 use crate::transport::{ConnectOptions, Peer, Target};
 use pool::PoolCell;
 
@@ -70,6 +71,29 @@ pub struct ConnectTarget {
     pub path: Option<String>,
     /// Addresses from a user's `lookup`, in order.
     pub addresses: Option<Vec<String>>,
+    /// For TLS: the SNI name (empty or absent for none).
+    pub servername: Option<String>,
+}
+
+/// `tls.connect` options of an HTTPS key, already normalised by `lib/tls.js`.
+#[napi(object)]
+pub struct TlsOptionsJs {
+    pub ca: Option<Vec<Buffer>>,
+    pub certs: Option<Vec<Buffer>>,
+    pub keys: Option<Vec<Buffer>>,
+    pub reject_unauthorized: bool,
+    pub min_version: Option<String>,
+    pub max_version: Option<String>,
+    pub ciphers: Option<String>,
+    pub alpn: Option<Vec<Buffer>>,
+    pub max_cached_sessions: u32,
+}
+
+/// A configuration error, for JavaScript to throw with its code.
+#[napi(object)]
+pub struct ErrorInfo {
+    pub code: String,
+    pub message: String,
 }
 
 #[napi(object)]
@@ -336,6 +360,7 @@ impl NativePool {
 
     #[napi]
     pub fn connect(&self, id: u32, target: ConnectTarget) -> Result<()> {
+        let servername = target.servername.clone();
         let target = match target.path {
             Some(path) => Target::Unix { path },
             None => {
@@ -366,8 +391,35 @@ impl NativePool {
                 }
             }
         };
-        self.cell.connect(id, target);
+        self.cell.connect(id, target, servername);
         Ok(())
+    }
+
+    /// Sets key `key`'s TLS configuration; returns the error to throw, if the options are bad.
+    #[napi]
+    pub fn set_tls(&self, key: u32, options: TlsOptionsJs) -> Option<ErrorInfo> {
+        let bytes = |v: Option<Vec<Buffer>>| {
+            v.map(|list| list.into_iter().map(|b| b.to_vec()).collect::<Vec<_>>())
+        };
+        let certs = bytes(options.certs).unwrap_or_default();
+        let keys = bytes(options.keys).unwrap_or_default();
+        let opts = TlsOptions {
+            ca: bytes(options.ca),
+            identities: certs.into_iter().zip(keys).collect(),
+            reject_unauthorized: options.reject_unauthorized,
+            min_version: options.min_version,
+            max_version: options.max_version,
+            ciphers: options.ciphers,
+            alpn: bytes(options.alpn).unwrap_or_default(),
+            max_cached_sessions: options.max_cached_sessions as usize,
+        };
+        self.cell
+            .set_tls(KeyId(key), &opts)
+            .err()
+            .map(|e| ErrorInfo {
+                code: e.code().to_owned(),
+                message: e.message(),
+            })
     }
 
     /// Connection `id` leaves the pool's counts (HTTP upgrade). Returns a verdict.

@@ -6,19 +6,23 @@
 //! the timer, tokio's completions) call out.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use napi::sys;
 
 use super::conn::{Conn, State};
-use super::env::{Completion, EnvCtx};
+use super::env::{Completion, EnvCtx, Established, Link, PumpSink};
 use super::js::{self, Ref};
 use super::uv::{self, Handle};
 use crate::error::Error;
 use crate::pool::{Checkout, Grant, KeyId, Limits, Pool, Release, Stats, WaiterId};
 use crate::runtime::runtime;
-use crate::transport::{self, ConnectOptions, Connected, Target};
+use crate::transport::pump::{self, Event, Remote};
+use crate::transport::tls::{self, TlsConfig, TlsOptions};
+use crate::transport::{self, ConnectOptions, Connected, Peer, Socket, Target};
 
 /// What JavaScript is told to do next, packed in one number: `(id << 2) | kind`.
 pub mod verdict {
@@ -55,6 +59,8 @@ pub struct PoolCell {
     pub id: u32,
     pub ctx: Rc<EnvCtx>,
     pub state: RefCell<PoolState>,
+    /// TLS configuration per key (HTTPS agents): every TLS option is part of the key's name.
+    tls: RefCell<HashMap<KeyId, Arc<TlsConfig>>>,
     timer: RefCell<Option<Handle>>,
     /// The JavaScript agent, weakly: the agent owns the pool, not the other way round.
     agent: Ref,
@@ -78,6 +84,7 @@ impl PoolCell {
                 connect_opts,
             }),
             timer: RefCell::new(None),
+            tls: RefCell::new(HashMap::new()),
             agent,
         });
         ctx.register_pool(&cell);
@@ -141,49 +148,138 @@ impl PoolCell {
         self.new_conn(key).id
     }
 
-    /// Starts connecting `id` on tokio; the result arrives through the thread's inbox.
-    pub fn connect(self: &Rc<Self>, id: u32, target: Target) {
+    /// Sets the TLS configuration of `key` (an HTTPS agent's first request to it).
+    pub fn set_tls(&self, key: KeyId, opts: &TlsOptions) -> Result<(), Error> {
+        let config = TlsConfig::new(opts)?;
+        self.tls.borrow_mut().insert(key, Arc::new(config));
+        Ok(())
+    }
+
+    /// Starts connecting `id` on tokio; the result arrives through the thread's inbox. For a
+    /// TLS key the same task runs the handshake, then pumps the connection.
+    pub fn connect(self: &Rc<Self>, id: u32, target: Target, servername: Option<String>) {
         let Some(conn) = self.conn(id) else { return };
         if conn.state.get() != State::Connecting {
             return;
         }
         let opts = self.state.borrow().connect_opts;
+        let tls = self.tls.borrow().get(&conn.key).cloned();
         let inbox = self.ctx.inbox.clone();
         let pool = self.id;
         self.ctx.hold();
         let task = runtime().spawn(async move {
-            let result = transport::connect(target, opts).await;
-            inbox.post(Completion::Connected {
+            let connected = match transport::connect(target, opts).await {
+                Ok(c) => c,
+                Err(err) => {
+                    inbox.post(Completion::Connected {
+                        pool,
+                        conn: id,
+                        result: Err(err),
+                    });
+                    return;
+                }
+            };
+            let Some(config) = tls else {
+                let result = connected.socket.into_fd().map(|fd| Established {
+                    local: connected.local,
+                    remote: connected.remote,
+                    link: Link::Fd(fd),
+                });
+                inbox.post(Completion::Connected {
+                    pool,
+                    conn: id,
+                    result,
+                });
+                return;
+            };
+            let Connected {
+                socket,
+                local,
+                remote,
+            } = connected;
+            let peer_ip = match &remote {
+                Peer::Tcp(addr) => addr.ip(),
+                Peer::Unix(_) => std::net::IpAddr::from([127, 0, 0, 1]),
+            };
+            let server = tls::server_name(servername.as_deref(), peer_ip);
+            let sink = PumpSink {
+                inbox: inbox.clone(),
                 pool,
                 conn: id,
-                result,
-            });
+            };
+            // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
+            macro_rules! secure {
+                ($io:expr) => {
+                    match tls::handshake($io, &config, server).await {
+                        Ok((stream, info)) => {
+                            let pumped = Arc::new(Remote::new());
+                            let link = Link::Tls(pumped.clone(), Box::new(info));
+                            inbox.post(Completion::Connected {
+                                pool,
+                                conn: id,
+                                result: Ok(Established {
+                                    local,
+                                    remote,
+                                    link,
+                                }),
+                            });
+                            pump::pump(stream, pumped, sink).await;
+                        }
+                        Err(err) => inbox.post(Completion::Connected {
+                            pool,
+                            conn: id,
+                            result: Err(err),
+                        }),
+                    }
+                };
+            }
+            match socket {
+                Socket::Tcp(tcp) => secure!(tcp),
+                Socket::Unix(unix) => secure!(unix),
+            }
         });
         *conn.abort.borrow_mut() = Some(task.abort_handle());
     }
 
     /// Applies a finished connect on the JavaScript thread.
-    pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Connected, Error>) {
+    pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Established, Error>) {
         let conn = self.conn(id);
         let Some(conn) = conn.filter(|c| c.state.get() == State::Connecting) else {
-            // Closed while connecting: `close` already released the hold and the slot; a
-            // socket that connected anyway is dropped (closed) here.
+            // Closed while connecting: `close` already released the hold and the slot. What
+            // connected anyway is closed here (dropping the descriptor, or stopping the pump).
+            if let Ok(Established {
+                link: Link::Tls(pumped, _),
+                ..
+            }) = result
+            {
+                pumped.close();
+            }
             return;
         };
         self.ctx.unhold();
         conn.abort.borrow_mut().take();
-        let result = result.and_then(|connected| {
-            conn.local.set(connected.local);
-            *conn.remote.borrow_mut() = Some(connected.remote);
-            conn.attach(&self.ctx, connected.fd)
+        let result = result.and_then(|established| {
+            conn.local.set(established.local);
+            *conn.remote.borrow_mut() = Some(established.remote);
+            match established.link {
+                Link::Fd(fd) => conn.attach(&self.ctx, fd),
+                Link::Tls(pumped, info) => {
+                    conn.attach_pumped(&self.ctx, pumped, info);
+                    Ok(())
+                }
+            }
         });
         match result {
             Ok(()) => {
                 self.state.borrow_mut().pool.connected(conn.key);
+                let info = conn.tls.borrow().as_deref().map_or_else(
+                    || js::null(self.env()),
+                    |info| js::tls_info(self.env(), info),
+                );
                 conn.call_owner(
                     &self.ctx,
                     self.ctx.callbacks.on_connect,
-                    &[js::null(self.env())],
+                    &[js::null(self.env()), info],
                 );
             }
             Err(err) => {
@@ -195,6 +291,17 @@ impl PoolCell {
                 conn.close(self.env());
                 self.notify_grants(grant.into_iter());
             }
+        }
+    }
+
+    /// An event of a pumped (TLS) connection: to its socket while in use; while idle, any
+    /// event means the connection is over.
+    pub fn on_pump(self: &Rc<Self>, id: u32, event: Event) {
+        let Some(conn) = self.conn(id) else { return };
+        match conn.state.get() {
+            State::Active => conn.on_pump(&self.ctx, event),
+            State::Idle => self.evict_idle(&conn),
+            State::Connecting | State::Closed => {}
         }
     }
 

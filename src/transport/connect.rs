@@ -56,10 +56,27 @@ pub enum Peer {
     Unix(String),
 }
 
+/// A connected socket, still registered with tokio.
+#[derive(Debug)]
+pub enum Socket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Socket {
+    /// Leaves tokio: the plain non-blocking descriptor, for another loop to drive.
+    pub fn into_fd(self) -> Result<OwnedFd, Error> {
+        match self {
+            Socket::Tcp(s) => s.into_std().map(OwnedFd::from),
+            Socket::Unix(s) => s.into_std().map(OwnedFd::from),
+        }
+        .map_err(|e| Error::io(&e, "connect"))
+    }
+}
+
 #[derive(Debug)]
 pub struct Connected {
-    /// The connected, non-blocking socket.
-    pub fd: OwnedFd,
+    pub socket: Socket,
     /// The local address of a TCP connection.
     pub local: Option<SocketAddr>,
     pub remote: Peer,
@@ -72,11 +89,8 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             let stream = UnixStream::connect(&path)
                 .await
                 .map_err(|e| Error::io(&e, "connect").with_peer(path.clone(), None))?;
-            let std = stream
-                .into_std()
-                .map_err(|e| Error::io(&e, "connect").with_peer(path.clone(), None))?;
             Ok(Connected {
-                fd: std.into(),
+                socket: Socket::Unix(stream),
                 local: None,
                 remote: Peer::Unix(path),
             })
@@ -121,12 +135,9 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                     .map_err(|e| Error::io(&e, "setsockopt"))?;
             }
             let local = stream.local_addr().ok();
-            let std = stream.into_std().map_err(|e| Error::io(&e, "connect"))?;
-            let remote = peer
-                .or_else(|| std.peer_addr().ok())
-                .unwrap_or(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port));
+            let remote = peer.unwrap_or(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port));
             Ok(Connected {
-                fd: std.into(),
+                socket: Socket::Tcp(stream),
                 local,
                 remote: Peer::Tcp(remote),
             })
@@ -252,10 +263,11 @@ mod tests {
             Peer::Tcp(SocketAddr::from(([127, 0, 0, 1], port)))
         );
         assert_eq!(conn.local, Some(client_addr));
-        // Non-blocking, with TCP_NODELAY set.
-        let flags = unsafe { libc::fcntl(conn.fd.as_raw_fd(), libc::F_GETFL) };
+        // It leaves tokio non-blocking, with TCP_NODELAY set.
+        let fd = conn.socket.into_fd().unwrap();
+        let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
         assert_ne!(flags & libc::O_NONBLOCK, 0);
-        assert!(socket2::SockRef::from(&conn.fd).tcp_nodelay().unwrap());
+        assert!(socket2::SockRef::from(&fd).tcp_nodelay().unwrap());
     }
 
     #[tokio::test]

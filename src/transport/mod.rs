@@ -4,5 +4,7 @@
 pub mod connect;
 pub mod dns;
 pub mod liveness;
+pub mod pump;
+pub mod tls;
 
-pub use connect::{connect, ConnectOptions, Connected, Peer, Target};
+pub use connect::{connect, ConnectOptions, Connected, Peer, Socket, Target};

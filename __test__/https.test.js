@@ -1,0 +1,336 @@
+'use strict';
+
+// HttpsAgent through real https.request against Node https servers, with the committed
+// fixture certificates (__test__/fixtures/tls) verified for real.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const https = require('node:https');
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+const { once } = require('node:events');
+const { HttpsAgent } = require('..');
+const { until } = require('./helpers');
+
+const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+const CA = fixture('ca.pem');
+
+async function httpsServer(t, options = {}, handler = (req, res) => res.end(`secure ${req.url}`)) {
+  const server = https.createServer({
+    cert: fixture(options.cert || 'localhost-chain.pem'),
+    key: fixture(options.key || 'localhost-key.pem'),
+    ...options.tls,
+  }, handler);
+  server.connections = [];
+  server.tlsSockets = [];
+  server.on('connection', (s) => server.connections.push(s));
+  server.on('secureConnection', (s) => server.tlsSockets.push(s));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  server.port = server.address().port;
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return server;
+}
+
+function get(options) {
+  return new Promise((resolve, reject) => {
+    const req = https.get(options, (res) => {
+      const socket = res.socket;
+      const seen = {
+        authorized: socket.authorized,
+        authorizationError: socket.authorizationError,
+        encrypted: socket.encrypted,
+        protocol: socket.getProtocol(),
+        cipher: socket.getCipher(),
+        alpnProtocol: socket.alpnProtocol,
+        servername: socket.servername,
+        resumed: socket.isSessionReused(),
+        cert: socket.getPeerCertificate(true),
+        socket,
+      };
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ res, req, body, ...seen }));
+    });
+    req.on('error', reject);
+  });
+}
+
+function getError(options) {
+  return get(options).then(
+    (r) => assert.fail(`expected an error, got ${r.res.statusCode}`),
+    (err) => err,
+  );
+}
+
+test('an HttpsAgent is an https.Agent and an http.Agent', (t) => {
+  const agent = new HttpsAgent();
+  t.after(() => agent.destroy());
+  assert.ok(agent instanceof https.Agent);
+  assert.ok(agent instanceof http.Agent);
+  assert.strictEqual(agent.protocol, 'https:');
+  assert.strictEqual(agent.defaultPort, 443);
+  assert.strictEqual(agent.maxCachedSessions, 100);
+});
+
+test('requests reuse one verified TLS connection, with TLSSocket-shaped details', async (t) => {
+  const server = await httpsServer(t);
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  for (let i = 0; i < 10; i++) {
+    const freed = once(agent, 'free');
+    const r = await get({ host: 'localhost', port: server.port, path: `/n${i}`, agent });
+    assert.strictEqual(r.body, `secure /n${i}`);
+    assert.strictEqual(r.req.reusedSocket, i > 0);
+    await freed;
+    if (i === 0) {
+      assert.strictEqual(r.encrypted, true);
+      assert.strictEqual(r.authorized, true);
+      assert.strictEqual(r.authorizationError, null);
+      assert.strictEqual(r.protocol, 'TLSv1.3');
+      assert.match(r.cipher.name, /^TLS_(AES_(128|256)_GCM_SHA(256|384)|CHACHA20_POLY1305_SHA256)$/);
+      assert.strictEqual(r.cipher.version, 'TLSv1.3');
+      assert.strictEqual(r.alpnProtocol, false);
+      assert.strictEqual(r.servername, 'localhost');
+      assert.strictEqual(r.cert.subject.CN, 'localhost');
+      assert.match(r.cert.subjectaltname, /DNS:localhost/);
+      assert.match(r.cert.fingerprint256, /^([0-9A-F]{2}:){31}[0-9A-F]{2}$/);
+      assert.ok(Buffer.isBuffer(r.cert.raw));
+      assert.ok(r.cert.valid_from && r.cert.valid_to && r.cert.serialNumber);
+      assert.strictEqual(r.cert.issuerCertificate.subject.CN, 'hyperagent test intermediate CA');
+    }
+  }
+  assert.strictEqual(server.connections.length, 1);
+  assert.strictEqual(agent.getCurrentStatus().createSocketCount, 1);
+});
+
+test('maxSockets holds for HTTPS under concurrency', async (t) => {
+  const server = await httpsServer(t, {}, (req, res) => setImmediate(() => res.end('ok')));
+  const agent = new HttpsAgent({ ca: CA, maxSockets: 2 });
+  t.after(() => agent.destroy());
+  const all = await Promise.all(Array.from({ length: 20 }, () => get({ host: 'localhost', port: server.port, agent })));
+  assert.ok(all.every((r) => r.body === 'ok'));
+  assert.ok(server.connections.length <= 2);
+});
+
+test('verification failures carry Node\'s codes and messages', async (t) => {
+  const cases = [
+    ['self-signed.pem', 'self-signed-key.pem', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'self-signed certificate'],
+    ['expired.pem', 'expired-key.pem', 'CERT_HAS_EXPIRED', 'certificate has expired'],
+    ['notyet.pem', 'notyet-key.pem', 'CERT_NOT_YET_VALID', 'certificate is not yet valid'],
+    ['unknown-ca.pem', 'unknown-ca-key.pem', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'unable to verify the first certificate'],
+    ['unknown-ca-chain.pem', 'unknown-ca-key.pem', 'SELF_SIGNED_CERT_IN_CHAIN', 'self-signed certificate in certificate chain'],
+    ['localhost.pem', 'localhost-key.pem', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'unable to verify the first certificate'],
+  ];
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  for (const [cert, key, code, message] of cases) {
+    const server = await httpsServer(t, { cert, key });
+    const err = await getError({ host: 'localhost', port: server.port, agent });
+    assert.strictEqual(err.code, code, cert);
+    assert.strictEqual(err.message, message, cert);
+  }
+  assert.strictEqual(agent.getCurrentStatus().createSocketErrorCount, cases.length);
+});
+
+test('without ca, the default roots do not trust the test CA', async (t) => {
+  const server = await httpsServer(t);
+  const agent = new HttpsAgent();
+  t.after(() => agent.destroy());
+  const err = await getError({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(err.code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
+});
+
+test('a wrong host name fails with ERR_TLS_CERT_ALTNAME_INVALID, reason, host and cert', async (t) => {
+  const server = await httpsServer(t, { cert: 'wrong-host.pem', key: 'wrong-host-key.pem' });
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  const err = await getError({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(err.code, 'ERR_TLS_CERT_ALTNAME_INVALID');
+  assert.strictEqual(err.host, 'localhost');
+  assert.match(err.reason, /localhost.*is not in the cert's altnames: DNS:example\.com/);
+  assert.strictEqual(err.cert.subjectaltname, 'DNS:example.com');
+});
+
+test('checkServerIdentity is called as Node calls it, and its verdict counts', async (t) => {
+  const server = await httpsServer(t);
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  const calls = [];
+  const veto = new Error('not this server');
+  const err = await getError({
+    host: 'localhost',
+    port: server.port,
+    agent,
+    checkServerIdentity: (host, cert) => {
+      calls.push([host, cert.subject.CN]);
+      return veto;
+    },
+  });
+  assert.strictEqual(err, veto);
+  assert.deepStrictEqual(calls, [['localhost', 'localhost']]);
+});
+
+test('a self-signed certificate passed as ca is trusted, as Node trusts it', async (t) => {
+  const server = await httpsServer(t, { cert: 'self-signed.pem', key: 'self-signed-key.pem' });
+  const agent = new HttpsAgent({ ca: fixture('self-signed.pem') });
+  t.after(() => agent.destroy());
+  const r = await get({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(r.authorized, true);
+});
+
+test('rejectUnauthorized: false connects and reports why the peer is not authorized', async (t) => {
+  const server = await httpsServer(t, { cert: 'self-signed.pem', key: 'self-signed-key.pem' });
+  const agent = new HttpsAgent({ rejectUnauthorized: false });
+  t.after(() => agent.destroy());
+  const r = await get({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(r.body, 'secure /');
+  assert.strictEqual(r.authorized, false);
+  assert.strictEqual(r.authorizationError, 'DEPTH_ZERO_SELF_SIGNED_CERT');
+});
+
+test('connections with different trust never mix', async (t) => {
+  const server = await httpsServer(t);
+  const agent = new HttpsAgent();
+  t.after(() => agent.destroy());
+  const good = await get({ host: 'localhost', port: server.port, agent, ca: CA });
+  assert.strictEqual(good.authorized, true);
+  // Same origin, other trust (the default roots): a new key, a new handshake, a failure.
+  const err = await getError({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(err.code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
+  assert.strictEqual(Object.keys(agent.getCurrentStatus().freeSockets).length, 1);
+});
+
+test('SNI carries the host name, and none is sent for an IP address', async (t) => {
+  const server = await httpsServer(t, {}, (req, res) => res.end(String(req.socket.servername)));
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  assert.strictEqual((await get({ host: 'localhost', port: server.port, agent })).body, 'localhost');
+  const byIp = await get({ host: '127.0.0.1', port: server.port, agent });
+  assert.strictEqual(byIp.body, 'false');
+  assert.strictEqual(byIp.authorized, true, 'the certificate lists IP:127.0.0.1');
+  const custom = await get({ host: '127.0.0.1', port: server.port, agent, servername: 'localhost' });
+  assert.strictEqual(custom.body, 'localhost');
+});
+
+test('mutual TLS: the client certificate is presented when the server asks', async (t) => {
+  const server = await httpsServer(t, { tls: { ca: CA, requestCert: true, rejectUnauthorized: true } }, (req, res) => {
+    res.end(req.socket.getPeerCertificate().subject.CN);
+  });
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  const r = await get({ host: 'localhost', port: server.port, agent, cert: fixture('client.pem'), key: fixture('client-key.pem') });
+  assert.strictEqual(r.body, 'hyperagent client');
+  // An encrypted key, with its passphrase.
+  const enc = await get({
+    host: 'localhost',
+    port: server.port,
+    agent,
+    cert: fixture('client.pem'),
+    key: fixture('client-key-encrypted.pem'),
+    passphrase: 'secret',
+  });
+  assert.strictEqual(enc.body, 'hyperagent client');
+  // Without a certificate the server refuses: with TLS 1.3 after the client's handshake, so
+  // the client hears the alert, or, when the server's close resets the connection first (as
+  // with Node's own agent), a reset.
+  const err = await getError({ host: 'localhost', port: server.port, agent });
+  assert.match(err.code, /^(ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED|ECONNRESET|EPIPE)$/, `${err.code}: ${err.message}`);
+});
+
+test('sessions resume on a new connection: the server sees isSessionReused()', async (t) => {
+  const server = await httpsServer(t, {}, (req, res) => res.end(String(req.socket.isSessionReused())));
+  const agent = new HttpsAgent({ ca: CA, maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const first = await get({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(first.body, 'false');
+  // Close the pooled connection: the next request must open a new one and resume.
+  agent.destroy();
+  await until(() => server.connections.every((s) => s.destroyed), 5000, 'the server to see the close');
+  const second = await get({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(second.body, 'true');
+  assert.strictEqual(second.resumed, true);
+  assert.strictEqual(server.connections.length, 2);
+});
+
+test('maxCachedSessions: 0 turns resumption off', async (t) => {
+  const server = await httpsServer(t, {}, (req, res) => res.end(String(req.socket.isSessionReused())));
+  const agent = new HttpsAgent({ ca: CA, maxCachedSessions: 0 });
+  t.after(() => agent.destroy());
+  await get({ host: 'localhost', port: server.port, agent });
+  agent.destroy();
+  await until(() => server.connections.every((s) => s.destroyed), 5000, 'the server to see the close');
+  assert.strictEqual((await get({ host: 'localhost', port: server.port, agent })).body, 'false');
+});
+
+test('TLS 1.2 and its cipher names, ALPN negotiation', async (t) => {
+  const server = await httpsServer(t, { tls: { ALPNProtocols: ['http/1.1'] } });
+  const agent = new HttpsAgent({ ca: CA, maxVersion: 'TLSv1.2', ALPNProtocols: ['h2', 'http/1.1'] });
+  t.after(() => agent.destroy());
+  const r = await get({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(r.protocol, 'TLSv1.2');
+  assert.match(r.cipher.name, /^ECDHE-RSA-(AES(128|256)-GCM-SHA(256|384)|CHACHA20-POLY1305)$/);
+  assert.match(r.cipher.standardName, /^TLS_ECDHE_RSA_WITH_/);
+  assert.strictEqual(r.cipher.version, 'TLSv1.2');
+  assert.strictEqual(r.alpnProtocol, 'http/1.1');
+});
+
+test('a server that only speaks TLS 1.3 fails a TLS 1.2 client with a protocol error', async (t) => {
+  const server = await httpsServer(t, { tls: { minVersion: 'TLSv1.3' } });
+  const agent = new HttpsAgent({ ca: CA, maxVersion: 'TLSv1.2' });
+  t.after(() => agent.destroy());
+  const err = await getError({ host: 'localhost', port: server.port, agent });
+  assert.match(err.code, /^ERR_SSL_/);
+  assert.match(err.message, /alert/);
+});
+
+test('an EC server certificate works', async (t) => {
+  const server = await httpsServer(t, { cert: 'ec-localhost.pem', key: 'ec-localhost-key.pem' });
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  const r = await get({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(r.authorized, true);
+});
+
+test('unsupported and bad TLS options fail at once with clear errors', (t) => {
+  const agent = new HttpsAgent();
+  t.after(() => agent.destroy());
+  assert.throws(() => https.get({ host: 'localhost', port: 1, agent, pfx: Buffer.from('x') }), {
+    code: 'ERR_HYPERAGENT_UNSUPPORTED',
+    message: /'pfx'/,
+  });
+  assert.throws(() => https.get({ host: 'localhost', port: 1, agent, ca: 'not a certificate' }), /certificate/);
+  assert.throws(() => https.get({ host: 'localhost', port: 1, agent, ciphers: 'RC4-MD5' }), {
+    code: 'ERR_HYPERAGENT_UNSUPPORTED',
+  });
+  assert.throws(() => https.get({ host: 'localhost', port: 1, agent, minVersion: 'TLSv9' }), {
+    code: 'ERR_TLS_INVALID_PROTOCOL_VERSION',
+  });
+});
+
+test('NODE_EXTRA_CA_CERTS extends the default roots', async (t) => {
+  const server = await httpsServer(t);
+  const script = `
+    const https = require('node:https');
+    const { HttpsAgent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const agent = new HttpsAgent();
+    https.get({ host: 'localhost', port: ${server.port}, agent }, (res) => {
+      res.resume();
+      res.on('end', () => { console.log(res.socket === null ? 'ok' : 'ok'); agent.destroy(); });
+    }).on('error', (e) => { console.log(e.code); process.exitCode = 1; });
+  `;
+  const child = spawn(process.execPath, ['-e', script], {
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: path.join(__dirname, 'fixtures', 'tls', 'ca.pem') },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const [code] = await once(child, 'exit');
+  assert.strictEqual(out.trim(), 'ok');
+  assert.strictEqual(code, 0);
+});

@@ -1,0 +1,224 @@
+'use strict';
+
+// HTTPS: the options of https.Agent and tls.connect turned into what the Rust TLS stack takes,
+// and NativeTlsSocket, the TLSSocket-shaped face of a connection whose TLS runs in Rust.
+
+const crypto = require('node:crypto');
+const net = require('node:net');
+const tls = require('node:tls');
+const { NativeSocket, kOptions } = require('./socket');
+const errors = require('./errors');
+
+const kInfo = Symbol('hyperagent.tlsInfo');
+const kPeerCerts = Symbol('hyperagent.peerCertificates');
+
+function toBuffers(value, name) {
+  if (value === undefined || value === null) return undefined;
+  const list = Array.isArray(value) ? value : [value];
+  return list.map((v, i) => {
+    if (typeof v === 'string') return Buffer.from(v);
+    if (Buffer.isBuffer(v)) return v;
+    if (v instanceof Uint8Array) return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+    throw errors.invalidArgType(Array.isArray(value) ? `${name}[${i}]` : name, 'of type string or an instance of Buffer', v);
+  });
+}
+
+// Private keys in any form Node reads (PKCS#1, SEC1, PKCS#8, encrypted with `passphrase`),
+// handed to Rust as unencrypted PKCS#8 PEM. Node's own crypto reads them, with its errors.
+function privateKeys(keyOption, passphrase) {
+  if (keyOption === undefined || keyOption === null) return [];
+  const list = Array.isArray(keyOption) ? keyOption : [keyOption];
+  return list.map((entry) => {
+    const pem = entry && typeof entry === 'object' && !Buffer.isBuffer(entry) && !(entry instanceof Uint8Array)
+      ? entry.pem
+      : entry;
+    const pass = entry && typeof entry === 'object' && entry.passphrase !== undefined ? entry.passphrase : passphrase;
+    const key = crypto.createPrivateKey({ key: pem, format: 'pem', passphrase: pass });
+    return Buffer.from(key.export({ type: 'pkcs8', format: 'pem' }));
+  });
+}
+
+// ALPNProtocols as tls.connect takes it: strings, Buffers, or one Buffer in wire format.
+function alpn(value) {
+  if (value === undefined || value === null) return undefined;
+  if (Buffer.isBuffer(value) || value instanceof Uint8Array) {
+    const out = [];
+    for (let i = 0; i < value.length;) {
+      const n = value[i];
+      out.push(Buffer.from(value.subarray(i + 1, i + 1 + n)));
+      i += n + 1;
+    }
+    return out;
+  }
+  if (!Array.isArray(value)) throw errors.invalidArgType('options.ALPNProtocols', 'an Array or a Buffer', value);
+  return value.map((p) => Buffer.from(p));
+}
+
+const UNSUPPORTED = ['pfx', 'secureContext', 'crl', 'clientCertEngine', 'privateKeyEngine', 'privateKeyIdentifier'];
+const PROTOCOL_METHODS = {
+  TLS_method: [undefined, undefined],
+  TLS_client_method: [undefined, undefined],
+  SSLv23_method: [undefined, undefined],
+  SSLv23_client_method: [undefined, undefined],
+  TLSv1_2_method: ['TLSv1.2', 'TLSv1.2'],
+  TLSv1_2_client_method: ['TLSv1.2', 'TLSv1.2'],
+};
+
+// The TLS configuration of one pool key, from the merged request and agent options.
+function tlsOptions(agent, options) {
+  for (const name of UNSUPPORTED) {
+    if (options[name] !== undefined && options[name] !== null) {
+      throw errors.hyperagentError(
+        'UNSUPPORTED',
+        `The TLS option '${name}' is not supported by hyperagent (TLS runs in Rust, with rustls); use PEM 'ca', 'cert' and 'key'`,
+      );
+    }
+  }
+  let minVersion = options.minVersion;
+  let maxVersion = options.maxVersion;
+  if (options.secureProtocol !== undefined) {
+    const versions = PROTOCOL_METHODS[options.secureProtocol];
+    if (!versions) {
+      throw errors.hyperagentError('UNSUPPORTED', `secureProtocol '${options.secureProtocol}' is not supported (TLS 1.2 and 1.3 only)`);
+    }
+    minVersion ??= versions[0];
+    maxVersion ??= versions[1];
+  }
+  const ciphers = options.ciphers === undefined || options.ciphers === tls.DEFAULT_CIPHERS ? undefined : options.ciphers;
+  const certs = toBuffers(options.cert, 'options.cert');
+  const keys = privateKeys(options.key, options.passphrase);
+  if ((certs ? certs.length : 0) !== keys.length) {
+    throw errors.invalidArgValue('options.key', '<redacted>', 'must hold one key for each certificate in options.cert');
+  }
+  return {
+    ca: toBuffers(options.ca, 'options.ca'),
+    certs,
+    keys: keys.length ? keys : undefined,
+    rejectUnauthorized: options.rejectUnauthorized !== false,
+    minVersion: minVersion ?? tls.DEFAULT_MIN_VERSION,
+    maxVersion: maxVersion ?? tls.DEFAULT_MAX_VERSION,
+    ciphers,
+    alpn: alpn(options.ALPNProtocols),
+    maxCachedSessions: agent.maxCachedSessions ?? 100,
+  };
+}
+
+// Node's: the SNI name from the Host header or the host, none for IP addresses.
+function normalizeServerName(options, req) {
+  if (options.servername || options.servername === '') return;
+  let servername = options.host;
+  const hostHeader = req.getHeader('host');
+  if (typeof hostHeader === 'string' && hostHeader) {
+    if (hostHeader.startsWith('[')) {
+      const end = hostHeader.indexOf(']');
+      servername = end === -1 ? hostHeader : hostHeader.slice(1, end);
+    } else {
+      servername = hostHeader.split(':', 1)[0];
+    }
+  }
+  options.servername = net.isIP(servername) ? '' : servername;
+}
+
+// The face of a TLS connection: a NativeSocket with TLSSocket's properties and methods.
+class NativeTlsSocket extends NativeSocket {
+  constructor(agent, name, options) {
+    super(agent, name, options);
+    this.encrypted = true;
+    this.authorized = false;
+    this.authorizationError = null;
+    this.alpnProtocol = null;
+    this.servername = null;
+    this[kInfo] = null;
+    this[kPeerCerts] = null;
+  }
+
+  _onConnect(desc, info) {
+    if (desc !== null || !info) {
+      super._onConnect(desc);
+      return;
+    }
+    this[kInfo] = info;
+    this.alpnProtocol = info.alpnProtocol;
+    this.servername = info.servername;
+    const options = this[kOptions];
+    let verifyError = info.authorizationError ? errors.systemError(info.authorizationError) : null;
+    // As Node: the name is checked after the handshake, by checkServerIdentity, unless the
+    // chain already failed or the session was resumed.
+    if (!verifyError && !info.resumed) {
+      const hostname = options.servername || options.host || 'localhost';
+      const check = typeof options.checkServerIdentity === 'function' ? options.checkServerIdentity : tls.checkServerIdentity;
+      verifyError = check(hostname, this.getPeerCertificate(true)) || null;
+    }
+    if (verifyError) {
+      this.authorizationError = verifyError.code || verifyError.message;
+      if (options.rejectUnauthorized !== false) {
+        this._failHandshake(verifyError);
+        return;
+      }
+    } else {
+      this.authorized = true;
+    }
+    super._onConnect(null);
+    this.emit('secureConnect');
+  }
+
+  _failHandshake(err) {
+    this[kInfo] = null;
+    this.destroy(err);
+  }
+
+  getProtocol() {
+    return this[kInfo] ? this[kInfo].protocol : null;
+  }
+
+  getCipher() {
+    const info = this[kInfo];
+    if (!info) return undefined;
+    return { name: info.cipherName, standardName: info.cipherStandardName, version: info.protocol };
+  }
+
+  isSessionReused() {
+    return Boolean(this[kInfo] && this[kInfo].resumed);
+  }
+
+  // In Node's shape (crypto.X509Certificate#toLegacyObject); with `detailed`, each carries its
+  // issuer as `issuerCertificate`, as far as the server sent the chain.
+  getPeerCertificate(detailed) {
+    const info = this[kInfo];
+    if (!info || info.peerChain.length === 0) return {};
+    if (this[kPeerCerts] === null) {
+      this[kPeerCerts] = info.peerChain.map((der) => new crypto.X509Certificate(der));
+    }
+    const certs = this[kPeerCerts].map((x) => x.toLegacyObject());
+    if (!detailed) return certs[0];
+    for (let i = 0; i < certs.length; i++) {
+      const issuer = certs[i + 1];
+      if (issuer) certs[i].issuerCertificate = issuer;
+      else if (this[kPeerCerts][i].checkIssued(this[kPeerCerts][i])) certs[i].issuerCertificate = certs[i];
+    }
+    return certs[0];
+  }
+
+  getPeerX509Certificate() {
+    this.getPeerCertificate(false);
+    return this[kPeerCerts] ? this[kPeerCerts][0] : undefined;
+  }
+
+  getCertificate() {
+    return null;
+  }
+
+  getSession() {
+    return undefined;
+  }
+
+  getTLSTicket() {
+    return undefined;
+  }
+
+  getEphemeralKeyInfo() {
+    return {};
+  }
+}
+
+module.exports = { tlsOptions, normalizeServerName, NativeTlsSocket };

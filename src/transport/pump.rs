@@ -1,0 +1,311 @@
+//! A connection whose bytes must stay on tokio (TLS: the handshake and every record's
+//! encryption run off the JavaScript thread), bridged to a consumer on another thread.
+//!
+//! The consumer ([`Remote`]) writes plaintext into a shared buffer and wakes the pump; the pump
+//! task encrypts and sends it, and reads, decrypts and posts what arrives to a [`Sink`] (the
+//! binding's inbox, which delivers many events per wake-up of the JavaScript thread).
+//! Back-pressure both ways: the consumer stops reads with [`Remote::set_reading`], which leaves
+//! the kernel's receive window to fill; writes beyond [`HIGH_WATER`] report "pending" and the
+//! sink hears [`Event::Drained`] once the pump has caught up.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::Notify;
+
+use crate::error::Error;
+
+/// Bytes the consumer may queue before a write reports "pending".
+pub const HIGH_WATER: usize = 64 * 1024;
+const READ_BUF: usize = 64 * 1024;
+
+/// What the pump tells its consumer.
+#[derive(Debug)]
+pub enum Event {
+    Data(Vec<u8>),
+    /// The peer ended its side (a FIN, or TLS close_notify).
+    Eof,
+    /// Queued writes went below the high-water mark after a write reported "pending".
+    Drained,
+    /// The connection failed; the pump has stopped.
+    Error(Error),
+}
+
+pub trait Sink: Send + 'static {
+    fn post(&self, event: Event);
+}
+
+#[derive(Default)]
+struct Outbound {
+    buf: Vec<u8>,
+    /// A write reported "pending": the consumer waits for [`Event::Drained`].
+    waiting: bool,
+    shutdown: bool,
+    closed: bool,
+}
+
+/// The consumer's handle on a pumped connection.
+pub struct Remote {
+    out: Mutex<Outbound>,
+    wake: Notify,
+    reading: AtomicBool,
+    dead: AtomicBool,
+}
+
+/// The result of [`Remote::write`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Write {
+    Done,
+    Pending,
+    Closed,
+}
+
+impl Default for Remote {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Remote {
+    pub fn new() -> Remote {
+        Remote {
+            out: Mutex::new(Outbound::default()),
+            wake: Notify::new(),
+            reading: AtomicBool::new(true),
+            dead: AtomicBool::new(false),
+        }
+    }
+
+    fn out(&self) -> std::sync::MutexGuard<'_, Outbound> {
+        self.out.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `chunks` for the pump. "Pending" past the high-water mark.
+    pub fn write(&self, chunks: &[&[u8]]) -> Write {
+        let mut out = self.out();
+        if out.closed || out.shutdown || self.is_dead() {
+            return Write::Closed;
+        }
+        let was_empty = out.buf.is_empty();
+        for chunk in chunks {
+            out.buf.extend_from_slice(chunk);
+        }
+        let pending = out.buf.len() > HIGH_WATER;
+        out.waiting |= pending;
+        drop(out);
+        if was_empty {
+            self.wake.notify_one();
+        }
+        if pending {
+            Write::Pending
+        } else {
+            Write::Done
+        }
+    }
+
+    /// Ends the sending side once everything queued is sent.
+    pub fn shutdown(&self) {
+        self.out().shutdown = true;
+        self.wake.notify_one();
+    }
+
+    /// Stops the pump; the connection closes.
+    pub fn close(&self) {
+        self.out().closed = true;
+        self.wake.notify_one();
+    }
+
+    pub fn set_reading(&self, on: bool) {
+        if self.reading.swap(on, Ordering::AcqRel) != on && on {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The pump has seen the end of the connection (or stopped).
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+
+    /// Nothing queued, nothing shut: the connection can carry another request.
+    pub fn is_clean(&self) -> bool {
+        let out = self.out();
+        out.buf.is_empty() && !out.shutdown && !out.closed && !self.is_dead()
+    }
+}
+
+/// Runs the connection until it ends or the consumer closes it.
+pub async fn pump<S, K>(stream: S, remote: Arc<Remote>, sink: K)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+    K: Sink,
+{
+    let (mut rd, mut wr) = tokio::io::split(stream);
+    let mut buf = vec![0u8; READ_BUF];
+    let mut eof = false;
+    let mut shut = false;
+    loop {
+        let (data, shutdown, closed, waiting) = {
+            let mut out = remote.out();
+            let data = std::mem::take(&mut out.buf);
+            let waiting = std::mem::take(&mut out.waiting) && !data.is_empty();
+            (data, out.shutdown, out.closed, waiting)
+        };
+        if closed {
+            break;
+        }
+        if !data.is_empty() {
+            let written = async {
+                wr.write_all(&data).await?;
+                wr.flush().await
+            }
+            .await;
+            if let Err(e) = written {
+                remote.dead.store(true, Ordering::Release);
+                // A peer that refused us (a TLS 1.3 server asking for a client certificate,
+                // say) closed with an alert: what is already received names the real cause.
+                let received = tokio::select! {
+                    biased;
+                    r = rd.read(&mut buf) => r.err(),
+                    _ = std::future::ready(()) => None,
+                };
+                let err = match received {
+                    Some(r) if r.get_ref().is_some_and(|i| i.is::<rustls::Error>()) => {
+                        stream_error(&r, "read")
+                    }
+                    _ => stream_error(&e, "write"),
+                };
+                sink.post(Event::Error(err));
+                return;
+            }
+            if waiting {
+                sink.post(Event::Drained);
+            }
+            continue;
+        }
+        if shutdown && !shut {
+            shut = true;
+            let _ = wr.shutdown().await;
+        }
+        let reading = !eof && remote.reading.load(Ordering::Acquire);
+        tokio::select! {
+            biased;
+            _ = remote.wake.notified() => {}
+            read = rd.read(&mut buf), if reading => match read {
+                Ok(0) => {
+                    eof = true;
+                    remote.dead.store(true, Ordering::Release);
+                    sink.post(Event::Eof);
+                }
+                Ok(n) => sink.post(Event::Data(buf[..n].to_vec())),
+                Err(e) => {
+                    remote.dead.store(true, Ordering::Release);
+                    sink.post(Event::Error(stream_error(&e, "read")));
+                    return;
+                }
+            },
+        }
+    }
+    remote.dead.store(true, Ordering::Release);
+}
+
+/// How an I/O error of the pumped stream reads in Node's terms (TLS alerts keep their names).
+fn stream_error(err: &std::io::Error, syscall: &'static str) -> Error {
+    match err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+    {
+        Some(_) => crate::transport::tls::read_error(err),
+        None => Error::io(err, syscall),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::duplex;
+    use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+    struct Chan(UnboundedSender<Event>);
+    impl Sink for Chan {
+        fn post(&self, event: Event) {
+            let _ = self.0.send(event);
+        }
+    }
+
+    fn start<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+        stream: S,
+        remote: &Arc<Remote>,
+    ) -> (tokio::task::JoinHandle<()>, UnboundedReceiver<Event>) {
+        let (tx, rx) = unbounded_channel();
+        (tokio::spawn(pump(stream, remote.clone(), Chan(tx))), rx)
+    }
+
+    #[tokio::test]
+    async fn bytes_flow_both_ways_and_eof_is_reported() {
+        let (client, mut server) = duplex(1024);
+        let remote = Arc::new(Remote::new());
+        let (_task, mut rx) = start(client, &remote);
+        assert_eq!(remote.write(&[b"GET / ", b"HTTP/1.1\r\n\r\n"]), Write::Done);
+        let mut got = [0u8; 18];
+        server.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"GET / HTTP/1.1\r\n\r\n");
+        server.write_all(b"HTTP/1.1 200 OK\r\n").await.unwrap();
+        let Some(Event::Data(d)) = rx.recv().await else {
+            panic!("data expected")
+        };
+        assert_eq!(d, b"HTTP/1.1 200 OK\r\n");
+        drop(server);
+        assert!(matches!(rx.recv().await, Some(Event::Eof)));
+        assert!(remote.is_dead());
+        assert!(!remote.is_clean());
+    }
+
+    #[tokio::test]
+    async fn a_write_past_the_high_water_mark_is_pending_until_drained() {
+        let (client, mut server) = duplex(1 << 20);
+        let remote = Arc::new(Remote::new());
+        let (_task, mut rx) = start(client, &remote);
+        let big = vec![7u8; HIGH_WATER + 1];
+        assert_eq!(remote.write(&[&big]), Write::Pending);
+        assert!(matches!(rx.recv().await, Some(Event::Drained)));
+        let mut got = vec![0u8; big.len()];
+        server.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, big);
+    }
+
+    // Paused time: the timeout below fires only once every task is idle, that is when the
+    // server's write is truly stuck, not after a wall-clock wait.
+    #[tokio::test(start_paused = true)]
+    async fn reads_stop_while_the_consumer_is_paused() {
+        let (client, mut server) = duplex(64);
+        let remote = Arc::new(Remote::new());
+        remote.set_reading(false);
+        let (_task, mut rx) = start(client, &remote);
+        // The pipe holds 64 bytes: with nobody reading, the server's write stalls.
+        let stalled = tokio::time::timeout(
+            std::time::Duration::from_secs(1),
+            server.write_all(&[1u8; 1000]),
+        )
+        .await;
+        assert!(
+            stalled.is_err(),
+            "the server must stall while reads are off"
+        );
+        assert!(rx.try_recv().is_err());
+        remote.set_reading(true);
+        assert!(matches!(rx.recv().await, Some(Event::Data(_))));
+    }
+
+    #[tokio::test]
+    async fn close_ends_the_pump_and_the_connection() {
+        let (client, mut server) = duplex(64);
+        let remote = Arc::new(Remote::new());
+        let (task, _rx) = start(client, &remote);
+        remote.close();
+        task.await.unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!(server.read(&mut buf).await.unwrap(), 0);
+        assert_eq!(remote.write(&[b"x"]), Write::Closed);
+    }
+}

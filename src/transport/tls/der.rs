@@ -1,0 +1,135 @@
+//! The handful of X.509 fields the verifier needs to classify a failure as OpenSSL would
+//! (issuer, subject, validity), read with a minimal DER walker. Everything users see of a
+//! certificate is parsed by Node itself (`crypto.X509Certificate`) from the raw bytes.
+
+/// Fields of a certificate's `TBSCertificate`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CertFields<'a> {
+    /// The issuer `Name`, as encoded (compared byte for byte).
+    pub issuer: &'a [u8],
+    /// The subject `Name`, as encoded.
+    pub subject: &'a [u8],
+    /// `notBefore`, in seconds since the Unix epoch.
+    pub not_before: i64,
+    /// `notAfter`, in seconds since the Unix epoch.
+    pub not_after: i64,
+}
+
+impl CertFields<'_> {
+    /// Issued by itself (issuer equals subject): a root, or a self-signed leaf.
+    pub fn self_issued(&self) -> bool {
+        self.issuer == self.subject
+    }
+}
+
+/// One TLV: its tag, its contents, and what follows it.
+fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (first as usize, rest)
+    } else {
+        let n = (first & 0x7f) as usize;
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |acc, &b| (acc << 8) | b as usize);
+        (len, &rest[n..])
+    };
+    if rest.len() < len {
+        return None;
+    }
+    Some((tag, &rest[..len], &rest[len..]))
+}
+
+/// Reads the fields from a DER certificate; `None` if it is not well formed.
+pub fn parse(der: &[u8]) -> Option<CertFields<'_>> {
+    let (0x30, cert, _) = tlv(der)? else {
+        return None;
+    };
+    let (0x30, tbs, _) = tlv(cert)? else {
+        return None;
+    };
+    let mut rest = tbs;
+    // [0] EXPLICIT version, optional.
+    if rest.first() == Some(&0xa0) {
+        rest = tlv(rest)?.2;
+    }
+    let (_serial_tag, _, r) = tlv(rest)?;
+    let (_sig_alg, _, r) = tlv(r)?;
+    let (0x30, _, after_issuer) = tlv(r)? else {
+        return None;
+    };
+    let issuer = &r[..r.len() - after_issuer.len()];
+    let (0x30, validity, r) = tlv(after_issuer)? else {
+        return None;
+    };
+    let (0x30, _, after_subject) = tlv(r)? else {
+        return None;
+    };
+    let subject = &r[..r.len() - after_subject.len()];
+    let (t1, nb, v) = tlv(validity)?;
+    let (t2, na, _) = tlv(v)?;
+    Some(CertFields {
+        issuer,
+        subject,
+        not_before: time(t1, nb)?,
+        not_after: time(t2, na)?,
+    })
+}
+
+/// UTCTime (`YYMMDDHHMMSSZ`, years 1950-2049) or GeneralizedTime (`YYYYMMDDHHMMSSZ`).
+fn time(tag: u8, s: &[u8]) -> Option<i64> {
+    let digits = |b: &[u8]| -> Option<i64> {
+        b.iter().try_fold(0i64, |acc, &c| {
+            c.is_ascii_digit().then(|| acc * 10 + (c - b'0') as i64)
+        })
+    };
+    let (year, rest) = match tag {
+        0x17 if s.len() >= 12 => {
+            let yy = digits(&s[..2])?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, &s[2..])
+        }
+        0x18 if s.len() >= 14 => (digits(&s[..4])?, &s[4..]),
+        _ => return None,
+    };
+    let month = digits(&rest[..2])?;
+    let day = digits(&rest[2..4])?;
+    let hour = digits(&rest[4..6])?;
+    let min = digits(&rest[6..8])?;
+    let sec = digits(&rest[8..10])?;
+    Some(days_from_civil(year, month, day) * 86400 + hour * 3600 + min * 60 + sec)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_convert_to_unix_seconds() {
+        assert_eq!(time(0x17, b"700101000000Z"), Some(0));
+        assert_eq!(time(0x17, b"200101000000Z"), Some(1_577_836_800));
+        assert_eq!(time(0x18, b"20700101000000Z"), Some(3_155_760_000));
+        assert_eq!(time(0x17, b"49123123595 9Z"), None);
+    }
+
+    #[test]
+    fn malformed_input_is_rejected() {
+        assert_eq!(parse(b""), None);
+        assert_eq!(parse(&[0x30, 0x05, 0x30]), None);
+        assert_eq!(parse(&[0x30, 0x82, 0xff, 0xff]), None);
+    }
+}

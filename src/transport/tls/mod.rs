@@ -1,0 +1,556 @@
+//! TLS with rustls, behaving as Node's `tls.connect` does where users can tell: the options of
+//! `https.Agent`, OpenSSL's verification error codes, acceptance of a self-signed server
+//! certificate passed as `ca`, session resumption, and the details sockets expose afterwards.
+//!
+//! Names are not checked here: as in Node, the host name is checked after the handshake by
+//! `checkServerIdentity` (in JavaScript, with Node's own function by default), so the error,
+//! `ERR_TLS_CERT_ALTNAME_INVALID` with its `reason`, `host` and `cert`, is Node's exactly.
+
+pub mod der;
+mod names;
+
+use std::cell::Cell;
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{ClientSessionMemoryCache, ClientSessionStore, Resumption};
+use rustls::crypto::{ring, WebPkiSupportedAlgorithms};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use crate::error::Error;
+
+pub use names::{alert_error, cipher_names};
+
+/// `https.Agent` / `tls.connect` options, as bytes and strings (the binding converts them).
+#[derive(Clone, Debug, Default)]
+pub struct TlsOptions {
+    /// `ca`: PEM (or DER) blobs; replaces the default roots when present.
+    pub ca: Option<Vec<Vec<u8>>>,
+    /// `cert`/`key` pairs (PEM; a cert blob may carry its chain).
+    pub identities: Vec<(Vec<u8>, Vec<u8>)>,
+    pub reject_unauthorized: bool,
+    /// `minVersion` / `maxVersion`: `'TLSv1.2'`, `'TLSv1.3'` (older ones are below rustls).
+    pub min_version: Option<String>,
+    pub max_version: Option<String>,
+    /// `ciphers`, in OpenSSL's colon-separated form.
+    pub ciphers: Option<String>,
+    /// `ALPNProtocols`.
+    pub alpn: Vec<Vec<u8>>,
+    /// `maxCachedSessions` (0 turns resumption off).
+    pub max_cached_sessions: usize,
+}
+
+/// A configuration error, named as Node would name it.
+fn config_error(code: &str, message: impl Into<String>) -> Error {
+    Error::tls(code, message)
+}
+
+/// Why a server's certificate chain was not trusted, in OpenSSL's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VerifyFailure {
+    pub code: &'static str,
+    pub message: &'static str,
+}
+
+impl VerifyFailure {
+    const fn new(code: &'static str, message: &'static str) -> Self {
+        VerifyFailure { code, message }
+    }
+}
+
+const DEPTH_ZERO_SELF_SIGNED_CERT: VerifyFailure =
+    VerifyFailure::new("DEPTH_ZERO_SELF_SIGNED_CERT", "self-signed certificate");
+const SELF_SIGNED_CERT_IN_CHAIN: VerifyFailure = VerifyFailure::new(
+    "SELF_SIGNED_CERT_IN_CHAIN",
+    "self-signed certificate in certificate chain",
+);
+const UNABLE_TO_VERIFY_LEAF_SIGNATURE: VerifyFailure = VerifyFailure::new(
+    "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+    "unable to verify the first certificate",
+);
+const UNABLE_TO_GET_ISSUER_CERT_LOCALLY: VerifyFailure = VerifyFailure::new(
+    "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+    "unable to get local issuer certificate",
+);
+const CERT_HAS_EXPIRED: VerifyFailure =
+    VerifyFailure::new("CERT_HAS_EXPIRED", "certificate has expired");
+const CERT_NOT_YET_VALID: VerifyFailure =
+    VerifyFailure::new("CERT_NOT_YET_VALID", "certificate is not yet valid");
+const CERT_SIGNATURE_FAILURE: VerifyFailure =
+    VerifyFailure::new("CERT_SIGNATURE_FAILURE", "certificate signature failure");
+const CERT_REJECTED: VerifyFailure = VerifyFailure::new("CERT_REJECTED", "certificate rejected");
+
+/// A prepared client configuration for one pool key, shared by its connections (rustls
+/// resumes a session only with the configuration, and verifier, that made it).
+pub struct TlsConfig {
+    base: Arc<ClientConfig>,
+    sessions: Option<Arc<ClientSessionMemoryCache>>,
+}
+
+tokio::task_local! {
+    /// Why the chain of the handshake running in this task was not trusted: the shared
+    /// verifier writes it here, the handshake reads it (a per-connection verifier would
+    /// defeat resumption).
+    static VERIFY_FAILURE: Cell<Option<VerifyFailure>>;
+}
+
+/// The Mozilla roots (as Node bundles them) plus `NODE_EXTRA_CA_CERTS`, built once.
+fn default_roots() -> Arc<RootCertStore> {
+    static ROOTS: OnceLock<Arc<RootCertStore>> = OnceLock::new();
+    ROOTS
+        .get_or_init(|| {
+            let mut roots = RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            if let Some(path) = std::env::var_os("NODE_EXTRA_CA_CERTS") {
+                // As Node: a file that cannot be read is ignored (Node warns and goes on).
+                if let Ok(pem) = std::fs::read(path) {
+                    for cert in CertificateDer::pem_slice_iter(&pem).flatten() {
+                        let _ = roots.add(cert);
+                    }
+                }
+            }
+            Arc::new(roots)
+        })
+        .clone()
+}
+
+/// Certificates in a `ca`/`cert` value: PEM (any number) or a single DER certificate.
+fn certificates(blob: &[u8], option: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
+    if blob.first() == Some(&0x30) {
+        return Ok(vec![CertificateDer::from(blob.to_vec())]);
+    }
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(blob)
+        .collect::<Result<_, _>>()
+        .map_err(|e| config_error("ERR_OSSL_PEM_BAD_BASE64_DECODE", format!("{option}: {e}")))?;
+    if certs.is_empty() {
+        return Err(config_error(
+            "ERR_OSSL_PEM_NO_START_LINE",
+            format!("{option}: no certificate found"),
+        ));
+    }
+    Ok(certs)
+}
+
+fn version(name: &str, option: &str) -> Result<u8, Error> {
+    match name {
+        "TLSv1" => Ok(10),
+        "TLSv1.1" => Ok(11),
+        "TLSv1.2" => Ok(12),
+        "TLSv1.3" => Ok(13),
+        _ => Err(config_error(
+            "ERR_TLS_INVALID_PROTOCOL_VERSION",
+            format!("{name} is not a valid TLS protocol version ({option})"),
+        )),
+    }
+}
+
+impl TlsConfig {
+    pub fn new(opts: &TlsOptions) -> Result<TlsConfig, Error> {
+        let (roots, trusted) = match &opts.ca {
+            Some(blobs) => {
+                let mut roots = RootCertStore::empty();
+                let mut trusted = Vec::new();
+                for blob in blobs {
+                    for cert in certificates(blob, "ca")? {
+                        // webpki refuses some certificates as anchors that OpenSSL accepts; those
+                        // still count as trusted when presented as the server's certificate.
+                        let _ = roots.add(cert.clone());
+                        trusted.push(cert);
+                    }
+                }
+                (Arc::new(roots), trusted)
+            }
+            None => (default_roots(), Vec::new()),
+        };
+
+        let mut provider = ring::default_provider();
+        if let Some(ciphers) = &opts.ciphers {
+            let wanted = names::cipher_suites(ciphers);
+            if wanted.is_empty() {
+                return Err(Error::tls(
+                    "ERR_HYPERAGENT_UNSUPPORTED",
+                    format!(
+                        "ciphers: none of '{ciphers}' is supported; hyperagent (rustls) supports {}",
+                        names::supported_cipher_list()
+                    ),
+                ));
+            }
+            provider
+                .cipher_suites
+                .retain(|s| wanted.contains(&s.suite()));
+        }
+
+        let min = opts
+            .min_version
+            .as_deref()
+            .map(|v| version(v, "minVersion"))
+            .transpose()?
+            .unwrap_or(12);
+        let max = opts
+            .max_version
+            .as_deref()
+            .map(|v| version(v, "maxVersion"))
+            .transpose()?
+            .unwrap_or(13);
+        if max < 12 {
+            return Err(Error::tls(
+                "ERR_HYPERAGENT_UNSUPPORTED",
+                "maxVersion: TLS versions before TLSv1.2 are not supported (rustls)",
+            ));
+        }
+        if min > max {
+            return Err(Error::tls(
+                "ERR_TLS_PROTOCOL_VERSION_CONFLICT",
+                "minVersion is greater than maxVersion",
+            ));
+        }
+        let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
+        if min <= 13 && max >= 13 {
+            versions.push(&rustls::version::TLS13);
+        }
+        if min <= 12 && max >= 12 {
+            versions.push(&rustls::version::TLS12);
+        }
+
+        let provider = Arc::new(provider);
+        let algs = provider.signature_verification_algorithms;
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&versions)
+            .map_err(|e| {
+                Error::tls(
+                    "ERR_HYPERAGENT_UNSUPPORTED",
+                    format!("ciphers/versions: {e}"),
+                )
+            })?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NodeVerifier {
+                roots,
+                trusted,
+                algs,
+                reject: opts.reject_unauthorized,
+            }));
+        let mut config = match opts.identities.as_slice() {
+            [] => builder.with_no_client_auth(),
+            [(cert, key), ..] => {
+                let chain = certificates(cert, "cert")?;
+                let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| {
+                    config_error(
+                        "ERR_OSSL_UNSUPPORTED",
+                        format!("key: cannot read the private key: {e}"),
+                    )
+                })?;
+                builder.with_client_auth_cert(chain, key).map_err(|e| {
+                    config_error(
+                        "ERR_OSSL_X509_KEY_VALUES_MISMATCH",
+                        format!("cert/key: {e}"),
+                    )
+                })?
+            }
+        };
+        config.alpn_protocols = opts.alpn.clone();
+        let sessions = (opts.max_cached_sessions > 0)
+            .then(|| Arc::new(ClientSessionMemoryCache::new(opts.max_cached_sessions)));
+        config.resumption = match &sessions {
+            Some(store) => Resumption::store(store.clone()),
+            None => Resumption::disabled(),
+        };
+        Ok(TlsConfig {
+            base: Arc::new(config),
+            sessions,
+        })
+    }
+
+    fn connector(&self) -> TlsConnector {
+        TlsConnector::from(self.base.clone())
+    }
+
+    /// Drops the sessions cached for `server` (its last connection ended in a TLS error).
+    pub fn forget_sessions(&self, server: &ServerName<'static>) {
+        if let Some(store) = &self.sessions {
+            store.remove_tls12_session(server);
+            // TLS 1.3 tickets are single-use: take them all.
+            for _ in 0..64 {
+                if store.take_tls13_ticket(server).is_none() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// What a socket tells about its TLS session (`getProtocol()`, `getCipher()`, ...).
+#[derive(Clone, Debug)]
+pub struct TlsInfo {
+    pub protocol: &'static str,
+    /// OpenSSL's name and the IANA name of the cipher suite.
+    pub cipher: (&'static str, &'static str),
+    pub alpn: Option<Vec<u8>>,
+    /// The server's certificate chain as sent, leaf first (DER).
+    pub peer_chain: Vec<Vec<u8>>,
+    pub resumed: bool,
+    /// Why the chain is not trusted, when `rejectUnauthorized` is false and it is not.
+    pub authorization_error: Option<VerifyFailure>,
+    /// The SNI sent (none for IP addresses).
+    pub servername: Option<String>,
+}
+
+/// The name rustls checks sessions and SNI against: the `servername` when it is a DNS name
+/// (sent as SNI), otherwise the IP address (no SNI, as Node sends none for IPs).
+pub fn server_name(servername: Option<&str>, peer: IpAddr) -> ServerName<'static> {
+    match servername.filter(|s| !s.is_empty()) {
+        Some(name) => match crate::transport::dns::parse_ip(name) {
+            Some(ip) => ServerName::IpAddress(ip.into()),
+            None => {
+                ServerName::try_from(name.to_owned()).unwrap_or(ServerName::IpAddress(peer.into()))
+            }
+        },
+        None => ServerName::IpAddress(peer.into()),
+    }
+}
+
+/// Runs the client handshake on a connected socket.
+pub async fn handshake<IO>(
+    io: IO,
+    config: &TlsConfig,
+    server: ServerName<'static>,
+) -> Result<(TlsStream<IO>, TlsInfo), Error>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let connector = config.connector();
+    let servername = match &server {
+        ServerName::DnsName(name) => Some(name.as_ref().to_owned()),
+        _ => None,
+    };
+    let (result, failure) = VERIFY_FAILURE
+        .scope(Cell::new(None), async {
+            let result = connector.connect(server.clone(), io).await;
+            (result, VERIFY_FAILURE.with(Cell::get))
+        })
+        .await;
+    let stream = match result {
+        Ok(stream) => stream,
+        Err(err) => {
+            config.forget_sessions(&server);
+            return Err(handshake_error(&err, failure));
+        }
+    };
+    let (_, conn) = stream.get_ref();
+    let suite = conn.negotiated_cipher_suite();
+    let info = TlsInfo {
+        protocol: match conn.protocol_version() {
+            Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+            _ => "TLSv1.2",
+        },
+        cipher: suite.map_or(("", ""), |s| cipher_names(s.suite())),
+        alpn: conn.alpn_protocol().map(|p| p.to_vec()),
+        peer_chain: conn
+            .peer_certificates()
+            .map(|certs| certs.iter().map(|c| c.to_vec()).collect())
+            .unwrap_or_default(),
+        resumed: conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+        authorization_error: failure,
+        servername,
+    };
+    Ok((stream, info))
+}
+
+/// A handshake that failed, in Node's terms.
+fn handshake_error(err: &std::io::Error, verify: Option<VerifyFailure>) -> Error {
+    if let Some(failure) = verify {
+        return Error::tls(failure.code, failure.message);
+    }
+    match err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::AlertReceived(alert)) => alert_error(*alert),
+        Some(rustls::Error::PeerIncompatible(why)) => Error::tls(
+            "ERR_SSL_UNSUPPORTED_PROTOCOL",
+            format!("the server and hyperagent share no TLS version or cipher suite ({why:?})"),
+        ),
+        Some(other) => Error::tls(
+            "ERR_SSL_PROTOCOL_ERROR",
+            format!("TLS handshake failed: {other}"),
+        ),
+        // The connection ended or broke before the handshake finished.
+        None => {
+            let mut e = Error::io(err, "read");
+            if matches!(
+                err.kind(),
+                std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset
+            ) {
+                e = Error::tls(
+                    "ECONNRESET",
+                    "Client network socket disconnected before secure TLS connection was established",
+                );
+            }
+            e
+        }
+    }
+}
+
+/// An error reading or writing an established TLS connection, in Node's terms: an alert from
+/// the peer keeps its OpenSSL name, anything else is the socket error it wraps.
+pub fn read_error(err: &std::io::Error) -> Error {
+    match err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<rustls::Error>())
+    {
+        Some(rustls::Error::AlertReceived(alert)) => alert_error(*alert),
+        Some(other) => Error::tls("ERR_SSL_PROTOCOL_ERROR", format!("TLS error: {other}")),
+        None => Error::io(err, "read"),
+    }
+}
+
+/// Verifies chains as OpenSSL would and remembers why one failed. With
+/// `rejectUnauthorized: false` it records the failure and lets the handshake go on, as Node
+/// does (the socket then reports `authorized: false` and the `authorizationError`).
+#[derive(Debug)]
+struct NodeVerifier {
+    roots: Arc<RootCertStore>,
+    /// Certificates the user listed in `ca`: one of these presented as the server's own
+    /// certificate is trusted as OpenSSL trusts it (a self-signed internal service).
+    trusted: Vec<CertificateDer<'static>>,
+    algs: WebPkiSupportedAlgorithms,
+    reject: bool,
+}
+
+impl NodeVerifier {
+    fn check(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Option<VerifyFailure> {
+        let now_secs = now.as_secs() as i64;
+        let fields = der::parse(end_entity);
+        // A certificate the user trusts explicitly, presented as the server's own: OpenSSL
+        // accepts it (even marked CA:TRUE, which webpki refuses as an end entity).
+        if self
+            .trusted
+            .iter()
+            .any(|t| t.as_ref() == end_entity.as_ref())
+        {
+            return match fields {
+                Some(f) if now_secs < f.not_before => Some(CERT_NOT_YET_VALID),
+                Some(f) if now_secs > f.not_after => Some(CERT_HAS_EXPIRED),
+                _ => None,
+            };
+        }
+        let parsed = match ParsedCertificate::try_from(end_entity) {
+            Ok(p) => p,
+            Err(_) => return Some(CERT_REJECTED),
+        };
+        let result = rustls::client::verify_server_cert_signed_by_trust_anchor(
+            &parsed,
+            &self.roots,
+            intermediates,
+            now,
+            self.algs.all,
+        );
+        match result {
+            Ok(()) => None,
+            Err(rustls::Error::InvalidCertificate(e)) => Some(match e {
+                CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+                    CERT_HAS_EXPIRED
+                }
+                CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                    CERT_NOT_YET_VALID
+                }
+                CertificateError::BadSignature => CERT_SIGNATURE_FAILURE,
+                _ => untrusted_chain(end_entity, intermediates),
+            }),
+            Err(_) => Some(untrusted_chain(end_entity, intermediates)),
+        }
+    }
+}
+
+/// OpenSSL's classification of a chain that leads to no trusted root.
+fn untrusted_chain(
+    end_entity: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+) -> VerifyFailure {
+    let leaf_self_issued = der::parse(end_entity).is_some_and(|f| f.self_issued());
+    if intermediates.is_empty() {
+        return if leaf_self_issued {
+            DEPTH_ZERO_SELF_SIGNED_CERT
+        } else {
+            UNABLE_TO_VERIFY_LEAF_SIGNATURE
+        };
+    }
+    let top_self_issued = intermediates
+        .last()
+        .and_then(|c| der::parse(c))
+        .is_some_and(|f| f.self_issued());
+    if top_self_issued {
+        SELF_SIGNED_CERT_IN_CHAIN
+    } else {
+        UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+    }
+}
+
+impl ServerCertVerifier for NodeVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let failure = self.check(end_entity, intermediates, now);
+        let _ = VERIFY_FAILURE.try_with(|slot| slot.set(failure));
+        match failure {
+            Some(f) if self.reject => Err(rustls::Error::InvalidCertificate(
+                CertificateError::Other(rustls::OtherError(Arc::new(VerifyError(f)))),
+            )),
+            _ => Ok(ServerCertVerified::assertion()),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algs.supported_schemes()
+    }
+}
+
+#[derive(Debug)]
+struct VerifyError(VerifyFailure);
+
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.message)
+    }
+}
+
+impl std::error::Error for VerifyError {}
+
+#[cfg(test)]
+mod tests;

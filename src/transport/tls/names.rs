@@ -1,0 +1,208 @@
+//! Names in Node's vocabulary: cipher suites as OpenSSL and IANA call them, TLS alerts as
+//! OpenSSL reports them (`ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE`, ...).
+
+use rustls::{AlertDescription, CipherSuite};
+
+use crate::error::Error;
+
+/// (OpenSSL name, IANA name) of each suite rustls offers.
+const SUITES: &[(CipherSuite, &str, &str)] = &[
+    (
+        CipherSuite::TLS13_AES_256_GCM_SHA384,
+        "TLS_AES_256_GCM_SHA384",
+        "TLS_AES_256_GCM_SHA384",
+    ),
+    (
+        CipherSuite::TLS13_AES_128_GCM_SHA256,
+        "TLS_AES_128_GCM_SHA256",
+        "TLS_AES_128_GCM_SHA256",
+    ),
+    (
+        CipherSuite::TLS13_CHACHA20_POLY1305_SHA256,
+        "TLS_CHACHA20_POLY1305_SHA256",
+        "TLS_CHACHA20_POLY1305_SHA256",
+    ),
+    (
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+    (
+        CipherSuite::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+];
+
+/// (OpenSSL name, IANA name) of a negotiated suite.
+pub fn cipher_names(suite: CipherSuite) -> (&'static str, &'static str) {
+    SUITES
+        .iter()
+        .find(|(s, _, _)| *s == suite)
+        .map_or(("unknown", "unknown"), |&(_, openssl, iana)| {
+            (openssl, iana)
+        })
+}
+
+/// The suites an OpenSSL cipher string names, by either name. Keywords and exclusions
+/// (`HIGH`, `!aNULL`, `@SECLEVEL=2`, ...) select nothing by themselves.
+pub fn cipher_suites(list: &str) -> Vec<CipherSuite> {
+    list.split([':', ',', ' '])
+        .map(str::trim)
+        .filter_map(|name| {
+            SUITES
+                .iter()
+                .find(|(_, openssl, iana)| name == *openssl || name == *iana)
+                .map(|&(suite, _, _)| suite)
+        })
+        .collect()
+}
+
+pub fn supported_cipher_list() -> String {
+    SUITES
+        .iter()
+        .map(|(_, openssl, _)| *openssl)
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// A fatal alert from the server, as Node reports it: OpenSSL's reason as the code
+/// (`ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE`) and the alert in the message.
+pub fn alert_error(alert: AlertDescription) -> Error {
+    let (reason, text) = match alert {
+        AlertDescription::HandshakeFailure => (
+            "SSLV3_ALERT_HANDSHAKE_FAILURE",
+            "sslv3 alert handshake failure",
+        ),
+        AlertDescription::BadCertificate => {
+            ("SSLV3_ALERT_BAD_CERTIFICATE", "sslv3 alert bad certificate")
+        }
+        AlertDescription::UnsupportedCertificate => (
+            "SSLV3_ALERT_UNSUPPORTED_CERTIFICATE",
+            "sslv3 alert unsupported certificate",
+        ),
+        AlertDescription::CertificateRevoked => (
+            "SSLV3_ALERT_CERTIFICATE_REVOKED",
+            "sslv3 alert certificate revoked",
+        ),
+        AlertDescription::CertificateExpired => (
+            "SSLV3_ALERT_CERTIFICATE_EXPIRED",
+            "sslv3 alert certificate expired",
+        ),
+        AlertDescription::CertificateUnknown => (
+            "SSLV3_ALERT_CERTIFICATE_UNKNOWN",
+            "sslv3 alert certificate unknown",
+        ),
+        AlertDescription::IllegalParameter => (
+            "SSLV3_ALERT_ILLEGAL_PARAMETER",
+            "sslv3 alert illegal parameter",
+        ),
+        AlertDescription::UnexpectedMessage => (
+            "SSLV3_ALERT_UNEXPECTED_MESSAGE",
+            "sslv3 alert unexpected message",
+        ),
+        AlertDescription::BadRecordMac => {
+            ("SSLV3_ALERT_BAD_RECORD_MAC", "sslv3 alert bad record mac")
+        }
+        AlertDescription::UnknownCA => ("TLSV1_ALERT_UNKNOWN_CA", "tlsv1 alert unknown ca"),
+        AlertDescription::AccessDenied => {
+            ("TLSV1_ALERT_ACCESS_DENIED", "tlsv1 alert access denied")
+        }
+        AlertDescription::DecodeError => ("TLSV1_ALERT_DECODE_ERROR", "tlsv1 alert decode error"),
+        AlertDescription::DecryptError => {
+            ("TLSV1_ALERT_DECRYPT_ERROR", "tlsv1 alert decrypt error")
+        }
+        AlertDescription::ProtocolVersion => (
+            "TLSV1_ALERT_PROTOCOL_VERSION",
+            "tlsv1 alert protocol version",
+        ),
+        AlertDescription::InsufficientSecurity => (
+            "TLSV1_ALERT_INSUFFICIENT_SECURITY",
+            "tlsv1 alert insufficient security",
+        ),
+        AlertDescription::InternalError => {
+            ("TLSV1_ALERT_INTERNAL_ERROR", "tlsv1 alert internal error")
+        }
+        AlertDescription::UnrecognisedName => {
+            ("TLSV1_UNRECOGNIZED_NAME", "tlsv1 unrecognized name")
+        }
+        AlertDescription::UnsupportedExtension => (
+            "TLSV1_ALERT_UNSUPPORTED_EXTENSION",
+            "tlsv1 alert unsupported extension",
+        ),
+        AlertDescription::CertificateRequired => (
+            "TLSV13_ALERT_CERTIFICATE_REQUIRED",
+            "tlsv13 alert certificate required",
+        ),
+        AlertDescription::NoApplicationProtocol => (
+            "TLSV1_ALERT_NO_APPLICATION_PROTOCOL",
+            "tlsv1 alert no application protocol",
+        ),
+        _ => ("TLSV1_ALERT_UNKNOWN", "tlsv1 alert unknown"),
+    };
+    let number = u8::from(alert);
+    Error::tls(
+        format!("ERR_SSL_{reason}"),
+        format!("{text} (SSL alert number {number})"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cipher_strings_select_suites_by_either_name() {
+        let suites =
+            cipher_suites("ECDHE-RSA-AES128-GCM-SHA256:TLS_AES_256_GCM_SHA384:HIGH:!aNULL");
+        assert_eq!(
+            suites,
+            vec![
+                CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+                CipherSuite::TLS13_AES_256_GCM_SHA384
+            ]
+        );
+        assert!(cipher_suites("DES-CBC3-SHA:RC4-MD5").is_empty());
+        assert_eq!(
+            cipher_names(CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
+            (
+                "ECDHE-RSA-AES128-GCM-SHA256",
+                "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+            )
+        );
+    }
+
+    #[test]
+    fn alerts_read_as_openssl_reports_them() {
+        let err = alert_error(AlertDescription::HandshakeFailure);
+        assert_eq!(err.code(), "ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE");
+        assert_eq!(
+            err.message(),
+            "sslv3 alert handshake failure (SSL alert number 40)"
+        );
+        assert_eq!(
+            alert_error(AlertDescription::CertificateRequired).code(),
+            "ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED"
+        );
+    }
+}

@@ -1,0 +1,350 @@
+//! Handshakes against a rustls server on loopback, with the committed fixture certificates
+//! (`__test__/fixtures/tls`), verified for real.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::ServerConfig;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+use super::*;
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = format!(
+        "{}/__test__/fixtures/tls/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn chain(name: &str) -> Vec<CertificateDer<'static>> {
+    CertificateDer::pem_slice_iter(&fixture(name))
+        .map(|c| c.unwrap())
+        .collect()
+}
+
+fn key(name: &str) -> PrivateKeyDer<'static> {
+    PrivateKeyDer::from_pem_slice(&fixture(name)).unwrap()
+}
+
+static BOTH: [&rustls::SupportedProtocolVersion; 2] =
+    [&rustls::version::TLS13, &rustls::version::TLS12];
+static TLS12_ONLY: [&rustls::SupportedProtocolVersion; 1] = [&rustls::version::TLS12];
+
+struct Server {
+    cert: &'static str,
+    key: &'static str,
+    versions: &'static [&'static rustls::SupportedProtocolVersion],
+    client_ca: Option<&'static str>,
+    alpn: Vec<Vec<u8>>,
+}
+
+impl Server {
+    fn new(cert: &'static str, key: &'static str) -> Self {
+        Server {
+            cert,
+            key,
+            versions: &BOTH,
+            client_ca: None,
+            alpn: Vec::new(),
+        }
+    }
+
+    /// Serves `connections` handshakes, answering "pong" to each "ping"; returns the port.
+    async fn start(self, connections: usize) -> u16 {
+        let builder = ServerConfig::builder_with_protocol_versions(self.versions);
+        let builder = match self.client_ca {
+            Some(ca) => {
+                let mut roots = RootCertStore::empty();
+                for c in chain(ca) {
+                    roots.add(c).unwrap();
+                }
+                builder.with_client_cert_verifier(
+                    WebPkiClientVerifier::builder(Arc::new(roots))
+                        .build()
+                        .unwrap(),
+                )
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder
+            .with_single_cert(chain(self.cert), key(self.key))
+            .unwrap();
+        config.alpn_protocols = self.alpn;
+        config.ticketer = rustls::crypto::ring::Ticketer::new().unwrap();
+        let acceptor = TlsAcceptor::from(Arc::new(config));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            for _ in 0..connections {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    return;
+                };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut tls) = acceptor.accept(tcp).await {
+                        let mut buf = [0u8; 4];
+                        if tls.read_exact(&mut buf).await.is_ok() {
+                            let _ = tls.write_all(b"pong").await;
+                            let _ = tls.flush().await;
+                        }
+                    }
+                });
+            }
+        });
+        port
+    }
+}
+
+fn options(ca: &[&str]) -> TlsOptions {
+    TlsOptions {
+        ca: (!ca.is_empty()).then(|| ca.iter().map(|c| fixture(c)).collect()),
+        reject_unauthorized: true,
+        max_cached_sessions: 100,
+        ..TlsOptions::default()
+    }
+}
+
+const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+async fn connect(
+    port: u16,
+    config: &TlsConfig,
+    servername: Option<&str>,
+) -> Result<TlsInfo, Error> {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (mut stream, info) = handshake(tcp, config, server_name(servername, LOCALHOST)).await?;
+    stream.write_all(b"ping").await.unwrap();
+    let mut buf = [0u8; 4];
+    stream.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"pong");
+    Ok(info)
+}
+
+async fn failure(server: Server, ca: &[&str]) -> String {
+    let port = server.start(1).await;
+    let config = TlsConfig::new(&options(ca)).unwrap();
+    let err = connect(port, &config, Some("localhost")).await.unwrap_err();
+    format!("{} {}", err.code(), err.message())
+}
+
+#[tokio::test]
+async fn a_good_chain_verifies_and_reports_the_session() {
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(1)
+        .await;
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    let info = connect(port, &config, Some("localhost")).await.unwrap();
+    assert_eq!(info.protocol, "TLSv1.3");
+    assert_eq!(info.cipher.0, info.cipher.1, "TLS 1.3 suites have one name");
+    assert!(info.cipher.0.starts_with("TLS_AES_"), "{:?}", info.cipher);
+    assert_eq!(info.peer_chain.len(), 2);
+    assert_eq!(info.authorization_error, None);
+    assert_eq!(info.servername.as_deref(), Some("localhost"));
+    assert!(!info.resumed);
+}
+
+#[tokio::test]
+async fn sessions_resume_on_the_next_connection() {
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(2)
+        .await;
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    assert!(
+        !connect(port, &config, Some("localhost"))
+            .await
+            .unwrap()
+            .resumed
+    );
+    assert!(
+        connect(port, &config, Some("localhost"))
+            .await
+            .unwrap()
+            .resumed
+    );
+}
+
+#[tokio::test]
+async fn tls_1_2_reports_openssl_cipher_names() {
+    let mut server = Server::new("localhost-chain.pem", "localhost-key.pem");
+    server.versions = &TLS12_ONLY;
+    let port = server.start(1).await;
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    let info = connect(port, &config, Some("localhost")).await.unwrap();
+    assert_eq!(info.protocol, "TLSv1.2");
+    assert!(info.cipher.0.starts_with("ECDHE-"), "{:?}", info.cipher);
+    assert!(info.cipher.1.starts_with("TLS_ECDHE_"), "{:?}", info.cipher);
+}
+
+#[tokio::test]
+async fn a_self_signed_certificate_given_as_ca_is_trusted_as_node_trusts_it() {
+    // Made by `openssl req -x509`: marked CA:TRUE, which webpki refuses as an end entity.
+    let port = Server::new("self-signed.pem", "self-signed-key.pem")
+        .start(1)
+        .await;
+    let config = TlsConfig::new(&options(&["self-signed.pem"])).unwrap();
+    connect(port, &config, Some("localhost")).await.unwrap();
+}
+
+#[tokio::test]
+async fn verification_failures_carry_openssl_codes() {
+    let cases = [
+        (
+            Server::new("self-signed.pem", "self-signed-key.pem"),
+            "DEPTH_ZERO_SELF_SIGNED_CERT self-signed certificate",
+        ),
+        (
+            Server::new("expired.pem", "expired-key.pem"),
+            "CERT_HAS_EXPIRED certificate has expired",
+        ),
+        (
+            Server::new("notyet.pem", "notyet-key.pem"),
+            "CERT_NOT_YET_VALID certificate is not yet valid",
+        ),
+        (
+            Server::new("unknown-ca.pem", "unknown-ca-key.pem"),
+            "UNABLE_TO_VERIFY_LEAF_SIGNATURE unable to verify the first certificate",
+        ),
+        (
+            Server::new("unknown-ca-chain.pem", "unknown-ca-key.pem"),
+            "SELF_SIGNED_CERT_IN_CHAIN self-signed certificate in certificate chain",
+        ),
+        (
+            // The server forgets its intermediate: the chain cannot be built.
+            Server::new("localhost.pem", "localhost-key.pem"),
+            "UNABLE_TO_VERIFY_LEAF_SIGNATURE unable to verify the first certificate",
+        ),
+    ];
+    for (server, expected) in cases {
+        let cert = server.cert;
+        assert_eq!(failure(server, &["ca.pem"]).await, expected, "{cert}");
+    }
+}
+
+#[tokio::test]
+async fn reject_unauthorized_false_connects_and_reports_why() {
+    let port = Server::new("self-signed.pem", "self-signed-key.pem")
+        .start(1)
+        .await;
+    let mut opts = options(&["ca.pem"]);
+    opts.reject_unauthorized = false;
+    let config = TlsConfig::new(&opts).unwrap();
+    let info = connect(port, &config, Some("localhost")).await.unwrap();
+    assert_eq!(
+        info.authorization_error.map(|f| f.code),
+        Some("DEPTH_ZERO_SELF_SIGNED_CERT")
+    );
+}
+
+#[tokio::test]
+async fn names_are_left_to_check_server_identity() {
+    // The chain is good; the name is wrong. Node checks names after the handshake, with
+    // checkServerIdentity, and so does hyperagent.
+    let port = Server::new("wrong-host.pem", "wrong-host-key.pem")
+        .start(1)
+        .await;
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    let info = connect(port, &config, Some("localhost")).await.unwrap();
+    assert_eq!(info.authorization_error, None);
+}
+
+#[tokio::test]
+async fn alpn_is_negotiated() {
+    let mut server = Server::new("localhost-chain.pem", "localhost-key.pem");
+    server.alpn = vec![b"http/1.1".to_vec()];
+    let port = server.start(1).await;
+    let mut opts = options(&["ca.pem"]);
+    opts.alpn = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let info = connect(port, &TlsConfig::new(&opts).unwrap(), Some("localhost"))
+        .await
+        .unwrap();
+    assert_eq!(info.alpn.as_deref(), Some(&b"http/1.1"[..]));
+}
+
+#[tokio::test]
+async fn client_certificates_are_presented_when_asked() {
+    let mut server = Server::new("localhost-chain.pem", "localhost-key.pem");
+    server.client_ca = Some("ca.pem");
+    let port = server.start(2).await;
+    let mut opts = options(&["ca.pem"]);
+    opts.identities = vec![(fixture("client.pem"), fixture("client-key.pem"))];
+    connect(port, &TlsConfig::new(&opts).unwrap(), Some("localhost"))
+        .await
+        .unwrap();
+
+    // Without one, the server refuses: an alert, in OpenSSL's words.
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let outcome = async {
+        let (mut stream, _) =
+            handshake(tcp, &config, server_name(Some("localhost"), LOCALHOST)).await?;
+        // TLS 1.3 reports the server's refusal after the handshake, on the first read.
+        stream
+            .write_all(b"ping")
+            .await
+            .map_err(|e| Error::io(&e, "write"))?;
+        let mut buf = [0u8; 4];
+        match stream.read_exact(&mut buf).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(read_error(&e)),
+        }
+    }
+    .await;
+    let err = outcome.unwrap_err();
+    assert!(
+        err.code().starts_with("ERR_SSL_"),
+        "{} {}",
+        err.code(),
+        err.message()
+    );
+}
+
+#[test]
+fn bad_options_are_named() {
+    let mut opts = options(&[]);
+    opts.ca = Some(vec![b"not a certificate".to_vec()]);
+    assert!(TlsConfig::new(&opts).is_err());
+    let mut opts = options(&[]);
+    opts.min_version = Some("TLSv9".into());
+    assert_eq!(
+        TlsConfig::new(&opts).err().unwrap().code(),
+        "ERR_TLS_INVALID_PROTOCOL_VERSION"
+    );
+    let mut opts = options(&[]);
+    opts.max_version = Some("TLSv1.1".into());
+    assert_eq!(
+        TlsConfig::new(&opts).err().unwrap().code(),
+        "ERR_HYPERAGENT_UNSUPPORTED"
+    );
+    let mut opts = options(&[]);
+    opts.ciphers = Some("RC4-MD5".into());
+    assert_eq!(
+        TlsConfig::new(&opts).err().unwrap().code(),
+        "ERR_HYPERAGENT_UNSUPPORTED"
+    );
+}
+
+#[test]
+fn servername_rules_follow_node() {
+    assert!(matches!(
+        server_name(Some("example.com"), LOCALHOST),
+        ServerName::DnsName(_)
+    ));
+    assert!(matches!(
+        server_name(Some(""), LOCALHOST),
+        ServerName::IpAddress(_)
+    ));
+    assert!(matches!(
+        server_name(None, LOCALHOST),
+        ServerName::IpAddress(_)
+    ));
+    assert!(matches!(
+        server_name(Some("10.0.0.1"), LOCALHOST),
+        ServerName::IpAddress(_)
+    ));
+}
