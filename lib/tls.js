@@ -119,6 +119,24 @@ function normalizeServerName(options, req) {
   options.servername = net.isIP(servername) ? '' : servername;
 }
 
+const PEM_CERT = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
+
+// The certificates of a `ca` option, parsed by Node.
+function trustedCertificates(ca) {
+  const out = [];
+  for (const entry of ca === undefined || ca === null ? [] : Array.isArray(ca) ? ca : [ca]) {
+    const text = Buffer.isBuffer(entry) || entry instanceof Uint8Array ? Buffer.from(entry).toString('latin1') : String(entry);
+    for (const pem of text.match(PEM_CERT) || []) {
+      try {
+        out.push(new crypto.X509Certificate(pem));
+      } catch {
+        // Not a certificate Node can read: it cannot be the issuer either.
+      }
+    }
+  }
+  return out;
+}
+
 // The face of a TLS connection: a NativeSocket with TLSSocket's properties and methods.
 class NativeTlsSocket extends NativeSocket {
   constructor(agent, name, options) {
@@ -187,10 +205,18 @@ class NativeTlsSocket extends NativeSocket {
     const info = this[kInfo];
     if (!info || info.peerChain.length === 0) return {};
     if (this[kPeerCerts] === null) {
-      this[kPeerCerts] = info.peerChain.map((der) => new crypto.X509Certificate(der));
+      const chain = info.peerChain.map((der) => new crypto.X509Certificate(der));
+      // As OpenSSL's verified chain: up to the trusted root, when the root is one of `ca`.
+      const top = chain[chain.length - 1];
+      if (!top.checkIssued(top)) {
+        const root = trustedCertificates(this[kOptions].ca).find((c) => top.checkIssued(c));
+        if (root) chain.push(root);
+      }
+      this[kPeerCerts] = chain;
     }
     const certs = this[kPeerCerts].map((x) => x.toLegacyObject());
     if (!detailed) return certs[0];
+    if (!this.authorized && this.authorizationError !== null) return certs[0];
     for (let i = 0; i < certs.length; i++) {
       const issuer = certs[i + 1];
       if (issuer) certs[i].issuerCertificate = issuer;

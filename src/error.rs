@@ -34,6 +34,8 @@ struct Inner {
     hostname: Option<String>,
     /// For [`Kind::Tls`]: the code and message.
     tls: Option<(String, String)>,
+    /// Appended to an OS error's message (`write EPROTO <what OpenSSL would say>`).
+    detail: Option<String>,
 }
 
 impl Error {
@@ -46,6 +48,7 @@ impl Error {
                 port: None,
                 hostname: None,
                 tls: None,
+                detail: None,
             }),
         }
     }
@@ -77,6 +80,12 @@ impl Error {
         let mut err = Self::new(Kind::Tls, "");
         err.inner.tls = Some((code.into(), message.into()));
         err
+    }
+
+    /// Adds what went wrong, after the `<syscall> <code>` of the message.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.inner.detail = Some(detail.into());
+        self
     }
 
     /// Names the peer the failed call was talking to.
@@ -146,6 +155,10 @@ impl Error {
             if let Some(port) = self.inner.port {
                 msg.push_str(&format!(":{port}"));
             }
+        }
+        if let Some(detail) = &self.inner.detail {
+            msg.push(' ');
+            msg.push_str(detail);
         }
         msg
     }

@@ -28,7 +28,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::error::Error;
 
-pub use names::{alert_error, cipher_names};
+pub use names::{alert_error, cipher_names, handshake_alert_error};
 
 /// `https.Agent` / `tls.connect` options, as bytes and strings (the binding converts them).
 #[derive(Clone, Debug, Default)]
@@ -373,7 +373,7 @@ fn handshake_error(err: &std::io::Error, verify: Option<VerifyFailure>) -> Error
         .get_ref()
         .and_then(|e| e.downcast_ref::<rustls::Error>())
     {
-        Some(rustls::Error::AlertReceived(alert)) => alert_error(*alert),
+        Some(rustls::Error::AlertReceived(alert)) => handshake_alert_error(*alert),
         Some(rustls::Error::PeerIncompatible(why)) => Error::tls(
             "ERR_SSL_UNSUPPORTED_PROTOCOL",
             format!("the server and hyperagent share no TLS version or cipher suite ({why:?})"),

@@ -86,9 +86,24 @@ pub fn supported_cipher_list() -> String {
         .join(":")
 }
 
-/// A fatal alert from the server, as Node reports it: OpenSSL's reason as the code
-/// (`ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE`) and the alert in the message.
+/// A fatal alert from the server on an established connection, as Node reports it: OpenSSL's
+/// reason as the code (`ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED`), the alert in the message.
 pub fn alert_error(alert: AlertDescription) -> Error {
+    let (reason, text, number) = alert_names(alert);
+    Error::tls(
+        format!("ERR_SSL_{reason}"),
+        format!("{text} (SSL alert number {number})"),
+    )
+}
+
+/// A fatal alert during the handshake, as Node reports it there: `EPROTO` on the write that
+/// met it, with OpenSSL's text (`write EPROTO ... tlsv1 alert protocol version ...`).
+pub fn handshake_alert_error(alert: AlertDescription) -> Error {
+    let (_, text, number) = alert_names(alert);
+    Error::os(libc::EPROTO, "write").with_detail(format!("{text}: SSL alert number {number}"))
+}
+
+fn alert_names(alert: AlertDescription) -> (&'static str, &'static str, u8) {
     let (reason, text) = match alert {
         AlertDescription::HandshakeFailure => (
             "SSLV3_ALERT_HANDSHAKE_FAILURE",
@@ -160,11 +175,7 @@ pub fn alert_error(alert: AlertDescription) -> Error {
         ),
         _ => ("TLSV1_ALERT_UNKNOWN", "tlsv1 alert unknown"),
     };
-    let number = u8::from(alert);
-    Error::tls(
-        format!("ERR_SSL_{reason}"),
-        format!("{text} (SSL alert number {number})"),
-    )
+    (reason, text, u8::from(alert))
 }
 
 #[cfg(test)]
