@@ -31,7 +31,8 @@ function run(cmd, args, opts = {}) {
 
 function napiCli() {
   try {
-    return require.resolve('@napi-rs/cli/dist/cli.js', { paths: [root] });
+    const manifest = require.resolve('@napi-rs/cli/package.json', { paths: [root] });
+    return path.join(path.dirname(manifest), require(manifest).bin.napi);
   } catch {
     return null;
   }
