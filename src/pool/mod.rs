@@ -91,6 +91,15 @@ pub struct Grant {
     pub waiter: WaiterId,
 }
 
+/// What a checkout makes of an idle connection (see [`Pool::checkout`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fit {
+    Take,
+    /// Healthy, but for the other request path.
+    Other,
+    Dead,
+}
+
 /// Why an idle connection left the pool without being used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Eviction {
@@ -98,7 +107,8 @@ pub enum Eviction {
     Expired,
     /// The peer closed it, reset it, or sent bytes nobody asked for.
     Dead,
-    /// Closed to make room under `maxTotalSockets` for a request to another key.
+    /// Closed to make room: for a request to another key under `maxTotalSockets`, or for the
+    /// other request path under `maxSockets`.
     Room,
 }
 
@@ -212,36 +222,60 @@ impl<C> Pool<C> {
 
     /// Takes an idle connection of `key`, or a slot for a new one, or queues.
     ///
-    /// `usable` is asked about each idle candidate before it is handed out (the binding peeks at
-    /// the socket for a FIN, an RST or stray bytes that its idle watch has not seen yet);
-    /// candidates it rejects, and idle connections of other keys closed to make room under
-    /// `maxTotalSockets`, are pushed to `discard` for the caller to close.
+    /// `fit` judges each idle candidate, in scheduling order: [`Fit::Take`] hands it out;
+    /// [`Fit::Dead`] means it cannot carry a request any more (the binding peeks at the socket
+    /// for a FIN, an RST or stray bytes its idle watch has not seen yet) and it is discarded;
+    /// [`Fit::Other`] means it is healthy but belongs to the other request path, and it stays
+    /// unless its slot is needed. Discarded connections, and idle ones closed to make room
+    /// (of another path, or under `maxTotalSockets` of another key), go to `discard` for the
+    /// caller to close.
     pub fn checkout(
         &mut self,
         key: KeyId,
-        mut usable: impl FnMut(&C) -> bool,
+        mut fit: impl FnMut(&C) -> Fit,
         discard: &mut Vec<(C, Eviction)>,
     ) -> Checkout<C> {
         let lifo = self.limits.scheduling == Scheduling::Lifo;
+        let mut i = 0;
         loop {
             let k = &mut self.keys[key.0 as usize];
-            let next = if lifo {
-                k.idle.pop_back()
-            } else {
-                k.idle.pop_front()
-            };
-            let Some(idle) = next else { break };
-            self.expiry.remove(&(idle.deadline, idle.seq, key));
-            if usable(&idle.conn) {
-                self.keys[key.0 as usize].busy += 1;
-                return Checkout::Reuse(idle.conn);
+            let len = k.idle.len();
+            if i >= len {
+                break;
             }
-            self.total -= 1;
-            self.stats.close_socket_count += 1;
-            discard.push((idle.conn, Eviction::Dead));
+            let pos = if lifo { len - 1 - i } else { i };
+            match fit(&k.idle[pos].conn) {
+                Fit::Other => {
+                    i += 1;
+                    continue;
+                }
+                verdict => {
+                    let idle = k.idle.remove(pos).expect("index in range");
+                    self.expiry.remove(&(idle.deadline, idle.seq, key));
+                    if verdict == Fit::Take {
+                        self.keys[key.0 as usize].busy += 1;
+                        return Checkout::Reuse(idle.conn);
+                    }
+                    self.total -= 1;
+                    self.stats.close_socket_count += 1;
+                    discard.push((idle.conn, Eviction::Dead));
+                }
+            }
         }
 
-        let under_key = self.keys[key.0 as usize].count() < self.limits.max_sockets;
+        let mut under_key = self.keys[key.0 as usize].count() < self.limits.max_sockets;
+        if !under_key || self.total >= self.limits.max_total_sockets {
+            // Healthy idle connections of the other path give their slot up first, the one
+            // idle longest.
+            let k = &mut self.keys[key.0 as usize];
+            if let Some(idle) = k.idle.pop_front() {
+                self.expiry.remove(&(idle.deadline, idle.seq, key));
+                self.total -= 1;
+                self.stats.close_socket_count += 1;
+                discard.push((idle.conn, Eviction::Room));
+                under_key = true;
+            }
+        }
         if under_key && self.total >= self.limits.max_total_sockets {
             // A request should not starve behind idle connections to other origins: close the
             // one that has been idle longest (earliest deadline) to make room.

@@ -33,7 +33,7 @@ fn filled(origins: usize, idle: usize) -> (Pool<u64>, Vec<KeyId>) {
         let key = pool.key(&format!("origin-{o}.example:80:"));
         for _ in 0..idle {
             assert_eq!(
-                pool.checkout(key, |_| true, &mut discard),
+                pool.checkout(key, |_| Fit::Take, &mut discard),
                 Checkout::Connect
             );
             pool.connected(key);
@@ -66,7 +66,7 @@ fn measure(origins: usize, idle: usize) -> f64 {
             }
             let key = keys[at];
             at = (at + stride) % keys.len();
-            let Checkout::Reuse(conn) = pool.checkout(key, |_| true, &mut discard) else {
+            let Checkout::Reuse(conn) = pool.checkout(key, |_| Fit::Take, &mut discard) else {
                 panic!("an idle connection was expected");
             };
             let released = pool.release(key, black_box(conn), KEEP, now);

@@ -13,7 +13,7 @@ const KEEP: Option<Duration> = Some(Duration::from_secs(4));
 
 fn checkout(pool: &mut Pool<u32>, key: KeyId) -> Checkout<u32> {
     let mut discard = Vec::new();
-    let out = pool.checkout(key, |_| true, &mut discard);
+    let out = pool.checkout(key, |_| Fit::Take, &mut discard);
     assert!(discard.is_empty(), "nothing should have been discarded");
     out
 }
@@ -182,7 +182,10 @@ fn idle_connections_of_other_keys_make_room_under_max_total() {
     assert_eq!(checkout(&mut pool, a), Checkout::Connect);
     assert_eq!(pool.release(a, 1, KEEP, Instant::now()), Release::Idle);
     let mut discard = Vec::new();
-    assert_eq!(pool.checkout(b, |_| true, &mut discard), Checkout::Connect);
+    assert_eq!(
+        pool.checkout(b, |_| Fit::Take, &mut discard),
+        Checkout::Connect
+    );
     assert_eq!(discard, vec![(1, Eviction::Room)]);
     assert_eq!(pool.total(), 1);
     assert_eq!(pool.idle_total(), 0);
@@ -200,7 +203,11 @@ fn a_stale_idle_connection_is_discarded_at_checkout() {
     let mut discard = Vec::new();
     // 2 (the most recent) is dead: the checkout skips it and takes 1.
     assert_eq!(
-        pool.checkout(key, |&c| c != 2, &mut discard),
+        pool.checkout(
+            key,
+            |&c| if c == 2 { Fit::Dead } else { Fit::Take },
+            &mut discard
+        ),
         Checkout::Reuse(1)
     );
     assert_eq!(discard, vec![(2, Eviction::Dead)]);
@@ -389,7 +396,14 @@ fn limits_hold_under_any_interleaving() {
             match next(4) {
                 0 | 1 => {
                     let mut discard = Vec::new();
-                    match pool.checkout(key, |_| next(5) != 0, &mut discard) {
+                    match pool.checkout(
+                        key,
+                        |_| {
+                            [Fit::Take, Fit::Take, Fit::Take, Fit::Other, Fit::Dead]
+                                [next(5) as usize]
+                        },
+                        &mut discard,
+                    ) {
                         Checkout::Reuse(c) => busy.push((key, c)),
                         Checkout::Connect => {
                             next_conn += 1;
@@ -456,4 +470,25 @@ fn limits_hold_under_any_interleaving() {
             assert_eq!(pool.total(), busy.len() + pool.idle_total());
         }
     }
+}
+
+#[test]
+fn idle_connections_of_the_other_path_stay_unless_their_slot_is_needed() {
+    // Odd ids belong to the other path.
+    let fit = |c: &u32| if c % 2 == 1 { Fit::Other } else { Fit::Take };
+    let mut pool = Pool::new(limits(2, 256, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("k");
+    let now = Instant::now();
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
+    let mut discard = Vec::new();
+    // Under maxSockets: a new connection, the other path's idle one stays.
+    assert_eq!(pool.checkout(key, fit, &mut discard), Checkout::Connect);
+    assert!(discard.is_empty());
+    assert_eq!(pool.idle_total(), 1);
+    // At maxSockets: the other path's idle connection gives its slot up.
+    assert_eq!(pool.checkout(key, fit, &mut discard), Checkout::Connect);
+    assert_eq!(discard, vec![(1, Eviction::Room)]);
+    assert_eq!(pool.total(), 2);
+    assert_eq!(pool.idle_total(), 0);
 }
