@@ -277,6 +277,15 @@ impl Conn {
         }
     }
 
+    /// What a drop-in checkout makes of this idle connection.
+    pub fn fit(&self) -> crate::pool::Fit {
+        if self.check_alive() {
+            crate::pool::Fit::Take
+        } else {
+            crate::pool::Fit::Dead
+        }
+    }
+
     /// Whether an idle connection can carry a request right now.
     pub fn check_alive(&self) -> bool {
         if let Some(remote) = self.pumped() {

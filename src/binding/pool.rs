@@ -18,7 +18,7 @@ use super::env::{Completion, EnvCtx, Established, Link, PumpSink};
 use super::js::{self, Ref};
 use super::uv::{self, Handle};
 use crate::error::Error;
-use crate::pool::{Checkout, Grant, KeyId, Limits, Pool, Release, Stats, WaiterId};
+use crate::pool::{Checkout, Fit, Grant, KeyId, Limits, Pool, Release, Stats, WaiterId};
 use crate::runtime::runtime;
 use crate::transport::pump::{self, Event, Remote};
 use crate::transport::tls::{self, TlsConfig, TlsOptions};
@@ -125,7 +125,7 @@ impl PoolCell {
         let ctx = &self.ctx;
         let out = st.pool.checkout(
             key,
-            |&id| ctx.conn(id).is_some_and(|c| c.check_alive()),
+            |&id| ctx.conn(id).map_or(Fit::Dead, |c| c.fit()),
             &mut discard,
         );
         let result = match out {
