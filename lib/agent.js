@@ -12,6 +12,8 @@ const { debuglog } = require('node:util');
 const binding = require('../binding.js');
 const { NativeSocket, kId, kName, kOptions } = require('./socket');
 const { tlsOptions, normalizeServerName, NativeTlsSocket } = require('./tls');
+const { request } = require('./request');
+const net = require('node:net');
 const errors = require('./errors');
 const { normalize } = require('./options');
 const constants = require('./constants');
@@ -38,6 +40,7 @@ const kServe = Symbol('hyperagent.serve');
 const kConnect = Symbol('hyperagent.connect');
 const kTls = Symbol('hyperagent.tls');
 const kSocketClass = Symbol('hyperagent.socketClass');
+const kOrigins = Symbol('hyperagent.origins');
 
 // Rust calls these on this thread's event loop, with the socket (or agent) as receiver.
 binding.init(
@@ -46,6 +49,7 @@ binding.init(
   (socket, desc) => socket._onError(desc),
   (socket, desc, info) => socket._onConnect(desc, info),
   (agent, waiter) => agent._onGrant(waiter),
+  (pending, kind, a, b, c, d, e) => pending._onEvent(kind, a, b, c, d, e),
 );
 
 function limitsOf(agent) {
@@ -93,6 +97,7 @@ class Agent extends Base {
     // Node's constructor registered its own pool logic on 'free'; ours replaces it.
     this.removeAllListeners('free');
     this[kKeys] = new Map();
+    this[kOrigins] = new Map();
     this[kWaiters] = new Map();
     this[kLastStats] = null;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
@@ -334,17 +339,106 @@ class Agent extends Base {
       if (kind === HANDOFF) binding.release(connId, defaultIdle(this));
       return;
     }
+    if (w.pending !== undefined) {
+      // An agent.request() waited: Rust sends it (replacing a drop-in connection if needed).
+      w.pending.waiter = -1;
+      if (kind === HANDOFF) binding.requestDispatch(w.pending.id, connId);
+      else binding.requestConnect(w.pending.id);
+      return;
+    }
     w.resource.runInAsyncScope(() => {
-      if (kind === HANDOFF) {
+      if (kind === HANDOFF && !binding.isPromiseConn(connId)) {
         debug('hand connection %d to waiter %d', connId, waiterId);
         this._reuse(this._face(connId, w.name, w.options), w.req);
       } else {
+        // A new connection; a promise-path connection handed over gives up its slot to it.
+        if (kind === HANDOFF) binding.retire(connId);
         const id = pool.openGranted(w.key);
         debug('create connection %d for waiter %d', id, waiterId);
         this._open(id, w.name, w.req, w.options);
       }
     });
     w.resource.emitDestroy();
+  }
+
+  // ---- agent.request() ----------------------------------------------------------------------
+
+  /**
+   * Sends a request with HTTP spoken by hyper in Rust, on this agent's pool. Resolves with
+   * `{ statusCode, statusMessage, headers, rawHeaders, trailers, body }` when the response
+   * head arrives; `body` is a Readable (also `.text()`, `.json()`, `.arrayBuffer()`).
+   */
+  request(url, options) {
+    return request(this, url, options);
+  }
+
+  get _poolId() {
+    return this[kPoolId];
+  }
+
+  // The pool key of an origin for agent.request(), as addRequest would name it.
+  _requestKey(url, options) {
+    const origin = url.protocol + url.host;
+    let key = this[kOrigins].get(origin);
+    if (options.maxResponseHeaderSize !== undefined) this[kPool].setMaxHeaderSize(options.maxResponseHeaderSize);
+    if (key !== undefined) return key;
+    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const port = url.port ? Number(url.port) : this.defaultPort;
+    const o = { __proto__: null, ...this.options, host, port };
+    if (this[kTls] && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
+    const name = this.getName(o);
+    key = this[kKeys].get(name);
+    if (key === undefined) {
+      key = this[kPool].key(name);
+      if (this[kTls]) {
+        const failure = this[kPool].setTls(key, tlsOptions(this, o));
+        if (failure) throw errors.systemError(failure);
+      }
+      this[kKeys].set(name, key);
+    }
+    const family = o.family === 4 || o.family === 6 ? o.family : 0;
+    this[kPool].setTarget(key, {
+      host,
+      port,
+      family,
+      localAddress: o.localAddress || undefined,
+      path: o.socketPath || undefined,
+      servername: this[kTls] ? o.servername : undefined,
+    });
+    this[kOrigins].set(origin, key);
+    return key;
+  }
+
+  _queuePromise(waiter, pending) {
+    this[kWaiters].set(waiter, { pending });
+  }
+
+  _cancelWaiter(waiter) {
+    this[kWaiters].delete(waiter);
+    this[kPool].cancel(waiter);
+  }
+
+  _serveVerdict(verdict) {
+    this[kServe](verdict, 0);
+  }
+
+  // An agent.request() exchange is over: its connection goes back to the pool, or closes.
+  _requestDone(connId, reusable, rawHeaders) {
+    let verdict;
+    if (!reusable) {
+      verdict = binding.close(connId);
+    } else {
+      let idle = this.keepAlive ? idleFor(this, rawHeaders || [], undefined) : -1;
+      const ttl = this.options.socketActiveTTL;
+      if (ttl > 0) {
+        const info = binding.info(connId);
+        const remaining = ttl - (info ? info.createdAtMsAgo : 0);
+        if (remaining <= 0) idle = -2;
+        else if (idle > 0) idle = Math.min(idle, remaining);
+      }
+      verdict = idle === -2 ? binding.close(connId) : binding.release(connId, idle);
+    }
+    if (verdict >= 0) this[kServe](verdict, connId);
   }
 
   // Called by Rust when a slot freed outside any JavaScript call (an idle connection died or
@@ -443,9 +537,14 @@ class HttpsAgent extends defineAgent(https.Agent, true) {}
 // sets it), shortened by the server's `Keep-Alive: timeout=N` hint as Node shortens it.
 // 0 means "do not keep".
 function idleTimeout(agent, socket) {
-  let idle = socket.freeSocketTimeout || socket.freeSocketKeepAliveTimeout || defaultIdle(agent);
   const res = socket._httpMessage && socket._httpMessage.res;
-  const hint = res ? keepAliveHeader(res.rawHeaders) : undefined;
+  return idleFor(agent, res ? res.rawHeaders : [], socket.freeSocketTimeout || socket.freeSocketKeepAliveTimeout);
+}
+
+// freeSocketTimeout (or a custom value), shortened by the response's Keep-Alive hint.
+function idleFor(agent, rawHeaders, custom) {
+  let idle = custom || defaultIdle(agent);
+  const hint = keepAliveHeader(rawHeaders);
   if (hint) {
     const m = /^timeout=(\d+)/.exec(hint);
     if (m) {

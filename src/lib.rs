@@ -1,10 +1,12 @@
 //! hyperagent: Node's `http.Agent` with its connection pool, sockets and DNS in Rust.
 //!
 //! - [`pool`]: the pool's bookkeeping (keys, idle lists, limits, waiters, expiry, statistics);
-//! - [`transport`]: DNS and TCP/Unix connect on tokio, liveness checks on idle sockets;
+//! - [`transport`]: DNS, TCP/Unix connect and TLS on tokio, liveness checks on idle sockets;
+//! - [`client`]: the promise path's HTTP/1.1 exchanges, spoken by hyper;
 //! - [`error`]: one error type, with Node's code, errno and syscall derived in one place;
 //! - `binding`: the napi surface and the JavaScript thread's byte path (not in `cargo test`).
 
+pub mod client;
 pub mod error;
 pub mod pool;
 pub mod runtime;

@@ -33,6 +33,7 @@ use super::env::EnvCtx;
 use super::js::{self, AsyncContext, Ref};
 use super::pool::PoolCell;
 use super::uv::{self, Handle};
+use crate::client;
 use crate::error::{errno_of, Error};
 use crate::pool::KeyId;
 use crate::transport::liveness::{self, Liveness};
@@ -93,6 +94,20 @@ pub struct Conn {
     /// Whether this connection keeps the thread's inbox referenced (a pumped connection
     /// serving a referenced socket keeps the process alive, as an active socket does).
     holding: Cell<bool>,
+    /// Which request path the connection serves: opened by one, it stays with it.
+    pub mode: Cell<Mode>,
+    /// For the promise path: hyper's request half while the connection is idle (an exchange
+    /// in flight holds it).
+    pub hyper: RefCell<Option<client::Sender>>,
+}
+
+/// The request path a connection belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// `http.request` through the agent: Node's HTTP code over a NativeSocket.
+    DropIn,
+    /// `agent.request()`: hyper on tokio.
+    Promise,
 }
 
 /// `write` results, as JavaScript reads them (negative values are `-errno`).
@@ -130,6 +145,8 @@ impl Conn {
             pumped: RefCell::new(None),
             tls: RefCell::new(None),
             holding: Cell::new(false),
+            mode: Cell::new(Mode::DropIn),
+            hyper: RefCell::new(None),
         }
     }
 
@@ -246,6 +263,9 @@ impl Conn {
     /// True when the connection may go back to the pool: nothing half-written, nothing
     /// half-closed.
     pub fn reusable(&self) -> bool {
+        if self.mode.get() == Mode::Promise {
+            return self.state.get() == State::Active && self.check_alive();
+        }
         if let Some(remote) = self.pumped() {
             return self.state.get() == State::Active && !self.eof.get() && remote.is_clean();
         }
@@ -277,9 +297,11 @@ impl Conn {
         }
     }
 
-    /// What a drop-in checkout makes of this idle connection.
-    pub fn fit(&self) -> crate::pool::Fit {
-        if self.check_alive() {
+    /// What a checkout for `mode` makes of this idle connection.
+    pub fn fit(&self, mode: Mode) -> crate::pool::Fit {
+        if self.mode.get() != mode {
+            crate::pool::Fit::Other
+        } else if self.check_alive() {
             crate::pool::Fit::Take
         } else {
             crate::pool::Fit::Dead
@@ -288,6 +310,9 @@ impl Conn {
 
     /// Whether an idle connection can carry a request right now.
     pub fn check_alive(&self) -> bool {
+        if self.mode.get() == Mode::Promise {
+            return self.hyper.borrow().as_ref().is_some_and(|s| !s.is_closed());
+        }
         if let Some(remote) = self.pumped() {
             // The pump reads an idle TLS connection all along: it knows of a close at once.
             return !remote.is_dead();
@@ -434,6 +459,8 @@ impl Conn {
         if let Some(poll) = self.poll.borrow_mut().take() {
             poll.close();
         }
+        // hyper closes the connection once its request half is gone.
+        self.hyper.borrow_mut().take();
         if let Some(remote) = self.pumped.borrow_mut().take() {
             remote.close();
             if self.holding.replace(false) {

@@ -21,6 +21,8 @@ use super::uv::{self, Handle};
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 
+use super::request::ReqState;
+use crate::client;
 use crate::error::Error;
 use crate::transport::pump::{Event, Remote, Sink};
 use crate::transport::tls::TlsInfo;
@@ -38,6 +40,8 @@ pub struct Callbacks {
     pub on_connect: Ref,
     /// `onGrant(agent, waiterId)`: a freed slot lets a queued request connect.
     pub on_grant: Ref,
+    /// `onRequest(handle, kind, ...)`: an event of an `agent.request()` exchange.
+    pub on_request: Ref,
 }
 
 /// Work finished on tokio, to be applied on the JavaScript thread.
@@ -49,7 +53,21 @@ pub enum Completion {
     },
     /// Something happened on a connection whose bytes stay on tokio (TLS).
     Pump { pool: u32, conn: u32, event: Event },
+    /// An event of an `agent.request()` exchange.
+    Req { req: u32, event: client::Event },
+    /// A promise-path connection was established (its exchange is running), or failed for
+    /// the request that opened it.
+    HyperConnected {
+        pool: u32,
+        conn: u32,
+        result: Result<HyperEstablished, (Error, u32)>,
+    },
+    /// A promise-path connection ended.
+    HyperClosed { pool: u32, conn: u32 },
 }
+
+/// Where a promise-path connection goes, and its TLS session.
+pub type HyperEstablished = (Option<SocketAddr>, Peer, Option<Box<TlsInfo>>);
 
 /// A connection ready for requests.
 pub struct Established {
@@ -133,6 +151,9 @@ pub struct EnvCtx {
     /// JavaScript name a connection by its id alone.
     conns: RefCell<HashMap<u32, Rc<Conn>>>,
     next_conn: Cell<u32>,
+    /// `agent.request()` calls in flight or queued, by id.
+    requests: RefCell<HashMap<u32, Rc<ReqState>>>,
+    next_request: Cell<u32>,
     /// The reusable buffer sockets read into before copying into a JavaScript Buffer.
     pub read_buf: RefCell<Box<[u8]>>,
 }
@@ -159,6 +180,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
             callbacks.on_error,
             callbacks.on_connect,
             callbacks.on_grant,
+            callbacks.on_request,
         ] {
             r.delete(env);
         }
@@ -184,6 +206,8 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         next_pool: Cell::new(1),
         conns: RefCell::new(HashMap::new()),
         next_conn: Cell::new(1),
+        requests: RefCell::new(HashMap::new()),
+        next_request: Cell::new(1),
         read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
     });
     // SAFETY: this thread's running loop; the handle's data is the context, which outlives it
@@ -262,6 +286,24 @@ impl EnvCtx {
         ids.iter().filter_map(|id| conns.remove(id)).collect()
     }
 
+    pub fn next_request_id(&self) -> u32 {
+        let id = self.next_request.get();
+        self.next_request.set(id.wrapping_add(1).max(1));
+        id
+    }
+
+    pub fn insert_request(&self, req: Rc<ReqState>) {
+        self.requests.borrow_mut().insert(req.id, req);
+    }
+
+    pub fn remove_request(&self, id: u32) -> Option<Rc<ReqState>> {
+        self.requests.borrow_mut().remove(&id)
+    }
+
+    pub fn request(&self, id: u32) -> Option<Rc<ReqState>> {
+        self.requests.borrow().get(&id).cloned()
+    }
+
     pub fn pool(&self, id: u32) -> Option<Rc<PoolCell>> {
         self.pools.borrow().get(&id).and_then(Weak::upgrade)
     }
@@ -311,6 +353,17 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
             Completion::Pump { pool, conn, event } => {
                 if let Some(cell) = ctx.pool(pool) {
                     cell.on_pump(conn, event);
+                }
+            }
+            Completion::Req { req, event } => ctx.on_request_event(req, event),
+            Completion::HyperConnected { pool, conn, result } => {
+                if let Some(cell) = ctx.pool(pool) {
+                    cell.hyper_connected(conn, result);
+                }
+            }
+            Completion::HyperClosed { pool, conn } => {
+                if let Some(cell) = ctx.pool(pool) {
+                    cell.hyper_closed(conn);
                 }
             }
         }

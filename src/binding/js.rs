@@ -145,6 +145,16 @@ pub fn string(env: sys::napi_env, s: &str) -> sys::napi_value {
     value
 }
 
+/// A string of latin1 bytes (HTTP header values, as Node's parser makes them).
+pub fn latin1(env: sys::napi_env, bytes: &[u8]) -> sys::napi_value {
+    let mut value = ptr::null_mut();
+    // SAFETY: a byte slice with its length.
+    unsafe {
+        sys::napi_create_string_latin1(env, bytes.as_ptr().cast(), bytes.len() as isize, &mut value)
+    };
+    value
+}
+
 pub fn number(env: sys::napi_env, n: f64) -> sys::napi_value {
     let mut value = ptr::null_mut();
     // SAFETY: plain value creation.
@@ -211,7 +221,7 @@ pub fn boolean(env: sys::napi_env, b: bool) -> sys::napi_value {
     value
 }
 
-fn array(env: sys::napi_env, items: &[sys::napi_value]) -> sys::napi_value {
+pub fn array(env: sys::napi_env, items: &[sys::napi_value]) -> sys::napi_value {
     let mut arr = ptr::null_mut();
     // SAFETY: plain value creation and element stores on this env.
     unsafe {

@@ -8,10 +8,12 @@ mod conn;
 mod env;
 mod js;
 mod pool;
+mod request;
 mod uv;
 
 use std::net::IpAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
@@ -33,6 +35,7 @@ pub fn init(
     on_error: Unknown,
     on_connect: Unknown,
     on_grant: Unknown,
+    on_request: Unknown,
 ) -> Result<()> {
     let raw = env.raw();
     // SAFETY: live function values from this call.
@@ -45,6 +48,7 @@ pub fn init(
             on_error: r(&on_error),
             on_connect: r(&on_connect),
             on_grant: r(&on_grant),
+            on_request: r(&on_request),
         },
     )?;
     Ok(())
@@ -148,6 +152,38 @@ fn limits(opts: &PoolOptions) -> Limits {
             Scheduling::Fifo
         },
     }
+}
+
+fn connect_target(target: ConnectTarget) -> Result<Target> {
+    if let Some(path) = target.path {
+        return Ok(Target::Unix { path });
+    }
+    let local_address =
+        match target.local_address {
+            Some(s) => Some(parse_ip(&s).ok_or_else(|| {
+                Error::new(Status::InvalidArg, format!("invalid localAddress: {s}"))
+            })?),
+            None => None,
+        };
+    let addresses = match target.addresses {
+        Some(list) => Some(
+            list.iter()
+                .map(|s| {
+                    parse_ip(s).ok_or_else(|| {
+                        Error::new(Status::InvalidArg, format!("invalid address: {s}"))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        None => None,
+    };
+    Ok(Target::Tcp {
+        host: target.host.unwrap_or_else(|| "localhost".into()),
+        port: target.port.unwrap_or(80) as u16,
+        family: Family::from_node(target.family.unwrap_or(0)),
+        local_address,
+        addresses,
+    })
 }
 
 fn family_name(ip: &IpAddr) -> String {
@@ -361,37 +397,7 @@ impl NativePool {
     #[napi]
     pub fn connect(&self, id: u32, target: ConnectTarget) -> Result<()> {
         let servername = target.servername.clone();
-        let target = match target.path {
-            Some(path) => Target::Unix { path },
-            None => {
-                let local_address = match target.local_address {
-                    Some(s) => Some(parse_ip(&s).ok_or_else(|| {
-                        Error::new(Status::InvalidArg, format!("invalid localAddress: {s}"))
-                    })?),
-                    None => None,
-                };
-                let addresses = match target.addresses {
-                    Some(list) => Some(
-                        list.iter()
-                            .map(|s| {
-                                parse_ip(s).ok_or_else(|| {
-                                    Error::new(Status::InvalidArg, format!("invalid address: {s}"))
-                                })
-                            })
-                            .collect::<Result<Vec<_>>>()?,
-                    ),
-                    None => None,
-                };
-                Target::Tcp {
-                    host: target.host.unwrap_or_else(|| "localhost".into()),
-                    port: target.port.unwrap_or(80) as u16,
-                    family: Family::from_node(target.family.unwrap_or(0)),
-                    local_address,
-                    addresses,
-                }
-            }
-        };
-        self.cell.connect(id, target, servername);
+        self.cell.connect(id, connect_target(target)?, servername);
         Ok(())
     }
 
@@ -420,6 +426,21 @@ impl NativePool {
                 code: e.code().to_owned(),
                 message: e.message(),
             })
+    }
+
+    /// Where the promise path connects for `key`.
+    #[napi]
+    pub fn set_target(&self, key: u32, target: ConnectTarget) -> Result<()> {
+        let servername = target.servername.clone();
+        self.cell
+            .set_target(KeyId(key), connect_target(target)?, servername);
+        Ok(())
+    }
+
+    /// The largest response head the promise path accepts, for new connections.
+    #[napi]
+    pub fn set_max_header_size(&self, bytes: u32) {
+        self.cell.max_header_size.set(bytes as usize);
     }
 
     /// Connection `id` leaves the pool's counts (HTTP upgrade). Returns a verdict.
@@ -496,5 +517,188 @@ impl NativePool {
                 waiting: k.waiting as u32,
             })
             .collect()
+    }
+}
+
+// ---- agent.request() --------------------------------------------------------------------------
+
+fn request_state(id: u32) -> Option<Rc<request::ReqState>> {
+    env::current()?.request(id)
+}
+
+/// Starts `agent.request()`. `headers` is `[name, value, ...]`, already validated. Returns
+/// `[requestId, waiterId]` (`waiterId` is -1 unless the request waits for a connection).
+#[napi]
+#[allow(clippy::too_many_arguments)]
+pub fn request(
+    pool: u32,
+    key: u32,
+    handle: Unknown,
+    method: String,
+    path: String,
+    headers: Vec<String>,
+    body: Option<Buffer>,
+    streamed: bool,
+    content_length: Option<f64>,
+    expect_continue: bool,
+    headers_timeout: f64,
+    body_timeout: f64,
+) -> Result<Vec<f64>> {
+    let ctx = ctx()?;
+    let cell = ctx
+        .pool(pool)
+        .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
+    let method = http::Method::from_bytes(method.as_bytes())
+        .map_err(|_| Error::new(Status::InvalidArg, format!("invalid method: {method}")))?;
+    let mut list = Vec::with_capacity(headers.len() / 2);
+    for pair in headers.chunks(2) {
+        let [name, value] = pair else { break };
+        let name = http::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| Error::new(Status::InvalidArg, format!("invalid header name: {name}")))?;
+        let value = http::HeaderValue::from_bytes(value.as_bytes()).map_err(|_| {
+            Error::new(
+                Status::InvalidArg,
+                format!("invalid header value for {name}"),
+            )
+        })?;
+        list.push((name, value));
+    }
+    let ctl = Arc::new(crate::client::Control::default());
+    let (mut req_body, writer) = if streamed {
+        let inbox = ctx.inbox.clone();
+        // The drain reaches the request through the inbox; its id is known once registered.
+        let id_slot = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let slot = id_slot.clone();
+        let (body, writer) =
+            crate::client::channel_body(content_length.map(|n| n as u64), move || {
+                let req = slot.load(std::sync::atomic::Ordering::Acquire);
+                inbox.post(env::Completion::Req {
+                    req,
+                    event: crate::client::Event::BodyDrain,
+                });
+            });
+        (body, Some((writer, id_slot)))
+    } else {
+        let bytes = body
+            .map(|b| bytes::Bytes::copy_from_slice(&b))
+            .unwrap_or_default();
+        let body = if bytes.is_empty() {
+            crate::client::empty_body()
+        } else {
+            crate::client::full_body(bytes)
+        };
+        (body, None)
+    };
+    let gate = expect_continue.then(|| Arc::new(tokio::sync::Notify::new()));
+    if let Some(gate) = &gate {
+        req_body = crate::client::gated(req_body, gate.clone());
+    }
+    let timeout = |ms: f64| (ms > 0.0 && ms.is_finite()).then(|| Duration::from_millis(ms as u64));
+    let spec = crate::client::Spec {
+        method,
+        path,
+        headers: list,
+        body: req_body,
+        expect_continue: gate,
+        headers_timeout: timeout(headers_timeout),
+        body_timeout: timeout(body_timeout),
+    };
+    let (writer, id_slot) = match writer {
+        Some((w, slot)) => (Some(w), Some(slot)),
+        None => (None, None),
+    };
+    let (req, waiter) = cell.request(KeyId(key), handle.raw(), spec, writer, ctl);
+    if let Some(slot) = id_slot {
+        slot.store(req.id, std::sync::atomic::Ordering::Release);
+    }
+    Ok(vec![req.id as f64, waiter.map_or(-1.0, |w| w as f64)])
+}
+
+/// A queued request got connection `conn` (a handoff): sends on it, or, if the connection
+/// belongs to the drop-in path, replaces it by a new one in the same slot.
+#[napi]
+pub fn request_dispatch(id: u32, conn_id: u32) {
+    let Some(req) = request_state(id) else { return };
+    let Some(conn) = conn(conn_id) else { return };
+    let Some(cell) = conn.pool() else { return };
+    if conn.mode.get() == conn::Mode::Promise {
+        cell.dispatch(&req, conn_id);
+    } else {
+        cell.retire(conn_id);
+        cell.connect_for(&req);
+    }
+}
+
+/// A queued request got a slot (a grant): connects for it.
+#[napi]
+pub fn request_connect(id: u32) {
+    if let Some(req) = request_state(id) {
+        req.pool().connect_for(&req);
+    }
+}
+
+/// Aborts request `id`. Returns a verdict (a waiter may connect in the freed slot).
+#[napi]
+pub fn request_abort(id: u32) -> f64 {
+    request_state(id).map_or(pool::verdict::NONE, |req| request::abort(&req))
+}
+
+/// The response stream wants one more chunk.
+#[napi]
+pub fn body_read(id: u32) {
+    if let Some(req) = request_state(id) {
+        request::grant(&req);
+    }
+}
+
+/// A chunk of a streamed request body. 0: more may follow; 1: wait for the drain event;
+/// 2: the request no longer wants it.
+#[napi]
+pub fn body_write(id: u32, chunk: BufferSlice) -> u32 {
+    let Some(req) = request_state(id) else {
+        return 2;
+    };
+    let writer = req.writer.borrow();
+    match writer
+        .as_ref()
+        .map(|w| w.write(request::body_chunk(&chunk)))
+    {
+        Some(crate::client::WriteResult::Ready) => 0,
+        Some(crate::client::WriteResult::Full) => 1,
+        _ => 2,
+    }
+}
+
+#[napi]
+pub fn body_end(id: u32) {
+    if let Some(req) = request_state(id) {
+        if let Some(w) = req.writer.borrow_mut().as_mut() {
+            w.end();
+        }
+    }
+}
+
+#[napi]
+pub fn body_fail(id: u32, message: String) {
+    if let Some(req) = request_state(id) {
+        if let Some(w) = req.writer.borrow_mut().as_mut() {
+            w.fail(message);
+        }
+    }
+}
+
+/// Whether connection `id` belongs to the promise path.
+#[napi]
+pub fn is_promise_conn(id: u32) -> bool {
+    conn(id).is_some_and(|c| c.mode.get() == conn::Mode::Promise)
+}
+
+/// Closes connection `id` whose slot goes to a request of the other path (the slot stays).
+#[napi]
+pub fn retire(id: u32) {
+    if let Some(c) = conn(id) {
+        if let Some(cell) = c.pool() {
+            cell.retire(id);
+        }
     }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use napi::sys;
 
-use super::conn::{Conn, State};
+use super::conn::{Conn, Mode, State};
 use super::env::{Completion, EnvCtx, Established, Link, PumpSink};
 use super::js::{self, Ref};
 use super::uv::{self, Handle};
@@ -61,6 +61,10 @@ pub struct PoolCell {
     pub state: RefCell<PoolState>,
     /// TLS configuration per key (HTTPS agents): every TLS option is part of the key's name.
     tls: RefCell<HashMap<KeyId, Arc<TlsConfig>>>,
+    /// Where the promise path connects for each key (set with the key's first request).
+    targets: RefCell<HashMap<KeyId, (Target, Option<String>)>>,
+    /// The largest response head the promise path accepts (`maxResponseHeaderSize`).
+    pub max_header_size: std::cell::Cell<usize>,
     timer: RefCell<Option<Handle>>,
     /// The JavaScript agent, weakly: the agent owns the pool, not the other way round.
     agent: Ref,
@@ -85,6 +89,8 @@ impl PoolCell {
             }),
             timer: RefCell::new(None),
             tls: RefCell::new(HashMap::new()),
+            targets: RefCell::new(HashMap::new()),
+            max_header_size: std::cell::Cell::new(16 * 1024),
             agent,
         });
         ctx.register_pool(&cell);
@@ -125,7 +131,7 @@ impl PoolCell {
         let ctx = &self.ctx;
         let out = st.pool.checkout(
             key,
-            |&id| ctx.conn(id).map_or(Fit::Dead, |c| c.fit()),
+            |&id| ctx.conn(id).map_or(Fit::Dead, |c| c.fit(Mode::DropIn)),
             &mut discard,
         );
         let result = match out {
@@ -146,6 +152,36 @@ impl PoolCell {
     /// A slot granted to a waiter: a new connection for it to bind a socket to and connect.
     pub fn open_granted(self: &Rc<Self>, key: KeyId) -> u32 {
         self.new_conn(key).id
+    }
+
+    pub fn new_conn_pub(self: &Rc<Self>, key: KeyId) -> Rc<Conn> {
+        self.new_conn(key)
+    }
+
+    pub fn set_target(&self, key: KeyId, target: Target, servername: Option<String>) {
+        self.targets.borrow_mut().insert(key, (target, servername));
+    }
+
+    pub fn target(&self, key: KeyId) -> Option<(Target, Option<String>)> {
+        self.targets.borrow().get(&key).cloned()
+    }
+
+    pub fn tls_config(&self, key: KeyId) -> Option<Arc<TlsConfig>> {
+        self.tls.borrow().get(&key).cloned()
+    }
+
+    pub fn notify_grants_pub(&self, grants: impl Iterator<Item = Grant>) {
+        self.notify_grants(grants)
+    }
+
+    /// Closes connection `id` whose slot goes on to a request of the other path: the slot
+    /// stays counted (the caller opens the new connection in it).
+    pub fn retire(&self, id: u32) {
+        if let Some(conn) = self.conn(id) {
+            self.ctx.remove_conn(id);
+            conn.close(self.env());
+            self.state.borrow_mut().pool.stats.close_socket_count += 1;
+        }
     }
 
     /// Sets the TLS configuration of `key` (an HTTPS agent's first request to it).

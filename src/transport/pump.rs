@@ -210,7 +210,7 @@ where
 }
 
 /// How an I/O error of the pumped stream reads in Node's terms (TLS alerts keep their names).
-fn stream_error(err: &std::io::Error, syscall: &'static str) -> Error {
+pub fn stream_error(err: &std::io::Error, syscall: &'static str) -> Error {
     match err
         .get_ref()
         .and_then(|e| e.downcast_ref::<rustls::Error>())

@@ -1,0 +1,362 @@
+'use strict';
+
+// agent.request(): a promise of { statusCode, statusMessage, headers, rawHeaders, trailers,
+// body }, with HTTP spoken by hyper in Rust on connections of the agent's own pool. This file
+// validates the call, starts it in Rust, and turns Rust's events (src/binding/request.rs) into
+// the promise and the body stream.
+
+const { Readable } = require('node:stream');
+const binding = require('../binding.js');
+const errors = require('./errors');
+
+// Event kinds from Rust (src/binding/request.rs `kind`).
+const HEAD = 0;
+const DATA = 1;
+const END = 2;
+const ERROR = 3;
+const DRAIN = 4;
+const DONE = 5;
+
+const TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
+const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+const DEFAULT_TIMEOUT = 300e3;
+
+function invalidToken(what, value) {
+  const err = new TypeError(`${what} must be a valid HTTP token ["${value}"]`);
+  err.code = 'ERR_INVALID_HTTP_TOKEN';
+  return err;
+}
+
+function invalidChar(name) {
+  const err = new TypeError(`Invalid character in header content ["${name}"]`);
+  err.code = 'ERR_INVALID_CHAR';
+  return err;
+}
+
+function abortError(signal) {
+  if (signal && signal.reason !== undefined) return signal.reason;
+  return new DOMException('This operation was aborted', 'AbortError');
+}
+
+// The URL as a string, a URL, or { origin, path }.
+function parseUrl(input) {
+  if (input instanceof URL) return input;
+  if (typeof input === 'string') {
+    try {
+      return new URL(input);
+    } catch {
+      throw errors.invalidArgValue('url', input, 'is not a valid URL');
+    }
+  }
+  if (input && typeof input === 'object' && typeof input.origin === 'string') {
+    try {
+      return new URL(input.path === undefined ? '/' : String(input.path), input.origin);
+    } catch {
+      throw errors.invalidArgValue('url', input, 'is not a valid URL');
+    }
+  }
+  throw errors.invalidArgType('url', 'of type string or an instance of URL, or { origin, path }', input);
+}
+
+// Headers as [name, value, ...]: from an object (array values repeat the name) or a flat array.
+function flattenHeaders(headers) {
+  const out = [];
+  const add = (name, value) => {
+    name = String(name);
+    if (!TOKEN.test(name)) throw invalidToken('Header name', name);
+    const values = Array.isArray(value) ? value : [value];
+    for (const v of values) {
+      if (v === undefined) continue;
+      const s = String(v);
+      if (BAD_VALUE.test(s)) throw invalidChar(name);
+      out.push(name, s);
+    }
+  };
+  if (headers === undefined || headers === null) return out;
+  if (Array.isArray(headers)) {
+    if (headers.length % 2 !== 0) throw errors.invalidArgValue('options.headers', headers, 'must hold name/value pairs');
+    for (let i = 0; i < headers.length; i += 2) add(headers[i], headers[i + 1]);
+    return out;
+  }
+  if (typeof headers !== 'object') throw errors.invalidArgType('options.headers', 'of type object or an Array', headers);
+  for (const name of Object.keys(headers)) add(name, headers[name]);
+  return out;
+}
+
+function hasHeader(flat, lower) {
+  for (let i = 0; i < flat.length; i += 2) if (flat[i].toLowerCase() === lower) return i;
+  return -1;
+}
+
+// What goes to Rust for a body: bytes (known length), or a source to stream.
+function bodyOf(body) {
+  if (body === undefined || body === null) return { bytes: null, source: null };
+  if (typeof body === 'string') return { bytes: Buffer.from(body), source: null };
+  if (Buffer.isBuffer(body)) return { bytes: body, source: null };
+  if (ArrayBuffer.isView(body)) return { bytes: Buffer.from(body.buffer, body.byteOffset, body.byteLength), source: null };
+  if (body instanceof ArrayBuffer) return { bytes: Buffer.from(body), source: null };
+  if (typeof body[Symbol.asyncIterator] === 'function' || typeof body[Symbol.iterator] === 'function') {
+    return { bytes: null, source: body };
+  }
+  throw errors.invalidArgType(
+    'options.body',
+    'a string, Buffer, Uint8Array, ArrayBuffer, Readable or async iterable',
+    body,
+  );
+}
+
+function duration(value, name) {
+  if (value === undefined) return DEFAULT_TIMEOUT;
+  if (typeof value !== 'number' || Number.isNaN(value) || value < 0) {
+    throw errors.invalidArgType(`options.${name}`, 'a non-negative number', value);
+  }
+  return value;
+}
+
+// Node's rules for joining repeated response headers (IncomingMessage#headers).
+const FIRST_WINS = new Set([
+  'content-type', 'content-length', 'user-agent', 'referer', 'host', 'authorization',
+  'proxy-authorization', 'if-modified-since', 'if-unmodified-since', 'from', 'location',
+  'max-forwards', 'retry-after', 'etag', 'last-modified', 'server', 'age', 'expires',
+]);
+
+function headerObject(raw) {
+  const out = {};
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    const value = raw[i + 1];
+    const prev = out[name];
+    if (prev === undefined) {
+      out[name] = name === 'set-cookie' ? [value] : value;
+    } else if (name === 'set-cookie') {
+      prev.push(value);
+    } else if (!FIRST_WINS.has(name)) {
+      out[name] = `${prev}${name === 'cookie' ? '; ' : ', '}${value}`;
+    }
+  }
+  return out;
+}
+
+// The response body: a Readable that asks Rust for one chunk whenever it wants more, so a
+// paused consumer stops the socket.
+class ResponseBody extends Readable {
+  constructor(pending) {
+    super();
+    this._pending = pending;
+  }
+
+  _read() {
+    this._pending.pull();
+  }
+
+  _destroy(err, cb) {
+    this._pending.bodyDestroyed();
+    cb(err);
+  }
+
+  async text() {
+    let out = '';
+    this.setEncoding('utf8');
+    for await (const chunk of this) out += chunk;
+    return out;
+  }
+
+  async json() {
+    return JSON.parse(await this.text());
+  }
+
+  async arrayBuffer() {
+    const chunks = [];
+    for await (const chunk of this) chunks.push(chunk);
+    const buf = Buffer.concat(chunks);
+    return buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength);
+  }
+
+  async blob() {
+    return new Blob([await this.arrayBuffer()]);
+  }
+}
+
+class Response {
+  constructor(statusCode, statusMessage, rawHeaders, body) {
+    this.statusCode = statusCode;
+    this.statusMessage = statusMessage;
+    this.rawHeaders = rawHeaders;
+    this.headers = headerObject(rawHeaders);
+    this.trailers = {};
+    this.body = body;
+  }
+}
+
+// One request in flight: receives Rust's events (its `_onEvent`) in the context of the
+// request() call.
+class PendingRequest {
+  constructor(agent, resolve, reject, signal) {
+    this.agent = agent;
+    this.resolve = resolve;
+    this.reject = reject;
+    this.signal = signal;
+    this.id = 0;
+    this.waiter = -1;
+    this.response = null;
+    this.done = false;
+    this.ended = false;
+    this.aborted = false;
+    this.drain = null;
+    this.onAbort = null;
+  }
+
+  _onEvent(kind, a, b, c, d, e) {
+    switch (kind) {
+      case HEAD: return this.onHead(a, b, c, d, e);
+      case DATA: return this.response && this.response.body.push(a);
+      case END: return this.onEnd(a);
+      case ERROR: return this.fail(errors.systemError(a));
+      case DRAIN: return this.onDrain();
+      case DONE: return this.onDone(a, b);
+      default: return undefined;
+    }
+  }
+
+  onHead(status, reason, raw, chunk, trailers) {
+    const body = new ResponseBody(this);
+    this.response = new Response(status, reason, raw, body);
+    if (chunk !== null) body.push(chunk);
+    if (trailers !== null) this.onEnd(trailers);
+    this.resolve(this.response);
+  }
+
+  onEnd(trailers) {
+    this.ended = true;
+    Object.assign(this.response.trailers, headerObject(trailers));
+    this.response.body.push(null);
+  }
+
+  onDrain() {
+    const drain = this.drain;
+    this.drain = null;
+    if (drain) drain();
+  }
+
+  onDone(connId, reusable) {
+    this.done = true;
+    this.cleanup();
+    this.onDrain();
+    if (connId !== 0) this.agent._requestDone(connId, reusable, this.response && this.response.rawHeaders);
+  }
+
+  fail(err) {
+    if (this.response === null) this.reject(err);
+    else if (!this.ended) this.response.body.destroy(err);
+  }
+
+  pull() {
+    if (!this.done && !this.ended && this.id !== 0) binding.bodyRead(this.id);
+  }
+
+  // The consumer destroyed the body before its end: the exchange stops, and its connection
+  // (mid-response) is closed.
+  bodyDestroyed() {
+    if (!this.ended && !this.done) this.abort(null);
+  }
+
+  abort(reason) {
+    if (this.done || this.aborted) return;
+    this.aborted = true;
+    this.cleanup();
+    if (this.waiter >= 0) this.agent._cancelWaiter(this.waiter);
+    const verdict = binding.requestAbort(this.id);
+    this.done = true;
+    this.onDrain();
+    if (verdict >= 0) this.agent._serveVerdict(verdict);
+    if (reason !== null) this.fail(reason);
+  }
+
+  cleanup() {
+    if (this.onAbort !== null) {
+      this.signal.removeEventListener('abort', this.onAbort);
+      this.onAbort = null;
+    }
+  }
+
+  // Streams a body source into Rust, as fast as the connection takes it.
+  async pump(source) {
+    try {
+      for await (const chunk of source) {
+        if (this.done) return;
+        const buf = typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
+        const r = binding.bodyWrite(this.id, buf);
+        if (r === 2) return;
+        if (r === 1 && !this.done) await new Promise((resolve) => { this.drain = resolve; });
+      }
+      if (!this.done) binding.bodyEnd(this.id);
+    } catch (err) {
+      if (!this.done) binding.bodyFail(this.id, err && err.message ? err.message : String(err));
+    }
+  }
+}
+
+// agent.request(url, options): see README "agent.request()".
+function request(agent, input, options = {}) {
+  if (options === null || typeof options !== 'object') {
+    throw errors.invalidArgType('options', 'of type object', options);
+  }
+  const url = parseUrl(input);
+  if (url.protocol !== agent.protocol) {
+    const err = new TypeError(`Protocol "${url.protocol}" not supported. Expected "${agent.protocol}"`);
+    err.code = 'ERR_INVALID_PROTOCOL';
+    throw err;
+  }
+  const method = options.method === undefined ? 'GET' : options.method;
+  if (typeof method !== 'string' || !TOKEN.test(method)) throw invalidToken('Method', method);
+  const headers = flattenHeaders(options.headers);
+  const { bytes, source } = bodyOf(options.body);
+  const signal = options.signal;
+  if (signal !== undefined && signal !== null && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
+    throw errors.invalidArgType('options.signal', 'an instance of AbortSignal', signal);
+  }
+  const headersTimeout = duration(options.headersTimeout, 'headersTimeout');
+  const bodyTimeout = duration(options.bodyTimeout, 'bodyTimeout');
+  if (options.maxResponseHeaderSize !== undefined) {
+    const n = options.maxResponseHeaderSize;
+    if (!Number.isInteger(n) || n < 1) throw errors.outOfRange('options.maxResponseHeaderSize', '>= 1', n);
+  }
+
+  if (hasHeader(headers, 'host') < 0) headers.push('host', url.host);
+  let contentLength;
+  const declared = hasHeader(headers, 'content-length');
+  if (declared >= 0) {
+    contentLength = Number(headers[declared + 1]);
+  } else if (bytes !== null && (bytes.length > 0 || !['GET', 'HEAD'].includes(method.toUpperCase()))) {
+    contentLength = bytes.length;
+    headers.push('content-length', String(bytes.length));
+  }
+  const expectIndex = hasHeader(headers, 'expect');
+  const expectContinue = expectIndex >= 0 && /^100-continue$/i.test(headers[expectIndex + 1]);
+
+  const key = agent._requestKey(url, options);
+  const path = url.pathname + url.search;
+
+  return new Promise((resolve, reject) => {
+    if (signal && signal.aborted) {
+      reject(abortError(signal));
+      return;
+    }
+    const pending = new PendingRequest(agent, resolve, reject, signal);
+    const [id, waiter] = binding.request(
+      agent._poolId, key, pending, method.toUpperCase(),
+      path, headers, bytes, source !== null, contentLength, expectContinue,
+      headersTimeout, bodyTimeout,
+    );
+    pending.id = id;
+    pending.waiter = waiter;
+    if (waiter >= 0) agent._queuePromise(waiter, pending);
+    if (signal) {
+      pending.onAbort = () => pending.abort(abortError(signal));
+      signal.addEventListener('abort', pending.onAbort, { once: true });
+    }
+    if (source !== null) pending.pump(source);
+  });
+}
+
+module.exports = { request, PendingRequest };

@@ -1,0 +1,432 @@
+//! `agent.request()` on the JavaScript thread: checkout from the same pool as the drop-in
+//! path, dispatch of the exchange to tokio, and delivery of its events to the request's
+//! JavaScript handle, in the async context of the `request()` call.
+//!
+//! Crossings per request: one into tokio (the spawned exchange), and back through the thread's
+//! inbox the response head with the body bytes already there (a small response is one
+//! crossing), then body chunks as the JavaScript stream asks for them, then the connection's
+//! return. Many events of many requests share one wake-up of the JavaScript thread.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use napi::sys;
+
+use super::conn::{Conn, Mode, State};
+use super::env::{Completion, EnvCtx};
+use super::js::{self, AsyncContext, Ref};
+use super::pool::{verdict, PoolCell};
+use crate::client::{self, BodyWriter, Control, Event, HeaderList, Sink, Spec};
+use crate::error::Error;
+use crate::pool::{Checkout, Fit, KeyId, WaiterId};
+use crate::runtime::runtime;
+use crate::transport::{self, tls, Connected, Peer, Socket};
+
+/// The JavaScript side's event codes (`lib/request.js` reads them).
+pub mod kind {
+    pub const HEAD: u32 = 0;
+    pub const DATA: u32 = 1;
+    pub const END: u32 = 2;
+    pub const ERROR: u32 = 3;
+    pub const DRAIN: u32 = 4;
+    pub const DONE: u32 = 5;
+}
+
+/// One `agent.request()` in flight (or waiting for a connection).
+pub struct ReqState {
+    pub id: u32,
+    pool: Rc<PoolCell>,
+    key: KeyId,
+    handle: Ref,
+    ctx: AsyncContext,
+    ctl: Arc<Control>,
+    /// The exchange's description until it is dispatched (a queued request keeps it here).
+    spec: RefCell<Option<Spec>>,
+    pub writer: RefCell<Option<BodyWriter>>,
+    /// The connection serving it, once it has one.
+    conn: Cell<u32>,
+    abort: RefCell<Option<tokio::task::AbortHandle>>,
+    /// The response head has arrived (errors after it are "aborted", and the connection
+    /// then cannot be reused).
+    headed: Cell<bool>,
+}
+
+/// Posts an exchange's events through the thread's inbox.
+struct ReqSink {
+    inbox: Arc<super::env::Inbox>,
+    req: u32,
+}
+
+impl Sink for ReqSink {
+    fn post(&self, event: Event) {
+        self.inbox.post(Completion::Req {
+            req: self.req,
+            event,
+        });
+    }
+}
+
+impl ReqState {
+    pub fn pool(&self) -> Rc<PoolCell> {
+        self.pool.clone()
+    }
+
+    fn env(&self) -> sys::napi_env {
+        self.pool.ctx.env
+    }
+
+    /// Calls `handle.onEvent(kind, ...args)` in the request's async context.
+    fn emit(&self, kind: u32, args: &[sys::napi_value]) {
+        let env = self.env();
+        let handle = self.handle.get(env);
+        let func = self.pool.ctx.callbacks.on_request.get(env);
+        let mut argv = Vec::with_capacity(args.len() + 2);
+        argv.push(handle);
+        argv.push(js::number(env, kind as f64));
+        argv.extend_from_slice(args);
+        js::make_callback(env, Some(self.ctx), handle, func, &argv);
+    }
+
+    fn finish(&self) {
+        let env = self.env();
+        self.pool.ctx.remove_request(self.id);
+        self.handle.delete(env);
+        self.ctx.destroy(env);
+    }
+}
+
+/// Header pairs as a flat array of latin1 strings, `[name, value, ...]`.
+fn header_array(env: sys::napi_env, headers: &HeaderList) -> sys::napi_value {
+    let items: Vec<sys::napi_value> = headers
+        .iter()
+        .flat_map(|(k, v)| [js::string(env, k.as_str()), js::latin1(env, v)])
+        .collect();
+    js::array(env, &items)
+}
+
+impl PoolCell {
+    /// Starts `agent.request()`: a connection of the promise path now, a new one, or a place
+    /// in the queue. Returns the request id, and the waiter id when queued.
+    pub fn request(
+        self: &Rc<Self>,
+        key: KeyId,
+        handle: sys::napi_value,
+        spec: Spec,
+        writer: Option<BodyWriter>,
+        ctl: Arc<Control>,
+    ) -> (Rc<ReqState>, Option<u64>) {
+        let env = self.ctx.env;
+        let req = Rc::new(ReqState {
+            id: self.ctx.next_request_id(),
+            pool: self.clone(),
+            key,
+            // SAFETY: a live object from the current call; the context is this call's.
+            handle: unsafe { Ref::new(env, handle, 1) },
+            ctx: unsafe { AsyncContext::new(env, handle, "HYPERAGENT_REQUEST") },
+            ctl,
+            spec: RefCell::new(Some(spec)),
+            writer: RefCell::new(writer),
+            conn: Cell::new(0),
+            abort: RefCell::new(None),
+            headed: Cell::new(false),
+        });
+        self.ctx.insert_request(req.clone());
+        let mut discard = Vec::new();
+        let checkout = {
+            let ctx = &self.ctx;
+            let mut st = self.state.borrow_mut();
+            st.pool.checkout(
+                key,
+                |&id| ctx.conn(id).map_or(Fit::Dead, |c| c.fit(Mode::Promise)),
+                &mut discard,
+            )
+        };
+        for (id, _) in discard {
+            if let Some(conn) = self.ctx.remove_conn(id) {
+                conn.close(env);
+            }
+        }
+        let waiter = match checkout {
+            Checkout::Reuse(conn) => {
+                self.dispatch(&req, conn);
+                None
+            }
+            Checkout::Connect => {
+                self.connect_for(&req);
+                None
+            }
+            Checkout::Queued(WaiterId(w)) => Some(w),
+        };
+        (req, waiter)
+    }
+
+    /// Sends a request on an idle connection of the promise path.
+    pub fn dispatch(self: &Rc<Self>, req: &Rc<ReqState>, conn_id: u32) {
+        let Some(conn) = self.conn(conn_id) else {
+            return;
+        };
+        let sender = conn.hyper.borrow_mut().take();
+        let Some(spec) = req.spec.borrow_mut().take() else {
+            return;
+        };
+        conn.state.set(State::Active);
+        req.conn.set(conn_id);
+        self.ctx.hold();
+        let sink: Arc<dyn Sink> = Arc::new(ReqSink {
+            inbox: self.ctx.inbox.clone(),
+            req: req.id,
+        });
+        let ctl = req.ctl.clone();
+        let task = match sender {
+            Some(sender) => runtime().spawn(client::exchange(sender, spec, ctl, sink)),
+            None => {
+                // Closed since the checkout looked: the exchange reports a hang-up.
+                sink.post(Event::Error(Error::tls("ECONNRESET", "socket hang up")));
+                sink.post(Event::Done(None));
+                return;
+            }
+        };
+        *req.abort.borrow_mut() = Some(task.abort_handle());
+    }
+
+    /// Opens a new promise-path connection for `req` (its slot is already counted) and runs
+    /// the exchange on it in the same task.
+    pub fn connect_for(self: &Rc<Self>, req: &Rc<ReqState>) {
+        let Some(spec) = req.spec.borrow_mut().take() else {
+            return;
+        };
+        let conn: Rc<Conn> = self.new_conn_pub(req.key);
+        conn.mode.set(Mode::Promise);
+        req.conn.set(conn.id);
+        self.ctx.hold();
+        let Some((target, servername)) = self.target(req.key) else {
+            let sink = ReqSink {
+                inbox: self.ctx.inbox.clone(),
+                req: req.id,
+            };
+            sink.post(Event::Error(Error::tls(
+                "ERR_HYPERAGENT_INTERNAL",
+                "no connect target for this origin",
+            )));
+            sink.post(Event::Done(None));
+            return;
+        };
+        let opts = self.state.borrow().connect_opts;
+        let tls = self.tls_config(req.key);
+        let inbox = self.ctx.inbox.clone();
+        let (pool, conn_id, req_id) = (self.id, conn.id, req.id);
+        let ctl = req.ctl.clone();
+        let max_header = self.max_header_size.get();
+        let task = runtime().spawn(async move {
+            let sink: Arc<dyn Sink> = Arc::new(ReqSink {
+                inbox: inbox.clone(),
+                req: req_id,
+            });
+            let closed_inbox = inbox.clone();
+            let closed = move || {
+                closed_inbox.post(Completion::HyperClosed {
+                    pool,
+                    conn: conn_id,
+                })
+            };
+            let established = async {
+                let Connected {
+                    socket,
+                    local,
+                    remote,
+                } = transport::connect(target, opts).await?;
+                let peer_ip = match &remote {
+                    Peer::Tcp(addr) => addr.ip(),
+                    Peer::Unix(_) => std::net::IpAddr::from([127, 0, 0, 1]),
+                };
+                macro_rules! start {
+                    ($io:expr) => {{
+                        match &tls {
+                            Some(config) => {
+                                let server = tls::server_name(servername.as_deref(), peer_ip);
+                                let (stream, info) = tls::handshake($io, config, server).await?;
+                                (
+                                    client::handshake(stream, max_header, closed).await?,
+                                    Some(info),
+                                )
+                            }
+                            None => (client::handshake($io, max_header, closed).await?, None),
+                        }
+                    }};
+                }
+                let (sender, info) = match socket {
+                    Socket::Tcp(tcp) => start!(tcp),
+                    Socket::Unix(unix) => start!(unix),
+                };
+                Ok::<_, Error>((sender, local, remote, info))
+            }
+            .await;
+            match established {
+                Ok((sender, local, remote, info)) => {
+                    inbox.post(Completion::HyperConnected {
+                        pool,
+                        conn: conn_id,
+                        result: Ok((local, remote, info.map(Box::new))),
+                    });
+                    client::exchange(sender, spec, ctl, sink).await;
+                }
+                Err(err) => inbox.post(Completion::HyperConnected {
+                    pool,
+                    conn: conn_id,
+                    result: Err((err, req_id)),
+                }),
+            }
+        });
+        *req.abort.borrow_mut() = Some(task.abort_handle());
+    }
+
+    /// A promise-path connect finished (on success the exchange is already running).
+    pub fn hyper_connected(
+        self: &Rc<Self>,
+        conn_id: u32,
+        result: Result<super::env::HyperEstablished, (Error, u32)>,
+    ) {
+        let Some(conn) = self.conn(conn_id) else {
+            return;
+        };
+        match result {
+            Ok((local, remote, info)) => {
+                conn.local.set(local);
+                *conn.remote.borrow_mut() = Some(remote);
+                *conn.tls.borrow_mut() = info;
+                conn.state.set(State::Active);
+                self.state.borrow_mut().pool.connected(conn.key);
+            }
+            Err((err, req_id)) => {
+                self.ctx.remove_conn(conn_id);
+                conn.close(self.ctx.env);
+                let grant = self.state.borrow_mut().pool.connect_failed(conn.key);
+                if let Some(req) = self.ctx.request(req_id) {
+                    req.conn.set(0);
+                    let desc = js::error_descriptor(self.ctx.env, &err);
+                    req.emit(kind::ERROR, &[desc]);
+                    self.ctx.unhold();
+                    req.emit(
+                        kind::DONE,
+                        &[
+                            js::number(self.ctx.env, 0.0),
+                            js::boolean(self.ctx.env, false),
+                        ],
+                    );
+                    req.finish();
+                }
+                self.notify_grants_pub(grant.into_iter());
+            }
+        }
+    }
+
+    /// hyper's connection task ended (the server closed it, or it failed).
+    pub fn hyper_closed(self: &Rc<Self>, conn_id: u32) {
+        let Some(conn) = self.conn(conn_id) else {
+            return;
+        };
+        if conn.state.get() == State::Idle {
+            self.evict_idle(&conn);
+        }
+    }
+}
+
+impl EnvCtx {
+    /// An event of request `req`'s exchange, on the JavaScript thread.
+    pub fn on_request_event(&self, req_id: u32, event: Event) {
+        let Some(req) = self.request(req_id) else {
+            // Aborted meanwhile: a connection that comes back is not reused (the abort
+            // already closed it), so there is nothing to do.
+            return;
+        };
+        let env = self.env;
+        match event {
+            Event::Head {
+                status,
+                reason,
+                headers,
+                chunks,
+                end,
+            } => {
+                req.headed.set(true);
+                let body = if chunks.is_empty() {
+                    js::null(env)
+                } else if chunks.len() == 1 {
+                    js::buffer_copy(env, &chunks[0])
+                } else {
+                    js::buffer_copy(env, &chunks.concat())
+                };
+                let trailers = end
+                    .as_ref()
+                    .map_or_else(|| js::null(env), |t| header_array(env, t));
+                req.emit(
+                    kind::HEAD,
+                    &[
+                        js::number(env, status as f64),
+                        js::string(env, &reason),
+                        header_array(env, &headers),
+                        body,
+                        trailers,
+                    ],
+                );
+            }
+            Event::Data(bytes) => req.emit(kind::DATA, &[js::buffer_copy(env, &bytes)]),
+            Event::End(trailers) => req.emit(kind::END, &[header_array(env, &trailers)]),
+            Event::Error(err) => {
+                let desc = js::error_descriptor(env, &err);
+                req.emit(kind::ERROR, &[desc]);
+            }
+            Event::BodyDrain => req.emit(kind::DRAIN, &[]),
+            Event::Done(sender) => {
+                self.unhold();
+                let conn_id = req.conn.get();
+                let reusable = match (self.conn(conn_id), sender) {
+                    (Some(conn), Some(sender)) if conn.state.get() == State::Active => {
+                        *conn.hyper.borrow_mut() = Some(sender);
+                        true
+                    }
+                    _ => false,
+                };
+                req.writer.borrow_mut().take();
+                req.emit(
+                    kind::DONE,
+                    &[js::number(env, conn_id as f64), js::boolean(env, reusable)],
+                );
+                req.finish();
+            }
+        }
+    }
+}
+
+/// `bodyRead`: the response stream wants one more chunk.
+pub fn grant(req: &ReqState) {
+    req.ctl.grant();
+}
+
+/// `abort`: stops the exchange; a connection in the middle of one is closed. Returns the
+/// verdict of the close (a waiter may connect).
+pub fn abort(req: &Rc<ReqState>) -> f64 {
+    if let Some(task) = req.abort.borrow_mut().take() {
+        task.abort();
+    }
+    req.writer.borrow_mut().take();
+    let conn_id = req.conn.replace(0);
+    let pool = req.pool.clone();
+    let in_flight = conn_id != 0;
+    if in_flight {
+        pool.ctx.unhold();
+    }
+    req.finish();
+    if in_flight {
+        pool.close(conn_id)
+    } else {
+        verdict::NONE
+    }
+}
+
+/// Bytes of a streamed request body.
+pub fn body_chunk(data: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(data)
+}

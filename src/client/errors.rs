@@ -1,0 +1,54 @@
+//! hyper's errors in Node's vocabulary: a broken connection is the socket error it wraps (or
+//! Node's "socket hang up" / "aborted"), a malformed response is named as llhttp names it.
+
+use crate::error::Error;
+
+/// `in_body`: the response head had arrived (Node then reports "aborted", not "socket hang up").
+pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
+    if err.is_parse() && err.to_string().contains("too large") {
+        return Error::tls("HPE_HEADER_OVERFLOW", "Parse Error: Header overflow");
+    }
+    if err.is_parse_status() {
+        return Error::tls("HPE_INVALID_STATUS", "Parse Error: Invalid status code");
+    }
+    if err.is_parse() {
+        let what = err.to_string();
+        let code = if what.contains("version") {
+            "HPE_INVALID_VERSION"
+        } else if what.contains("content-length") {
+            "HPE_INVALID_CONTENT_LENGTH"
+        } else if what.contains("transfer-encoding") {
+            "HPE_INVALID_TRANSFER_ENCODING"
+        } else if what.contains("header") {
+            "HPE_INVALID_HEADER_TOKEN"
+        } else {
+            "HPE_INVALID_CONSTANT"
+        };
+        return Error::tls(code, format!("Parse Error: {what}"));
+    }
+    // Node's words for a connection that ended too early.
+    let hang_up = || {
+        Error::tls(
+            "ECONNRESET",
+            if in_body { "aborted" } else { "socket hang up" },
+        )
+    };
+    // The cause of a broken connection, as the socket reported it.
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::UnexpectedEof {
+                return hang_up();
+            }
+            return crate::transport::pump::stream_error(io, "read");
+        }
+        source = cause.source();
+    }
+    if err.is_incomplete_message() || err.is_closed() || err.is_canceled() {
+        return hang_up();
+    }
+    if err.is_timeout() {
+        return Error::os(libc::ETIMEDOUT, "read");
+    }
+    Error::tls("ERR_HYPERAGENT_HTTP", format!("HTTP error: {err}"))
+}

@@ -1,0 +1,318 @@
+//! The promise path: HTTP/1.1 spoken by hyper, on tokio, over pooled connections.
+//!
+//! One [`exchange`] is one request and its response. It posts what JavaScript needs as
+//! [`Event`]s to a [`Sink`] (the binding's inbox): the response head together with whatever
+//! body bytes are already there (a small response crosses to JavaScript once), then body
+//! chunks only as JavaScript asks for them ([`Control::grant`]), so a paused body stops reading
+//! the socket. Request bodies stream from a bounded channel ([`channel_body`]); a full channel
+//! tells the writer to wait for [`Event::BodyDrain`].
+
+mod body;
+mod errors;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Method, Request};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::{Frame, Incoming};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::Notify;
+
+pub use body::{channel_body, gated, BodyWriter, WriteResult};
+pub use errors::hyper_error;
+
+use crate::error::Error;
+
+/// Request bodies as hyper sends them.
+pub type ReqBody = BoxBody<Bytes, std::io::Error>;
+/// A connection's request half; the connection itself runs in its own task.
+pub type Sender = http1::SendRequest<ReqBody>;
+
+/// Header names and values, in order, names lower-case (as `IncomingMessage#rawHeaders` would
+/// be after lower-casing).
+pub type HeaderList = Vec<(HeaderName, Bytes)>;
+
+/// What one exchange sends.
+pub struct Spec {
+    pub method: Method,
+    /// The request target in origin form (`/path?query`).
+    pub path: String,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: ReqBody,
+    /// `expect: 100-continue`: hold the body until the server says so (or a second passes).
+    pub expect_continue: Option<Arc<Notify>>,
+    pub headers_timeout: Option<Duration>,
+    pub body_timeout: Option<Duration>,
+}
+
+pub fn empty_body() -> ReqBody {
+    Empty::new().map_err(|never| match never {}).boxed()
+}
+
+pub fn full_body(bytes: Bytes) -> ReqBody {
+    Full::new(bytes).map_err(|never| match never {}).boxed()
+}
+
+/// What an exchange tells its consumer.
+#[derive(Debug)]
+pub enum Event {
+    /// The response head, with the body bytes that had already arrived; `end` holds the
+    /// trailers when the body is complete too.
+    Head {
+        status: u16,
+        reason: String,
+        headers: HeaderList,
+        chunks: Vec<Bytes>,
+        end: Option<HeaderList>,
+    },
+    Data(Bytes),
+    End(HeaderList),
+    Error(Error),
+    /// A streamed request body can take more.
+    BodyDrain,
+    /// The exchange is over. The connection comes back when it can carry another request.
+    Done(Option<Sender>),
+}
+
+pub trait Sink: Send + Sync + 'static {
+    fn post(&self, event: Event);
+}
+
+/// How far the consumer lets the response body run ahead: one chunk per grant.
+#[derive(Default)]
+pub struct Control {
+    credit: AtomicUsize,
+    wake: Notify,
+}
+
+impl Control {
+    pub fn grant(&self) {
+        self.credit.fetch_add(1, Ordering::AcqRel);
+        self.wake.notify_one();
+    }
+
+    async fn take(&self) {
+        loop {
+            let credit = self.credit.load(Ordering::Acquire);
+            if credit > 0
+                && self
+                    .credit
+                    .compare_exchange(credit, credit - 1, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                return;
+            }
+            if credit == 0 {
+                self.wake.notified().await;
+            }
+        }
+    }
+}
+
+/// Starts HTTP/1.1 on a connected stream; spawns the connection's task, which calls
+/// `closed` when the connection ends.
+pub async fn handshake<IO>(
+    io: IO,
+    max_header_size: usize,
+    closed: impl FnOnce() + Send + 'static,
+) -> Result<Sender, Error>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = http1::Builder::new()
+        // hyper's read buffer bounds the head it accepts; it has a floor of 8 KiB.
+        .max_buf_size(max_header_size.max(8192))
+        .handshake::<_, ReqBody>(TokioIo::new(io))
+        .await
+        .map_err(|e| hyper_error(&e, false))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+        closed();
+    });
+    Ok(sender)
+}
+
+/// Poll once: the value if the future is ready now, without waiting.
+async fn now<F: std::future::Future>(f: F) -> Option<F::Output> {
+    tokio::select! {
+        biased;
+        out = f => Some(out),
+        _ = std::future::ready(()) => None,
+    }
+}
+
+/// Gathered without waiting after the head, at most this much.
+const HEAD_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Runs one request on `sender` and posts its events; ends with [`Event::Done`].
+pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: Arc<dyn Sink>) {
+    if let Err(e) = sender.ready().await {
+        sink.post(Event::Error(hyper_error(&e, false)));
+        sink.post(Event::Done(None));
+        return;
+    }
+    let mut req = Request::builder()
+        .method(spec.method)
+        .uri(spec.path)
+        .body(spec.body)
+        .expect("method and path were validated");
+    req.headers_mut().extend(spec.headers);
+    if let Some(gate) = spec.expect_continue {
+        let gate2 = gate.clone();
+        hyper::ext::on_informational(&mut req, move |res| {
+            if res.status() == http::StatusCode::CONTINUE {
+                gate2.notify_one();
+            }
+        });
+    }
+    let response = match spec.headers_timeout {
+        Some(t) => match tokio::time::timeout(t, sender.send_request(req)).await {
+            Ok(r) => r,
+            Err(_) => {
+                sink.post(Event::Error(Error::tls(
+                    "ERR_HYPERAGENT_HEADERS_TIMEOUT",
+                    format!(
+                        "Headers Timeout Error: no response head within {} ms",
+                        t.as_millis()
+                    ),
+                )));
+                sink.post(Event::Done(None));
+                return;
+            }
+        },
+        None => sender.send_request(req).await,
+    };
+    let response = match response {
+        Ok(r) => r,
+        Err(e) => {
+            sink.post(Event::Error(hyper_error(&e, false)));
+            sink.post(Event::Done(None));
+            return;
+        }
+    };
+    let status = response.status();
+    let reason = response
+        .extensions()
+        .get::<hyper::ext::ReasonPhrase>()
+        .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
+        .unwrap_or_else(|| status.canonical_reason().unwrap_or("").to_owned());
+    let (parts, mut body) = response.into_parts();
+    let headers = header_list(&parts.headers);
+
+    // What is already here goes with the head.
+    let mut chunks = Vec::new();
+    let mut gathered = 0;
+    let mut end = None;
+    while gathered < HEAD_CHUNK_BYTES {
+        match now(body.frame()).await {
+            Some(Some(Ok(frame))) => match into_data_or_trailers(frame) {
+                Ok(data) => {
+                    gathered += data.len();
+                    chunks.push(data);
+                }
+                Err(trailers) => {
+                    end = Some(trailers);
+                    break;
+                }
+            },
+            Some(None) => {
+                end = Some(Vec::new());
+                break;
+            }
+            // An error right after the head: let the loop below report it with the body.
+            Some(Some(Err(_))) | None => break,
+        }
+    }
+    let ended = end.is_some();
+    sink.post(Event::Head {
+        status: status.as_u16(),
+        reason,
+        headers,
+        chunks,
+        end,
+    });
+    if !ended && !stream_body(&mut body, &ctl, &*sink, spec.body_timeout).await {
+        sink.post(Event::Done(None));
+        return;
+    }
+    // The response is complete: the connection can go back if hyper keeps it open.
+    let reusable = sender.ready().await.is_ok();
+    sink.post(Event::Done(reusable.then_some(sender)));
+}
+
+/// Streams the rest of the body as the consumer grants; false if it failed.
+async fn stream_body(
+    body: &mut Incoming,
+    ctl: &Control,
+    sink: &dyn Sink,
+    timeout: Option<Duration>,
+) -> bool {
+    loop {
+        ctl.take().await;
+        loop {
+            let frame = match timeout {
+                Some(t) => match tokio::time::timeout(t, body.frame()).await {
+                    Ok(f) => f,
+                    Err(_) => {
+                        sink.post(Event::Error(Error::tls(
+                            "ERR_HYPERAGENT_BODY_TIMEOUT",
+                            format!(
+                                "Body Timeout Error: no body data within {} ms",
+                                t.as_millis()
+                            ),
+                        )));
+                        return false;
+                    }
+                },
+                None => body.frame().await,
+            };
+            match frame {
+                Some(Ok(frame)) => match into_data_or_trailers(frame) {
+                    // Empty frames carry nothing; they do not use up the grant.
+                    Ok(data) if data.is_empty() => continue,
+                    Ok(data) => {
+                        sink.post(Event::Data(data));
+                        break;
+                    }
+                    Err(trailers) => {
+                        sink.post(Event::End(trailers));
+                        return true;
+                    }
+                },
+                None => {
+                    sink.post(Event::End(Vec::new()));
+                    return true;
+                }
+                Some(Err(e)) => {
+                    sink.post(Event::Error(hyper_error(&e, true)));
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+fn into_data_or_trailers(frame: Frame<Bytes>) -> Result<Bytes, HeaderList> {
+    match frame.into_data() {
+        Ok(data) => Ok(data),
+        Err(frame) => Err(frame
+            .into_trailers()
+            .map(|t| header_list(&t))
+            .unwrap_or_default()),
+    }
+}
+
+fn header_list(map: &http::HeaderMap) -> HeaderList {
+    map.iter()
+        .map(|(k, v)| (k.clone(), Bytes::copy_from_slice(v.as_bytes())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

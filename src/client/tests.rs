@@ -1,0 +1,322 @@
+//! Exchanges against raw servers on loopback that script every byte of the response.
+
+use std::sync::Mutex;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+use super::*;
+
+struct Chan(Mutex<UnboundedSender<Event>>);
+
+impl Sink for Chan {
+    fn post(&self, event: Event) {
+        let _ = self.0.lock().unwrap().send(event);
+    }
+}
+
+fn sink() -> (Arc<dyn Sink>, UnboundedReceiver<Event>) {
+    let (tx, rx) = unbounded_channel();
+    (Arc::new(Chan(Mutex::new(tx))), rx)
+}
+
+/// A server that reads one request head (and `body` bytes) per reply, then writes the reply.
+async fn server(replies: Vec<&'static [u8]>) -> (u16, tokio::task::JoinHandle<Vec<Vec<u8>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut requests = Vec::new();
+        for reply in replies {
+            let mut buf = Vec::new();
+            let mut byte = [0u8; 1];
+            while !buf.ends_with(b"\r\n\r\n") {
+                if sock.read(&mut byte).await.unwrap() == 0 {
+                    return requests;
+                }
+                buf.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&buf).to_lowercase();
+            if let Some(len) = head.split("content-length: ").nth(1) {
+                let n: usize = len.split("\r\n").next().unwrap().parse().unwrap();
+                let mut body = vec![0u8; n];
+                sock.read_exact(&mut body).await.unwrap();
+                buf.extend_from_slice(&body);
+            }
+            requests.push(buf);
+            sock.write_all(reply).await.unwrap();
+        }
+        // Keep the connection open until the client is done with it.
+        let mut rest = [0u8; 64];
+        while matches!(sock.read(&mut rest).await, Ok(n) if n > 0) {}
+        requests
+    });
+    (port, task)
+}
+
+async fn connect(port: u16) -> Sender {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    handshake(tcp, 16 * 1024, || {}).await.unwrap()
+}
+
+fn get(path: &str) -> Spec {
+    Spec {
+        method: Method::GET,
+        path: path.into(),
+        headers: vec![(http::header::HOST, HeaderValue::from_static("127.0.0.1"))],
+        body: empty_body(),
+        expect_continue: None,
+        headers_timeout: None,
+        body_timeout: None,
+    }
+}
+
+#[tokio::test]
+async fn a_small_response_arrives_with_its_head_and_the_connection_comes_back() {
+    let (port, srv) = server(vec![
+        b"HTTP/1.1 200 Fine\r\nContent-Length: 5\r\nX-A: 1\r\nX-A: 2\r\n\r\nhello",
+    ])
+    .await;
+    let (sink, mut rx) = sink();
+    exchange(
+        connect(port).await,
+        get("/x?y=1"),
+        Arc::new(Control::default()),
+        sink,
+    )
+    .await;
+    let Some(Event::Head {
+        status,
+        reason,
+        headers,
+        chunks,
+        end,
+    }) = rx.recv().await
+    else {
+        panic!("head expected")
+    };
+    assert_eq!((status, reason.as_str()), (200, "Fine"));
+    assert_eq!(chunks.concat(), b"hello");
+    assert_eq!(end, Some(Vec::new()));
+    let xa: Vec<_> = headers
+        .iter()
+        .filter(|(k, _)| k == "x-a")
+        .map(|(_, v)| v.clone())
+        .collect();
+    assert_eq!(xa, vec![Bytes::from("1"), Bytes::from("2")]);
+    let Some(Event::Done(Some(sender))) = rx.recv().await else {
+        panic!("the connection must come back")
+    };
+    drop(sender);
+    let requests = srv.await.unwrap();
+    assert!(String::from_utf8_lossy(&requests[0]).starts_with("GET /x?y=1 HTTP/1.1\r\n"));
+}
+
+/// A chunked response of 200 KiB and a trailer.
+fn big_chunked() -> &'static [u8] {
+    let mut out =
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-sum\r\n\r\n".to_vec();
+    for _ in 0..50 {
+        out.extend_from_slice(format!("{:x}\r\n", 4096).as_bytes());
+        out.extend_from_slice(&[b'z'; 4096]);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"0\r\nx-sum: 42\r\n\r\n");
+    Box::leak(out.into_boxed_slice())
+}
+
+// Paused time: a timeout fires only once every task is idle, so "nothing came" is certain.
+#[tokio::test(start_paused = true)]
+async fn a_body_streams_only_as_credit_is_granted_and_trailers_end_it() {
+    let (port, _srv) = server(vec![big_chunked()]).await;
+    let (sink, mut rx) = sink();
+    let ctl = Arc::new(Control::default());
+    let task = tokio::spawn(exchange(connect(port).await, get("/"), ctl.clone(), sink));
+    let Some(Event::Head { chunks, end, .. }) = rx.recv().await else {
+        panic!("head expected")
+    };
+    assert!(end.is_none(), "200 KiB cannot all come with the head");
+    let mut total: usize = chunks.iter().map(|c| c.len()).sum();
+    assert!(total <= 64 * 1024 + 4096);
+    // Without a grant, nothing more comes.
+    let quiet = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+    assert!(quiet.is_err(), "no data without credit");
+    let trailers = loop {
+        ctl.grant();
+        match rx.recv().await {
+            Some(Event::Data(d)) => total += d.len(),
+            Some(Event::End(trailers)) => break trailers,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(total, 50 * 4096);
+    assert_eq!(
+        trailers,
+        vec![(HeaderName::from_static("x-sum"), Bytes::from("42"))]
+    );
+    assert!(matches!(rx.recv().await, Some(Event::Done(Some(_)))));
+    task.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_connection_close_response_does_not_come_back() {
+    let (port, _srv) = server(vec![
+        b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n",
+    ])
+    .await;
+    let (sink, mut rx) = sink();
+    exchange(
+        connect(port).await,
+        get("/"),
+        Arc::new(Control::default()),
+        sink,
+    )
+    .await;
+    assert!(matches!(
+        rx.recv().await,
+        Some(Event::Head { status: 204, .. })
+    ));
+    assert!(matches!(rx.recv().await, Some(Event::Done(None))));
+}
+
+#[tokio::test]
+async fn a_malformed_status_line_is_named_like_llhttp() {
+    let (port, _srv) = server(vec![b"HTTP/1.1 2x0 Nope\r\n\r\n"]).await;
+    let (sink, mut rx) = sink();
+    exchange(
+        connect(port).await,
+        get("/"),
+        Arc::new(Control::default()),
+        sink,
+    )
+    .await;
+    let Some(Event::Error(err)) = rx.recv().await else {
+        panic!("error expected")
+    };
+    assert!(err.code().starts_with("HPE_INVALID_"), "{}", err.code());
+    assert!(matches!(rx.recv().await, Some(Event::Done(None))));
+}
+
+#[tokio::test]
+async fn a_head_larger_than_the_limit_overflows() {
+    let big: &'static [u8] = Box::leak(
+        format!("HTTP/1.1 200 OK\r\nX-Big: {}\r\n\r\n", "a".repeat(20_000))
+            .into_bytes()
+            .into_boxed_slice(),
+    );
+    let (port, _srv) = server(vec![big]).await;
+    let (sink, mut rx) = sink();
+    exchange(
+        connect(port).await,
+        get("/"),
+        Arc::new(Control::default()),
+        sink,
+    )
+    .await;
+    let Some(Event::Error(err)) = rx.recv().await else {
+        panic!("error expected")
+    };
+    assert_eq!(err.code(), "HPE_HEADER_OVERFLOW");
+}
+
+#[tokio::test]
+async fn a_truncated_body_is_aborted() {
+    let (port, srv) = server(vec![
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial",
+    ])
+    .await;
+    let (sink, mut rx) = sink();
+    let ctl = Arc::new(Control::default());
+    let sender = connect(port).await;
+    let task = tokio::spawn(exchange(sender, get("/"), ctl.clone(), sink));
+    assert!(matches!(rx.recv().await, Some(Event::Head { .. })));
+    srv.abort(); // the server goes away after "partial"
+    ctl.grant();
+    let mut saw_error = None;
+    while let Some(event) = rx.recv().await {
+        match event {
+            Event::Data(_) => ctl.grant(),
+            Event::Error(e) => saw_error = Some(e),
+            Event::Done(sender) => {
+                assert!(sender.is_none());
+                break;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let err = saw_error.expect("an error");
+    assert_eq!(
+        (err.code(), err.message().as_str()),
+        ("ECONNRESET", "aborted")
+    );
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_headers_timeout_fires_when_no_head_comes() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _hold = tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        std::future::pending::<()>().await;
+        drop(sock);
+    });
+    let (sink, mut rx) = sink();
+    let mut spec = get("/");
+    spec.headers_timeout = Some(Duration::from_secs(30));
+    exchange(
+        connect(port).await,
+        spec,
+        Arc::new(Control::default()),
+        sink,
+    )
+    .await;
+    let Some(Event::Error(err)) = rx.recv().await else {
+        panic!("error expected")
+    };
+    assert_eq!(err.code(), "ERR_HYPERAGENT_HEADERS_TIMEOUT");
+}
+
+#[tokio::test]
+async fn a_streamed_request_body_applies_back_pressure_and_reports_the_drain() {
+    let (port, srv) = server(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]).await;
+    let srv = async move { srv.await.unwrap() };
+    let (sink, mut rx) = sink();
+    let drained = sink.clone();
+    let (body, mut writer) = channel_body(Some(40), move || drained.post(Event::BodyDrain));
+    let mut spec = get("/");
+    spec.method = Method::POST;
+    spec.headers
+        .push((http::header::CONTENT_LENGTH, HeaderValue::from_static("40")));
+    spec.body = body;
+    // Fill the channel before anything is sent: the writer is told to wait.
+    let mut results = Vec::new();
+    for _ in 0..8 {
+        results.push(writer.write(Bytes::from_static(b"01234")));
+    }
+    assert_eq!(results.last(), Some(&WriteResult::Full));
+    assert!(results[..7].iter().all(|r| *r == WriteResult::Ready));
+    writer.end();
+    exchange(
+        connect(port).await,
+        spec,
+        Arc::new(Control::default()),
+        sink,
+    )
+    .await;
+    let mut drains = 0;
+    while let Some(event) = rx.recv().await {
+        match event {
+            Event::BodyDrain => drains += 1,
+            Event::Done(sender) => {
+                drop(sender);
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(drains, 1);
+    let requests = srv.await;
+    assert!(requests[0].ends_with(b"0123401234012340123401234012340123401234"));
+}
