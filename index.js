@@ -8,9 +8,24 @@
 const { Agent, HttpsAgent } = require('./lib/agent');
 const constants = require('./lib/constants');
 
+let defaultHttp = null;
+let defaultHttps = null;
+
+// agent.request() on a default agent of the URL's protocol.
+function request(url, options) {
+  const protocol = typeof url === 'string' ? url.slice(0, 6).toLowerCase() : (url && (url.protocol || url.origin)) || '';
+  if (String(protocol).startsWith('https')) {
+    defaultHttps ??= new HttpsAgent();
+    return defaultHttps.request(url, options);
+  }
+  defaultHttp ??= new Agent();
+  return defaultHttp.request(url, options);
+}
+
 module.exports = Agent;
 module.exports.Agent = Agent;
 module.exports.HttpAgent = Agent;
 module.exports.HttpsAgent = HttpsAgent;
 module.exports.constants = constants;
+module.exports.request = request;
 module.exports.default = Agent;

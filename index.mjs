@@ -1,4 +1,4 @@
 import hyperagent from './index.js';
 
-export const { Agent, HttpAgent, HttpsAgent, constants } = hyperagent;
+export const { Agent, HttpAgent, HttpsAgent, constants, request } = hyperagent;
 export default hyperagent;

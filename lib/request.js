@@ -20,6 +20,8 @@ const DONE = 5;
 const TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 const DEFAULT_TIMEOUT = 300e3;
+// Methods that carry no body unless one is given.
+const NO_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT']);
 
 function invalidToken(what, value) {
   const err = new TypeError(`${what} must be a valid HTTP token ["${value}"]`);
@@ -226,10 +228,11 @@ class PendingRequest {
     this.resolve(this.response);
   }
 
+  // The body's end is held until the connection is back in the pool (Done follows at once):
+  // code that sends its next request when a body ends then finds the connection free.
   onEnd(trailers) {
     this.ended = true;
     Object.assign(this.response.trailers, headerObject(trailers));
-    this.response.body.push(null);
   }
 
   onDrain() {
@@ -243,6 +246,7 @@ class PendingRequest {
     this.cleanup();
     this.onDrain();
     if (connId !== 0) this.agent._requestDone(connId, reusable, this.response && this.response.rawHeaders);
+    if (this.ended) this.response.body.push(null);
   }
 
   fail(err) {
@@ -327,9 +331,10 @@ function request(agent, input, options = {}) {
   const declared = hasHeader(headers, 'content-length');
   if (declared >= 0) {
     contentLength = Number(headers[declared + 1]);
-  } else if (bytes !== null && (bytes.length > 0 || !['GET', 'HEAD'].includes(method.toUpperCase()))) {
-    contentLength = bytes.length;
-    headers.push('content-length', String(bytes.length));
+  } else if (source === null && (bytes !== null ? bytes.length > 0 || !NO_BODY.has(method.toUpperCase()) : !NO_BODY.has(method.toUpperCase()))) {
+    // As Node and undici: a known length is sent, 0 for methods that normally carry a body.
+    contentLength = bytes === null ? 0 : bytes.length;
+    headers.push('content-length', String(contentLength));
   }
   const expectIndex = hasHeader(headers, 'expect');
   const expectContinue = expectIndex >= 0 && /^100-continue$/i.test(headers[expectIndex + 1]);

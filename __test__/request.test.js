@@ -1,0 +1,456 @@
+'use strict';
+
+// agent.request() against real servers on port 0 and scripted raw servers.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const https = require('node:https');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const { Readable } = require('node:stream');
+const { AsyncLocalStorage } = require('node:async_hooks');
+const { once } = require('node:events');
+const hyperagent = require('..');
+const { Agent, HttpsAgent } = hyperagent;
+const { httpServer, rawServer, readRequest, request: httpGet } = require('./helpers');
+
+// An echo server: method, url, headers and a digest of the body.
+async function echoServer(t, extra) {
+  return httpServer(t, async (req, res) => {
+    if (extra && extra(req, res)) return;
+    const hash = crypto.createHash('sha256');
+    let n = 0;
+    for await (const chunk of req) {
+      hash.update(chunk);
+      n += chunk.length;
+    }
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({
+      method: req.method,
+      url: req.url,
+      headers: req.headers,
+      length: n,
+      sha256: hash.digest('hex'),
+    }));
+  });
+}
+
+const sha = (buf) => crypto.createHash('sha256').update(buf).digest('hex');
+
+test('a GET resolves with status, headers and a body stream', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.setHeader('set-cookie', ['a=1', 'b=2']);
+    res.setHeader('x-many', ['1', '2']);
+    res.end('hello');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const res = await agent.request(`${server.url}/path?q=1`);
+  assert.strictEqual(res.statusCode, 200);
+  assert.strictEqual(res.statusMessage, 'OK');
+  assert.deepStrictEqual(res.headers['set-cookie'], ['a=1', 'b=2']);
+  assert.strictEqual(res.headers['x-many'], '1, 2');
+  assert.strictEqual(res.headers['content-length'], '5');
+  assert.ok(res.rawHeaders.includes('set-cookie'));
+  assert.ok(res.body instanceof Readable);
+  assert.strictEqual(await res.body.text(), 'hello');
+});
+
+test('methods, URL forms and headers reach the server', async (t) => {
+  const server = await echoServer(t);
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (const method of ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'PROPFIND']) {
+    const res = await agent.request(`${server.url}/m`, { method, headers: { 'x-test': method } });
+    const echo = await res.body.json();
+    assert.strictEqual(echo.method, method);
+    assert.strictEqual(echo.headers['x-test'], method);
+    assert.strictEqual(echo.headers.host, `127.0.0.1:${server.port}`);
+  }
+  const viaUrl = await (await agent.request(new URL(`${server.url}/u?x=1`))).body.json();
+  assert.strictEqual(viaUrl.url, '/u?x=1');
+  const viaParts = await (await agent.request({ origin: server.url, path: '/parts' })).body.json();
+  assert.strictEqual(viaParts.url, '/parts');
+  const flat = await (await agent.request(server.url, { headers: ['x-a', '1', 'x-a', '2'] })).body.json();
+  assert.strictEqual(flat.headers['x-a'], '1, 2');
+});
+
+test('every body type is sent, with content-length when known and chunked otherwise', async (t) => {
+  const server = await echoServer(t);
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const data = crypto.randomBytes(100_000);
+  const bodies = {
+    string: [data.toString('base64'), Buffer.from(data.toString('base64'))],
+    buffer: [data, data],
+    uint8array: [new Uint8Array(data), data],
+    arraybuffer: [data.buffer.slice(data.byteOffset, data.byteOffset + data.length), data],
+    readable: [Readable.from([data.subarray(0, 40_000), data.subarray(40_000)]), data],
+    asyncIterable: [(async function* gen() {
+      yield data.subarray(0, 1);
+      yield data.subarray(1);
+    })(), data],
+  };
+  for (const [kind, [body, expected]] of Object.entries(bodies)) {
+    const res = await agent.request(server.url, { method: 'POST', body });
+    const echo = await res.body.json();
+    assert.strictEqual(echo.length, expected.length, kind);
+    assert.strictEqual(echo.sha256, sha(expected), kind);
+    const streamed = kind === 'readable' || kind === 'asyncIterable';
+    assert.strictEqual(echo.headers['transfer-encoding'], streamed ? 'chunked' : undefined, kind);
+    assert.strictEqual(echo.headers['content-length'], streamed ? undefined : String(expected.length), kind);
+  }
+  const none = await (await agent.request(server.url, { method: 'POST' })).body.json();
+  assert.strictEqual(none.headers['content-length'], '0');
+});
+
+test('large bodies both ways arrive intact', async (t) => {
+  const size = 16 * 1024 * 1024;
+  const down = crypto.randomBytes(size);
+  const server = await echoServer(t, (req, res) => {
+    if (req.url !== '/down') return false;
+    res.end(down);
+    return true;
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const up = crypto.randomBytes(size);
+  const echo = await (await agent.request(`${server.url}/up`, { method: 'PUT', body: Readable.from(chunks(up, 65536)) })).body.json();
+  assert.strictEqual(echo.sha256, sha(up));
+  const res = await agent.request(`${server.url}/down`);
+  const got = Buffer.from(await res.body.arrayBuffer());
+  assert.strictEqual(got.length, size);
+  assert.strictEqual(sha(got), sha(down));
+});
+
+function* chunks(buf, size) {
+  for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
+}
+
+test('chunked responses stream, and trailers arrive at the end', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.writeHead(200, { 'content-type': 'text/plain', trailer: 'x-checksum' });
+    res.write('one ');
+    setImmediate(() => {
+      res.write('two');
+      res.addTrailers({ 'x-checksum': 'abc' });
+      res.end();
+    });
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const res = await agent.request(server.url);
+  assert.strictEqual(res.headers['transfer-encoding'], 'chunked');
+  assert.deepStrictEqual(res.trailers, {});
+  assert.strictEqual(await res.body.text(), 'one two');
+  assert.deepStrictEqual(res.trailers, { 'x-checksum': 'abc' });
+});
+
+test('HEAD, 204 and 304 have no body; redirects are returned as they are', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.method === 'HEAD') res.writeHead(200, { 'content-length': 14 }).end();
+    else if (req.url === '/204') res.writeHead(204).end();
+    else if (req.url === '/304') res.writeHead(304).end();
+    else if (req.url === '/redirect') res.writeHead(302, { location: '/elsewhere' }).end('moved');
+    else res.end('a body for GET');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const head = await agent.request(server.url, { method: 'HEAD' });
+  assert.strictEqual(head.headers['content-length'], String('a body for GET'.length));
+  assert.strictEqual(await head.body.text(), '');
+  for (const code of [204, 304]) {
+    const res = await agent.request(`${server.url}/${code}`);
+    assert.strictEqual(res.statusCode, code);
+    assert.strictEqual(await res.body.text(), '');
+  }
+  const moved = await agent.request(`${server.url}/redirect`);
+  assert.strictEqual(moved.statusCode, 302);
+  assert.strictEqual(moved.headers.location, '/elsewhere');
+  assert.strictEqual(await moved.body.text(), 'moved');
+  // All on one connection.
+  assert.strictEqual(server.connections.length, 1);
+});
+
+test('expect: 100-continue holds the body until the server agrees', async (t) => {
+  let sawContinueFirst = null;
+  const server = http.createServer((req, res) => res.end('unused'));
+  server.on('checkContinue', (req, res) => {
+    let early = false;
+    req.on('data', () => {
+      if (sawContinueFirst === null) sawContinueFirst = !early;
+    });
+    early = true;
+    setImmediate(() => {
+      early = false;
+      res.writeContinue();
+      let body = '';
+      req.on('data', (d) => (body += d));
+      req.on('end', () => res.end(`got ${body}`));
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const res = await agent.request(`http://127.0.0.1:${server.address().port}/`, {
+    method: 'POST',
+    headers: { expect: '100-continue' },
+    body: 'payload',
+  });
+  assert.strictEqual(await res.body.text(), 'got payload');
+  assert.strictEqual(sawContinueFirst, true, 'the body waited for 100 Continue');
+});
+
+test('the promise path and http.request share one pool: limits and statistics', async (t) => {
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const server = await httpServer(t, (req, res) => {
+    inFlight++;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    setImmediate(() => {
+      inFlight--;
+      res.end(req.url);
+    });
+  });
+  const agent = new Agent({ maxSockets: 3 });
+  t.after(() => agent.destroy());
+  const all = [];
+  for (let i = 0; i < 30; i++) {
+    all.push(i % 2
+      ? agent.request(`${server.url}/p${i}`).then((r) => r.body.text())
+      : httpGet(`${server.url}/d${i}`, { agent }).then((r) => r.body));
+  }
+  const bodies = await Promise.all(all);
+  bodies.forEach((b, i) => assert.strictEqual(b, `/${i % 2 ? 'p' : 'd'}${i}`));
+  assert.ok(maxInFlight <= 3, `max in flight ${maxInFlight}`);
+  assert.ok(server.connections.length >= 3);
+  const status = agent.getCurrentStatus();
+  assert.strictEqual(status.createSocketErrorCount, 0);
+  assert.ok(status.requestCount >= 29);
+});
+
+test('a paused body stops reads in Rust: the server stalls and memory stays flat', async (t) => {
+  const TOTAL = 256 * 1024 * 1024;
+  const CHUNK = crypto.randomBytes(1024 * 1024);
+  let written = 0;
+  const server = await httpServer(t, async (req, res) => {
+    res.writeHead(200, { 'content-length': TOTAL });
+    while (written < TOTAL) {
+      written += CHUNK.length;
+      if (!res.write(CHUNK)) {
+        const stall = setTimeout(() => server.emit('stalled', written), 200);
+        await once(res, 'drain');
+        clearTimeout(stall);
+      }
+    }
+    res.end();
+    server.emit('finished');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const rss = process.memoryUsage().rss;
+  const res = await agent.request(server.url);
+  // Never read: the stream's buffer fills, then Rust stops reading.
+  const outcome = await Promise.race([
+    once(server, 'stalled').then(([at]) => ({ stalled: at })),
+    once(server, 'finished').then(() => ({ finished: true })),
+  ]);
+  assert.ok(outcome.stalled, 'the server must stall');
+  assert.ok(outcome.stalled < 64 * 1024 * 1024, `wrote ${outcome.stalled} bytes before stalling`);
+  assert.ok(process.memoryUsage().rss - rss < 128 * 1024 * 1024);
+  let received = 0;
+  for await (const chunk of res.body) received += chunk.length;
+  assert.strictEqual(received, TOTAL);
+});
+
+test('aborting works while queued, before the head, and during the body', async (t) => {
+  let hold;
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/slow-head') hold = res;
+    else if (req.url === '/slow-body') {
+      res.writeHead(200);
+      res.write('start');
+    } else res.end('ok');
+  });
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+
+  // Before the head: the promise rejects with the signal's reason.
+  const ac1 = new AbortController();
+  const p1 = agent.request(`${server.url}/slow-head`, { signal: ac1.signal });
+  await once(server, 'request');
+  // Queued behind it (maxSockets 1): aborted while waiting.
+  const ac2 = new AbortController();
+  const p2 = agent.request(`${server.url}/queued`, { signal: ac2.signal });
+  ac2.abort();
+  await assert.rejects(p2, { name: 'AbortError' });
+  const reason = new Error('stop');
+  ac1.abort(reason);
+  await assert.rejects(p1, (err) => err === reason);
+  assert.ok(hold);
+
+  // During the body: the stream errors with the reason; the connection is not reused.
+  const ac3 = new AbortController();
+  const res = await agent.request(`${server.url}/slow-body`, { signal: ac3.signal });
+  const errored = once(res.body, 'error');
+  res.body.once('data', () => ac3.abort());
+  res.body.resume();
+  const [err] = await errored;
+  assert.strictEqual(err.name, 'AbortError');
+
+  // The pool is healthy afterwards.
+  assert.strictEqual(await (await agent.request(`${server.url}/after`)).body.text(), 'ok');
+  // An already aborted signal rejects at once.
+  await assert.rejects(agent.request(server.url, { signal: AbortSignal.abort() }), { name: 'AbortError' });
+});
+
+test('destroying the body mid-way frees the connection slot', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/endless') {
+      res.writeHead(200);
+      res.write('x'.repeat(1024));
+    } else res.end('next');
+  });
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const res = await agent.request(`${server.url}/endless`);
+  res.body.destroy();
+  assert.strictEqual(await (await agent.request(`${server.url}/next`)).body.text(), 'next');
+});
+
+test('headersTimeout and bodyTimeout fail with their codes', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/body') {
+      res.writeHead(200);
+      res.write('some');
+    }
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  await assert.rejects(agent.request(`${server.url}/head`, { headersTimeout: 50 }), {
+    code: 'ERR_HYPERAGENT_HEADERS_TIMEOUT',
+  });
+  const res = await agent.request(`${server.url}/body`, { bodyTimeout: 50 });
+  await assert.rejects(res.body.text(), { code: 'ERR_HYPERAGENT_BODY_TIMEOUT' });
+});
+
+test('refused and reset connections reject with Node-style errors', async (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const closed = await rawServer(t, () => {});
+  const port = closed.port;
+  closed.close();
+  await once(closed, 'close');
+  await assert.rejects(agent.request(`http://127.0.0.1:${port}/`), {
+    code: 'ECONNREFUSED',
+    syscall: 'connect',
+    address: '127.0.0.1',
+    port,
+  });
+  const reset = await rawServer(t, async (socket) => {
+    await readRequest(socket);
+    socket.resetAndDestroy();
+  });
+  await assert.rejects(agent.request(`http://127.0.0.1:${reset.port}/`), { code: 'ECONNRESET' });
+  const hangup = await rawServer(t, async (socket) => {
+    await readRequest(socket);
+    socket.end();
+  });
+  await assert.rejects(agent.request(`http://127.0.0.1:${hangup.port}/`), {
+    code: 'ECONNRESET',
+    message: 'socket hang up',
+  });
+});
+
+test('malformed responses reject with a code that names the parse failure', async (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const cases = [
+    ['HTTP/1.1 2x0 Bad\r\n\r\n', /^HPE_INVALID_/],
+    ['HTTP/1.1 200 OK\r\nBad Header\r\n\r\n', /^HPE_INVALID_/],
+    ['HTTP/9.9 200 OK\r\n\r\n', /^HPE_INVALID_/],
+    [`HTTP/1.1 200 OK\r\nX-Big: ${'a'.repeat(70_000)}\r\n\r\n`, /^HPE_HEADER_OVERFLOW$/],
+  ];
+  for (const [reply, code] of cases) {
+    const server = await rawServer(t, async (socket) => {
+      await readRequest(socket);
+      socket.end(reply);
+    });
+    await assert.rejects(agent.request(`http://127.0.0.1:${server.port}/`), (err) => {
+      assert.match(err.code, code, JSON.stringify(reply.slice(0, 30)));
+      return true;
+    });
+  }
+  const truncated = await rawServer(t, async (socket) => {
+    await readRequest(socket);
+    socket.end('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort');
+  });
+  const res = await agent.request(`http://127.0.0.1:${truncated.port}/`);
+  await assert.rejects(res.body.text(), { code: 'ECONNRESET', message: 'aborted' });
+});
+
+test('bad input is refused at once with Node\'s codes', async (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const url = 'http://127.0.0.1:1/';
+  assert.throws(() => agent.request(url, { method: 'GE T' }), { code: 'ERR_INVALID_HTTP_TOKEN' });
+  assert.throws(() => agent.request(url, { headers: { 'bad name': 'x' } }), { code: 'ERR_INVALID_HTTP_TOKEN' });
+  assert.throws(() => agent.request(url, { headers: { 'x-a': 'line\r\nbreak' } }), { code: 'ERR_INVALID_CHAR' });
+  assert.throws(() => agent.request('not a url'), { code: 'ERR_INVALID_ARG_VALUE' });
+  assert.throws(() => agent.request(42), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => agent.request('https://127.0.0.1/'), { code: 'ERR_INVALID_PROTOCOL' });
+  assert.throws(() => agent.request(url, { body: 42 }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => agent.request(url, { headersTimeout: -1 }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => agent.request(url, { signal: 'abort' }), { code: 'ERR_INVALID_ARG_TYPE' });
+});
+
+test('promise and stream events run in the context of the request() call', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.write('a');
+    setImmediate(() => res.end('b'));
+  });
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const als = new AsyncLocalStorage();
+  const run = (id) => als.run({ id }, async () => {
+    const res = await agent.request(server.url);
+    const seen = [als.getStore().id];
+    res.body.on('data', () => seen.push(als.getStore().id));
+    await once(res.body, 'end');
+    seen.push(als.getStore().id);
+    return seen;
+  });
+  const results = await Promise.all([1, 2, 3].map(run));
+  results.forEach((seen, i) => assert.ok(seen.every((id) => id === i + 1), JSON.stringify(seen)));
+});
+
+test('HTTPS through HttpsAgent#request, verified for real', async (t) => {
+  const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+  const server = https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => {
+    res.end(`secure ${req.url}`);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const agent = new HttpsAgent({ ca: fixture('ca.pem') });
+  t.after(() => agent.destroy());
+  const url = `https://localhost:${server.address().port}`;
+  for (let i = 0; i < 3; i++) {
+    const res = await agent.request(`${url}/s${i}`);
+    assert.strictEqual(await res.body.text(), `secure /s${i}`);
+  }
+  assert.strictEqual(agent.getCurrentStatus().createSocketCount, 1);
+  const untrusted = new HttpsAgent();
+  t.after(() => untrusted.destroy());
+  await assert.rejects(untrusted.request(`${url}/`), { code: 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY' });
+});
+
+test('the module-level request() uses a default agent per protocol', async (t) => {
+  const server = await httpServer(t);
+  const res = await hyperagent.request(`${server.url}/default`);
+  assert.strictEqual(await res.body.text(), 'hello /default');
+});
