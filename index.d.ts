@@ -4,6 +4,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
+import { Readable } from 'node:stream';
 
 /**
  * A keep-alive `http.Agent` whose pool, sockets and DNS live in Rust. Pass it as the `agent`
@@ -25,8 +26,12 @@ declare class Agent extends http.Agent {
   readonly sockets: NodeJS.ReadOnlyDict<net.Socket[]>;
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
   readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
+  /**
+   * Sends a request with HTTP spoken by hyper in Rust, on this agent's pool (limits and
+   * statistics shared with `http.request`). Resolves when the response head arrives.
+   */
+  request(url: Agent.RequestUrl, options?: Agent.RequestOptions): Promise<Agent.Response>;
 }
-
 
 /**
  * A keep-alive `https.Agent` whose pool, sockets, DNS and TLS (rustls) live in Rust: the
@@ -47,6 +52,8 @@ declare class HttpsAgent extends https.Agent {
   readonly sockets: NodeJS.ReadOnlyDict<tls.TLSSocket[]>;
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
   readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
+  /** As `Agent#request`, over TLS (rustls). */
+  request(url: Agent.RequestUrl, options?: Agent.RequestOptions): Promise<Agent.Response>;
 }
 
 declare const AgentClass: typeof Agent;
@@ -96,6 +103,58 @@ declare namespace Agent {
     maxCachedSessions?: number | undefined;
   }
 
+  /** A URL as a string, a `URL`, or an origin and a path. */
+  type RequestUrl = string | URL | { origin: string; path?: string };
+
+  /** Request bodies `agent.request()` takes. */
+  type RequestBody =
+    | string
+    | Buffer
+    | Uint8Array
+    | ArrayBuffer
+    | NodeJS.ReadableStream
+    | AsyncIterable<Uint8Array | string>
+    | Iterable<Uint8Array | string>
+    | null;
+
+  interface RequestOptions {
+    /** Default: `'GET'`. A valid HTTP token, upper-cased as Node's http does. */
+    method?: string;
+    /** An object (array values repeat the header) or a flat `[name, value, ...]` array. */
+    headers?: Record<string, string | number | readonly string[] | undefined> | readonly string[];
+    /** Sent with `content-length` when its length is known, chunked otherwise. */
+    body?: RequestBody;
+    /** Aborts at any stage; the promise rejects (or the body errors) with the signal's reason. */
+    signal?: AbortSignal;
+    /** Time allowed for the response head, in ms. Default: `300000` (as undici). */
+    headersTimeout?: number;
+    /** Time allowed between body chunks, in ms. Default: `300000` (as undici). */
+    bodyTimeout?: number;
+    /** Largest response head accepted, in bytes (new connections). Default: `16384`. */
+    maxResponseHeaderSize?: number;
+  }
+
+  /** The response body: a Node Readable with back-pressure, plus body mixins. */
+  interface ResponseBody extends Readable {
+    text(): Promise<string>;
+    json(): Promise<unknown>;
+    arrayBuffer(): Promise<ArrayBuffer>;
+    blob(): Promise<Blob>;
+    destroy(error?: Error): this;
+  }
+
+  interface Response {
+    statusCode: number;
+    statusMessage: string;
+    /** Lower-case names; duplicates joined as Node joins them, `set-cookie` an array. */
+    headers: http.IncomingHttpHeaders;
+    /** `[name, value, ...]`, names lower-case. */
+    rawHeaders: string[];
+    /** Filled when the body ends. */
+    trailers: NodeJS.Dict<string>;
+    body: ResponseBody;
+  }
+
   /** agentkeepalive's statistics, with the same keys in the same order. */
   interface AgentStatus {
     createSocketCount: number;
@@ -115,7 +174,20 @@ declare namespace Agent {
   /** The error codes hyperagent's own states carry. */
   type HyperagentErrorCode =
     | 'ERR_HYPERAGENT_AGENT_DESTROYED'
-    | 'ERR_HYPERAGENT_UNSUPPORTED';
+    | 'ERR_HYPERAGENT_UNSUPPORTED'
+    | 'ERR_HYPERAGENT_HEADERS_TIMEOUT'
+    | 'ERR_HYPERAGENT_BODY_TIMEOUT'
+    | 'ERR_HYPERAGENT_HTTP';
+
+  /** A malformed response, named as Node's parser (llhttp) names it. */
+  type ParseErrorCode =
+    | 'HPE_HEADER_OVERFLOW'
+    | 'HPE_INVALID_STATUS'
+    | 'HPE_INVALID_VERSION'
+    | 'HPE_INVALID_HEADER_TOKEN'
+    | 'HPE_INVALID_CONTENT_LENGTH'
+    | 'HPE_INVALID_TRANSFER_ENCODING'
+    | 'HPE_INVALID_CONSTANT';
 
   /** Certificate verification failures, with OpenSSL's names as Node reports them. */
   type TlsErrorCode =
@@ -135,6 +207,11 @@ declare namespace Agent {
   type ErrorCode =
     | HyperagentErrorCode
     | TlsErrorCode
+    | ParseErrorCode
+    | 'ERR_INVALID_HTTP_TOKEN'
+    | 'ERR_INVALID_CHAR'
+    | 'ERR_INVALID_PROTOCOL'
+    | 'EPROTO'
     | 'ERR_SOCKET_TIMEOUT'
     | 'ECONNREFUSED'
     | 'ECONNRESET'
@@ -190,6 +267,8 @@ declare namespace Agent {
   type HttpsAgent = InstanceType<typeof HttpsAgentClass>;
   type HttpsOptions = HttpsAgentOptions;
   const constants: Constants;
+  /** `agent.request()` on a default `Agent` or `HttpsAgent`, by the URL's protocol. */
+  function request(url: RequestUrl, options?: RequestOptions): Promise<Response>;
 }
 
 /** `require('hyperagent')` is the `Agent` class, as agentkeepalive's default export is. */

@@ -58,5 +58,26 @@ function onTlsError(err: hyperagent.HyperagentError) {
 }
 secure.destroy();
 
+async function promisePath(): Promise<unknown> {
+  const res: hyperagent.Response = await agent.request('http://127.0.0.1/', {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ a: 1 }),
+    signal: AbortSignal.timeout(5000),
+    headersTimeout: 1000,
+    bodyTimeout: 1000,
+  });
+  const code: number = res.statusCode;
+  const cookies: string[] | undefined = res.headers['set-cookie'];
+  for await (const chunk of res.body) void (chunk as Buffer);
+  const other = await hyperagent.request({ origin: 'http://127.0.0.1', path: '/x' });
+  const text: string = await other.body.text();
+  const streamed = await secure.request(new URL('https://127.0.0.1/'), { body: (async function* g() { yield 'x'; })() });
+  void [code, cookies, text, streamed.trailers];
+  // @ts-expect-error body must be bytes, a string or a stream
+  await agent.request('http://127.0.0.1/', { body: 42 });
+  return res.body.json();
+}
+
 agent.destroy();
-void [asHttps, onTlsError, asDefault, asHttpAgent, counts, free, changed, name, timeoutMs, onError];
+void [promisePath, asHttps, onTlsError, asDefault, asHttpAgent, counts, free, changed, name, timeoutMs, onError];
