@@ -61,6 +61,7 @@ function limitsOf(agent) {
     lifo: l.scheduling !== 'fifo',
     noDelay: agent.options.noDelay !== false,
     keepAliveMsecs: l.keepAlive ? agent.keepAliveMsecs : undefined,
+    replayLimit: agent.options.replay ? agent.options.replayLimit : 0,
   };
 }
 
@@ -190,6 +191,8 @@ class Agent extends Base {
   get errorSocketCount() { return this[kPool].stats().errorSocketCount; }
   get timeoutSocketCount() { return this[kPool].stats().timeoutSocketCount; }
   get requestCount() { return this[kPool].stats().requestCount; }
+  // Requests sent again after the keep-alive race (hyperagent's own counter).
+  get replayCount() { return this[kPool].stats().replayCount; }
 
   get statusChanged() {
     const now = this[kPool].stats();
@@ -374,6 +377,11 @@ class Agent extends Base {
 
   get _poolId() {
     return this[kPoolId];
+  }
+
+  // The largest agent.request() body sent again after the keep-alive race (-1: never).
+  get _replayLimit() {
+    return this.options.replay ? this.options.replayLimit : -1;
   }
 
   // The pool key of an origin for agent.request(), as addRequest would name it.

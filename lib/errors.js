@@ -59,6 +59,7 @@ function systemError(desc) {
   if (desc.hostname !== undefined) err.hostname = desc.hostname;
   if (desc.address !== undefined) err.address = desc.address;
   if (desc.port !== undefined) err.port = desc.port;
+  if (desc.requestSent !== undefined) err.requestSent = desc.requestSent;
   return err;
 }
 

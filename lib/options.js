@@ -101,6 +101,9 @@ function normalize(input) {
     throw errors.invalidArgValue('options.scheduling', options.scheduling, "must be one of: 'fifo', 'lifo'");
   }
   if (options.noDelay !== undefined) bool(options.noDelay, 'options.noDelay');
+  // Sending an idempotent request again when a reused connection dies before answering.
+  options.replay = options.replay === undefined ? true : bool(options.replay, 'options.replay');
+  options.replayLimit = options.replayLimit === undefined ? 65536 : count(options.replayLimit, 'options.replayLimit', 0);
   for (const name of ['localAddress', 'socketPath']) {
     if (options[name] !== undefined && typeof options[name] !== 'string') {
       throw errors.invalidArgType(`options.${name}`, 'of type string', options[name]);

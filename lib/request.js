@@ -351,7 +351,7 @@ function request(agent, input, options = {}) {
     const [id, waiter] = binding.request(
       agent._poolId, key, pending, method.toUpperCase(),
       path, headers, bytes, source !== null, contentLength, expectContinue,
-      headersTimeout, bodyTimeout,
+      headersTimeout, bodyTimeout, agent._replayLimit,
     );
     pending.id = id;
     pending.waiter = waiter;

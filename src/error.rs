@@ -36,6 +36,9 @@ struct Inner {
     tls: Option<(String, String)>,
     /// Appended to an OS error's message (`write EPROTO <what OpenSSL would say>`).
     detail: Option<String>,
+    /// For a request that failed before any response: whether any of it was written (then
+    /// the server may have processed it).
+    request_sent: Option<bool>,
 }
 
 impl Error {
@@ -49,6 +52,7 @@ impl Error {
                 hostname: None,
                 tls: None,
                 detail: None,
+                request_sent: None,
             }),
         }
     }
@@ -86,6 +90,16 @@ impl Error {
     pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
         self.inner.detail = Some(detail.into());
         self
+    }
+
+    /// Marks a failure before any response, saying whether the request went out.
+    pub fn with_request_sent(mut self, sent: bool) -> Self {
+        self.inner.request_sent = Some(sent);
+        self
+    }
+
+    pub fn request_sent(&self) -> Option<bool> {
+        self.inner.request_sent
     }
 
     /// Names the peer the failed call was talking to.

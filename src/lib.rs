@@ -3,12 +3,14 @@
 //! - [`pool`]: the pool's bookkeeping (keys, idle lists, limits, waiters, expiry, statistics);
 //! - [`transport`]: DNS, TCP/Unix connect and TLS on tokio, liveness checks on idle sockets;
 //! - [`client`]: the promise path's HTTP/1.1 exchanges, spoken by hyper;
+//! - [`replay`]: the rules for sending a request again after the keep-alive race;
 //! - [`error`]: one error type, with Node's code, errno and syscall derived in one place;
 //! - `binding`: the napi surface and the JavaScript thread's byte path (not in `cargo test`).
 
 pub mod client;
 pub mod error;
 pub mod pool;
+pub mod replay;
 pub mod runtime;
 pub mod transport;
 

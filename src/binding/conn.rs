@@ -36,16 +36,20 @@ use super::uv::{self, Handle};
 use crate::client;
 use crate::error::{errno_of, Error};
 use crate::pool::KeyId;
+use crate::replay::ReplayBuf;
 use crate::transport::liveness::{self, Liveness};
 use crate::transport::pump::{self, Event, Remote};
 use crate::transport::tls::TlsInfo;
-use crate::transport::Peer;
+use crate::transport::{Peer, Target};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
     Connecting,
     Active,
     Idle,
+    /// Its connection died before answering a replayable request: a new one is being opened
+    /// under the same socket (see `crate::replay`).
+    Replaying,
     Closed,
 }
 
@@ -99,6 +103,14 @@ pub struct Conn {
     /// For the promise path: hyper's request half while the connection is idle (an exchange
     /// in flight holds it).
     pub hyper: RefCell<Option<client::Sender>>,
+    /// The drop-in request's bytes while they may have to be sent again.
+    replay: RefCell<ReplayBuf>,
+    /// What a replay sends first on its new connection (and what is written meanwhile).
+    replay_out: RefCell<Vec<u8>>,
+    /// Where the connection goes (kept for a replay's new connection).
+    pub target: RefCell<Option<(Target, Option<String>)>>,
+    /// Which of its network connections is current (a replay opens another).
+    link: Cell<u32>,
 }
 
 /// The request path a connection belongs to.
@@ -147,6 +159,10 @@ impl Conn {
             holding: Cell::new(false),
             mode: Cell::new(Mode::DropIn),
             hyper: RefCell::new(None),
+            replay: RefCell::new(ReplayBuf::default()),
+            replay_out: RefCell::new(Vec::new()),
+            target: RefCell::new(None),
+            link: Cell::new(0),
         }
     }
 
@@ -182,6 +198,18 @@ impl Conn {
         self.sync_ref_with(ctx);
     }
 
+    pub fn link(&self) -> u32 {
+        self.link.get()
+    }
+
+    pub fn next_link(&self) {
+        self.link.set(self.link.get().wrapping_add(1));
+    }
+
+    pub fn fail_pub(&self, ctx: &EnvCtx, err: Error) {
+        self.fail(ctx, err);
+    }
+
     fn pumped(&self) -> Option<Arc<Remote>> {
         self.pumped.borrow().clone()
     }
@@ -196,7 +224,10 @@ impl Conn {
             strong: true,
             ctx: None,
         }));
-        self.serve(env);
+        // A socket bound to a connection that is not new (its old face was collected while
+        // it idled) serves a reuse.
+        let reused = self.state.get() != State::Connecting;
+        self.serve(env, reused);
     }
 
     /// Starts serving a checkout with the existing face, if it is still alive: its async
@@ -216,11 +247,13 @@ impl Conn {
             owner.strong = true;
             self.owner.set(Some(owner));
         }
-        self.serve(env);
+        self.serve(env, true);
         socket
     }
 
-    fn serve(&self, env: sys::napi_env) {
+    fn serve(&self, env: sys::napi_env, reused: bool) {
+        let limit = self.pool.upgrade().map_or(0, |p| p.replay_limit.get());
+        self.replay.borrow_mut().start(reused, limit);
         let Some(mut owner) = self.owner.get() else {
             return;
         };
@@ -373,7 +406,7 @@ impl Conn {
                 }
                 m
             }
-            State::Connecting | State::Closed => 0,
+            State::Connecting | State::Replaying | State::Closed => 0,
         };
         if want == self.mask.get() {
             return;
@@ -389,10 +422,20 @@ impl Conn {
     }
 
     /// Writes `chunks` now if the kernel takes them; queues the rest.
-    pub fn write(&self, chunks: &[&[u8]]) -> i32 {
-        if self.state.get() != State::Active {
-            return -libc::ENOTCONN;
+    pub fn write(self: &Rc<Self>, chunks: &[&[u8]]) -> i32 {
+        match self.state.get() {
+            State::Active => {}
+            // A new connection is being opened: these go after the replayed bytes.
+            State::Replaying => {
+                let mut out = self.replay_out.borrow_mut();
+                for chunk in chunks {
+                    out.extend_from_slice(chunk);
+                }
+                return WRITE_DONE;
+            }
+            _ => return -libc::ENOTCONN,
         }
+        self.replay.borrow_mut().record(chunks);
         if let Some(remote) = self.pumped() {
             let n: usize = chunks.iter().map(|c| c.len()).sum();
             self.bytes_written.set(self.bytes_written.get() + n as u64);
@@ -412,7 +455,15 @@ impl Conn {
         let total: usize = chunks.iter().map(|c| c.len()).sum();
         let written = match send_all(self.raw_fd(), chunks) {
             Ok(n) => n,
-            Err(errno) => return -errno,
+            // The peer reset the connection under the request: the race a replay is for.
+            Err(errno) => {
+                if let Some(pool) = self.pool.upgrade() {
+                    if self.try_replay(&pool) {
+                        return WRITE_DONE;
+                    }
+                }
+                return -errno;
+            }
         };
         self.bytes_written
             .set(self.bytes_written.get() + written as u64);
@@ -509,7 +560,7 @@ impl Conn {
         if status < 0 {
             // libuv reports any socket error (EPOLLERR) as EBADF; the socket knows the real one.
             let errno = socket_error(self.raw_fd()).unwrap_or(-status);
-            self.fail(ctx, Error::os(errno, "read"));
+            self.lost(ctx, Some(Error::os(errno, "read")));
             return;
         }
         if events & uv::WRITABLE != 0 {
@@ -568,6 +619,7 @@ impl Conn {
             };
             if n > 0 {
                 self.bytes_read.set(self.bytes_read.get() + n as u64);
+                self.replay.borrow_mut().answered();
                 let chunk = {
                     let buf = ctx.read_buf.borrow();
                     js::buffer_copy(ctx.env, &buf[..n as usize])
@@ -579,9 +631,7 @@ impl Conn {
                 continue;
             }
             if n == 0 {
-                self.eof.set(true);
-                self.update_mask();
-                self.call_owner(ctx, ctx.callbacks.on_read, &[js::null(ctx.env)]);
+                self.lost(ctx, None);
                 return;
             }
             let errno = std::io::Error::last_os_error()
@@ -591,7 +641,7 @@ impl Conn {
                 libc::EINTR => continue,
                 libc::EAGAIN => return,
                 _ => {
-                    self.fail(ctx, Error::os(errno, "read"));
+                    self.lost(ctx, Some(Error::os(errno, "read")));
                     return;
                 }
             }
@@ -599,20 +649,91 @@ impl Conn {
     }
 
     /// An event from the pump of a connection in use.
-    pub fn on_pump(&self, ctx: &EnvCtx, event: Event) {
+    pub fn on_pump(self: &Rc<Self>, ctx: &EnvCtx, event: Event) {
         match event {
             Event::Data(bytes) => {
                 self.bytes_read
                     .set(self.bytes_read.get() + bytes.len() as u64);
+                self.replay.borrow_mut().answered();
                 let chunk = js::buffer_copy(ctx.env, &bytes);
                 self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
             }
-            Event::Eof => {
+            Event::Eof => self.lost(ctx, None),
+            Event::Drained => self.call_owner(ctx, ctx.callbacks.on_write, &[js::null(ctx.env)]),
+            Event::Error(err) => self.lost(ctx, Some(err)),
+        }
+    }
+
+    /// The connection ended (`err` None: the peer's FIN) while in use. Before any response to
+    /// a replayable request on a reused connection, the request goes again on a new one;
+    /// before any response otherwise, the request fails saying whether it went out; after,
+    /// the socket hears of the end or the error as it is.
+    fn lost(self: &Rc<Self>, ctx: &EnvCtx, err: Option<Error>) {
+        if let Some(pool) = self.pool.upgrade() {
+            if self.try_replay(&pool) {
+                return;
+            }
+        }
+        let unanswered = {
+            let replay = self.replay.borrow();
+            replay.armed_unanswered().then(|| replay.sent_any())
+        };
+        match (err, unanswered) {
+            // Node says "socket hang up"; this also says whether the server may have it.
+            (None, Some(sent)) => self.fail(
+                ctx,
+                Error::tls("ECONNRESET", "socket hang up").with_request_sent(sent),
+            ),
+            (None, None) => {
                 self.eof.set(true);
+                self.update_mask();
                 self.call_owner(ctx, ctx.callbacks.on_read, &[js::null(ctx.env)]);
             }
-            Event::Drained => self.call_owner(ctx, ctx.callbacks.on_write, &[js::null(ctx.env)]),
-            Event::Error(err) => self.fail(ctx, err),
+            (Some(err), Some(sent)) => self.fail(ctx, err.with_request_sent(sent)),
+            (Some(err), None) => self.fail(ctx, err),
+        }
+    }
+
+    /// Starts a replay if the request allows one (see `crate::replay`): the dead connection is
+    /// closed and a new one opened under the same socket, which notices nothing.
+    pub fn try_replay(self: &Rc<Self>, pool: &Rc<PoolCell>) -> bool {
+        if self.state.get() != State::Active
+            || self.target.borrow().is_none()
+            || !self.replay.borrow().can_replay()
+        {
+            return false;
+        }
+        let bytes = self.replay.borrow_mut().take_for_replay();
+        // Stop the dead transport; the socket, its owner and its slot stay.
+        if let Some(poll) = self.poll.borrow_mut().take() {
+            poll.close();
+        }
+        self.fd.borrow_mut().take();
+        if let Some(remote) = self.pumped.borrow_mut().take() {
+            remote.close();
+            if self.holding.replace(false) {
+                pool.ctx.unhold();
+            }
+        }
+        *self.tls.borrow_mut() = None;
+        self.mask.set(0);
+        self.pending.borrow_mut().clear();
+        self.pending_off.set(0);
+        self.eof.set(false);
+        *self.replay_out.borrow_mut() = bytes;
+        self.state.set(State::Replaying);
+        pool.replayed(self);
+        true
+    }
+
+    /// The replay's new connection is up: send the request again, then whatever followed.
+    pub fn resume_replay(self: &Rc<Self>) {
+        let bytes = std::mem::take(&mut *self.replay_out.borrow_mut());
+        if !bytes.is_empty() && self.write(&[&bytes]) < 0 {
+            if let Some(pool) = self.pool.upgrade() {
+                let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);
+                self.fail(&pool.ctx, err);
+            }
         }
     }
 
@@ -672,7 +793,7 @@ unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: 
                 pool.evict_idle(&conn);
             }
         }
-        State::Connecting | State::Closed => {}
+        State::Connecting | State::Replaying | State::Closed => {}
     }
 }
 

@@ -52,7 +52,13 @@ pub enum Completion {
         result: Result<Established, Error>,
     },
     /// Something happened on a connection whose bytes stay on tokio (TLS).
-    Pump { pool: u32, conn: u32, event: Event },
+    Pump {
+        pool: u32,
+        conn: u32,
+        /// Which link of the connection (a replay replaces it).
+        link: u32,
+        event: Event,
+    },
     /// An event of an `agent.request()` exchange.
     Req { req: u32, event: client::Event },
     /// A promise-path connection was established (its exchange is running), or failed for
@@ -89,6 +95,7 @@ pub struct PumpSink {
     pub inbox: Arc<Inbox>,
     pub pool: u32,
     pub conn: u32,
+    pub link: u32,
 }
 
 impl Sink for PumpSink {
@@ -96,6 +103,7 @@ impl Sink for PumpSink {
         self.inbox.post(Completion::Pump {
             pool: self.pool,
             conn: self.conn,
+            link: self.link,
             event,
         });
     }
@@ -350,9 +358,14 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
                 Some(cell) => cell.finish_connect(conn, result),
                 None => ctx.unhold(),
             },
-            Completion::Pump { pool, conn, event } => {
+            Completion::Pump {
+                pool,
+                conn,
+                link,
+                event,
+            } => {
                 if let Some(cell) = ctx.pool(pool) {
-                    cell.on_pump(conn, event);
+                    cell.on_pump(conn, link, event);
                 }
             }
             Completion::Req { req, event } => ctx.on_request_event(req, event),

@@ -211,6 +211,9 @@ pub fn error_descriptor(env: sys::napi_env, err: &Error) -> sys::napi_value {
     if let Some(hostname) = err.hostname() {
         set(env, obj, "hostname", string(env, hostname));
     }
+    if let Some(sent) = err.request_sent() {
+        set(env, obj, "requestSent", boolean(env, sent));
+    }
     obj
 }
 

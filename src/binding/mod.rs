@@ -63,6 +63,8 @@ pub struct PoolOptions {
     pub no_delay: bool,
     /// SO_KEEPALIVE's initial delay for new connections; absent when keep-alive is off.
     pub keep_alive_msecs: Option<f64>,
+    /// The largest drop-in request kept for a replay after the keep-alive race (0: off).
+    pub replay_limit: Option<f64>,
 }
 
 #[napi(object)]
@@ -108,6 +110,7 @@ pub struct PoolStats {
     pub error_socket_count: f64,
     pub timeout_socket_count: f64,
     pub request_count: f64,
+    pub replay_count: f64,
 }
 
 #[napi(object)]
@@ -372,9 +375,13 @@ impl NativePool {
                 .map(|ms| Duration::from_millis(ms.max(0.0) as u64)),
             ..ConnectOptions::default()
         };
-        Ok(NativePool {
-            cell: PoolCell::new(ctx()?, agent.raw(), limits(&options), connect_opts),
-        })
+        let cell = PoolCell::new(ctx()?, agent.raw(), limits(&options), connect_opts);
+        cell.replay_limit.set(
+            options
+                .replay_limit
+                .map_or(64 * 1024, |n| n.max(0.0) as usize),
+        );
+        Ok(NativePool { cell })
     }
 
     /// The number the plain functions name this pool by.
@@ -498,6 +505,7 @@ impl NativePool {
             error_socket_count: s.error_socket_count as f64,
             timeout_socket_count: s.timeout_socket_count as f64,
             request_count: s.request_count as f64,
+            replay_count: s.replay_count as f64,
         }
     }
 
@@ -526,8 +534,17 @@ fn request_state(id: u32) -> Option<Rc<request::ReqState>> {
     env::current()?.request(id)
 }
 
-/// Starts `agent.request()`. `headers` is `[name, value, ...]`, already validated. Returns
-/// `[requestId, waiterId]` (`waiterId` is -1 unless the request waits for a connection).
+/// Idempotent per RFC 9110 §9.2.2, or made so by an `Idempotency-Key` header.
+fn idempotent(method: &http::Method, headers: &[(http::HeaderName, http::HeaderValue)]) -> bool {
+    crate::replay::idempotent_method(method.as_str().as_bytes())
+        || headers
+            .iter()
+            .any(|(k, _)| k.as_str().eq_ignore_ascii_case("idempotency-key"))
+}
+
+/// Starts `agent.request()`. `headers` is `[name, value, ...]`, already validated.
+/// `replay_limit`: the largest body sent again after the keep-alive race (negative: never).
+/// Returns `[requestId, waiterId]` (`waiterId` is -1 unless the request waits).
 #[napi]
 #[allow(clippy::too_many_arguments)]
 pub fn request(
@@ -543,6 +560,7 @@ pub fn request(
     expect_continue: bool,
     headers_timeout: f64,
     body_timeout: f64,
+    replay_limit: f64,
 ) -> Result<Vec<f64>> {
     let ctx = ctx()?;
     let cell = ctx
@@ -564,6 +582,24 @@ pub fn request(
         list.push((name, value));
     }
     let ctl = Arc::new(crate::client::Control::default());
+    let timeout = |ms: f64| (ms > 0.0 && ms.is_finite()).then(|| Duration::from_millis(ms as u64));
+    // A copy for one replay, when the request may be sent again (see request.rs).
+    let replay = (replay_limit >= 0.0
+        && !streamed
+        && !expect_continue
+        && body.as_ref().map_or(0, |b| b.len()) as f64 <= replay_limit
+        && idempotent(&method, &list))
+    .then(|| request::Replay {
+        method: method.clone(),
+        path: path.clone(),
+        headers: list.clone(),
+        body: body
+            .as_ref()
+            .map(|b| bytes::Bytes::copy_from_slice(b))
+            .unwrap_or_default(),
+        headers_timeout: timeout(headers_timeout),
+        body_timeout: timeout(body_timeout),
+    });
     let (mut req_body, writer) = if streamed {
         let inbox = ctx.inbox.clone();
         // The drain reaches the request through the inbox; its id is known once registered.
@@ -593,7 +629,6 @@ pub fn request(
     if let Some(gate) = &gate {
         req_body = crate::client::gated(req_body, gate.clone());
     }
-    let timeout = |ms: f64| (ms > 0.0 && ms.is_finite()).then(|| Duration::from_millis(ms as u64));
     let spec = crate::client::Spec {
         method,
         path,
@@ -607,7 +642,7 @@ pub fn request(
         Some((w, slot)) => (Some(w), Some(slot)),
         None => (None, None),
     };
-    let (req, waiter) = cell.request(KeyId(key), handle.raw(), spec, writer, ctl);
+    let (req, waiter) = cell.request(KeyId(key), handle.raw(), spec, writer, ctl, replay);
     if let Some(slot) = id_slot {
         slot.store(req.id, std::sync::atomic::Ordering::Release);
     }

@@ -65,6 +65,8 @@ pub struct PoolCell {
     targets: RefCell<HashMap<KeyId, (Target, Option<String>)>>,
     /// The largest response head the promise path accepts (`maxResponseHeaderSize`).
     pub max_header_size: std::cell::Cell<usize>,
+    /// The largest drop-in request kept for a replay (0: replay off).
+    pub replay_limit: std::cell::Cell<usize>,
     timer: RefCell<Option<Handle>>,
     /// The JavaScript agent, weakly: the agent owns the pool, not the other way round.
     agent: Ref,
@@ -91,6 +93,7 @@ impl PoolCell {
             tls: RefCell::new(HashMap::new()),
             targets: RefCell::new(HashMap::new()),
             max_header_size: std::cell::Cell::new(16 * 1024),
+            replay_limit: std::cell::Cell::new(64 * 1024),
             agent,
         });
         ctx.register_pool(&cell);
@@ -198,6 +201,28 @@ impl PoolCell {
         if conn.state.get() != State::Connecting {
             return;
         }
+        *conn.target.borrow_mut() = Some((target.clone(), servername.clone()));
+        self.spawn_connect(&conn, target, servername);
+    }
+
+    /// A drop-in connection died before answering a replayable request (see `crate::replay`):
+    /// a new connection is opened for the same socket and slot.
+    pub fn replayed(self: &Rc<Self>, conn: &Rc<Conn>) {
+        {
+            let mut st = self.state.borrow_mut();
+            st.pool.stats.close_socket_count += 1;
+            st.pool.stats.replay_count += 1;
+        }
+        let Some((target, servername)) = conn.target.borrow().clone() else {
+            return;
+        };
+        conn.next_link();
+        self.spawn_connect(conn, target, servername);
+    }
+
+    fn spawn_connect(self: &Rc<Self>, conn: &Rc<Conn>, target: Target, servername: Option<String>) {
+        let id = conn.id;
+        let link = conn.link();
         let opts = self.state.borrow().connect_opts;
         let tls = self.tls.borrow().get(&conn.key).cloned();
         let inbox = self.ctx.inbox.clone();
@@ -242,6 +267,7 @@ impl PoolCell {
                 inbox: inbox.clone(),
                 pool,
                 conn: id,
+                link,
             };
             // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
             macro_rules! secure {
@@ -280,7 +306,9 @@ impl PoolCell {
     /// Applies a finished connect on the JavaScript thread.
     pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Established, Error>) {
         let conn = self.conn(id);
-        let Some(conn) = conn.filter(|c| c.state.get() == State::Connecting) else {
+        let Some(conn) =
+            conn.filter(|c| matches!(c.state.get(), State::Connecting | State::Replaying))
+        else {
             // Closed while connecting: `close` already released the hold and the slot. What
             // connected anyway is closed here (dropping the descriptor, or stopping the pump).
             if let Ok(Established {
@@ -294,6 +322,7 @@ impl PoolCell {
         };
         self.ctx.unhold();
         conn.abort.borrow_mut().take();
+        let replaying = conn.state.get() == State::Replaying;
         let result = result.and_then(|established| {
             conn.local.set(established.local);
             *conn.remote.borrow_mut() = Some(established.remote);
@@ -306,6 +335,16 @@ impl PoolCell {
             }
         });
         match result {
+            Ok(()) if replaying => {
+                self.state.borrow_mut().pool.connected(conn.key);
+                conn.resume_replay();
+            }
+            // The replay could not connect: the request fails as the first attempt did.
+            Err(_) if replaying => {
+                self.state.borrow_mut().pool.stats.create_socket_error_count += 1;
+                let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);
+                conn.fail_pub(&self.ctx, err);
+            }
             Ok(()) => {
                 self.state.borrow_mut().pool.connected(conn.key);
                 let info = conn.tls.borrow().as_deref().map_or_else(
@@ -332,12 +371,16 @@ impl PoolCell {
 
     /// An event of a pumped (TLS) connection: to its socket while in use; while idle, any
     /// event means the connection is over.
-    pub fn on_pump(self: &Rc<Self>, id: u32, event: Event) {
+    pub fn on_pump(self: &Rc<Self>, id: u32, link: u32, event: Event) {
         let Some(conn) = self.conn(id) else { return };
+        // Events of a connection a replay has replaced are stale.
+        if conn.link() != link {
+            return;
+        }
         match conn.state.get() {
             State::Active => conn.on_pump(&self.ctx, event),
             State::Idle => self.evict_idle(&conn),
-            State::Connecting | State::Closed => {}
+            State::Connecting | State::Replaying | State::Closed => {}
         }
     }
 
@@ -396,7 +439,7 @@ impl PoolCell {
         let grant = {
             let mut st = self.state.borrow_mut();
             match was {
-                State::Connecting => {
+                State::Connecting | State::Replaying => {
                     self.ctx.unhold();
                     st.pool.closed(conn.key)
                 }

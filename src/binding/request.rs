@@ -51,6 +51,42 @@ pub struct ReqState {
     /// The response head has arrived (errors after it are "aborted", and the connection
     /// then cannot be reused).
     headed: Cell<bool>,
+    /// What it takes to send the request again, when it may be (idempotent, body in memory
+    /// and within the replay limit, replay on). Taken by the one replay allowed.
+    replay: RefCell<Option<Replay>>,
+    /// The current connection was reused (a fresh connection is never replayed on: the
+    /// server may be refusing the request).
+    reused: Cell<bool>,
+    /// A replay is under way: the failed attempt's end is not the request's.
+    retrying: Cell<bool>,
+}
+
+/// A request that can be sent again.
+pub struct Replay {
+    pub method: http::Method,
+    pub path: String,
+    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    pub body: Bytes,
+    pub headers_timeout: Option<std::time::Duration>,
+    pub body_timeout: Option<std::time::Duration>,
+}
+
+impl Replay {
+    fn spec(&self) -> Spec {
+        Spec {
+            method: self.method.clone(),
+            path: self.path.clone(),
+            headers: self.headers.clone(),
+            body: if self.body.is_empty() {
+                client::empty_body()
+            } else {
+                client::full_body(self.body.clone())
+            },
+            expect_continue: None,
+            headers_timeout: self.headers_timeout,
+            body_timeout: self.body_timeout,
+        }
+    }
 }
 
 /// Posts an exchange's events through the thread's inbox.
@@ -116,6 +152,7 @@ impl PoolCell {
         spec: Spec,
         writer: Option<BodyWriter>,
         ctl: Arc<Control>,
+        replay: Option<Replay>,
     ) -> (Rc<ReqState>, Option<u64>) {
         let env = self.ctx.env;
         let req = Rc::new(ReqState {
@@ -131,6 +168,9 @@ impl PoolCell {
             conn: Cell::new(0),
             abort: RefCell::new(None),
             headed: Cell::new(false),
+            replay: RefCell::new(replay),
+            reused: Cell::new(false),
+            retrying: Cell::new(false),
         });
         self.ctx.insert_request(req.clone());
         let mut discard = Vec::new();
@@ -173,6 +213,7 @@ impl PoolCell {
         };
         conn.state.set(State::Active);
         req.conn.set(conn_id);
+        req.reused.set(true);
         self.ctx.hold();
         let sink: Arc<dyn Sink> = Arc::new(ReqSink {
             inbox: self.ctx.inbox.clone(),
@@ -200,6 +241,7 @@ impl PoolCell {
         let conn: Rc<Conn> = self.new_conn_pub(req.key);
         conn.mode.set(Mode::Promise);
         req.conn.set(conn.id);
+        req.reused.set(false);
         self.ctx.hold();
         let Some((target, servername)) = self.target(req.key) else {
             let sink = ReqSink {
@@ -378,7 +420,27 @@ impl EnvCtx {
                 let desc = js::error_descriptor(env, &err);
                 req.emit(kind::ERROR, &[desc]);
             }
+            Event::Unsent(err) => {
+                // The keep-alive race: a reused connection died before answering. An
+                // idempotent request is sent once more, on a fresh connection (RFC 9110
+                // §9.2.2); anything else fails, saying whether it went out.
+                if req.reused.get() && req.replay.borrow().is_some() {
+                    req.retrying.set(true);
+                } else {
+                    let desc = js::error_descriptor(env, &err);
+                    req.emit(kind::ERROR, &[desc]);
+                }
+            }
             Event::BodyDrain => req.emit(kind::DRAIN, &[]),
+            Event::Done(_) if req.retrying.replace(false) => {
+                self.unhold();
+                let pool = req.pool();
+                pool.retire(req.conn.get());
+                pool.state.borrow_mut().pool.stats.replay_count += 1;
+                let spec = req.replay.borrow_mut().take().map(|r| r.spec());
+                *req.spec.borrow_mut() = spec;
+                pool.connect_for(&req);
+            }
             Event::Done(sender) => {
                 self.unhold();
                 let conn_id = req.conn.get();

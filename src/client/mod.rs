@@ -74,6 +74,9 @@ pub enum Event {
     Data(Bytes),
     End(HeaderList),
     Error(Error),
+    /// The connection failed before any byte of a response: the request may or may not have
+    /// been processed (the binding may send it again, see `src/binding/request.rs`).
+    Unsent(Error),
     /// A streamed request body can take more.
     BodyDrain,
     /// The exchange is over. The connection comes back when it can carry another request.
@@ -153,7 +156,9 @@ const HEAD_CHUNK_BYTES: usize = 64 * 1024;
 /// Runs one request on `sender` and posts its events; ends with [`Event::Done`].
 pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: Arc<dyn Sink>) {
     if let Err(e) = sender.ready().await {
-        sink.post(Event::Error(hyper_error(&e, false)));
+        sink.post(Event::Unsent(
+            hyper_error(&e, false).with_request_sent(false),
+        ));
         sink.post(Event::Done(None));
         return;
     }
@@ -190,8 +195,15 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
     };
     let response = match response {
         Ok(r) => r,
+        // A malformed response came; anything else means no response byte arrived, and the
+        // request may not have been processed at all.
         Err(e) => {
-            sink.post(Event::Error(hyper_error(&e, false)));
+            let err = hyper_error(&e, false);
+            sink.post(if e.is_parse() || e.is_parse_status() {
+                Event::Error(err)
+            } else {
+                Event::Unsent(err.with_request_sent(true))
+            });
             sink.post(Event::Done(None));
             return;
         }

@@ -15,4 +15,6 @@ pub struct Stats {
     pub timeout_socket_count: u64,
     /// Requests that completed and gave their connection back.
     pub request_count: u64,
+    /// Requests sent again on a fresh connection after a reused one died before answering.
+    pub replay_count: u64,
 }

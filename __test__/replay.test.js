@@ -1,0 +1,159 @@
+'use strict';
+
+// The keep-alive race: the server drops a reused connection just as a request arrives on it.
+// Idempotent requests are sent again on a fresh connection, once; others fail saying whether
+// they went out, and are never sent twice.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const { Agent } = require('..');
+const { rawServer, readRequest, request, requestError } = require('./helpers');
+
+const OK = (body) => `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+
+// A server that answers the first request of every connection, and drops the connection when
+// a second request arrives on it (with a FIN, or an RST), as a server whose idle timeout fired
+// at that instant does. It records every request it received.
+async function racingServer(t, how) {
+  const seen = [];
+  const server = await rawServer(t, async (socket) => {
+    for (let n = 0; ; n++) {
+      let req;
+      try {
+        req = await readRequest(socket);
+      } catch {
+        return;
+      }
+      const line = req.head.split('\r\n')[0];
+      seen.push({ line, conn: socket.remotePort, dropped: n > 0 });
+      if (n > 0) {
+        if (how === 'rst') socket.resetAndDestroy();
+        else socket.end();
+        return;
+      }
+      socket.write(OK(`answer to ${line}`));
+    }
+  });
+  server.seen = seen;
+  server.url = `http://127.0.0.1:${server.port}`;
+  return server;
+}
+
+// One request to open a connection, then (with it idle in the pool) the request under test.
+async function warmThen(agent, server, fn) {
+  const freed = new Promise((resolve) => agent.once('free', resolve));
+  await request(`${server.url}/warm`, { agent });
+  await freed;
+  return fn();
+}
+
+for (const how of ['fin', 'rst']) {
+  test(`http.request: a GET on a reused connection that dies (${how}) is replayed, once`, async (t) => {
+    const server = await racingServer(t, how);
+    const agent = new Agent();
+    t.after(() => agent.destroy());
+    const { body, req } = await warmThen(agent, server, () => request(`${server.url}/get`, { agent }));
+    assert.strictEqual(body, 'answer to GET /get HTTP/1.1');
+    assert.strictEqual(req.reusedSocket, true, 'Node saw a reused socket and no failure');
+    assert.deepStrictEqual(server.seen.map((s) => [s.line, s.dropped]), [
+      ['GET /warm HTTP/1.1', false],
+      ['GET /get HTTP/1.1', true],
+      ['GET /get HTTP/1.1', false],
+    ]);
+    assert.strictEqual(agent.replayCount, 1);
+  });
+
+  test(`agent.request(): a GET on a reused connection that dies (${how}) is replayed`, async (t) => {
+    const server = await racingServer(t, how);
+    const agent = new Agent();
+    t.after(() => agent.destroy());
+    const first = await agent.request(`${server.url}/warm`);
+    assert.strictEqual(await first.body.text(), 'answer to GET /warm HTTP/1.1');
+    const res = await agent.request(`${server.url}/get`);
+    assert.strictEqual(await res.body.text(), 'answer to GET /get HTTP/1.1');
+    assert.strictEqual(server.seen.filter((s) => s.line === 'GET /get HTTP/1.1').length, 2);
+    assert.strictEqual(agent.replayCount, 1);
+  });
+}
+
+test('a POST is never sent twice: it fails with ECONNRESET and says it went out', async (t) => {
+  const server = await racingServer(t, 'fin');
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const err = await warmThen(agent, server, () => requestError(`${server.url}/pay`, { agent, method: 'POST' }));
+  assert.strictEqual(err.code, 'ECONNRESET');
+  assert.strictEqual(err.requestSent, true);
+  assert.strictEqual(server.seen.filter((s) => s.line === 'POST /pay HTTP/1.1').length, 1);
+  assert.strictEqual(agent.replayCount, 0);
+});
+
+test('agent.request(): a POST is not replayed and rejects with ECONNRESET', async (t) => {
+  const server = await racingServer(t, 'fin');
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  await (await agent.request(`${server.url}/warm`)).body.text();
+  await assert.rejects(agent.request(`${server.url}/pay`, { method: 'POST', body: 'x' }), (err) => {
+    assert.strictEqual(err.code, 'ECONNRESET');
+    assert.strictEqual(err.requestSent, true);
+    return true;
+  });
+  assert.strictEqual(server.seen.filter((s) => s.line === 'POST /pay HTTP/1.1').length, 1);
+});
+
+test('an Idempotency-Key header makes a POST replayable', async (t) => {
+  const server = await racingServer(t, 'fin');
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const { body } = await warmThen(agent, server, () => request(`${server.url}/pay`, {
+    agent,
+    method: 'POST',
+    headers: { 'idempotency-key': 'order-42', 'content-length': 2 },
+  }, 'hi'));
+  assert.strictEqual(body, 'answer to POST /pay HTTP/1.1');
+  assert.strictEqual(agent.replayCount, 1);
+});
+
+test('replay: false turns replays off', async (t) => {
+  const server = await racingServer(t, 'fin');
+  const agent = new Agent({ replay: false });
+  t.after(() => agent.destroy());
+  const err = await warmThen(agent, server, () => requestError(`${server.url}/get`, { agent }));
+  assert.strictEqual(err.code, 'ECONNRESET');
+  assert.strictEqual(agent.replayCount, 0);
+  await (await agent.request(`${server.url}/warm2`)).body.text().catch(() => {});
+});
+
+test('a request on a fresh connection is never replayed', async (t) => {
+  const server = await rawServer(t, async (socket) => {
+    try {
+      await readRequest(socket);
+    } catch {
+      return;
+    }
+    socket.end();
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const err = await requestError(`http://127.0.0.1:${server.port}/`, { agent });
+  assert.strictEqual(err.code, 'ECONNRESET');
+  assert.strictEqual(err.message, 'socket hang up');
+  assert.strictEqual(server.connectionCount, 1);
+  await assert.rejects(agent.request(`http://127.0.0.1:${server.port}/`), { code: 'ECONNRESET' });
+  assert.strictEqual(server.connectionCount, 2);
+  assert.strictEqual(agent.replayCount, 0);
+});
+
+test('a body larger than the replay limit is not replayed', async (t) => {
+  const server = await racingServer(t, 'fin');
+  const agent = new Agent({ replayLimit: 1024 });
+  t.after(() => agent.destroy());
+  const big = 'x'.repeat(4096);
+  const err = await warmThen(agent, server, () => request(`${server.url}/put`, {
+    agent,
+    method: 'PUT',
+    headers: { 'content-length': big.length },
+  }, big).then(() => assert.fail('expected an error'), (e) => e));
+  assert.strictEqual(err.code, 'ECONNRESET');
+  assert.strictEqual(err.requestSent, true);
+  assert.strictEqual(agent.replayCount, 0);
+});
