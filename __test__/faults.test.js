@@ -1,0 +1,251 @@
+'use strict';
+
+// Fault injection: scripted raw servers that close, reset, trickle, lie and misbehave, driving
+// both paths. Idempotent requests must never fail to the keep-alive race; non-idempotent ones
+// are never delivered twice (the servers count request ids); every failure carries a code.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const fs = require('node:fs');
+const { setTimeout: sleep } = require('node:timers/promises');
+const { Agent } = require('..');
+const { rawServer, readRequest, request } = require('./helpers');
+
+const reply = (body, extra = '') => `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n${extra}\r\n${body}`;
+
+// Both paths behind one function: resolves with the body text, rejects with the error.
+const paths = {
+  'http.request': (agent, url, opts = {}) => request(url, { agent, ...opts }, opts.body).then((r) => r.body),
+  'agent.request()': (agent, url, opts = {}) => agent.request(url, opts).then((r) => r.body.text()),
+};
+
+// A server that answers each request with its id, and closes every connection once it has
+// been idle for `idleMs` (a FIN, or an RST), as servers with a keep-alive timeout do.
+async function idleClosingServer(t, idleMs, how) {
+  const received = new Map();
+  const server = await rawServer(t, async (socket) => {
+    let timer = null;
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => (how === 'rst' ? socket.resetAndDestroy() : socket.end()), idleMs);
+    };
+    socket.on('close', () => clearTimeout(timer));
+    arm();
+    for (;;) {
+      let req;
+      try {
+        req = await readRequest(socket);
+      } catch {
+        return;
+      }
+      clearTimeout(timer);
+      const id = /x-id: (\S+)/i.exec(req.head)[1];
+      received.set(id, (received.get(id) || 0) + 1);
+      if (socket.destroyed || !socket.writable) return;
+      socket.write(reply(id));
+      arm();
+    }
+  });
+  server.received = received;
+  return server;
+}
+
+for (const how of ['fin', 'rst']) {
+  for (const [name, send] of Object.entries(paths)) {
+    test(`${name}: the server closes idle connections (${how}) just as they are reused; no GET fails`, async (t) => {
+      const idleMs = 20;
+      const server = await idleClosingServer(t, idleMs, how);
+      const agent = new Agent({ freeSocketTimeout: 10_000 });
+      t.after(() => agent.destroy());
+      const url = `http://127.0.0.1:${server.port}/`;
+      const failures = [];
+      let n = 0;
+      // Reuse at offsets around the server's idle timeout, many times.
+      for (let round = 0; round < 4; round++) {
+        for (let offset = -3; offset <= 3; offset++) {
+          const id = `g${n++}`;
+          try {
+            assert.strictEqual(await send(agent, url, { headers: { 'x-id': id } }), id);
+          } catch (err) {
+            failures.push(`${id}: ${err.code} ${err.message}`);
+          }
+          await sleep(idleMs + offset);
+        }
+      }
+      assert.deepStrictEqual(failures, []);
+      for (const [id, count] of server.received) assert.ok(count <= 2, `${id} received ${count} times`);
+    });
+  }
+}
+
+for (const [name, send] of Object.entries(paths)) {
+  test(`${name}: POSTs racing an idle close are never delivered twice; failures say so`, async (t) => {
+    const idleMs = 20;
+    const server = await idleClosingServer(t, idleMs, 'fin');
+    const agent = new Agent({ freeSocketTimeout: 10_000 });
+    t.after(() => agent.destroy());
+    const url = `http://127.0.0.1:${server.port}/`;
+    for (let i = 0; i < 14; i++) {
+      const id = `p${i}`;
+      await send(agent, url, { method: 'POST', headers: { 'x-id': id, 'content-length': 0 } }).catch((err) => {
+        assert.strictEqual(err.code, 'ECONNRESET', `${id}: ${err.message}`);
+        assert.strictEqual(typeof err.requestSent, 'boolean');
+      });
+      await sleep(idleMs + (i % 7) - 3);
+    }
+    for (const [id, count] of server.received) assert.strictEqual(count, 1, `${id} delivered ${count} times`);
+  });
+
+  test(`${name}: a server that closes after every response, with maxSockets 1 and a queue`, async (t) => {
+    const server = await rawServer(t, async (socket) => {
+      let req;
+      try {
+        req = await readRequest(socket);
+      } catch {
+        return;
+      }
+      socket.end(reply(/x-id: (\S+)/i.exec(req.head)[1]));
+    });
+    const agent = new Agent({ maxSockets: 1 });
+    t.after(() => agent.destroy());
+    const url = `http://127.0.0.1:${server.port}/`;
+    const ids = Array.from({ length: 20 }, (_, i) => `q${i}`);
+    const bodies = await Promise.all(ids.map((id) => send(agent, url, { headers: { 'x-id': id } })));
+    assert.deepStrictEqual(bodies, ids);
+  });
+
+  test(`${name}: connections reset after 3 responses under concurrency; no GET fails`, async (t) => {
+    const server = await rawServer(t, async (socket) => {
+      for (let n = 0; ; n++) {
+        let req;
+        try {
+          req = await readRequest(socket);
+        } catch {
+          return;
+        }
+        if (n === 3) {
+          socket.resetAndDestroy();
+          return;
+        }
+        socket.write(reply(/x-id: (\S+)/i.exec(req.head)[1]));
+      }
+    });
+    const agent = new Agent({ maxSockets: 4 });
+    t.after(() => agent.destroy());
+    const url = `http://127.0.0.1:${server.port}/`;
+    const ids = Array.from({ length: 60 }, (_, i) => `r${i}`);
+    const bodies = await Promise.all(ids.map((id) => send(agent, url, { headers: { 'x-id': id } })));
+    assert.deepStrictEqual(bodies, ids);
+  });
+}
+
+// Bad servers: clear errors, no hang, no crash.
+const badServers = {
+  'a truncated body': [(s) => s.end('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort'), /^(ECONNRESET)$/],
+  'a reset mid-body': [(s) => {
+    s.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort');
+    setImmediate(() => s.resetAndDestroy());
+  }, /^ECONNRESET$/],
+  'a malformed status line': [(s) => s.end('HTTP/1.1 abc OK\r\n\r\n'), /^HPE_/],
+  'a malformed header': [(s) => s.end('HTTP/1.1 200 OK\r\nBad Header\r\nContent-Length: 0\r\n\r\n'), /^HPE_/],
+  'headers over the limit': [(s) => s.end(`HTTP/1.1 200 OK\r\nX-Big: ${'a'.repeat(100_000)}\r\n\r\n`), /^HPE_HEADER_OVERFLOW$/],
+};
+
+for (const [what, [misbehave, code]] of Object.entries(badServers)) {
+  for (const [name, send] of Object.entries(paths)) {
+    test(`${name}: ${what} fails with a clear code`, async (t) => {
+      const server = await rawServer(t, async (socket) => {
+        try {
+          await readRequest(socket);
+        } catch {
+          return;
+        }
+        misbehave(socket);
+      });
+      const agent = new Agent();
+      t.after(() => agent.destroy());
+      await assert.rejects(send(agent, `http://127.0.0.1:${server.port}/`), (err) => {
+        assert.match(err.code, code, `${err.code}: ${err.message}`);
+        return true;
+      });
+    });
+  }
+}
+
+for (const [name, send] of Object.entries(paths)) {
+  test(`${name}: a server that never answers meets the timeout`, async (t) => {
+    const server = await rawServer(t, () => {});
+    const agent = new Agent({ timeout: 100 });
+    t.after(() => agent.destroy());
+    await assert.rejects(send(agent, `http://127.0.0.1:${server.port}/`, { headersTimeout: 100 }), (err) => {
+      assert.match(err.code, /^(ERR_SOCKET_TIMEOUT|ERR_HYPERAGENT_HEADERS_TIMEOUT)$/);
+      return true;
+    });
+  });
+
+  test(`${name}: a server that trickles a byte at a time is read to the end`, async (t) => {
+    const server = await rawServer(t, async (socket) => {
+      await readRequest(socket);
+      const bytes = reply('slow but sure');
+      for (let i = 0; i < bytes.length; i++) {
+        if (socket.destroyed) return;
+        socket.write(bytes[i]);
+        await sleep(1);
+      }
+    });
+    const agent = new Agent();
+    t.after(() => agent.destroy());
+    assert.strictEqual(await send(agent, `http://127.0.0.1:${server.port}/`), 'slow but sure');
+  });
+
+  test(`${name}: an early response before the request body was read`, async (t) => {
+    const server = await rawServer(t, async (socket) => {
+      const head = await new Promise((resolve) => socket.once('data', resolve));
+      void head;
+      socket.end('HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big!');
+    });
+    const agent = new Agent();
+    t.after(() => agent.destroy());
+    const body = Buffer.alloc(4 * 1024 * 1024, 1);
+    const outcome = await send(agent, `http://127.0.0.1:${server.port}/`, {
+      method: 'POST',
+      body,
+      headers: name === 'http.request' ? { 'content-length': body.length } : undefined,
+    }).then((text) => text, (err) => err);
+    // The response, or a clean error (the server closed while the body was being written).
+    assert.ok(outcome === 'too big!' || /^(ECONNRESET|EPIPE)$/.test(outcome.code), String(outcome && outcome.code));
+  });
+
+  test(`${name}: HTTP/1.0 and Connection: close responses are not pooled`, async (t) => {
+    let conns = 0;
+    const server = await rawServer(t, async (socket, index) => {
+      conns++;
+      await readRequest(socket);
+      socket.end(index % 2 ? reply('one-oh').replace('HTTP/1.1', 'HTTP/1.0') : reply('closing', 'Connection: close\r\n'));
+    });
+    const agent = new Agent();
+    t.after(() => agent.destroy());
+    for (let i = 0; i < 4; i++) await send(agent, `http://127.0.0.1:${server.port}/`);
+    assert.strictEqual(conns, 4);
+  });
+}
+
+test('no descriptor leaks: after faults and destroy(), open descriptors return to where they were', async (t) => {
+  const countFds = () => fs.readdirSync('/proc/self/fd').length;
+  const server = await idleClosingServer(t, 5, 'rst');
+  const before = countFds();
+  for (let round = 0; round < 3; round++) {
+    const agent = new Agent({ maxSockets: 8 });
+    await Promise.all(Array.from({ length: 40 }, (_, i) => paths['http.request'](agent, `http://127.0.0.1:${server.port}/`, {
+      headers: { 'x-id': `l${round}-${i}` },
+    }).catch(() => {})));
+    await Promise.all(Array.from({ length: 40 }, (_, i) => paths['agent.request()'](agent, `http://127.0.0.1:${server.port}/`, {
+      headers: { 'x-id': `m${round}-${i}` },
+    }).catch(() => {})));
+    agent.destroy();
+  }
+  // Closes finish on the event loop: wait (bounded) for the count to come back.
+  const deadline = Date.now() + 5000;
+  while (countFds() > before && Date.now() < deadline) await new Promise((resolve) => setImmediate(resolve));
+  assert.ok(countFds() <= before, `descriptors: ${before} before, ${countFds()} after`);
+});
