@@ -85,6 +85,10 @@ declare namespace Agent {
     socketActiveTTL?: Duration | undefined;
     /** Disable Nagle's algorithm on new connections. Default: `true`. */
     noDelay?: boolean | undefined;
+    /** Send an idempotent request again when a reused connection dies before answering. Default: `true`. */
+    replay?: boolean | undefined;
+    /** Largest request, in bytes, kept for a replay. Default: `65536`. */
+    replayLimit?: number | undefined;
     /** @deprecated use `freeSocketTimeout`. */
     freeSocketKeepAliveTimeout?: Duration | undefined;
     /** @deprecated use `freeSocketTimeout`. */
@@ -233,6 +237,8 @@ declare namespace Agent {
     hostname?: string;
     /** For `ERR_SOCKET_TIMEOUT`: the timeout that expired, in ms. */
     timeout?: number;
+    /** A request that failed before any response: whether any of it was sent. */
+    requestSent?: boolean;
     /** For `ERR_TLS_CERT_ALTNAME_INVALID`: why, for which host, and the peer's certificate. */
     reason?: string;
     host?: string;
