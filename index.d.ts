@@ -19,6 +19,8 @@ declare class Agent extends http.Agent {
   readonly errorSocketCount: number;
   readonly timeoutSocketCount: number;
   readonly requestCount: number;
+  /** Requests sent again after the keep-alive race (hyperagent's own counter). */
+  readonly replayCount: number;
   /** True when a counter changed since the last read of this property. */
   readonly statusChanged: boolean;
   readonly totalSocketCount: number;
@@ -46,6 +48,8 @@ declare class HttpsAgent extends https.Agent {
   readonly errorSocketCount: number;
   readonly timeoutSocketCount: number;
   readonly requestCount: number;
+  /** Requests sent again after the keep-alive race (hyperagent's own counter). */
+  readonly replayCount: number;
   readonly statusChanged: boolean;
   readonly totalSocketCount: number;
   getCurrentStatus(): Agent.AgentStatus;
