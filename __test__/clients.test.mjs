@@ -1,0 +1,156 @@
+// The HTTP clients people use take hyperagent's agents unchanged, over HTTP and HTTPS:
+// axios, got, node-fetch, superagent and needle.
+
+import test from 'node:test';
+import assert from 'node:assert';
+import http from 'node:http';
+import https from 'node:https';
+import zlib from 'node:zlib';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import axios from 'axios';
+import got from 'got';
+import fetch from 'node-fetch';
+import superagent from 'superagent';
+import needle from 'needle';
+import { Agent, HttpsAgent } from 'hyperagent';
+
+const fixture = (name) => fs.readFileSync(fileURLToPath(new URL(`./fixtures/tls/${name}`, import.meta.url)));
+const CA = fixture('ca.pem');
+const BIG = crypto.createHash('sha512').update('seed').digest().toString('hex').repeat(8192).slice(0, 1024 * 1024);
+const BIG_SHA = crypto.createHash('sha256').update(BIG).digest('hex');
+
+function handler(req, res) {
+  const url = new URL(req.url, 'http://x');
+  if (url.pathname === '/json') {
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ hello: 'world' }));
+  } else if (url.pathname === '/echo') {
+    const hash = crypto.createHash('sha256');
+    let n = 0;
+    req.on('data', (d) => {
+      hash.update(d);
+      n += d.length;
+    });
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ method: req.method, length: n, sha256: hash.digest('hex') }));
+    });
+  } else if (url.pathname === '/big') {
+    res.end(BIG);
+  } else if (url.pathname === '/chunked') {
+    res.write('one,');
+    setImmediate(() => {
+      res.write('two,');
+      setImmediate(() => res.end('three'));
+    });
+  } else if (url.pathname === '/gzip') {
+    res.setHeader('content-type', 'application/json');
+    res.setHeader('content-encoding', 'gzip');
+    res.end(zlib.gzipSync(JSON.stringify({ compressed: true })));
+  } else if (url.pathname === '/redirect') {
+    res.writeHead(302, { location: '/json' }).end();
+  } else if (url.pathname === '/slow') {
+    setTimeout(() => res.end('slow'), 5);
+  } else {
+    res.writeHead(404).end();
+  }
+}
+
+async function start(t, secure) {
+  const server = secure
+    ? https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, handler)
+    : http.createServer(handler);
+  // Connections open at once, at most (the limit is on concurrency, not on the total).
+  let open = 0;
+  server.maxOpen = 0;
+  server.on('connection', (socket) => {
+    open++;
+    server.maxOpen = Math.max(server.maxOpen, open);
+    socket.on('close', () => open--);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return server;
+}
+
+// Each client as a uniform function: (url, { method, body, agent }) -> { status, text }.
+const clients = {
+  async axios(url, { method = 'GET', body, agent }) {
+    const res = await axios.request({
+      url,
+      method,
+      data: body,
+      httpAgent: agent,
+      httpsAgent: agent,
+      responseType: 'text',
+      transformResponse: (x) => x,
+      maxRedirects: 5,
+    });
+    return { status: res.status, text: res.data };
+  },
+  async got(url, { method = 'GET', body, agent }) {
+    const res = await got(url, { method, body, agent: { http: agent, https: agent }, retry: { limit: 0 } });
+    return { status: res.statusCode, text: res.body };
+  },
+  async 'node-fetch'(url, { method = 'GET', body, agent }) {
+    const res = await fetch(url, { method, body, agent });
+    return { status: res.status, text: await res.text() };
+  },
+  async superagent(url, { method = 'GET', body, agent }) {
+    const req = superagent(method, url).agent(agent).buffer(true).parse((res, cb) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (text += d));
+      res.on('end', () => cb(null, text));
+    });
+    const res = await (body === undefined ? req : req.send(body));
+    return { status: res.status, text: res.body };
+  },
+  async needle(url, { method = 'GET', body, agent }) {
+    const res = await needle(method.toLowerCase(), url, body ?? null, { agent, follow_max: 5, parse: false, decode: true, compressed: true });
+    return { status: res.statusCode, text: Buffer.isBuffer(res.body) ? res.body.toString() : String(res.body) };
+  },
+};
+
+for (const secure of [false, true]) {
+  const scheme = secure ? 'https' : 'http';
+  for (const [name, call] of Object.entries(clients)) {
+    test(`${name} over ${scheme}: JSON, bodies, 1 MiB, chunked, gzip, redirects, reuse and maxSockets`, async (t) => {
+      const server = await start(t, secure);
+      const agent = secure ? new HttpsAgent({ ca: CA, maxSockets: 4 }) : new Agent({ maxSockets: 4 });
+      t.after(() => agent.destroy());
+      const base = `${scheme}://localhost:${server.address().port}`;
+
+      const json = await call(`${base}/json`, { agent });
+      assert.strictEqual(json.status, 200);
+      assert.deepStrictEqual(JSON.parse(json.text), { hello: 'world' });
+
+      const payload = crypto.randomBytes(200_000).toString('base64');
+      const echo = JSON.parse((await call(`${base}/echo`, { method: 'POST', body: payload, agent })).text);
+      assert.strictEqual(echo.method, 'POST');
+      assert.strictEqual(echo.length, payload.length);
+      assert.strictEqual(echo.sha256, crypto.createHash('sha256').update(payload).digest('hex'));
+
+      const big = await call(`${base}/big`, { agent });
+      assert.strictEqual(crypto.createHash('sha256').update(big.text).digest('hex'), BIG_SHA);
+
+      assert.strictEqual((await call(`${base}/chunked`, { agent })).text, 'one,two,three');
+      assert.deepStrictEqual(JSON.parse((await call(`${base}/gzip`, { agent })).text), { compressed: true });
+      const redirected = await call(`${base}/redirect`, { agent });
+      assert.deepStrictEqual(JSON.parse(redirected.text), { hello: 'world' });
+
+      // 24 concurrent requests through maxSockets 4.
+      const results = await Promise.all(Array.from({ length: 24 }, () => call(`${base}/slow`, { agent })));
+      assert.ok(results.every((r) => r.text === 'slow'));
+      assert.ok(server.maxOpen <= 4, `${server.maxOpen} connections at once for maxSockets 4`);
+      assert.ok(agent.getCurrentStatus().requestCount >= 24);
+    });
+  }
+}
