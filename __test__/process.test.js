@@ -1,0 +1,127 @@
+'use strict';
+
+// A good process citizen: worker threads, termination and exit with requests in flight, and
+// domains (each check runs in a child process, so a crash cannot take the test runner down).
+
+const test = require('node:test');
+const assert = require('node:assert');
+const path = require('node:path');
+const { spawn } = require('node:child_process');
+const { once } = require('node:events');
+const { httpServer } = require('./helpers');
+
+const ROOT = JSON.stringify(path.resolve(__dirname, '..'));
+
+async function runChild(script, env = {}) {
+  const child = spawn(process.execPath, ['-e', script], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const [code, signal] = await once(child, 'exit');
+  return { code, signal, out, err };
+}
+
+test('the addon works in several worker threads at once, and a worker terminated mid-request ends cleanly', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url !== '/hang') res.end(`hi ${req.url}`);
+  });
+  const script = `
+    const { Worker, isMainThread, parentPort, workerData } = require('node:worker_threads');
+    const http = require('node:http');
+    const { Agent } = require(${ROOT});
+    if (isMainThread) {
+      (async () => {
+        const run = (data) => new Promise((resolve, reject) => {
+          // Workers run this same script, which the parent passes in the environment.
+          const w = new Worker(process.env.HYPERAGENT_WORKER_SCRIPT, { eval: true, workerData: data });
+          w.on('message', (m) => resolve({ w, m }));
+          w.on('error', reject);
+        });
+        const results = await Promise.all([1, 2, 3, 4].map((i) => run({ i, mode: 'ok' })));
+        console.log(JSON.stringify(results.map((r) => r.m)));
+        const { w } = await run({ i: 9, mode: 'hang' });
+        console.log('terminated', await w.terminate());
+        // The main thread's own agent still works after workers came and went.
+        const agent = new Agent();
+        const res = await agent.request('${server.url}/main');
+        console.log(await res.body.text());
+      })();
+    } else {
+      const agent = new Agent();
+      const { i, mode } = workerData;
+      const url = '${server.url}';
+      if (mode === 'ok') {
+        Promise.all([
+          agent.request(url + '/w' + i).then((r) => r.body.text()),
+          new Promise((resolve) => http.get(url + '/d' + i, { agent }, (r) => {
+            let b = '';
+            r.on('data', (d) => (b += d));
+            r.on('end', () => resolve(b));
+          })),
+        ]).then((r) => parentPort.postMessage(r));
+      } else {
+        http.get(url + '/hang', { agent }, () => {});
+        agent.request(url + '/hang').catch(() => {});
+        setTimeout(() => parentPort.postMessage('in flight'), 20);
+      }
+    }
+  `;
+  const { code, out, err } = await runChild(script, { HYPERAGENT_WORKER_SCRIPT: script });
+  assert.strictEqual(code, 0, err);
+  const lines = out.trim().split('\n');
+  assert.deepStrictEqual(JSON.parse(lines[0]), [1, 2, 3, 4].map((i) => [`hi /w${i}`, `hi /d${i}`]));
+  assert.strictEqual(lines[1], 'terminated 1');
+  assert.strictEqual(lines[2], 'hi /main');
+});
+
+test('process.exit() with requests in flight on both paths exits cleanly', async (t) => {
+  const server = await httpServer(t, () => {});
+  const { code, signal, err } = await runChild(`
+    const http = require('node:http');
+    const { Agent } = require(${ROOT});
+    const agent = new Agent();
+    for (let i = 0; i < 10; i++) {
+      http.get('${server.url}/' + i, { agent }, () => {}).on('error', () => {});
+      agent.request('${server.url}/p' + i).catch(() => {});
+    }
+    setTimeout(() => process.exit(7), 50);
+  `);
+  assert.strictEqual(signal, null, err);
+  assert.strictEqual(code, 7, err);
+});
+
+test('a domain active when a request starts receives the exceptions thrown in its handlers', async (t) => {
+  const server = await httpServer(t);
+  const { code, out, err } = await runChild(`
+    const domain = require('node:domain');
+    const http = require('node:http');
+    const { Agent } = require(${ROOT});
+    const agent = new Agent({ maxSockets: 1 });
+    const caught = [];
+    const done = () => {
+      if (caught.length === 3) {
+        console.log(JSON.stringify(caught.sort()));
+        agent.destroy();
+      }
+    };
+    for (const name of ['a', 'b', 'c']) {
+      const d = domain.create();
+      d.on('error', (e) => {
+        caught.push(name + ':' + e.message);
+        done();
+      });
+      d.run(() => {
+        http.get('${server.url}/' + name, { agent }, (res) => {
+          res.resume();
+          res.on('end', () => { throw new Error('thrown in ' + name); });
+        });
+      });
+    }
+  `);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(JSON.parse(out), ['a:thrown in a', 'b:thrown in b', 'c:thrown in c']);
+});
