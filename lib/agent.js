@@ -42,6 +42,8 @@ const kTls = Symbol('hyperagent.tls');
 const kSocketClass = Symbol('hyperagent.socketClass');
 const kOrigins = Symbol('hyperagent.origins');
 
+binding.setDebug(debug.enabled);
+
 // Rust calls these on this thread's event loop, with the socket (or agent) as receiver.
 binding.init(
   (socket, buf) => socket._onRead(buf),
@@ -119,6 +121,7 @@ class Agent extends Base {
     let key = this[kKeys].get(name);
     if (key === undefined) {
       key = this[kPool].key(name);
+      debug('pool key %d: %s', key, keyLabel(name));
       if (this[kTls]) {
         // Every TLS option that changes identity is part of the name: one configuration per key.
         const failure = this[kPool].setTls(key, tlsOptions(this, options));
@@ -398,6 +401,7 @@ class Agent extends Base {
     key = this[kKeys].get(name);
     if (key === undefined) {
       key = this[kPool].key(name);
+      debug('pool key %d: %s', key, keyLabel(name));
       if (this[kTls]) {
         const failure = this[kPool].setTls(key, tlsOptions(this, o));
         if (failure) throw errors.systemError(failure);
@@ -595,6 +599,11 @@ function validatePort(port) {
     throw err;
   }
   return n;
+}
+
+// A key name for debug lines, without the PEM text of TLS options.
+function keyLabel(name) {
+  return name.split('-----BEGIN', 1)[0];
 }
 
 function counts(view) {

@@ -6,6 +6,7 @@
 // the promise and the body stream.
 
 const { Readable } = require('node:stream');
+const diagnostics = require('node:diagnostics_channel');
 const binding = require('../binding.js');
 const errors = require('./errors');
 
@@ -16,6 +17,14 @@ const END = 2;
 const ERROR = 3;
 const DRAIN = 4;
 const DONE = 5;
+
+// diagnostics_channel events of agent.request(), as undici publishes its own.
+const channels = {
+  created: diagnostics.channel('hyperagent:request:created'),
+  headers: diagnostics.channel('hyperagent:request:headers'),
+  completed: diagnostics.channel('hyperagent:request:completed'),
+  error: diagnostics.channel('hyperagent:request:error'),
+};
 
 const TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
@@ -193,7 +202,8 @@ class Response {
 // One request in flight: receives Rust's events (its `_onEvent`) in the context of the
 // request() call.
 class PendingRequest {
-  constructor(agent, resolve, reject, signal) {
+  constructor(agent, resolve, reject, signal, info) {
+    this.info = info;
     this.agent = agent;
     this.resolve = resolve;
     this.reject = reject;
@@ -225,6 +235,7 @@ class PendingRequest {
     this.response = new Response(status, reason, raw, body);
     if (chunk !== null) body.push(chunk);
     if (trailers !== null) this.onEnd(trailers);
+    if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
     this.resolve(this.response);
   }
 
@@ -246,10 +257,14 @@ class PendingRequest {
     this.cleanup();
     this.onDrain();
     if (connId !== 0) this.agent._requestDone(connId, reusable, this.response && this.response.rawHeaders);
-    if (this.ended) this.response.body.push(null);
+    if (this.ended) {
+      if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
+      this.response.body.push(null);
+    }
   }
 
   fail(err) {
+    if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
     if (this.response === null) this.reject(err);
     else if (!this.ended) this.response.body.destroy(err);
   }
@@ -347,7 +362,9 @@ function request(agent, input, options = {}) {
       reject(abortError(signal));
       return;
     }
-    const pending = new PendingRequest(agent, resolve, reject, signal);
+    const info = { origin: url.origin, method: method.toUpperCase(), path, headers };
+    if (channels.created.hasSubscribers) channels.created.publish({ request: info });
+    const pending = new PendingRequest(agent, resolve, reject, signal, info);
     const [id, waiter] = binding.request(
       agent._poolId, key, pending, method.toUpperCase(),
       path, headers, bytes, source !== null, contentLength, expectContinue,

@@ -5,6 +5,7 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod conn;
+pub(crate) mod debug;
 mod env;
 mod js;
 mod pool;
@@ -247,6 +248,12 @@ pub fn take(env: &Env, id: u32) -> Result<Unknown<'_>> {
     };
     // SAFETY: a live value of this env.
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) })
+}
+
+/// Turns the `NODE_DEBUG=hyperagent` lines of the Rust side on or off.
+#[napi]
+pub fn set_debug(on: bool) {
+    debug::set_enabled(on);
 }
 
 /// Makes `socket` the JavaScript face of connection `id`.

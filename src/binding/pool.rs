@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use napi::sys;
 
 use super::conn::{Conn, Mode, State};
+use super::debug::debug;
 use super::env::{Completion, EnvCtx, Established, Link, PumpSink};
 use super::js::{self, Ref};
 use super::uv::{self, Handle};
@@ -146,7 +147,8 @@ impl PoolCell {
             Checkout::Queued(WaiterId(w)) => verdict::pack(w, verdict::QUEUED),
         };
         drop(st);
-        for (id, _why) in discard {
+        for (id, why) in discard {
+            debug!("discard idle connection {id} at checkout ({why:?})");
             self.drop_conn(id);
         }
         result
@@ -159,6 +161,17 @@ impl PoolCell {
 
     pub fn new_conn_pub(self: &Rc<Self>, key: KeyId) -> Rc<Conn> {
         self.new_conn(key)
+    }
+
+    fn key_name(&self, key: KeyId) -> String {
+        self.state
+            .borrow()
+            .pool
+            .key_name(key)
+            .split("-----BEGIN")
+            .next()
+            .unwrap_or_default()
+            .to_owned()
     }
 
     pub fn set_target(&self, key: KeyId, target: Target, servername: Option<String>) {
@@ -208,6 +221,11 @@ impl PoolCell {
     /// A drop-in connection died before answering a replayable request (see `crate::replay`):
     /// a new connection is opened for the same socket and slot.
     pub fn replayed(self: &Rc<Self>, conn: &Rc<Conn>) {
+        debug!(
+            "replay the request of connection {} on a new connection ({})",
+            conn.id,
+            self.key_name(conn.key)
+        );
         {
             let mut st = self.state.borrow_mut();
             st.pool.stats.close_socket_count += 1;
@@ -521,6 +539,7 @@ impl PoolCell {
             grants
         };
         for id in closed {
+            debug!("idle connection {} expired", id);
             self.drop_conn(id);
         }
         self.notify_grants(grants.into_iter());

@@ -239,6 +239,7 @@ impl PoolCell {
             return;
         };
         let conn: Rc<Conn> = self.new_conn_pub(req.key);
+        super::debug::debug!("request {}: create connection {}", req.id, conn.id);
         conn.mode.set(Mode::Promise);
         req.conn.set(conn.id);
         req.reused.set(false);
@@ -433,6 +434,7 @@ impl EnvCtx {
             }
             Event::BodyDrain => req.emit(kind::DRAIN, &[]),
             Event::Done(_) if req.retrying.replace(false) => {
+                super::debug::debug!("replay request {} on a new connection", req.id);
                 self.unhold();
                 let pool = req.pool();
                 pool.retire(req.conn.get());
