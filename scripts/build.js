@@ -52,8 +52,23 @@ function addonName() {
   return `hyperagent.${platform}-${arch}${abi}.node`;
 }
 
+// A published release ships the addon prebuilt in a per-platform package (npm/<platform>/,
+// napi-rs's layout); binding.js loads it. Then there is nothing to build, unless asked.
+function prebuilt() {
+  if (process.env.HYPERAGENT_BUILD_FROM_SOURCE || !process.env.npm_lifecycle_event) return false;
+  const name = addonName().replace(/^hyperagent\./, 'hyperagent-').replace(/\.node$/, '');
+  try {
+    require.resolve(name, { paths: [root] });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const cli = napiCli();
-if (cli) {
+if (prebuilt()) {
+  console.log('hyperagent: using the prebuilt addon for this platform');
+} else if (cli) {
   const args = [cli, 'build', '--platform', '--js', 'binding.js', '--dts', 'binding.d.ts'];
   if (!debug) args.push('--release');
   run(process.execPath, args);
