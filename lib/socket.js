@@ -27,6 +27,7 @@ const kConnectError = Symbol('hyperagent.connectError');
 const kOptions = Symbol('hyperagent.options');
 const kFree = Symbol('hyperagent.free');
 const kTimerMs = Symbol('hyperagent.timerMs');
+const kSelf = Symbol('hyperagent.self');
 
 class NativeSocket extends Duplex {
   constructor(agent, name, options) {
@@ -39,6 +40,7 @@ class NativeSocket extends Duplex {
     this[kQueued] = null;
     this[kTimer] = null;
     this[kTimerMs] = 0;
+    this[kSelf] = null;
     this[kReading] = true;
     this[kInfo] = null;
     this[kRef] = true;
@@ -234,7 +236,9 @@ class NativeSocket extends Duplex {
       timer.refresh();
     } else if (!this.destroyed) {
       if (timer !== null) clearTimeout(timer);
-      this[kTimer] = setTimeout(onTimer, msecs, this);
+      // The timer holds the socket weakly: an idle connection's socket stays collectable
+      // while its (disarmed) timer waits to fire.
+      this[kTimer] = setTimeout(onTimer, msecs, (this[kSelf] ??= new WeakRef(this)));
       this[kTimer].unref();
       this[kTimerMs] = msecs;
     }
@@ -359,7 +363,9 @@ function toBuffer(entry) {
 }
 
 // As net.Socket's: the timer stays, so activity after a timeout (refresh) arms it again.
-function onTimer(socket) {
+function onTimer(ref) {
+  const socket = ref.deref();
+  if (socket === undefined) return;
   if (socket.destroyed || socket[kFree] || socket.timeout === 0) return;
   socket[kAgent]._socketTimedOut(socket);
 }
