@@ -41,6 +41,7 @@ const kConnect = Symbol('hyperagent.connect');
 const kTls = Symbol('hyperagent.tls');
 const kSocketClass = Symbol('hyperagent.socketClass');
 const kOrigins = Symbol('hyperagent.origins');
+const kUrls = Symbol('hyperagent.urls');
 
 binding.setDebug(debug.enabled);
 
@@ -101,6 +102,7 @@ class Agent extends Base {
     this.removeAllListeners('free');
     this[kKeys] = new Map();
     this[kOrigins] = new Map();
+    this[kUrls] = new Map();
     this[kWaiters] = new Map();
     this[kLastStats] = null;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
@@ -380,6 +382,17 @@ class Agent extends Base {
 
   get _poolId() {
     return this[kPoolId];
+  }
+
+  // URL strings already parsed (an application calls the same few URLs over and over).
+  _parsedUrl(input, parse) {
+    let url = this[kUrls].get(input);
+    if (url === undefined) {
+      url = parse(input);
+      if (this[kUrls].size >= 1024) this[kUrls].clear();
+      this[kUrls].set(input, url);
+    }
+    return url;
   }
 
   // The largest agent.request() body sent again after the keep-alive race (-1: never).

@@ -154,6 +154,9 @@ class ResponseBody extends Readable {
   constructor(pending) {
     super();
     this._pending = pending;
+    // When text()/json()/arrayBuffer() consume an untouched body, chunks bypass the stream.
+    this._sink = null;
+    this._used = false;
   }
 
   _read() {
@@ -161,15 +164,34 @@ class ResponseBody extends Readable {
   }
 
   _destroy(err, cb) {
+    if (this._sink !== null && err) this._sink.reject(err);
     this._pending.bodyDestroyed();
     cb(err);
   }
 
+  // The whole body as one Buffer.
+  _consume() {
+    if (this._used) return Promise.reject(new TypeError('Body is unusable: it has already been read'));
+    this._used = true;
+    if (this.readableFlowing === null && !this.readableDidRead && !this.destroyed) {
+      return new Promise((resolve, reject) => {
+        const chunks = [];
+        if (this.readableLength > 0) chunks.push(this.read());
+        this._sink = { chunks, resolve, reject };
+        this._pending.sinkAttached();
+      });
+    }
+    // Something already read from the stream: collect the rest of it.
+    return new Promise((resolve, reject) => {
+      const chunks = [];
+      this.on('data', (chunk) => chunks.push(chunk));
+      this.once('end', () => resolve(Buffer.concat(chunks)));
+      this.once('error', reject);
+    });
+  }
+
   async text() {
-    let out = '';
-    this.setEncoding('utf8');
-    for await (const chunk of this) out += chunk;
-    return out;
+    return (await this._consume()).toString('utf8');
   }
 
   async json() {
@@ -177,9 +199,7 @@ class ResponseBody extends Readable {
   }
 
   async arrayBuffer() {
-    const chunks = [];
-    for await (const chunk of this) chunks.push(chunk);
-    const buf = Buffer.concat(chunks);
+    const buf = await this._consume();
     return buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength);
   }
 
@@ -189,13 +209,25 @@ class ResponseBody extends Readable {
 }
 
 class Response {
-  constructor(statusCode, statusMessage, rawHeaders, body) {
+  constructor(statusCode, statusMessage, raw, body) {
     this.statusCode = statusCode;
     this.statusMessage = statusMessage;
-    this.rawHeaders = rawHeaders;
-    this.headers = headerObject(rawHeaders);
+    this._raw = raw;
+    this._rawHeaders = null;
+    this._headers = null;
     this.trailers = {};
     this.body = body;
+  }
+
+  // Rust sends the head as one string, `name\nvalue\n...`: split and joined on first use only.
+  get rawHeaders() {
+    if (this._rawHeaders === null) this._rawHeaders = this._raw === '' ? [] : this._raw.split('\n');
+    return this._rawHeaders;
+  }
+
+  get headers() {
+    if (this._headers === null) this._headers = headerObject(this.rawHeaders);
+    return this._headers;
   }
 }
 
@@ -221,7 +253,7 @@ class PendingRequest {
   _onEvent(kind, a, b, c, d, e) {
     switch (kind) {
       case HEAD: return this.onHead(a, b, c, d, e);
-      case DATA: return this.response && this.response.body.push(a);
+      case DATA: return this.onData(a);
       case END: return this.onEnd(a);
       case ERROR: return this.fail(errors.systemError(a));
       case DRAIN: return this.onDrain();
@@ -241,9 +273,30 @@ class PendingRequest {
 
   // The body's end is held until the connection is back in the pool (Done follows at once):
   // code that sends its next request when a body ends then finds the connection free.
+  onData(chunk) {
+    const body = this.response.body;
+    if (body._sink !== null) {
+      body._sink.chunks.push(chunk);
+      this.pull();
+    } else {
+      body.push(chunk);
+    }
+  }
+
+  // text()/json()/arrayBuffer() took the body over: finish now if it is all here.
+  sinkAttached() {
+    if (this.ended && this.done) this.finishSink();
+    else this.pull();
+  }
+
+  finishSink() {
+    const sink = this.response.body._sink;
+    sink.resolve(sink.chunks.length === 1 ? sink.chunks[0] : Buffer.concat(sink.chunks));
+  }
+
   onEnd(trailers) {
     this.ended = true;
-    Object.assign(this.response.trailers, headerObject(trailers));
+    if (trailers !== '') Object.assign(this.response.trailers, headerObject(trailers.split('\n')));
   }
 
   onDrain() {
@@ -259,14 +312,25 @@ class PendingRequest {
     if (connId !== 0) this.agent._requestDone(connId, reusable, this.response && this.response.rawHeaders);
     if (this.ended) {
       if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
-      this.response.body.push(null);
+      const body = this.response.body;
+      if (body._sink !== null) this.finishSink();
+      else body.push(null);
     }
   }
 
   fail(err) {
     if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
     if (this.response === null) this.reject(err);
-    else if (!this.ended) this.response.body.destroy(err);
+    else if (!this.ended) {
+      const sink = this.response.body._sink;
+      // The body's consumer holds a promise: it hears of the error there, not as 'error'.
+      if (sink !== null) {
+        sink.reject(err);
+        this.response.body.destroy();
+      } else {
+        this.response.body.destroy(err);
+      }
+    }
   }
 
   pull() {
@@ -320,7 +384,7 @@ function request(agent, input, options = {}) {
   if (options === null || typeof options !== 'object') {
     throw errors.invalidArgType('options', 'of type object', options);
   }
-  const url = parseUrl(input);
+  const url = typeof input === 'string' ? agent._parsedUrl(input, parseUrl) : parseUrl(input);
   if (url.protocol !== agent.protocol) {
     const err = new TypeError(`Protocol "${url.protocol}" not supported. Expected "${agent.protocol}"`);
     err.code = 'ERR_INVALID_PROTOCOL';
@@ -367,7 +431,7 @@ function request(agent, input, options = {}) {
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
     const [id, waiter] = binding.request(
       agent._poolId, key, pending, method.toUpperCase(),
-      path, headers, bytes, source !== null, contentLength, expectContinue,
+      path, headers.join('\n'), bytes, source !== null, contentLength, expectContinue,
       headersTimeout, bodyTimeout, agent._replayLimit,
     );
     pending.id = id;

@@ -549,7 +549,7 @@ fn idempotent(method: &http::Method, headers: &[(http::HeaderName, http::HeaderV
             .any(|(k, _)| k.as_str().eq_ignore_ascii_case("idempotency-key"))
 }
 
-/// Starts `agent.request()`. `headers` is `[name, value, ...]`, already validated.
+/// Starts `agent.request()`. `headers` is `name\nvalue\n...`, already validated.
 /// `replay_limit`: the largest body sent again after the keep-alive race (negative: never).
 /// Returns `[requestId, waiterId]` (`waiterId` is -1 unless the request waits).
 #[napi]
@@ -560,7 +560,7 @@ pub fn request(
     handle: Unknown,
     method: String,
     path: String,
-    headers: Vec<String>,
+    headers: String,
     body: Option<Buffer>,
     streamed: bool,
     content_length: Option<f64>,
@@ -575,9 +575,10 @@ pub fn request(
         .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
     let method = http::Method::from_bytes(method.as_bytes())
         .map_err(|_| Error::new(Status::InvalidArg, format!("invalid method: {method}")))?;
-    let mut list = Vec::with_capacity(headers.len() / 2);
-    for pair in headers.chunks(2) {
-        let [name, value] = pair else { break };
+    // `name\nvalue\n...`: JavaScript validated every name and value (none holds a newline).
+    let mut list = Vec::new();
+    let mut parts = headers.split('\n');
+    while let (Some(name), Some(value)) = (parts.next(), parts.next()) {
         let name = http::HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| Error::new(Status::InvalidArg, format!("invalid header name: {name}")))?;
         let value = http::HeaderValue::from_bytes(value.as_bytes()).map_err(|_| {

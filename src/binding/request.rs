@@ -133,13 +133,24 @@ impl ReqState {
     }
 }
 
-/// Header pairs as a flat array of latin1 strings, `[name, value, ...]`.
-fn header_array(env: sys::napi_env, headers: &HeaderList) -> sys::napi_value {
-    let items: Vec<sys::napi_value> = headers
-        .iter()
-        .flat_map(|(k, v)| [js::string(env, k.as_str()), js::latin1(env, v)])
-        .collect();
-    js::array(env, &items)
+/// Header pairs as one latin1 string, `name\nvalue\nname\nvalue`: one string crosses to
+/// JavaScript instead of an array of them (values cannot hold a newline: hyper refuses it).
+fn header_string(env: sys::napi_env, headers: &HeaderList) -> sys::napi_value {
+    let mut out = Vec::with_capacity(
+        headers
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 2)
+            .sum(),
+    );
+    for (i, (k, v)) in headers.iter().enumerate() {
+        if i > 0 {
+            out.push(b'\n');
+        }
+        out.extend_from_slice(k.as_str().as_bytes());
+        out.push(b'\n');
+        out.extend_from_slice(v);
+    }
+    js::latin1(env, &out)
 }
 
 impl PoolCell {
@@ -403,20 +414,20 @@ impl EnvCtx {
                 };
                 let trailers = end
                     .as_ref()
-                    .map_or_else(|| js::null(env), |t| header_array(env, t));
+                    .map_or_else(|| js::null(env), |t| header_string(env, t));
                 req.emit(
                     kind::HEAD,
                     &[
                         js::number(env, status as f64),
                         js::string(env, &reason),
-                        header_array(env, &headers),
+                        header_string(env, &headers),
                         body,
                         trailers,
                     ],
                 );
             }
             Event::Data(bytes) => req.emit(kind::DATA, &[js::buffer_copy(env, &bytes)]),
-            Event::End(trailers) => req.emit(kind::END, &[header_array(env, &trailers)]),
+            Event::End(trailers) => req.emit(kind::END, &[header_string(env, &trailers)]),
             Event::Error(err) => {
                 let desc = js::error_descriptor(env, &err);
                 req.emit(kind::ERROR, &[desc]);
