@@ -219,9 +219,8 @@ class Agent extends Base {
       errorSocketCount: s.errorSocketCount,
       timeoutSocketCount: s.timeoutSocketCount,
       requestCount: s.requestCount,
-      freeSockets: counts(this.freeSockets),
-      sockets: counts(this.sockets),
-      requests: counts(this.requests),
+      // Counts straight from the pool: connections in use by either request path.
+      ...snapshotCounts(this[kPool].snapshot()),
     };
   }
 
@@ -619,10 +618,16 @@ function keyLabel(name) {
   return name.split('-----BEGIN', 1)[0];
 }
 
-function counts(view) {
-  const out = {};
-  for (const key in view) out[key] = view[key].length;
-  return out;
+function snapshotCounts(snapshot) {
+  const freeSockets = {};
+  const sockets = {};
+  const requests = {};
+  for (const k of snapshot) {
+    if (k.idle > 0) freeSockets[k.name] = k.idle;
+    if (k.busy > 0) sockets[k.name] = k.busy;
+    if (k.waiting > 0) requests[k.name] = k.waiting;
+  }
+  return { freeSockets, sockets, requests };
 }
 
 module.exports = { Agent, HttpsAgent, kPool };

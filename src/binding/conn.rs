@@ -206,10 +206,6 @@ impl Conn {
         self.link.set(self.link.get().wrapping_add(1));
     }
 
-    pub fn fail_pub(&self, ctx: &EnvCtx, err: Error) {
-        self.fail(ctx, err);
-    }
-
     fn pumped(&self) -> Option<Arc<Remote>> {
         self.pumped.borrow().clone()
     }
@@ -738,7 +734,7 @@ impl Conn {
     }
 
     /// The connection broke while in use: stop watching it and tell its socket.
-    fn fail(&self, ctx: &EnvCtx, err: Error) {
+    pub fn fail(&self, ctx: &EnvCtx, err: Error) {
         self.eof.set(true);
         self.reading.set(false);
         if let Some(remote) = self.pumped() {

@@ -110,7 +110,7 @@ impl PoolCell {
         self.ctx.env
     }
 
-    fn new_conn(self: &Rc<Self>, key: KeyId) -> Rc<Conn> {
+    pub fn new_conn(self: &Rc<Self>, key: KeyId) -> Rc<Conn> {
         let conn = Rc::new(Conn::new(self.ctx.next_conn_id(), key, self));
         self.ctx.insert_conn(conn.clone());
         conn
@@ -159,10 +159,6 @@ impl PoolCell {
         self.new_conn(key).id
     }
 
-    pub fn new_conn_pub(self: &Rc<Self>, key: KeyId) -> Rc<Conn> {
-        self.new_conn(key)
-    }
-
     fn key_name(&self, key: KeyId) -> String {
         self.state
             .borrow()
@@ -184,10 +180,6 @@ impl PoolCell {
 
     pub fn tls_config(&self, key: KeyId) -> Option<Arc<TlsConfig>> {
         self.tls.borrow().get(&key).cloned()
-    }
-
-    pub fn notify_grants_pub(&self, grants: impl Iterator<Item = Grant>) {
-        self.notify_grants(grants)
     }
 
     /// Closes connection `id` whose slot goes on to a request of the other path: the slot
@@ -361,7 +353,7 @@ impl PoolCell {
             Err(_) if replaying => {
                 self.state.borrow_mut().pool.stats.create_socket_error_count += 1;
                 let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);
-                conn.fail_pub(&self.ctx, err);
+                conn.fail(&self.ctx, err);
             }
             Ok(()) => {
                 self.state.borrow_mut().pool.connected(conn.key);
@@ -546,7 +538,7 @@ impl PoolCell {
     }
 
     /// Tells the agent which waiters may now connect (outside any JavaScript call).
-    fn notify_grants(&self, grants: impl Iterator<Item = Grant>) {
+    pub fn notify_grants(&self, grants: impl Iterator<Item = Grant>) {
         for grant in grants {
             let agent = self.agent.get(self.env());
             if agent.is_null() {

@@ -249,7 +249,7 @@ impl PoolCell {
         let Some(spec) = req.spec.borrow_mut().take() else {
             return;
         };
-        let conn: Rc<Conn> = self.new_conn_pub(req.key);
+        let conn: Rc<Conn> = self.new_conn(req.key);
         super::debug::debug!("request {}: create connection {}", req.id, conn.id);
         conn.mode.set(Mode::Promise);
         req.conn.set(conn.id);
@@ -371,7 +371,7 @@ impl PoolCell {
                     );
                     req.finish();
                 }
-                self.notify_grants_pub(grant.into_iter());
+                self.notify_grants(grant.into_iter());
             }
         }
     }
