@@ -15,10 +15,13 @@
 //! - waiters are served in the order they arrived, per key and, for slots freed under
 //!   `max_total_sockets`, across keys.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+mod expiry;
 mod stats;
+
+use expiry::{Expiry, Handle};
 
 pub use stats::Stats;
 
@@ -125,7 +128,8 @@ pub struct KeySnapshot {
 struct Idle<C> {
     conn: C,
     seq: u64,
-    deadline: Instant,
+    /// Its entry in the expiry lists.
+    expiry: Handle,
 }
 
 /// An idle timeout this long means "no timeout": far enough never to fire, near enough that
@@ -152,8 +156,8 @@ pub struct Pool<C> {
     by_name: HashMap<String, KeyId>,
     /// Busy plus idle connections across keys.
     total: usize,
-    /// Idle deadlines, earliest first; `seq` tells entries with the same instant apart.
-    expiry: BTreeSet<(Instant, u64, KeyId)>,
+    /// Idle deadlines (see `expiry.rs`); `seq` identifies the idle entry.
+    expiry: Expiry,
     /// Every waiter in arrival order, for serving slots across keys fairly.
     waiters: BTreeMap<WaiterId, KeyId>,
     next_seq: u64,
@@ -168,7 +172,7 @@ impl<C> Pool<C> {
             keys: Vec::new(),
             by_name: HashMap::new(),
             total: 0,
-            expiry: BTreeSet::new(),
+            expiry: Expiry::default(),
             waiters: BTreeMap::new(),
             next_seq: 0,
             next_waiter: 0,
@@ -251,7 +255,7 @@ impl<C> Pool<C> {
                 }
                 verdict => {
                     let idle = k.idle.remove(pos).expect("index in range");
-                    self.expiry.remove(&(idle.deadline, idle.seq, key));
+                    self.expiry.remove(idle.expiry);
                     if verdict == Fit::Take {
                         self.keys[key.0 as usize].busy += 1;
                         return Checkout::Reuse(idle.conn);
@@ -269,7 +273,7 @@ impl<C> Pool<C> {
             // idle longest.
             let k = &mut self.keys[key.0 as usize];
             if let Some(idle) = k.idle.pop_front() {
-                self.expiry.remove(&(idle.deadline, idle.seq, key));
+                self.expiry.remove(idle.expiry);
                 self.total -= 1;
                 self.stats.close_socket_count += 1;
                 discard.push((idle.conn, Eviction::Room));
@@ -343,13 +347,10 @@ impl<C> Pool<C> {
                 k.busy -= 1;
                 let seq = self.next_seq;
                 self.next_seq += 1;
-                let deadline = now + timeout.min(NEVER);
-                self.expiry.insert((deadline, seq, key));
-                k.idle.push_back(Idle {
-                    conn,
-                    seq,
-                    deadline,
-                });
+                let (_, expiry) = self.expiry.insert(now, timeout.min(NEVER), seq, key);
+                self.keys[key.0 as usize]
+                    .idle
+                    .push_back(Idle { conn, seq, expiry });
                 Release::Idle
             }
             _ => Release::Close(conn, self.closed(key)),
@@ -366,7 +367,7 @@ impl<C> Pool<C> {
         let k = &mut self.keys[key.0 as usize];
         let pos = k.idle.iter().position(|idle| is(&idle.conn))?;
         let idle = k.idle.remove(pos)?;
-        self.expiry.remove(&(idle.deadline, idle.seq, key));
+        self.expiry.remove(idle.expiry);
         self.total -= 1;
         self.stats.close_socket_count += 1;
         Some((idle.conn, self.grant_slot()))
@@ -376,11 +377,11 @@ impl<C> Pool<C> {
     /// the waiters their slots let connect.
     pub fn expire(&mut self, now: Instant, out: &mut Vec<C>) -> Vec<Grant> {
         let mut grants = Vec::new();
-        while let Some(&(deadline, seq, key)) = self.expiry.first() {
+        while let Some((deadline, seq, key, handle)) = self.expiry.first() {
             if deadline > now {
                 break;
             }
-            self.expiry.pop_first();
+            self.expiry.remove(handle);
             let k = &mut self.keys[key.0 as usize];
             if let Some(pos) = k.idle.iter().position(|idle| idle.seq == seq) {
                 if let Some(idle) = k.idle.remove(pos) {
@@ -399,7 +400,7 @@ impl<C> Pool<C> {
 
     /// When the next idle connection expires.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.expiry.first().map(|&(deadline, _, _)| deadline)
+        self.expiry.first().map(|(deadline, ..)| deadline)
     }
 
     /// Takes a waiter out of the queue (its request was aborted). False if it was not queued.
@@ -487,8 +488,8 @@ impl<C> Pool<C> {
 
     /// Closes the idle connection of another key that expires first.
     fn evict_other_idle(&mut self, key: KeyId) -> Option<C> {
-        let &(deadline, seq, other) = self.expiry.iter().find(|&&(_, _, k)| k != key)?;
-        self.expiry.remove(&(deadline, seq, other));
+        let (seq, other, handle) = self.expiry.first_not_of(key)?;
+        self.expiry.remove(handle);
         let k = &mut self.keys[other.0 as usize];
         let pos = k.idle.iter().position(|idle| idle.seq == seq)?;
         let idle = k.idle.remove(pos)?;
