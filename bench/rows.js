@@ -1,0 +1,298 @@
+'use strict';
+
+// The clients that `npm run bench` compares: one entry per row of its tables.
+//
+// A row is { id, label, protocol, setup }. `setup(ctx)` builds the client in a fresh process
+// and returns
+//   { send(req) -> Promise<number>, socketsCreated() -> number | null, idleHeld() -> number | null,
+//     close() -> Promise<void> }
+// where `send({ method, path, body })` makes one request, consumes the whole response body and
+// resolves with its length in bytes (rejecting on an error or a status other than 200).
+// `socketsCreated` is the client's own count of connections created, where it keeps one;
+// `idleHeld` its count of idle keep-alive connections, where it exposes one.
+//
+// `ctx` is { protocol, host, port, origin, connections, idleTimeout, ca }: `connections` is the
+// limit per origin (maxSockets, undici's `connections`); `idleTimeout` (ms), when set, is how
+// long an idle connection may be kept, for workloads that hold connections idle; `ca`, for an
+// HTTPS row, the PEM of the certificate authority the bench server's certificate chains to
+// (every HTTPS row verifies the server for real).
+//
+// Adding a row is one more entry here: it joins every workload that compares all rows of its
+// protocol (workloads.js). Modules are required inside `setup`, so a client process loads only
+// its own row's code and its memory figures are its own. The bench server serves HTTP or, with
+// the fixture certificate of the tests, HTTPS (run.js, `startServer`).
+
+const http = require('node:http');
+const https = require('node:https');
+const path = require('node:path');
+
+// One request through Node's `http.request` (or `https.request`) with the given agent: the
+// drop-in path. TLS options live in the agent.
+function viaHttpRequest(agent, ctx) {
+  const { host, port } = ctx;
+  const { request } = ctx.protocol === 'https' ? https : http;
+  return ({ method, path: reqPath, body }) =>
+    new Promise((resolve, reject) => {
+      const headers = body ? { 'content-length': body.length } : undefined;
+      const req = request({ host, port, method, path: reqPath, agent, headers }, (res) => {
+        let bytes = 0;
+        res.on('data', (chunk) => {
+          bytes += chunk.length;
+        });
+        res.on('end', () => {
+          if (res.statusCode === 200) resolve(bytes);
+          else reject(new Error(`status ${res.statusCode}`));
+        });
+        res.on('error', reject);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+}
+
+// A Node-style agent's own count of created sockets (agentkeepalive's statistics).
+function createdOf(agent) {
+  return () => agent.getCurrentStatus().createSocketCount;
+}
+
+// Idle sockets in a Node-style agent's `freeSockets` view.
+function freeOf(agent) {
+  return () => {
+    let n = 0;
+    const free = agent.freeSockets;
+    for (const name in free) n += free[name].length;
+    return n;
+  };
+}
+
+function nodeAgentRow(agent, ctx, extra = {}) {
+  return {
+    send: viaHttpRequest(agent, ctx),
+    socketsCreated: () => null,
+    idleHeld: freeOf(agent),
+    close: async () => agent.destroy(),
+    ...extra,
+  };
+}
+
+// One request through undici's `request` API on a dispatcher (a Pool or an Agent); the body
+// is consumed as a stream, bytes counted.
+function viaUndici(request) {
+  return async ({ method, path: reqPath, body }) => {
+    const res = await request(reqPath, { method, body });
+    let bytes = 0;
+    for await (const chunk of res.body) bytes += chunk.length;
+    if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
+    return bytes;
+  };
+}
+
+// One request through hyperagent's own promise API; the body is consumed as a stream, as with
+// undici.
+function viaAgentRequest(agent, ctx) {
+  return async ({ method, path: reqPath, body }) => {
+    const res = await agent.request(ctx.origin + reqPath, { method, body });
+    let bytes = 0;
+    for await (const chunk of res.body) bytes += chunk.length;
+    if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
+    return bytes;
+  };
+}
+
+function undiciOptions(ctx) {
+  const opts = { connections: ctx.connections };
+  if (ctx.ca) opts.connect = { ca: ctx.ca };
+  if (ctx.idleTimeout) {
+    opts.keepAliveTimeout = ctx.idleTimeout;
+    opts.keepAliveMaxTimeout = ctx.idleTimeout;
+  }
+  return opts;
+}
+
+// agentkeepalive and hyperagent name their idle limits alike.
+function keepAliveOptions(ctx) {
+  const opts = { keepAlive: true, maxSockets: ctx.connections, maxFreeSockets: ctx.connections };
+  if (ctx.ca) opts.ca = ctx.ca;
+  if (ctx.idleTimeout) {
+    opts.freeSocketTimeout = ctx.idleTimeout;
+    opts.timeout = ctx.idleTimeout;
+  }
+  return opts;
+}
+
+const rows = [
+  {
+    id: 'node-close',
+    label: 'Node http.Agent (keepAlive: false)',
+    protocol: 'http',
+    setup: (ctx) => nodeAgentRow(new http.Agent({ keepAlive: false, maxSockets: ctx.connections }), ctx),
+  },
+  {
+    id: 'node-ka',
+    label: 'Node http.Agent (keepAlive: true)',
+    protocol: 'http',
+    setup: (ctx) =>
+      nodeAgentRow(
+        new http.Agent({ keepAlive: true, maxSockets: ctx.connections, maxFreeSockets: ctx.connections }),
+        ctx,
+      ),
+  },
+  {
+    id: 'agentkeepalive',
+    label: 'agentkeepalive',
+    protocol: 'http',
+    setup: (ctx) => {
+      const Agent = require('agentkeepalive');
+      const agent = new Agent(keepAliveOptions(ctx));
+      return nodeAgentRow(agent, ctx, { socketsCreated: createdOf(agent) });
+    },
+  },
+  {
+    id: 'undici-pool',
+    label: 'undici Pool.request',
+    protocol: 'http',
+    setup: (ctx) => {
+      const { Pool } = require('undici');
+      const pool = new Pool(ctx.origin, undiciOptions(ctx));
+      return {
+        send: viaUndici((p, opts) => pool.request({ path: p, ...opts })),
+        socketsCreated: () => null,
+        idleHeld: () => pool.stats.free,
+        close: () => pool.close(),
+      };
+    },
+  },
+  {
+    id: 'undici-request',
+    label: 'undici request() + Agent',
+    protocol: 'http',
+    setup: (ctx) => {
+      const undici = require('undici');
+      const agent = new undici.Agent(undiciOptions(ctx));
+      return {
+        send: viaUndici((p, opts) => undici.request(ctx.origin + p, { dispatcher: agent, ...opts })),
+        socketsCreated: () => null,
+        idleHeld: () => null,
+        close: () => agent.close(),
+      };
+    },
+  },
+  {
+    // Node's built-in fetch with its default global dispatcher, as users call it: that
+    // dispatcher has no connection limit, so it opens as many connections as requests are in
+    // flight (the workload's concurrency, equal to `connections` in every fetch workload).
+    id: 'fetch',
+    label: 'fetch (Node built-in)',
+    protocol: 'http',
+    setup: (ctx) => ({
+      send: async ({ method, path: reqPath, body }) => {
+        const res = await fetch(ctx.origin + reqPath, { method, body });
+        const buf = await res.arrayBuffer();
+        if (res.status !== 200) throw new Error(`status ${res.status}`);
+        return buf.byteLength;
+      },
+      socketsCreated: () => null,
+      idleHeld: () => null,
+      close: async () => {},
+    }),
+  },
+  {
+    id: 'hyperagent',
+    label: 'hyperagent Agent (http.request)',
+    protocol: 'http',
+    setup: (ctx) => {
+      const { Agent } = require(path.join(__dirname, '..'));
+      const agent = new Agent(keepAliveOptions(ctx));
+      return nodeAgentRow(agent, ctx, { socketsCreated: createdOf(agent) });
+    },
+  },
+  {
+    id: 'hyperagent-request',
+    label: 'hyperagent agent.request()',
+    protocol: 'http',
+    setup: (ctx) => {
+      const { Agent } = require(path.join(__dirname, '..'));
+      const agent = new Agent(keepAliveOptions(ctx));
+      return {
+        send: viaAgentRequest(agent, ctx),
+        socketsCreated: createdOf(agent),
+        idleHeld: freeOf(agent),
+        close: async () => agent.destroy(),
+      };
+    },
+  },
+
+  // HTTPS: the same clients against the same server speaking TLS.
+  {
+    id: 'node-https-ka',
+    label: 'Node https.Agent (keepAlive: true)',
+    protocol: 'https',
+    setup: (ctx) =>
+      nodeAgentRow(
+        new https.Agent({
+          keepAlive: true,
+          maxSockets: ctx.connections,
+          maxFreeSockets: ctx.connections,
+          ca: ctx.ca,
+        }),
+        ctx,
+      ),
+  },
+  {
+    id: 'agentkeepalive-https',
+    label: 'agentkeepalive HttpsAgent',
+    protocol: 'https',
+    setup: (ctx) => {
+      const { HttpsAgent } = require('agentkeepalive');
+      const agent = new HttpsAgent(keepAliveOptions(ctx));
+      return nodeAgentRow(agent, ctx, { socketsCreated: createdOf(agent) });
+    },
+  },
+  {
+    id: 'undici-pool-https',
+    label: 'undici Pool.request (TLS)',
+    protocol: 'https',
+    setup: (ctx) => {
+      const { Pool } = require('undici');
+      const pool = new Pool(ctx.origin, undiciOptions(ctx));
+      return {
+        send: viaUndici((p, opts) => pool.request({ path: p, ...opts })),
+        socketsCreated: () => null,
+        idleHeld: () => pool.stats.free,
+        close: () => pool.close(),
+      };
+    },
+  },
+  {
+    id: 'hyperagent-https',
+    label: 'hyperagent HttpsAgent (https.request)',
+    protocol: 'https',
+    setup: (ctx) => {
+      const { HttpsAgent } = require(path.join(__dirname, '..'));
+      const agent = new HttpsAgent(keepAliveOptions(ctx));
+      return nodeAgentRow(agent, ctx, { socketsCreated: createdOf(agent) });
+    },
+  },
+  {
+    id: 'hyperagent-https-request',
+    label: 'hyperagent HttpsAgent agent.request()',
+    protocol: 'https',
+    setup: (ctx) => {
+      const { HttpsAgent } = require(path.join(__dirname, '..'));
+      const agent = new HttpsAgent(keepAliveOptions(ctx));
+      return {
+        send: viaAgentRequest(agent, ctx),
+        socketsCreated: createdOf(agent),
+        idleHeld: freeOf(agent),
+        close: async () => agent.destroy(),
+      };
+    },
+  },
+];
+
+const byId = new Map(rows.map((row) => [row.id, row]));
+
+// The row every ratio of a workload is taken against, by protocol.
+const BASELINES = { http: 'node-ka', https: 'node-https-ka' };
+
+module.exports = { rows, byId, BASELINE: BASELINES.http, BASELINES };

@@ -1,0 +1,245 @@
+'use strict';
+
+// What `npm run bench` asks of every client: one entry per workload.
+//
+// kind 'load': requests (method, path, an optional request body of `requestBytes`) with
+//   `concurrency` of them in flight, through a client limited to `connections` connections per
+//   origin. Throughput workloads measure for `durationMs` (so that every row is measured for as
+//   long, whatever its speed), after `warmupMs` of unmeasured warm-up. The scenarios make a
+//   fixed count from a cold start: `requests` shared by the callers, or with `perCaller`, each
+//   of the `concurrency` callers makes exactly that many in sequence (the agentkeepalive
+//   benchmark's shape). `responseBytes`, when set, is checked on every response.
+// kind 'idle': the client opens `connections` keep-alive connections (the server holds every
+//   request until all of them are in flight) and the memory they add once idle is measured.
+//
+// `server` picks the server process: 'keep-alive' or 'close' (every response `Connection:
+// close`). `quick` overrides fields for `npm run bench -- --quick`; `quick: null` leaves the
+// workload out of the quick run. `rows` lists the row ids (see rows.js) that run it, all of one
+// protocol; `baseline` is the row its ratios are taken against (Node's keep-alive agent of that
+// protocol, unless the workload names another).
+
+const { rows, BASELINES } = require('./rows');
+
+// Every row of rows.js of a protocol, in its order: a new row joins every workload that
+// compares all clients of its protocol.
+const ALL_ROWS = rows.filter((row) => row.protocol === 'http').map((row) => row.id);
+const HTTPS_ROWS = rows.filter((row) => row.protocol === 'https').map((row) => row.id);
+// The keep-alive pools the idle footprint compares, and the rows of the scale series.
+const KEEP_ALIVE_ROWS = ['node-ka', 'agentkeepalive', 'undici-pool', 'hyperagent'];
+const SCALE_ROWS = ['node-ka', 'undici-pool', 'hyperagent', 'hyperagent-request'];
+
+// Throughput workloads in a quick run.
+const QUICK = { durationMs: 500, warmupMs: 500 };
+
+// agentkeepalive's benchmark printed how many requests finished under each of these bounds.
+const HISTOGRAM_MS = [10, 15, 20, 30, 40, 50, 100, 150, 200];
+
+const workloads = [
+  {
+    id: 'hello',
+    group: 'throughput',
+    title: 'hello world (GET, 12 B response)',
+    kind: 'load',
+    server: 'keep-alive',
+    method: 'GET',
+    path: '/hello',
+    responseBytes: 12,
+    durationMs: 2000,
+    warmupMs: 1000,
+    concurrency: 50,
+    connections: 50,
+    rows: ALL_ROWS,
+    quick: QUICK,
+  },
+  {
+    id: '64k',
+    group: 'throughput',
+    title: '64 KiB response (GET)',
+    kind: 'load',
+    server: 'keep-alive',
+    method: 'GET',
+    path: '/64k',
+    responseBytes: 65536,
+    durationMs: 2000,
+    warmupMs: 1000,
+    concurrency: 50,
+    connections: 50,
+    rows: ALL_ROWS,
+    quick: QUICK,
+  },
+  {
+    id: '1m',
+    group: 'throughput',
+    title: '1 MiB response (GET)',
+    kind: 'load',
+    server: 'keep-alive',
+    method: 'GET',
+    path: '/1m',
+    responseBytes: 1048576,
+    durationMs: 2000,
+    warmupMs: 1000,
+    concurrency: 50,
+    connections: 50,
+    rows: ALL_ROWS,
+    quick: null,
+  },
+  {
+    id: 'post-64k',
+    group: 'throughput',
+    title: '64 KiB request body (POST)',
+    kind: 'load',
+    server: 'keep-alive',
+    method: 'POST',
+    path: '/echo-length',
+    requestBytes: 65536,
+    responseBytes: String(65536).length,
+    durationMs: 2000,
+    warmupMs: 1000,
+    concurrency: 50,
+    connections: 50,
+    rows: ALL_ROWS,
+    quick: QUICK,
+  },
+  {
+    id: 'https-hello',
+    group: 'https',
+    title: 'HTTPS hello world (GET, 12 B response)',
+    kind: 'load',
+    server: 'keep-alive',
+    method: 'GET',
+    path: '/hello',
+    responseBytes: 12,
+    durationMs: 2000,
+    warmupMs: 1000,
+    concurrency: 50,
+    connections: 50,
+    rows: HTTPS_ROWS,
+    quick: QUICK,
+  },
+  {
+    id: 'https-64k',
+    group: 'https',
+    title: 'HTTPS 64 KiB response (GET)',
+    kind: 'load',
+    server: 'keep-alive',
+    method: 'GET',
+    path: '/64k',
+    responseBytes: 65536,
+    durationMs: 2000,
+    warmupMs: 1000,
+    concurrency: 50,
+    connections: 50,
+    rows: HTTPS_ROWS,
+    quick: null,
+  },
+  {
+    // Every response closes its connection: each request is a TCP connect and a full TLS
+    // handshake, so requests/s here are handshakes/s.
+    id: 'https-handshake',
+    group: 'https',
+    title: 'HTTPS handshakes: `Connection: close` server, a new TLS connection per request',
+    kind: 'load',
+    server: 'close',
+    method: 'GET',
+    path: '/hello',
+    responseBytes: 12,
+    durationMs: 2000,
+    warmupMs: 500,
+    concurrency: 50,
+    connections: 50,
+    rows: HTTPS_ROWS,
+    quick: QUICK,
+  },
+  {
+    id: 'akb',
+    group: 'akb',
+    title: "agentkeepalive's benchmark: maxSockets 50, 60 callers × 1,000 requests, 5 ms server delay",
+    kind: 'load',
+    server: 'keep-alive',
+    method: 'GET',
+    path: '/delay/5',
+    responseBytes: 12,
+    concurrency: 60,
+    perCaller: 1000,
+    connections: 50,
+    histogram: HISTOGRAM_MS,
+    rows: ALL_ROWS,
+    quick: {
+      perCaller: 100,
+      title: "agentkeepalive's benchmark, shortened: maxSockets 50, 60 callers × 100 requests, 5 ms server delay",
+    },
+  },
+  {
+    id: 'ka-server',
+    group: 'keepalive',
+    title: 'keep-alive server: 100 connections, 2,000 requests',
+    kind: 'load',
+    server: 'keep-alive',
+    method: 'GET',
+    path: '/hello',
+    responseBytes: 12,
+    requests: 2000,
+    concurrency: 100,
+    connections: 100,
+    rows: ALL_ROWS,
+  },
+  {
+    id: 'close-server',
+    group: 'keepalive',
+    title: '`Connection: close` server: 100 connections, 2,000 requests',
+    kind: 'load',
+    server: 'close',
+    method: 'GET',
+    path: '/hello',
+    responseBytes: 12,
+    requests: 2000,
+    concurrency: 100,
+    connections: 100,
+    rows: ALL_ROWS,
+  },
+  {
+    id: 'idle',
+    group: 'idle',
+    title: '10,000 idle keep-alive connections',
+    kind: 'idle',
+    server: 'keep-alive',
+    connections: 10000,
+    idleTimeout: 300000,
+    rows: KEEP_ALIVE_ROWS,
+    quick: { connections: 1000, title: '1,000 idle keep-alive connections' },
+  },
+  ...[1, 10, 100, 1000].map((c) => ({
+    id: `scale-${c}`,
+    group: 'scale',
+    title: `concurrency ${c} (hello world, ${c} connections)`,
+    concurrencyLevel: c,
+    kind: 'load',
+    server: 'keep-alive',
+    method: 'GET',
+    path: '/hello',
+    responseBytes: 12,
+    durationMs: 2000,
+    warmupMs: 1000,
+    concurrency: c,
+    connections: c,
+    rows: SCALE_ROWS,
+    quick: { ...QUICK, rows: ['node-ka', 'hyperagent', 'hyperagent-request'] },
+  })),
+];
+
+// The workloads of a run, quick overrides applied; `only` (ids or groups) narrows them.
+function select({ quick, only }) {
+  const out = [];
+  for (const w of workloads) {
+    if (only && !only.includes(w.id) && !only.includes(w.group)) continue;
+    if (quick && w.quick === null) continue;
+    const resolved = { ...w, ...(quick ? w.quick : undefined) };
+    delete resolved.quick;
+    resolved.baseline ??= BASELINES[rows.find((row) => row.id === resolved.rows[0]).protocol];
+    if (resolved.perCaller) resolved.requests = resolved.perCaller * resolved.concurrency;
+    out.push(resolved);
+  }
+  return out;
+}
+
+module.exports = { workloads, select, HISTOGRAM_MS };
