@@ -83,5 +83,10 @@ if (prebuilt()) {
   const libName = process.platform === 'darwin' ? 'libhyperagent.dylib'
     : process.platform === 'win32' ? 'hyperagent.dll' : 'libhyperagent.so';
   const targetDir = process.env.CARGO_TARGET_DIR || path.join(root, 'target');
-  fs.copyFileSync(path.join(targetDir, debug ? 'debug' : 'release', libName), path.join(root, addonName()));
+  // Copy beside, then rename over: a process that has the old addon loaded keeps its mapping
+  // of the old file instead of seeing it rewritten under it.
+  const dest = path.join(root, addonName());
+  const temp = `${dest}.${process.pid}.tmp`;
+  fs.copyFileSync(path.join(targetDir, debug ? 'debug' : 'release', libName), temp);
+  fs.renameSync(temp, dest);
 }
