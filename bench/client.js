@@ -109,6 +109,7 @@ async function load(client, w) {
   }
 
   const latencies = [];
+  const main0 = mainThreadCpuUs(w.clkTck);
   const cpu0 = process.cpuUsage();
   const elu0 = performance.eventLoopUtilization();
   const t0 = performance.now();
@@ -124,6 +125,7 @@ async function load(client, w) {
   const wallMs = performance.now() - t0;
   const elu = performance.eventLoopUtilization(elu0);
   const cpu = process.cpuUsage(cpu0);
+  const main1 = mainThreadCpuUs(w.clkTck);
 
   const ok = Float64Array.from(latencies).sort();
   const at = (q) => (ok.length ? ok[Math.min(ok.length - 1, Math.floor(q * ok.length))] : null);
@@ -140,6 +142,7 @@ async function load(client, w) {
     firstError: run.firstError ?? warmupError,
     // Time the JS thread was busy, and CPU time of every thread of the process, per request.
     jsCpuUs: (elu.active * 1000) / run.made,
+    mainCpuUs: main0 !== null && main1 !== null ? (main1 - main0) / run.made : null,
     cpuUs: (cpu.user + cpu.system) / run.made,
     maxRssMiB: process.resourceUsage().maxRSS / 1024,
     socketsCreated: client.socketsCreated(),
@@ -157,6 +160,20 @@ async function load(client, w) {
   }
   await client.close();
   return out;
+}
+
+// CPU time (µs) the JavaScript thread itself has used, from /proc (the main thread's task has
+// the process id); null where there is no /proc. Event-loop utilisation counts wall time, so
+// on a core shared with other threads of the process it also counts the time they ran while
+// a callback was under way; this counts only the thread's own CPU.
+function mainThreadCpuUs(clkTck) {
+  try {
+    const stat = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / (clkTck || 100);
+  } catch {
+    return null;
+  }
 }
 
 // Memory after a full collection, once pending callbacks have run.

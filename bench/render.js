@@ -127,7 +127,7 @@ const pct = (v) => `${Math.round(v * 100)}%`;
 
 function loadTable(entry, baseline) {
   const head = ['client', 'req/s', `× Node keep-alive`, 'p50 ms', 'p99 ms', 'sockets', 'JS CPU µs/req',
-    'CPU µs/req', 'peak RSS MiB', 'failed'];
+    'JS thread CPU µs/req', 'CPU µs/req', 'peak RSS MiB', 'failed'];
   const rows = rowIds(entry).map((id) => [
     name(id),
     range(spread(values(entry, id, 'rps')), int),
@@ -136,6 +136,7 @@ function loadTable(entry, baseline) {
     ms(median(values(entry, id, 'p99'))),
     range(spread(values(entry, id, 'accepted')), int),
     fixed(1)(median(values(entry, id, 'jsCpuUs'))),
+    fixed(1)(median(values(entry, id, 'mainCpuUs'))),
     fixed(1)(median(values(entry, id, 'cpuUs'))),
     fixed(0)(median(values(entry, id, 'maxRssMiB'))),
     failedCell(entry, id),
@@ -323,12 +324,19 @@ function targetsSection(byWorkload, baseline) {
   rows.push(ratioTarget(httpsHello, '`agent.request()`, HTTPS hello ≥ 2× undici `Pool.request`',
     'hyperagent-https-request', 'undici-pool-https', 2));
   if (hello) {
-    const ours = median(values(hello, 'hyperagent-request', 'jsCpuUs'));
-    const undici = median(values(hello, 'undici-pool', 'jsCpuUs'));
-    const share = ours !== null && undici > 0 ? ours / undici : null;
+    // Judged on event-loop utilisation, the benchmark's definition; the thread's own CPU time
+    // is shown beside it.
+    const cpu = (field) => {
+      const ours = median(values(hello, 'hyperagent-request', field));
+      const undici = median(values(hello, 'undici-pool', field));
+      return ours !== null && undici > 0 ? { ours, undici, share: ours / undici } : null;
+    };
+    const elu = cpu('jsCpuUs');
+    const own = cpu('mainCpuUs');
+    const show = (c) => `${c.ours.toFixed(1)} µs against ${c.undici.toFixed(1)} µs (${x(c.share)})`;
     rows.push(['JS-thread CPU per request, `agent.request()` (HTTP hello) ≤ half of undici `Pool.request`\'s',
-      share === null ? '–' : `${ours.toFixed(1)} µs against ${undici.toFixed(1)} µs (${x(share)})`,
-      verdict(share === null ? null : share <= 0.5)]);
+      elu === null ? '–' : `${show(elu)}${own ? `; the thread's own CPU time: ${show(own)}` : ''}`,
+      verdict(elu === null ? null : elu.share <= 0.5)]);
   }
   const akb = byWorkload.akb;
   if (akb) {
@@ -365,7 +373,7 @@ function notes(data) {
     'Every client is limited to the workload\'s connection count per origin (`maxSockets`/`maxFreeSockets` for the Node-style agents, `connections` for undici). Node\'s global `fetch` keeps its default dispatcher, as users call it: that has no connection limit, and it opens more connections than requests in flight (see *sockets*).',
     'Node\'s `http.Agent({ keepAlive: false })` with a finite `maxSockets` still reuses a socket for a request that waits in its queue; it closes a socket only when no request waits, so it opens fewer connections than requests.',
     'req/s and latency are measured after the warm-up (where there is one); a failed request counts as failed and not in the rate. Latency is from the call to the end of the response body.',
-    '*sockets*: connections the server accepted while the client process ran (warm-up included). *JS CPU*: event-loop active time (`performance.eventLoopUtilization()`) per request. *CPU*: `process.cpuUsage()` (every thread of the process) per request. *peak RSS*: `process.resourceUsage().maxRSS`.',
+    '*sockets*: connections the server accepted while the client process ran (warm-up included). *JS CPU*: event-loop active time (`performance.eventLoopUtilization()`) per request. *JS thread CPU*: the CPU time of the JavaScript thread alone (`/proc/self/task/<pid>/stat`) per request; it differs from *JS CPU* where other threads of the process share the client\'s core (hyperagent\'s tokio thread): event-loop utilisation counts wall time, including the time those threads ran while a callback was under way. *CPU*: `process.cpuUsage()` (every thread of the process) per request. *peak RSS*: `process.resourceUsage().maxRSS`.',
   ];
   if (info.disturbedThreshold !== undefined) {
     const total = data.results.reduce((n, e) => n + e.runs.reduce((m, run) => m + Object.keys(run).length, 0), 0);

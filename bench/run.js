@@ -263,7 +263,7 @@ async function waitForQuiet(maxMs) {
 function runClient(rowId, workload, { port, protocol }) {
   const timeoutMs = CLIENT_TIMEOUT_MS[workload.kind];
   const ca = protocol === 'https' ? CA : undefined;
-  const spec = JSON.stringify({ ...workload, port, ca, timeoutMs, rows: undefined, title: undefined });
+  const spec = JSON.stringify({ ...workload, port, ca, timeoutMs, clkTck: CLK_TCK, rows: undefined, title: undefined });
   const node = [process.execPath];
   if (workload.kind === 'idle') node.push('--expose-gc');
   const child = spawnTracked([...node, path.join(__dirname, 'client.js'), rowId, spec], PIN ? 0 : null, [

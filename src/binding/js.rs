@@ -180,6 +180,31 @@ pub fn buffer_copy(env: sys::napi_env, data: &[u8]) -> sys::napi_value {
     value
 }
 
+/// One Buffer holding `chunks` one after the other (a single copy of each).
+pub fn buffer_concat(env: sys::napi_env, chunks: &[bytes::Bytes]) -> sys::napi_value {
+    if let [one] = chunks {
+        return buffer_copy(env, one);
+    }
+    let len = chunks.iter().map(|c| c.len()).sum();
+    let mut value = ptr::null_mut();
+    let mut data: *mut std::ffi::c_void = ptr::null_mut();
+    // SAFETY: napi_create_buffer gives `len` writable bytes at `data`, or fails and leaves
+    // `data` null; the chunks fill exactly `len` bytes.
+    unsafe {
+        if sys::napi_create_buffer(env, len, &mut data, &mut value) != sys::Status::napi_ok
+            || (data.is_null() && len > 0)
+        {
+            return buffer_copy(env, &chunks.concat());
+        }
+        let mut at = data.cast::<u8>();
+        for chunk in chunks {
+            ptr::copy_nonoverlapping(chunk.as_ptr(), at, chunk.len());
+            at = at.add(chunk.len());
+        }
+    }
+    value
+}
+
 pub fn set(env: sys::napi_env, obj: sys::napi_value, name: &str, value: sys::napi_value) {
     let name = CString::new(name).expect("property names have no NUL");
     // SAFETY: a live object and value of this env.

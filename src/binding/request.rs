@@ -407,10 +407,8 @@ impl EnvCtx {
                 req.headed.set(true);
                 let body = if chunks.is_empty() {
                     js::null(env)
-                } else if chunks.len() == 1 {
-                    js::buffer_copy(env, &chunks[0])
                 } else {
-                    js::buffer_copy(env, &chunks.concat())
+                    js::buffer_concat(env, &chunks)
                 };
                 let trailers = end
                     .as_ref()
@@ -426,7 +424,7 @@ impl EnvCtx {
                     ],
                 );
             }
-            Event::Data(bytes) => req.emit(kind::DATA, &[js::buffer_copy(env, &bytes)]),
+            Event::Data(chunks) => req.emit(kind::DATA, &[js::buffer_concat(env, &chunks)]),
             Event::End(trailers) => req.emit(kind::END, &[header_string(env, &trailers)]),
             Event::Error(err) => {
                 let desc = js::error_descriptor(env, &err);

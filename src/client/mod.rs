@@ -3,8 +3,8 @@
 //! One [`exchange`] is one request and its response. It posts what JavaScript needs as
 //! [`Event`]s to a [`Sink`] (the binding's inbox): the response head together with whatever
 //! body bytes are already there (a small response crosses to JavaScript once), then body
-//! chunks only as JavaScript asks for them ([`Control::grant`]), so a paused body stops reading
-//! the socket. Request bodies stream from a bounded channel ([`channel_body`]); a full channel
+//! chunks only as far as JavaScript lets them run ahead ([`Control::grant`]), so a paused body
+//! stops reading the socket. Request bodies stream from a bounded channel ([`channel_body`]); a full channel
 //! tells the writer to wait for [`Event::BodyDrain`].
 
 mod body;
@@ -71,7 +71,8 @@ pub enum Event {
         chunks: Vec<Bytes>,
         end: Option<HeaderList>,
     },
-    Data(Bytes),
+    /// Body bytes: every chunk that was ready when the first came, as one event.
+    Data(Vec<Bytes>),
     End(HeaderList),
     Error(Error),
     /// The connection failed before any byte of a response: the request may or may not have
@@ -87,7 +88,13 @@ pub trait Sink: Send + Sync + 'static {
     fn post(&self, event: Event);
 }
 
-/// How far the consumer lets the response body run ahead: one chunk per grant.
+/// How far the response body may run ahead of its consumer, in bytes, after a grant.
+pub const BODY_WINDOW: usize = 256 * 1024;
+
+/// How far the consumer lets the response body run ahead: each grant (the JavaScript stream
+/// wants more) opens a window of [`BODY_WINDOW`] bytes again; what is posted uses it up. A
+/// consumer that stops asking stops the reading once the window is spent, and the socket's
+/// buffers fill: back-pressure reaches the server.
 #[derive(Default)]
 pub struct Control {
     credit: AtomicUsize,
@@ -96,25 +103,29 @@ pub struct Control {
 
 impl Control {
     pub fn grant(&self) {
-        self.credit.fetch_add(1, Ordering::AcqRel);
-        self.wake.notify_one();
+        // Only a spent window can have the exchange waiting.
+        if self.credit.swap(BODY_WINDOW, Ordering::AcqRel) == 0 {
+            self.wake.notify_one();
+        }
     }
 
-    async fn take(&self) {
+    /// Waits for credit; returns how many bytes may be posted now.
+    async fn take(&self) -> usize {
         loop {
             let credit = self.credit.load(Ordering::Acquire);
-            if credit > 0
-                && self
-                    .credit
-                    .compare_exchange(credit, credit - 1, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok()
-            {
-                return;
+            if credit > 0 {
+                return credit;
             }
-            if credit == 0 {
-                self.wake.notified().await;
-            }
+            self.wake.notified().await;
         }
+    }
+
+    fn spend(&self, bytes: usize) {
+        let _ = self
+            .credit
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                Some(c.saturating_sub(bytes))
+            });
     }
 }
 
@@ -258,7 +269,8 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
     sink.post(Event::Done(reusable.then_some(sender)));
 }
 
-/// Streams the rest of the body as the consumer grants; false if it failed.
+/// Streams the rest of the body as the consumer grants; false if it failed. Frames that are
+/// ready together (within the window) go as one event.
 async fn stream_body(
     body: &mut Incoming,
     ctl: &Control,
@@ -266,45 +278,65 @@ async fn stream_body(
     timeout: Option<Duration>,
 ) -> bool {
     loop {
-        ctl.take().await;
-        loop {
-            let frame = match timeout {
-                Some(t) => match tokio::time::timeout(t, body.frame()).await {
-                    Ok(f) => f,
-                    Err(_) => {
-                        sink.post(Event::Error(Error::tls(
-                            "ERR_HYPERAGENT_BODY_TIMEOUT",
-                            format!(
-                                "Body Timeout Error: no body data within {} ms",
-                                t.as_millis()
-                            ),
-                        )));
-                        return false;
-                    }
-                },
-                None => body.frame().await,
-            };
-            match frame {
-                Some(Ok(frame)) => match into_data_or_trailers(frame) {
-                    // Empty frames carry nothing; they do not use up the grant.
-                    Ok(data) if data.is_empty() => continue,
-                    Ok(data) => {
-                        sink.post(Event::Data(data));
-                        break;
-                    }
-                    Err(trailers) => {
-                        sink.post(Event::End(trailers));
-                        return true;
-                    }
-                },
-                None => {
-                    sink.post(Event::End(Vec::new()));
-                    return true;
-                }
-                Some(Err(e)) => {
-                    sink.post(Event::Error(hyper_error(&e, true)));
+        let window = ctl.take().await;
+        let frame = match timeout {
+            Some(t) => match tokio::time::timeout(t, body.frame()).await {
+                Ok(f) => f,
+                Err(_) => {
+                    sink.post(Event::Error(Error::tls(
+                        "ERR_HYPERAGENT_BODY_TIMEOUT",
+                        format!(
+                            "Body Timeout Error: no body data within {} ms",
+                            t.as_millis()
+                        ),
+                    )));
                     return false;
                 }
+            },
+            None => body.frame().await,
+        };
+        let mut chunks = Vec::new();
+        let mut gathered = 0;
+        let mut next = frame;
+        // What follows the first frame at once joins it, up to the window.
+        let outcome = loop {
+            match next {
+                Some(Ok(frame)) => match into_data_or_trailers(frame) {
+                    Ok(data) => {
+                        gathered += data.len();
+                        if !data.is_empty() {
+                            chunks.push(data);
+                        }
+                    }
+                    Err(trailers) => break Some(Ok(trailers)),
+                },
+                None => break Some(Ok(Vec::new())),
+                Some(Err(e)) => break Some(Err(e)),
+            }
+            if gathered >= window {
+                break None;
+            }
+            // hyper's connection task reads the next chunk only once this one is taken: let it
+            // run, then take what it found.
+            tokio::task::yield_now().await;
+            match now(body.frame()).await {
+                Some(frame) => next = frame,
+                None => break None,
+            }
+        };
+        if !chunks.is_empty() {
+            ctl.spend(gathered);
+            sink.post(Event::Data(chunks));
+        }
+        match outcome {
+            None => {}
+            Some(Ok(trailers)) => {
+                sink.post(Event::End(trailers));
+                return true;
+            }
+            Some(Err(e)) => {
+                sink.post(Event::Error(hyper_error(&e, true)));
+                return false;
             }
         }
     }

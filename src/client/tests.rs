@@ -145,7 +145,7 @@ async fn a_body_streams_only_as_credit_is_granted_and_trailers_end_it() {
     let trailers = loop {
         ctl.grant();
         match rx.recv().await {
-            Some(Event::Data(d)) => total += d.len(),
+            Some(Event::Data(d)) => total += d.iter().map(|c| c.len()).sum::<usize>(),
             Some(Event::End(trailers)) => break trailers,
             other => panic!("unexpected {other:?}"),
         }
