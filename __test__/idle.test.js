@@ -187,3 +187,60 @@ test('freeSocketTimeout accepts agentkeepalive duration strings', async (t) => {
   await closed(server.connections[0]);
   assert.strictEqual(http.globalAgent instanceof http.Agent, true);
 });
+
+// agent.request(): the same rules, applied in Rust when an exchange ends.
+test('agent.request(): freeSocketTimeout, the Keep-Alive hint and socketActiveTTL hold', async (t) => {
+  let hint = null;
+  const server = await httpServer(t, (req, res) => {
+    if (hint) res.setHeader('keep-alive', hint);
+    res.end('ok');
+  });
+  const url = `${server.url}/`;
+
+  // freeSocketTimeout: idle, then closed after it.
+  const short = new Agent({ freeSocketTimeout: 50 });
+  t.after(() => short.destroy());
+  let started = Date.now();
+  assert.strictEqual(await (await short.request(url)).body.text(), 'ok');
+  assert.deepStrictEqual(Object.values(short.getCurrentStatus().freeSockets), [1]);
+  await closed(server.connections[0]);
+  assert.ok(Date.now() - started >= 45, 'not before the timeout');
+  assert.strictEqual(short.getCurrentStatus().timeoutSocketCount, 1);
+
+  // The server's hint shortens a long freeSocketTimeout (2 s -> 1 s, as Node).
+  hint = 'timeout=2';
+  const long = new Agent({ freeSocketTimeout: 60000 });
+  t.after(() => long.destroy());
+  started = Date.now();
+  await (await long.request(url)).body.text();
+  await closed(server.connections[1]);
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed >= 950 && elapsed < 5000, `closed after ${elapsed} ms`);
+
+  // A hint of one second: not kept at all.
+  hint = 'timeout=1';
+  const none = new Agent();
+  t.after(() => none.destroy());
+  await (await none.request(url)).body.text();
+  await closed(server.connections[2]);
+  assert.strictEqual(none.getCurrentStatus().closeSocketCount, 1);
+  hint = null;
+
+  // keepAlive: false keeps nothing idle.
+  const off = new Agent({ keepAlive: false });
+  t.after(() => off.destroy());
+  await (await off.request(url)).body.text();
+  await closed(server.connections[3]);
+  assert.deepStrictEqual(off.getCurrentStatus().freeSockets, {});
+});
+
+test('agent.request(): socketActiveTTL retires a connection at its first release after the TTL', async (t) => {
+  const server = await httpServer(t, (req, res) => setTimeout(() => res.end('slow'), 20));
+  const agent = new Agent({ socketActiveTTL: 10 });
+  t.after(() => agent.destroy());
+  for (let i = 0; i < 3; i++) {
+    assert.strictEqual(await (await agent.request(`${server.url}/`)).body.text(), 'slow');
+    await closed(server.connections[i]);
+  }
+  assert.strictEqual(agent.getCurrentStatus().createSocketCount, 3);
+});

@@ -52,7 +52,7 @@ binding.init(
   (socket, desc) => socket._onError(desc),
   (socket, desc, info) => socket._onConnect(desc, info),
   (agent, waiter) => agent._onGrant(waiter),
-  (pending, kind, a, b, c, d, e) => pending._onEvent(kind, a, b, c, d, e),
+  (pending, kind, a, b, c, d, e, f, g) => pending._onEvent(kind, a, b, c, d, e, f, g),
 );
 
 function limitsOf(agent) {
@@ -65,6 +65,11 @@ function limitsOf(agent) {
     noDelay: agent.options.noDelay !== false,
     keepAliveMsecs: l.keepAlive ? agent.keepAliveMsecs : undefined,
     replayLimit: agent.options.replay ? agent.options.replayLimit : 0,
+    // What becomes of a promise-path connection when its exchange ends: Rust applies these
+    // (the drop-in path applies them here, in _onFree).
+    keepAlive: l.keepAlive,
+    idleMs: defaultIdle(agent),
+    activeTtlMs: agent.options.socketActiveTTL || undefined,
   };
 }
 
@@ -442,27 +447,9 @@ class Agent extends Base {
     this[kPool].cancel(waiter);
   }
 
-  _serveVerdict(verdict) {
-    this[kServe](verdict, 0);
-  }
-
-  // An agent.request() exchange is over: its connection goes back to the pool, or closes.
-  _requestDone(connId, reusable, rawHeaders) {
-    let verdict;
-    if (!reusable) {
-      verdict = binding.close(connId);
-    } else {
-      let idle = this.keepAlive ? idleFor(this, rawHeaders || [], undefined) : -1;
-      const ttl = this.options.socketActiveTTL;
-      if (ttl > 0) {
-        const info = binding.info(connId);
-        const remaining = ttl - (info ? info.createdAtMsAgo : 0);
-        if (remaining <= 0) idle = -2;
-        else if (idle > 0) idle = Math.min(idle, remaining);
-      }
-      verdict = idle === -2 ? binding.close(connId) : binding.release(connId, idle);
-    }
-    if (verdict >= 0) this[kServe](verdict, connId);
+  // A verdict of the pool for a waiter (a connection `connId` handed off, or a slot granted).
+  _serveVerdict(verdict, connId = 0) {
+    this[kServe](verdict, connId);
   }
 
   // Called by Rust when a slot freed outside any JavaScript call (an idle connection died or

@@ -250,9 +250,9 @@ class PendingRequest {
     this.onAbort = null;
   }
 
-  _onEvent(kind, a, b, c, d, e) {
+  _onEvent(kind, a, b, c, d, e, f, g) {
     switch (kind) {
-      case HEAD: return this.onHead(a, b, c, d, e);
+      case HEAD: return this.onHead(a, b, c, d, e, f, g);
       case DATA: return this.onData(a);
       case END: return this.onEnd(a);
       case ERROR: return this.fail(errors.systemError(a));
@@ -262,13 +262,16 @@ class PendingRequest {
     }
   }
 
-  onHead(status, reason, raw, chunk, trailers) {
+  // `verdict` and `connId` come when the exchange ended with its head (the whole body came
+  // with it and the connection is settled): then no Done follows.
+  onHead(status, reason, raw, chunk, trailers, verdict, connId) {
     const body = new ResponseBody(this);
     this.response = new Response(status, reason, raw, body);
     if (chunk !== null) body.push(chunk);
     if (trailers !== null) this.onEnd(trailers);
     if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
     this.resolve(this.response);
+    if (verdict !== undefined) this.onDone(verdict, connId);
   }
 
   // The body's end is held until the connection is back in the pool (Done follows at once):
@@ -305,11 +308,13 @@ class PendingRequest {
     if (drain) drain();
   }
 
-  onDone(connId, reusable) {
+  // The exchange is over and Rust has settled its connection (back in the pool, or closed);
+  // a non-negative verdict is a waiter to serve.
+  onDone(verdict, connId) {
     this.done = true;
     this.cleanup();
     this.onDrain();
-    if (connId !== 0) this.agent._requestDone(connId, reusable, this.response && this.response.rawHeaders);
+    if (verdict >= 0) this.agent._serveVerdict(verdict, connId);
     if (this.ended) {
       if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
       const body = this.response.body;

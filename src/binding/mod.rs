@@ -66,6 +66,26 @@ pub struct PoolOptions {
     pub keep_alive_msecs: Option<f64>,
     /// The largest drop-in request kept for a replay after the keep-alive race (0: off).
     pub replay_limit: Option<f64>,
+    /// Whether freed connections are kept (`keepAlive`); the promise path applies this,
+    /// `idle_ms` and `active_ttl_ms` in Rust when an exchange ends.
+    pub keep_alive: Option<bool>,
+    /// How long a freed connection may idle (`freeSocketTimeout`); absent or infinite: no limit.
+    pub idle_ms: Option<f64>,
+    /// `socketActiveTTL`: a connection older than this is not reused; absent: no limit.
+    pub active_ttl_ms: Option<f64>,
+}
+
+/// When a promise-path connection goes back to the pool, and for how long.
+fn release_policy(opts: &PoolOptions) -> pool::ReleasePolicy {
+    let duration = |ms: Option<f64>| {
+        ms.filter(|ms| *ms > 0.0 && ms.is_finite())
+            .map(|ms| Duration::from_micros((ms * 1000.0) as u64))
+    };
+    pool::ReleasePolicy {
+        keep_alive: opts.keep_alive.unwrap_or(true),
+        idle: duration(opts.idle_ms),
+        ttl: duration(opts.active_ttl_ms),
+    }
 }
 
 #[napi(object)]
@@ -383,6 +403,7 @@ impl NativePool {
             ..ConnectOptions::default()
         };
         let cell = PoolCell::new(ctx()?, agent.raw(), limits(&options), connect_opts);
+        cell.policy.set(release_policy(&options));
         cell.replay_limit.set(
             options
                 .replay_limit
@@ -482,6 +503,7 @@ impl NativePool {
 
     #[napi]
     pub fn set_limits(&self, options: PoolOptions) -> Vec<f64> {
+        self.cell.policy.set(release_policy(&options));
         self.cell.set_limits(limits(&options))
     }
 

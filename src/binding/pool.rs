@@ -56,6 +56,28 @@ pub struct PoolState {
     pub connect_opts: ConnectOptions,
 }
 
+/// The agent's options that decide what happens to a connection whose promise-path exchange
+/// ended (the drop-in path applies the same rules in JavaScript, `_requestDone`).
+#[derive(Clone, Copy, Debug)]
+pub struct ReleasePolicy {
+    /// `keepAlive`: off, a freed connection only serves a waiter.
+    pub keep_alive: bool,
+    /// `freeSocketTimeout`; `None`: no limit.
+    pub idle: Option<Duration>,
+    /// `socketActiveTTL`; `None`: no limit.
+    pub ttl: Option<Duration>,
+}
+
+impl Default for ReleasePolicy {
+    fn default() -> Self {
+        ReleasePolicy {
+            keep_alive: true,
+            idle: None,
+            ttl: None,
+        }
+    }
+}
+
 pub struct PoolCell {
     pub id: u32,
     pub ctx: Rc<EnvCtx>,
@@ -68,6 +90,8 @@ pub struct PoolCell {
     pub max_header_size: std::cell::Cell<usize>,
     /// The largest drop-in request kept for a replay (0: replay off).
     pub replay_limit: std::cell::Cell<usize>,
+    /// How promise-path connections go back when their exchange ends.
+    pub policy: std::cell::Cell<ReleasePolicy>,
     timer: RefCell<Option<Handle>>,
     /// The JavaScript agent, weakly: the agent owns the pool, not the other way round.
     agent: Ref,
@@ -95,6 +119,7 @@ impl PoolCell {
             targets: RefCell::new(HashMap::new()),
             max_header_size: std::cell::Cell::new(16 * 1024),
             replay_limit: std::cell::Cell::new(64 * 1024),
+            policy: std::cell::Cell::new(ReleasePolicy::default()),
             agent,
         });
         ctx.register_pool(&cell);

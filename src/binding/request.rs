@@ -59,6 +59,9 @@ pub struct ReqState {
     reused: Cell<bool>,
     /// A replay is under way: the failed attempt's end is not the request's.
     retrying: Cell<bool>,
+    /// How long the server said it keeps the connection idle (`Keep-Alive: timeout=N`, less
+    /// a second as Node takes it).
+    hint: Cell<Option<std::time::Duration>>,
 }
 
 /// A request that can be sent again.
@@ -182,6 +185,7 @@ impl PoolCell {
             replay: RefCell::new(replay),
             reused: Cell::new(false),
             retrying: Cell::new(false),
+            hint: Cell::new(None),
         });
         self.ctx.insert_request(req.clone());
         let mut discard = Vec::new();
@@ -365,8 +369,8 @@ impl PoolCell {
                     req.emit(
                         kind::DONE,
                         &[
+                            js::number(self.ctx.env, verdict::NONE),
                             js::number(self.ctx.env, 0.0),
-                            js::boolean(self.ctx.env, false),
                         ],
                     );
                     req.finish();
@@ -403,8 +407,10 @@ impl EnvCtx {
                 headers,
                 chunks,
                 end,
+                done,
             } => {
                 req.headed.set(true);
+                req.hint.set(keep_alive_hint(&headers));
                 let body = if chunks.is_empty() {
                     js::null(env)
                 } else {
@@ -413,16 +419,24 @@ impl EnvCtx {
                 let trailers = end
                     .as_ref()
                     .map_or_else(|| js::null(env), |t| header_string(env, t));
-                req.emit(
-                    kind::HEAD,
-                    &[
-                        js::number(env, status as f64),
-                        js::string(env, &reason),
-                        header_string(env, &headers),
-                        body,
-                        trailers,
-                    ],
-                );
+                let mut args = vec![
+                    js::number(env, status as f64),
+                    js::string(env, &reason),
+                    header_string(env, &headers),
+                    body,
+                    trailers,
+                ];
+                // The exchange ended with its head: the connection is settled first, so that
+                // code the response's end runs finds it back in the pool.
+                let finished = done.map(|sender| self.settle(&req, sender));
+                if let Some((conn_id, verdict)) = finished {
+                    args.push(js::number(env, verdict));
+                    args.push(js::number(env, conn_id as f64));
+                }
+                req.emit(kind::HEAD, &args);
+                if finished.is_some() {
+                    req.finish();
+                }
             }
             Event::Data(chunks) => req.emit(kind::DATA, &[js::buffer_concat(env, &chunks)]),
             Event::End(trailers) => req.emit(kind::END, &[header_string(env, &trailers)]),
@@ -453,24 +467,57 @@ impl EnvCtx {
                 pool.connect_for(&req);
             }
             Event::Done(sender) => {
-                self.unhold();
-                let conn_id = req.conn.get();
-                let reusable = match (self.conn(conn_id), sender) {
-                    (Some(conn), Some(sender)) if conn.state.get() == State::Active => {
-                        *conn.hyper.borrow_mut() = Some(sender);
-                        true
-                    }
-                    _ => false,
-                };
-                req.writer.borrow_mut().take();
+                let (conn_id, verdict) = self.settle(&req, sender);
                 req.emit(
                     kind::DONE,
-                    &[js::number(env, conn_id as f64), js::boolean(env, reusable)],
+                    &[js::number(env, verdict), js::number(env, conn_id as f64)],
                 );
                 req.finish();
             }
         }
     }
+
+    /// The exchange of `req` is over: its connection goes back to the pool (with `sender`, if
+    /// hyper keeps it open) or closes, by the agent's rules. Returns the connection and the
+    /// pool's verdict (a waiter the JavaScript side serves, when not negative).
+    fn settle(&self, req: &Rc<ReqState>, sender: Option<client::Sender>) -> (u32, f64) {
+        self.unhold();
+        req.writer.borrow_mut().take();
+        let conn_id = req.conn.get();
+        let Some(conn) = self.conn(conn_id) else {
+            return (conn_id, verdict::NONE);
+        };
+        let pool = req.pool();
+        let sender = match sender {
+            Some(sender) if conn.state.get() == State::Active => sender,
+            _ => return (conn_id, pool.close(conn_id)),
+        };
+        *conn.hyper.borrow_mut() = Some(sender);
+        let policy = pool.policy.get();
+        let mut idle = policy.keep_alive.then(|| {
+            let idle = policy.idle.unwrap_or(std::time::Duration::MAX);
+            req.hint.get().map_or(idle, |hint| idle.min(hint))
+        });
+        if let Some(ttl) = policy.ttl {
+            let age = conn.created.elapsed();
+            if age >= ttl {
+                return (conn_id, pool.close(conn_id));
+            }
+            idle = idle.map(|d| if d.is_zero() { d } else { d.min(ttl - age) });
+        }
+        (conn_id, pool.release(conn_id, idle))
+    }
+}
+
+/// The server's `Keep-Alive: timeout=N` hint as the time a connection may idle: a second
+/// less, as Node takes it, so that the client gives up first.
+fn keep_alive_hint(headers: &HeaderList) -> Option<std::time::Duration> {
+    let (_, value) = headers.iter().find(|(k, _)| k == "keep-alive")?;
+    let value = std::str::from_utf8(value).ok()?.trim_start();
+    let rest = value.strip_prefix("timeout=")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let secs: u64 = rest[..digits].parse().ok()?;
+    Some(std::time::Duration::from_secs(secs.saturating_sub(1)))
 }
 
 /// `bodyRead`: the response stream wants one more chunk.

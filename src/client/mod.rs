@@ -70,6 +70,9 @@ pub enum Event {
         headers: HeaderList,
         chunks: Vec<Bytes>,
         end: Option<HeaderList>,
+        /// The exchange is over with the head (the body came whole and the connection was
+        /// settled at once): what [`Event::Done`] would carry; no `Done` follows.
+        done: Option<Option<Sender>>,
     },
     /// Body bytes: every chunk that was ready when the first came, as one event.
     Data(Vec<Bytes>),
@@ -253,12 +256,32 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
         }
     }
     let ended = end.is_some();
+    // A whole response: when hyper can say at once whether the connection carries another
+    // request, the head says it too, and the exchange crosses to JavaScript once.
+    let settled = if ended {
+        now(sender.ready()).await.map(|ready| ready.is_ok())
+    } else {
+        None
+    };
+    if let Some(reusable) = settled {
+        drop(body);
+        sink.post(Event::Head {
+            status: status.as_u16(),
+            reason,
+            headers,
+            chunks,
+            end,
+            done: Some(reusable.then_some(sender)),
+        });
+        return;
+    }
     sink.post(Event::Head {
         status: status.as_u16(),
         reason,
         headers,
         chunks,
         end,
+        done: None,
     });
     if !ended && !stream_body(&mut body, &ctl, &*sink, spec.body_timeout).await {
         sink.post(Event::Done(None));
