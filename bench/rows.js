@@ -120,6 +120,58 @@ function keepAliveOptions(ctx) {
   return opts;
 }
 
+// The clients that exist for both protocols, built the same way for each.
+
+function nodeKeepAlive(ctx) {
+  const { Agent } = ctx.protocol === 'https' ? https : http;
+  const agent = new Agent({
+    keepAlive: true,
+    maxSockets: ctx.connections,
+    maxFreeSockets: ctx.connections,
+    ca: ctx.ca,
+  });
+  return nodeAgentRow(agent, ctx);
+}
+
+function agentkeepalive(ctx) {
+  const { HttpAgent, HttpsAgent } = require('agentkeepalive');
+  const agent = new (ctx.protocol === 'https' ? HttpsAgent : HttpAgent)(keepAliveOptions(ctx));
+  return nodeAgentRow(agent, ctx, { socketsCreated: createdOf(agent) });
+}
+
+function undiciPool(ctx) {
+  const { Pool } = require('undici');
+  const pool = new Pool(ctx.origin, undiciOptions(ctx));
+  return {
+    send: viaUndici((p, opts) => pool.request({ path: p, ...opts })),
+    socketsCreated: () => null,
+    idleHeld: () => pool.stats.free,
+    close: () => pool.close(),
+  };
+}
+
+function hyperagent(ctx) {
+  const { Agent, HttpsAgent } = require(path.join(__dirname, '..'));
+  return new (ctx.protocol === 'https' ? HttpsAgent : Agent)(keepAliveOptions(ctx));
+}
+
+// hyperagent's drop-in path: Node's http.request (or https.request) over its agent.
+function hyperagentDropIn(ctx) {
+  const agent = hyperagent(ctx);
+  return nodeAgentRow(agent, ctx, { socketsCreated: createdOf(agent) });
+}
+
+// hyperagent's promise path: agent.request().
+function hyperagentRequest(ctx) {
+  const agent = hyperagent(ctx);
+  return {
+    send: viaAgentRequest(agent, ctx),
+    socketsCreated: createdOf(agent),
+    idleHeld: freeOf(agent),
+    close: async () => agent.destroy(),
+  };
+}
+
 const rows = [
   {
     id: 'node-close',
@@ -127,41 +179,9 @@ const rows = [
     protocol: 'http',
     setup: (ctx) => nodeAgentRow(new http.Agent({ keepAlive: false, maxSockets: ctx.connections }), ctx),
   },
-  {
-    id: 'node-ka',
-    label: 'Node http.Agent (keepAlive: true)',
-    protocol: 'http',
-    setup: (ctx) =>
-      nodeAgentRow(
-        new http.Agent({ keepAlive: true, maxSockets: ctx.connections, maxFreeSockets: ctx.connections }),
-        ctx,
-      ),
-  },
-  {
-    id: 'agentkeepalive',
-    label: 'agentkeepalive',
-    protocol: 'http',
-    setup: (ctx) => {
-      const Agent = require('agentkeepalive');
-      const agent = new Agent(keepAliveOptions(ctx));
-      return nodeAgentRow(agent, ctx, { socketsCreated: createdOf(agent) });
-    },
-  },
-  {
-    id: 'undici-pool',
-    label: 'undici Pool.request',
-    protocol: 'http',
-    setup: (ctx) => {
-      const { Pool } = require('undici');
-      const pool = new Pool(ctx.origin, undiciOptions(ctx));
-      return {
-        send: viaUndici((p, opts) => pool.request({ path: p, ...opts })),
-        socketsCreated: () => null,
-        idleHeld: () => pool.stats.free,
-        close: () => pool.close(),
-      };
-    },
-  },
+  { id: 'node-ka', label: 'Node http.Agent (keepAlive: true)', protocol: 'http', setup: nodeKeepAlive },
+  { id: 'agentkeepalive', label: 'agentkeepalive', protocol: 'http', setup: agentkeepalive },
+  { id: 'undici-pool', label: 'undici Pool.request', protocol: 'http', setup: undiciPool },
   {
     id: 'undici-request',
     label: 'undici request() + Agent',
@@ -196,97 +216,24 @@ const rows = [
       close: async () => {},
     }),
   },
-  {
-    id: 'hyperagent',
-    label: 'hyperagent Agent (http.request)',
-    protocol: 'http',
-    setup: (ctx) => {
-      const { Agent } = require(path.join(__dirname, '..'));
-      const agent = new Agent(keepAliveOptions(ctx));
-      return nodeAgentRow(agent, ctx, { socketsCreated: createdOf(agent) });
-    },
-  },
-  {
-    id: 'hyperagent-request',
-    label: 'hyperagent agent.request()',
-    protocol: 'http',
-    setup: (ctx) => {
-      const { Agent } = require(path.join(__dirname, '..'));
-      const agent = new Agent(keepAliveOptions(ctx));
-      return {
-        send: viaAgentRequest(agent, ctx),
-        socketsCreated: createdOf(agent),
-        idleHeld: freeOf(agent),
-        close: async () => agent.destroy(),
-      };
-    },
-  },
+  { id: 'hyperagent', label: 'hyperagent Agent (http.request)', protocol: 'http', setup: hyperagentDropIn },
+  { id: 'hyperagent-request', label: 'hyperagent agent.request()', protocol: 'http', setup: hyperagentRequest },
 
   // HTTPS: the same clients against the same server speaking TLS.
-  {
-    id: 'node-https-ka',
-    label: 'Node https.Agent (keepAlive: true)',
-    protocol: 'https',
-    setup: (ctx) =>
-      nodeAgentRow(
-        new https.Agent({
-          keepAlive: true,
-          maxSockets: ctx.connections,
-          maxFreeSockets: ctx.connections,
-          ca: ctx.ca,
-        }),
-        ctx,
-      ),
-  },
-  {
-    id: 'agentkeepalive-https',
-    label: 'agentkeepalive HttpsAgent',
-    protocol: 'https',
-    setup: (ctx) => {
-      const { HttpsAgent } = require('agentkeepalive');
-      const agent = new HttpsAgent(keepAliveOptions(ctx));
-      return nodeAgentRow(agent, ctx, { socketsCreated: createdOf(agent) });
-    },
-  },
-  {
-    id: 'undici-pool-https',
-    label: 'undici Pool.request (TLS)',
-    protocol: 'https',
-    setup: (ctx) => {
-      const { Pool } = require('undici');
-      const pool = new Pool(ctx.origin, undiciOptions(ctx));
-      return {
-        send: viaUndici((p, opts) => pool.request({ path: p, ...opts })),
-        socketsCreated: () => null,
-        idleHeld: () => pool.stats.free,
-        close: () => pool.close(),
-      };
-    },
-  },
+  { id: 'node-https-ka', label: 'Node https.Agent (keepAlive: true)', protocol: 'https', setup: nodeKeepAlive },
+  { id: 'agentkeepalive-https', label: 'agentkeepalive HttpsAgent', protocol: 'https', setup: agentkeepalive },
+  { id: 'undici-pool-https', label: 'undici Pool.request (TLS)', protocol: 'https', setup: undiciPool },
   {
     id: 'hyperagent-https',
     label: 'hyperagent HttpsAgent (https.request)',
     protocol: 'https',
-    setup: (ctx) => {
-      const { HttpsAgent } = require(path.join(__dirname, '..'));
-      const agent = new HttpsAgent(keepAliveOptions(ctx));
-      return nodeAgentRow(agent, ctx, { socketsCreated: createdOf(agent) });
-    },
+    setup: hyperagentDropIn,
   },
   {
     id: 'hyperagent-https-request',
     label: 'hyperagent HttpsAgent agent.request()',
     protocol: 'https',
-    setup: (ctx) => {
-      const { HttpsAgent } = require(path.join(__dirname, '..'));
-      const agent = new HttpsAgent(keepAliveOptions(ctx));
-      return {
-        send: viaAgentRequest(agent, ctx),
-        socketsCreated: createdOf(agent),
-        idleHeld: freeOf(agent),
-        close: async () => agent.destroy(),
-      };
-    },
+    setup: hyperagentRequest,
   },
 ];
 

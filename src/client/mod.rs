@@ -263,26 +263,19 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
     } else {
         None
     };
-    if let Some(reusable) = settled {
-        drop(body);
-        sink.post(Event::Head {
-            status: status.as_u16(),
-            reason,
-            headers,
-            chunks,
-            end,
-            done: Some(reusable.then_some(sender)),
-        });
-        return;
-    }
+    let (done, sender) = match settled {
+        Some(reusable) => (Some(reusable.then_some(sender)), None),
+        None => (None, Some(sender)),
+    };
     sink.post(Event::Head {
         status: status.as_u16(),
         reason,
         headers,
         chunks,
         end,
-        done: None,
+        done,
     });
+    let Some(mut sender) = sender else { return };
     if !ended && !stream_body(&mut body, &ctl, &*sink, spec.body_timeout).await {
         sink.post(Event::Done(None));
         return;
