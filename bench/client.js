@@ -12,6 +12,7 @@
 
 const fs = require('node:fs');
 const http = require('node:http');
+const { AsyncLocalStorage } = require('node:async_hooks');
 const { performance } = require('node:perf_hooks');
 const { byId } = require('./rows');
 
@@ -56,7 +57,9 @@ function print(result, code) {
 // made or, with a `deadline` (a `performance.now()` time), until it has passed and at least
 // `minTotal` were made. Each successful request's latency (ms) is pushed to `latencies` when
 // given.
-async function drive(client, req, { total, concurrency, perCaller, responseBytes, deadline, minTotal = 0 }, latencies) {
+// With `als` (an AsyncLocalStorage), each request runs inside `als.run()` with a store of its
+// own, and a request after which the store is not that one again counts as failed.
+async function drive(client, req, { total, concurrency, perCaller, responseBytes, deadline, minTotal = 0, als }, latencies) {
   let made = 0;
   let failures = 0;
   let firstError = null;
@@ -68,7 +71,7 @@ async function drive(client, req, { total, concurrency, perCaller, responseBytes
       made++;
       const start = performance.now();
       try {
-        const bytes = await client.send(req);
+        const bytes = als ? await sendInContext(als, client, req) : await client.send(req);
         if (responseBytes !== undefined && bytes !== responseBytes) {
           throw new Error(`response of ${bytes} bytes, expected ${responseBytes}`);
         }
@@ -85,11 +88,22 @@ async function drive(client, req, { total, concurrency, perCaller, responseBytes
   return { made, failures, firstError };
 }
 
+async function sendInContext(als, client, req) {
+  const store = { req };
+  return als.run(store, async () => {
+    const bytes = await client.send(req);
+    if (als.getStore() !== store) throw new Error('the async context was lost');
+    return bytes;
+  });
+}
+
 // A load workload: a fixed number of requests (`requests`, or `perCaller` per caller), or as
 // many as `durationMs` allows, after an unmeasured warm-up.
 async function load(client, w) {
   const body = w.requestBytes ? Buffer.alloc(w.requestBytes, 'x') : undefined;
   const req = { method: w.method, path: w.path, body };
+  // An active AsyncLocalStorage for the workloads that measure what context propagation costs.
+  const als = w.asyncContext ? new AsyncLocalStorage() : undefined;
   // Warm-up: for a time rather than a count (until the JIT has settled, whatever the speed of
   // the machine), and at least one request per caller so that every connection is open.
   let warmupFailures = 0;
@@ -102,6 +116,7 @@ async function load(client, w) {
       responseBytes: w.responseBytes,
       deadline: performance.now() + w.warmupMs,
       minTotal: w.concurrency,
+      als,
     });
     warmupFailures = warm.failures;
     warmupRequests = warm.made;
@@ -121,6 +136,7 @@ async function load(client, w) {
     responseBytes: w.responseBytes,
     deadline: timed ? t0 + w.durationMs : undefined,
     minTotal: timed ? w.concurrency : 0,
+    als,
   }, latencies);
   const wallMs = performance.now() - t0;
   const elu = performance.eventLoopUtilization(elu0);

@@ -238,6 +238,31 @@ function keepAliveSection(entries) {
   return out + footnotes(entries);
 }
 
+// What an active AsyncLocalStorage costs each client: the hello workload against the same
+// workload with every request inside als.run(), both of this run (not paired round by round).
+function contextSection(entry, plain) {
+  const w = entry.workload;
+  const rows = rowIds(entry).map((id) => {
+    const base = plain ? median(values(plain, id, 'rps')) : null;
+    const withAls = median(values(entry, id, 'rps'));
+    return [
+      name(id),
+      int(base),
+      int(withAls),
+      base > 0 && withAls !== null ? x(withAls / base) : '–',
+      fixed(1)(plain ? median(values(plain, id, 'mainCpuUs')) : null),
+      fixed(1)(median(values(entry, id, 'mainCpuUs'))),
+      failedCell(entry, id),
+    ];
+  });
+  return `## Async context: ${w.title}\n\n${describeLoad(w)} Each request runs inside ` +
+    '`AsyncLocalStorage.run()` with a store of its own, and fails if the store is not its own ' +
+    'again once the response has been read. Compared with the hello workload of the same run ' +
+    '(medians; not paired round by round).\n\n' +
+    table(['client', 'req/s', 'req/s in als.run()', '× without', 'JS thread CPU µs/req',
+      'in als.run()', 'failed'], rows) + footnotes([entry]);
+}
+
 function idleSection(entry, baseline) {
   const w = entry.workload;
   const base = median(values(entry, baseline, 'rssAdded'));
@@ -380,7 +405,7 @@ function notes(data) {
     lines.push(`A client run during which other processes (neither the client nor the server) used more than ${pct(info.disturbedThreshold)} of a core, by \`/proc/stat\` less the two processes' own CPU time, is run again once the machine has been quiet for a second (at most 3 attempts, the least disturbed kept), and so is a client that died without a result (its error is still listed): ${info.retries} repeat(s) over ${total} client runs here${info.waitedS ? `, after ${info.waitedS} s of waiting in all` : ''}.`);
   }
   if (info.mode === 'quick') {
-    lines.push('This is a `--quick` run: 1 round; throughput measured for 0.5 s after 0.5 s of warm-up (instead of 2 s after 1 s); the agentkeepalive scenario with 100 requests per caller instead of 1,000; 1,000 idle connections instead of 10,000; the scale rows for Node\'s keep-alive agent and hyperagent only; the 1 MiB and HTTPS 64 KiB workloads and the pool micro-benchmark left out.');
+    lines.push('This is a `--quick` run: 1 round; throughput measured for 0.5 s after 0.5 s of warm-up (instead of 2 s after 1 s, 1.5 s after 0.5 s for the scale series); the agentkeepalive scenario with 100 requests per caller instead of 1,000; 1,000 idle connections instead of 10,000; the scale rows for Node\'s keep-alive agent and hyperagent\'s two paths only; the 1 MiB and HTTPS 64 KiB workloads and the pool micro-benchmark left out.');
   }
   return '## How it is measured\n\n' + lines.map((l) => `- ${l}`).join('\n') + '\n';
 }
@@ -408,6 +433,7 @@ function renderMarkdown(data) {
   for (const entry of [...throughput, ...https]) {
     parts.push(`## ${entry.workload.title}\n\n${describeLoad(entry.workload)}\n\n${loadTable(entry, baseline)}${footnotes([entry])}`);
   }
+  if (byWorkload['hello-als']) parts.push(contextSection(byWorkload['hello-als'], byWorkload.hello));
   if (byWorkload.akb) parts.push(akbSection(byWorkload.akb, baseline));
   const keepalive = results.filter((e) => e.workload.group === 'keepalive');
   if (keepalive.length) parts.push(keepAliveSection(keepalive));

@@ -27,6 +27,8 @@ const HTTPS_ROWS = rows.filter((row) => row.protocol === 'https').map((row) => r
 // The keep-alive pools the idle footprint compares, and the rows of the scale series.
 const KEEP_ALIVE_ROWS = ['node-ka', 'agentkeepalive', 'undici-pool', 'hyperagent'];
 const SCALE_ROWS = ['node-ka', 'undici-pool', 'hyperagent', 'hyperagent-request'];
+// The rows whose cost of async context propagation is measured.
+const CONTEXT_ROWS = ['node-ka', 'agentkeepalive', 'undici-pool', 'hyperagent', 'hyperagent-request'];
 
 // Throughput workloads in a quick run.
 const QUICK = { durationMs: 500, warmupMs: 500 };
@@ -66,6 +68,14 @@ const workloads = [
   }),
   throughput('https-hello', 'https', 'HTTPS hello world (GET, 12 B response)', { path: '/hello', responseBytes: 12 }),
   throughput('https-64k', 'https', 'HTTPS 64 KiB response (GET)', { path: '/64k', responseBytes: 65536, quick: null }),
+  // The hello workload again, each request inside AsyncLocalStorage.run(): what an active
+  // async context costs each client (its JavaScript side runs with promise hooks on).
+  throughput('hello-als', 'context', 'hello world, each request inside AsyncLocalStorage.run()', {
+    path: '/hello',
+    responseBytes: 12,
+    asyncContext: true,
+    rows: CONTEXT_ROWS,
+  }),
   // Every response closes its connection: each request is a TCP connect and a full TLS
   // handshake, so requests/s here are handshakes/s.
   throughput('https-handshake', 'https', 'HTTPS handshakes: `Connection: close` server, a new TLS connection per request', {
@@ -128,6 +138,9 @@ const workloads = [
       responseBytes: 12,
       concurrency: c,
       connections: c,
+      // Shorter than the other throughput workloads: the series is about its shape.
+      durationMs: 1500,
+      warmupMs: 500,
       rows: SCALE_ROWS,
       quick: { ...QUICK, rows: ['node-ka', 'hyperagent', 'hyperagent-request'] },
     }),
