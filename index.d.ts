@@ -13,27 +13,11 @@ import { Readable } from 'node:stream';
 declare class Agent extends http.Agent {
   constructor(options?: Agent.AgentOptions);
   readonly options: Agent.AgentOptions & { keepAlive: boolean; freeSocketTimeout: number; timeout: number; socketActiveTTL: number };
-  readonly createSocketCount: number;
-  readonly createSocketErrorCount: number;
-  readonly closeSocketCount: number;
-  readonly errorSocketCount: number;
-  readonly timeoutSocketCount: number;
-  readonly requestCount: number;
-  /** Requests sent again after the keep-alive race (hyperagent's own counter). */
-  readonly replayCount: number;
-  /** True when a counter changed since the last read of this property. */
-  readonly statusChanged: boolean;
-  readonly totalSocketCount: number;
-  getCurrentStatus(): Agent.AgentStatus;
   readonly sockets: NodeJS.ReadOnlyDict<net.Socket[]>;
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
   readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
-  /**
-   * Sends a request with HTTP spoken by hyper in Rust, on this agent's pool (limits and
-   * statistics shared with `http.request`). Resolves when the response head arrives.
-   */
-  request(url: Agent.RequestUrl, options?: Agent.RequestOptions): Promise<Agent.Response>;
 }
+interface Agent extends Agent.Members {}
 
 /**
  * A keep-alive `https.Agent` whose pool, sockets, DNS and TLS (rustls) live in Rust: the
@@ -42,29 +26,39 @@ declare class Agent extends http.Agent {
 declare class HttpsAgent extends https.Agent {
   constructor(options?: Agent.HttpsAgentOptions);
   readonly options: Agent.HttpsAgentOptions & { keepAlive: boolean; freeSocketTimeout: number; timeout: number; socketActiveTTL: number };
-  readonly createSocketCount: number;
-  readonly createSocketErrorCount: number;
-  readonly closeSocketCount: number;
-  readonly errorSocketCount: number;
-  readonly timeoutSocketCount: number;
-  readonly requestCount: number;
-  /** Requests sent again after the keep-alive race (hyperagent's own counter). */
-  readonly replayCount: number;
-  readonly statusChanged: boolean;
-  readonly totalSocketCount: number;
-  getCurrentStatus(): Agent.AgentStatus;
   readonly sockets: NodeJS.ReadOnlyDict<tls.TLSSocket[]>;
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
   readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
-  /** As `Agent#request`, over TLS (rustls). */
-  request(url: Agent.RequestUrl, options?: Agent.RequestOptions): Promise<Agent.Response>;
 }
+/** `request()` speaks TLS (rustls) here. */
+interface HttpsAgent extends Agent.Members {}
 
 declare const AgentClass: typeof Agent;
 declare const HttpsAgentClass: typeof HttpsAgent;
 type AgentClass = Agent;
 
 declare namespace Agent {
+  /** What both agents add to Node's: agentkeepalive's statistics and the promise API. */
+  interface Members {
+    readonly createSocketCount: number;
+    readonly createSocketErrorCount: number;
+    readonly closeSocketCount: number;
+    readonly errorSocketCount: number;
+    readonly timeoutSocketCount: number;
+    readonly requestCount: number;
+    /** Requests sent again after the keep-alive race (hyperagent's own counter). */
+    readonly replayCount: number;
+    /** True when a counter changed since the last read of this property. */
+    readonly statusChanged: boolean;
+    readonly totalSocketCount: number;
+    getCurrentStatus(): AgentStatus;
+    /**
+     * Sends a request with HTTP spoken by hyper in Rust, on this agent's pool (limits and
+     * statistics shared with `http.request`). Resolves when the response head arrives.
+     */
+    request(url: RequestUrl, options?: RequestOptions): Promise<Response>;
+  }
+
   /** A duration in milliseconds, or a string such as `'4s'`, `'1.5m'`, `'500ms'`. */
   type Duration = number | string;
 

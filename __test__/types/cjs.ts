@@ -31,6 +31,7 @@ const counts: number[] = [
   agent.createSocketCount,
   agent.requestCount,
   agent.totalSocketCount,
+  agent.replayCount,
 ];
 const free: Record<string, number> = status.freeSockets;
 const changed: boolean = agent.statusChanged;
@@ -56,6 +57,11 @@ function onTlsError(err: hyperagent.HyperagentError) {
   if (err.code === 'DEPTH_ZERO_SELF_SIGNED_CERT' || err.code === 'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE') return [];
   return undefined;
 }
+const secureStatus: hyperagent.AgentStatus = secure.getCurrentStatus();
+const secureCounts: number[] = [secure.replayCount, secure.timeoutSocketCount, secureStatus.requestCount];
+const secureChanged: boolean = secure.statusChanged;
+// @ts-expect-error: the statistics are read-only
+secure.requestCount = 1;
 secure.destroy();
 
 async function promisePath(): Promise<unknown> {
