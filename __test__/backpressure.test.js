@@ -6,27 +6,13 @@ const http = require('node:http');
 const crypto = require('node:crypto');
 const { once } = require('node:events');
 const { Agent } = require('..');
-const { httpServer } = require('./helpers');
+const { httpServer, streamingServer } = require('./helpers');
 
 const TOTAL = 256 * 1024 * 1024;
 const CHUNK = crypto.randomBytes(1024 * 1024);
 
 test('a paused response stops reads in Rust: the server stalls and client memory stays flat', async (t) => {
-  let written = 0;
-  const server = await httpServer(t, async (req, res) => {
-    res.writeHead(200, { 'content-length': TOTAL });
-    while (written < TOTAL) {
-      written += CHUNK.length;
-      if (!res.write(CHUNK)) {
-        // A drain that does not come within 200 ms means the client stopped reading.
-        const stall = setTimeout(() => server.emit('stalled', written), 200);
-        await once(res, 'drain');
-        clearTimeout(stall);
-      }
-    }
-    res.end();
-    server.emit('finished');
-  });
+  const server = await streamingServer(t, CHUNK, TOTAL / CHUNK.length);
   const agent = new Agent();
   t.after(() => agent.destroy());
   const rssBefore = process.memoryUsage().rss;
@@ -42,10 +28,7 @@ test('a paused response stops reads in Rust: the server stalls and client memory
     onData(chunk);
     res.pause();
   });
-  const outcome = await Promise.race([
-    once(server, 'stalled').then(([at]) => ({ stalled: at })),
-    once(server, 'finished').then(() => ({ finished: true })),
-  ]);
+  const outcome = await server.outcome();
   assert.ok(outcome.stalled, 'the server must stall while the response is paused');
   assert.ok(outcome.stalled < 64 * 1024 * 1024, `server wrote ${outcome.stalled} bytes before stalling`);
   assert.ok(res.socket.bytesRead < 64 * 1024 * 1024, `client read ${res.socket.bytesRead} bytes while paused`);

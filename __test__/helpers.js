@@ -26,6 +26,33 @@ async function httpServer(t, handler = (req, res) => res.end(`hello ${req.url}`)
   return server;
 }
 
+// A server that writes `chunks` copies of `chunk` as one response body, as fast as the client
+// reads. It emits 'stalled' (with the bytes written) when a drain has not come for 200 ms,
+// that is when the client stopped reading, and 'finished' once all is written. Its `outcome()`
+// resolves with whichever comes first: { stalled } or { finished }.
+async function streamingServer(t, chunk, chunks) {
+  const server = await httpServer(t, async (req, res) => {
+    let written = 0;
+    res.writeHead(200, { 'content-length': chunk.length * chunks });
+    for (let i = 0; i < chunks; i++) {
+      written += chunk.length;
+      if (!res.write(chunk)) {
+        const stall = setTimeout(() => server.emit('stalled', written), 200);
+        await once(res, 'drain');
+        clearTimeout(stall);
+      }
+    }
+    res.end();
+    server.emit('finished');
+  });
+  server.outcome = () =>
+    Promise.race([
+      once(server, 'stalled').then(([at]) => ({ stalled: at })),
+      once(server, 'finished').then(() => ({ finished: true })),
+    ]);
+  return server;
+}
+
 // A raw TCP server scripted per connection: `onConnection(socket, index)`; it sees exactly the
 // bytes the client sends and decides every byte, FIN and RST itself.
 async function rawServer(t, onConnection) {
@@ -115,4 +142,4 @@ function closed(socket) {
   return socket.destroyed && socket.closed ? Promise.resolve() : once(socket, 'close');
 }
 
-module.exports = { httpServer, rawServer, readRequest, request, requestError, until, closed };
+module.exports = { httpServer, streamingServer, rawServer, readRequest, request, requestError, until, closed };

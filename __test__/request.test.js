@@ -14,7 +14,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const { once } = require('node:events');
 const hyperagent = require('..');
 const { Agent, HttpsAgent } = hyperagent;
-const { httpServer, rawServer, readRequest, request: httpGet } = require('./helpers');
+const { httpServer, streamingServer, rawServer, readRequest, request: httpGet } = require('./helpers');
 
 // An echo server: method, url, headers and a digest of the body.
 async function echoServer(t, extra) {
@@ -236,29 +236,13 @@ test('the promise path and http.request share one pool: limits and statistics', 
 test('a paused body stops reads in Rust: the server stalls and memory stays flat', async (t) => {
   const TOTAL = 256 * 1024 * 1024;
   const CHUNK = crypto.randomBytes(1024 * 1024);
-  let written = 0;
-  const server = await httpServer(t, async (req, res) => {
-    res.writeHead(200, { 'content-length': TOTAL });
-    while (written < TOTAL) {
-      written += CHUNK.length;
-      if (!res.write(CHUNK)) {
-        const stall = setTimeout(() => server.emit('stalled', written), 200);
-        await once(res, 'drain');
-        clearTimeout(stall);
-      }
-    }
-    res.end();
-    server.emit('finished');
-  });
+  const server = await streamingServer(t, CHUNK, TOTAL / CHUNK.length);
   const agent = new Agent();
   t.after(() => agent.destroy());
   const rss = process.memoryUsage().rss;
   const res = await agent.request(server.url);
   // Never read: the stream's buffer fills, then Rust stops reading.
-  const outcome = await Promise.race([
-    once(server, 'stalled').then(([at]) => ({ stalled: at })),
-    once(server, 'finished').then(() => ({ finished: true })),
-  ]);
+  const outcome = await server.outcome();
   assert.ok(outcome.stalled, 'the server must stall');
   assert.ok(outcome.stalled < 64 * 1024 * 1024, `wrote ${outcome.stalled} bytes before stalling`);
   assert.ok(process.memoryUsage().rss - rss < 128 * 1024 * 1024);
