@@ -3,7 +3,7 @@
 // `npm run bench`: hyperagent side by side with Node's agents, agentkeepalive, undici and fetch.
 //
 //   npm run bench                     full run (3 runs of every row), about 15 minutes
-//   npm run bench -- --quick          about a minute: 1 run, fewer requests, fewer workloads
+//   npm run bench -- --quick          about a minute and a half: 1 run, fewer requests and workloads
 //   npm run bench -- --runs 5         more runs per row
 //   npm run bench -- --only hello,akb workloads (ids or groups of workloads.js) to run
 //   npm run bench -- --no-micro       skip the Rust micro-benchmark of the pool
