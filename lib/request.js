@@ -395,8 +395,9 @@ function request(agent, input, options = {}) {
     err.code = 'ERR_INVALID_PROTOCOL';
     throw err;
   }
-  const method = options.method === undefined ? 'GET' : options.method;
-  if (typeof method !== 'string' || !TOKEN.test(method)) throw invalidToken('Method', method);
+  const given = options.method === undefined ? 'GET' : options.method;
+  if (typeof given !== 'string' || !TOKEN.test(given)) throw invalidToken('Method', given);
+  const method = given.toUpperCase();
   const headers = flattenHeaders(options.headers);
   const { bytes, source } = bodyOf(options.body);
   const signal = options.signal;
@@ -415,7 +416,7 @@ function request(agent, input, options = {}) {
   const declared = hasHeader(headers, 'content-length');
   if (declared >= 0) {
     contentLength = Number(headers[declared + 1]);
-  } else if (source === null && (bytes !== null ? bytes.length > 0 || !NO_BODY.has(method.toUpperCase()) : !NO_BODY.has(method.toUpperCase()))) {
+  } else if (source === null && ((bytes !== null && bytes.length > 0) || !NO_BODY.has(method))) {
     // As Node and undici: a known length is sent, 0 for methods that normally carry a body.
     contentLength = bytes === null ? 0 : bytes.length;
     headers.push('content-length', String(contentLength));
@@ -431,17 +432,22 @@ function request(agent, input, options = {}) {
       reject(abortError(signal));
       return;
     }
-    const info = { origin: url.origin, method: method.toUpperCase(), path, headers };
+    const info = { origin: url.origin, method, path, headers };
     if (channels.created.hasSubscribers) channels.created.publish({ request: info });
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
-    const [id, waiter] = binding.request(
-      agent._poolId, key, pending, method.toUpperCase(),
+    const result = binding.request(
+      agent._poolId, key, pending, method,
       path, headers.join('\n'), bytes, source !== null, contentLength, expectContinue,
       headersTimeout, bodyTimeout, agent._replayLimit,
     );
-    pending.id = id;
-    pending.waiter = waiter;
-    if (waiter >= 0) agent._queuePromise(waiter, pending);
+    if (result >= 0) {
+      pending.id = result;
+    } else {
+      // Queued: the pool waits for a connection for it.
+      pending.id = -result;
+      pending.waiter = binding.queuedWaiter();
+      agent._queuePromise(pending.waiter, pending);
+    }
     if (signal) {
       pending.onAbort = () => pending.abort(abortError(signal));
       signal.addEventListener('abort', pending.onAbort, { once: true });

@@ -164,6 +164,8 @@ pub struct EnvCtx {
     next_request: Cell<u32>,
     /// The reusable buffer sockets read into before copying into a JavaScript Buffer.
     pub read_buf: RefCell<Box<[u8]>>,
+    /// The waiter id of the last `agent.request()` that was queued (see `binding::request`).
+    pub last_waiter: Cell<f64>,
 }
 
 /// Bytes read per `read(2)`: as much as a loaded socket usually holds, like libuv's 64 KiB.
@@ -217,6 +219,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         requests: RefCell::new(HashMap::new()),
         next_request: Cell::new(1),
         read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
+        last_waiter: Cell::new(-1.0),
     });
     // SAFETY: this thread's running loop; the handle's data is the context, which outlives it
     // (the cleanup hook closes the handle before dropping the context).

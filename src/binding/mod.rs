@@ -590,7 +590,7 @@ pub fn request(
     headers_timeout: f64,
     body_timeout: f64,
     replay_limit: f64,
-) -> Result<Vec<f64>> {
+) -> Result<f64> {
     let ctx = ctx()?;
     let cell = ctx
         .pool(pool)
@@ -676,7 +676,21 @@ pub fn request(
     if let Some(slot) = id_slot {
         slot.store(req.id, std::sync::atomic::Ordering::Release);
     }
-    Ok(vec![req.id as f64, waiter.map_or(-1.0, |w| w as f64)])
+    // The id; negated when the request waits in the pool's queue (its waiter id is then
+    // `queuedWaiter()`): one number crosses back instead of an array.
+    Ok(match waiter {
+        Some(w) => {
+            ctx.last_waiter.set(w as f64);
+            -(req.id as f64)
+        }
+        None => req.id as f64,
+    })
+}
+
+/// The waiter id of the last `request` that was queued.
+#[napi]
+pub fn queued_waiter() -> f64 {
+    ctx().map_or(-1.0, |ctx| ctx.last_waiter.get())
 }
 
 /// A queued request got connection `conn` (a handoff): sends on it, or, if the connection
