@@ -66,7 +66,7 @@ function limitsOf(agent) {
     keepAliveMsecs: l.keepAlive ? agent.keepAliveMsecs : undefined,
     replayLimit: agent.options.replay ? agent.options.replayLimit : 0,
     // What becomes of a promise-path connection when its exchange ends: Rust applies these
-    // (the drop-in path applies them here, in _onFree).
+    // (the drop-in path applies them here, in _socketFreed).
     keepAlive: l.keepAlive,
     idleMs: defaultIdle(agent),
     activeTtlMs: agent.options.socketActiveTTL || undefined,

@@ -57,7 +57,7 @@ pub struct PoolState {
 }
 
 /// The agent's options that decide what happens to a connection whose promise-path exchange
-/// ended (the drop-in path applies the same rules in JavaScript, `_requestDone`).
+/// ended (the drop-in path applies the same rules in JavaScript, `_socketFreed`).
 #[derive(Clone, Copy, Debug)]
 pub struct ReleasePolicy {
     /// `keepAlive`: off, a freed connection only serves a waiter.
