@@ -21,6 +21,20 @@ fn sink() -> (Arc<dyn Sink>, UnboundedReceiver<Event>) {
     (Arc::new(Chan(Mutex::new(tx))), rx)
 }
 
+/// Runs one exchange to its end on a new connection to `port`, with no body credit: what it
+/// posted is in the receiver.
+async fn run(port: u16, spec: Spec) -> UnboundedReceiver<Event> {
+    let (sink, rx) = sink();
+    exchange(
+        connect(port).await,
+        spec,
+        Arc::new(Control::default()),
+        sink,
+    )
+    .await;
+    rx
+}
+
 /// A server that reads one request head (and `body` bytes) per reply, then writes the reply.
 async fn server(replies: Vec<&'static [u8]>) -> (u16, tokio::task::JoinHandle<Vec<Vec<u8>>>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -78,14 +92,7 @@ async fn a_small_response_arrives_with_its_head_and_the_connection_comes_back() 
         b"HTTP/1.1 200 Fine\r\nContent-Length: 5\r\nX-A: 1\r\nX-A: 2\r\n\r\nhello",
     ])
     .await;
-    let (sink, mut rx) = sink();
-    exchange(
-        connect(port).await,
-        get("/x?y=1"),
-        Arc::new(Control::default()),
-        sink,
-    )
-    .await;
+    let mut rx = run(port, get("/x?y=1")).await;
     let Some(Event::Head {
         status,
         reason,
@@ -165,14 +172,7 @@ async fn a_connection_close_response_does_not_come_back() {
         b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n",
     ])
     .await;
-    let (sink, mut rx) = sink();
-    exchange(
-        connect(port).await,
-        get("/"),
-        Arc::new(Control::default()),
-        sink,
-    )
-    .await;
+    let mut rx = run(port, get("/")).await;
     let Some(Event::Head {
         status: 204, done, ..
     }) = rx.recv().await
@@ -199,14 +199,7 @@ async fn settled(
 #[tokio::test]
 async fn a_malformed_status_line_is_named_like_llhttp() {
     let (port, _srv) = server(vec![b"HTTP/1.1 2x0 Nope\r\n\r\n"]).await;
-    let (sink, mut rx) = sink();
-    exchange(
-        connect(port).await,
-        get("/"),
-        Arc::new(Control::default()),
-        sink,
-    )
-    .await;
+    let mut rx = run(port, get("/")).await;
     let Some(Event::Error(err)) = rx.recv().await else {
         panic!("error expected")
     };
@@ -222,14 +215,7 @@ async fn a_head_larger_than_the_limit_overflows() {
             .into_boxed_slice(),
     );
     let (port, _srv) = server(vec![big]).await;
-    let (sink, mut rx) = sink();
-    exchange(
-        connect(port).await,
-        get("/"),
-        Arc::new(Control::default()),
-        sink,
-    )
-    .await;
+    let mut rx = run(port, get("/")).await;
     let Some(Event::Error(err)) = rx.recv().await else {
         panic!("error expected")
     };
