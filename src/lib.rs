@@ -16,3 +16,10 @@ pub mod transport;
 
 #[cfg(not(test))]
 mod binding;
+
+// Buffers cross threads on every request (hyper allocates on the tokio thread, the JavaScript
+// thread frees, and back): mimalloc frees another thread's blocks without taking a lock, where
+// the system allocator contends on its arenas.
+#[cfg(not(test))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
