@@ -97,3 +97,33 @@ test('an exception in one request handler does not disturb other requests or the
   assert.strictEqual(await caught, boom);
   assert.deepStrictEqual(await Promise.all(others), [0, 1, 2, 3].map((i) => `hello /ok${i}`));
 });
+
+test('agent.request(): an exception in one body handler is uncaught and spares the other requests', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent({ maxSockets: 4 });
+  t.after(() => agent.destroy());
+  const boom = new Error('user bug in a data handler');
+  const caught = new Promise((resolve) => {
+    const original = process.listeners('uncaughtException');
+    process.removeAllListeners('uncaughtException');
+    process.once('uncaughtException', (err) => {
+      for (const l of original) process.on('uncaughtException', l);
+      resolve(err);
+    });
+  });
+  // All five are in flight at once, so that their responses tend to reach JavaScript together.
+  const bad = agent.request(`${server.url}/bad`).then((res) => {
+    res.body.on('data', () => {
+      throw boom;
+    });
+  });
+  const others = [0, 1, 2, 3].map((i) =>
+    agent.request(`${server.url}/ok${i}`).then((res) => als.run({ i }, () => res.body.text())),
+  );
+  await bad;
+  assert.strictEqual(await caught, boom);
+  assert.deepStrictEqual(await Promise.all(others), [0, 1, 2, 3].map((i) => `hello /ok${i}`));
+  // The pool is intact: one more request on it.
+  const res = await agent.request(`${server.url}/after`);
+  assert.strictEqual(await res.body.text(), 'hello /after');
+});

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use napi::sys;
 
 use super::conn::Conn;
-use super::js::{HandleScope, Ref};
+use super::js::{self, HandleScope, Ref};
 use super::pool::PoolCell;
 use super::uv::{self, Handle};
 use std::net::SocketAddr;
@@ -166,6 +166,9 @@ pub struct EnvCtx {
     pub read_buf: RefCell<Box<[u8]>>,
     /// The waiter id of the last `agent.request()` that was queued (see `binding::request`).
     pub last_waiter: Cell<f64>,
+    /// The async context of a batch of completions: each event still runs in its own
+    /// request's or socket's context, inside this one (see `on_wake`).
+    batch: js::AsyncContext,
 }
 
 /// Bytes read per `read(2)`: as much as a loaded socket usually holds, like libuv's 64 KiB.
@@ -220,6 +223,8 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         next_request: Cell::new(1),
         read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
         last_waiter: Cell::new(-1.0),
+        // SAFETY: a fresh object of this env as the resource.
+        batch: unsafe { js::AsyncContext::new(env, js::object(env), "hyperagent:batch") },
     });
     // SAFETY: this thread's running loop; the handle's data is the context, which outlives it
     // (the cleanup hook closes the handle before dropping the context).
@@ -355,6 +360,10 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
     let Some(ctx) = current() else { return };
     debug_assert!(std::ptr::eq(ptr, Rc::as_ptr(&ctx)));
     let _scope = HandleScope::open(ctx.env);
+    // One callback scope around the batch: the events' own callbacks nest in it, so
+    // `process.nextTick` callbacks and microtasks run once, when the batch is delivered,
+    // instead of after every event.
+    let _batch = js::CallbackScope::open(ctx.env, ctx.batch);
     for item in ctx.inbox.take() {
         match item {
             Completion::Connected { pool, conn, result } => match ctx.pool(pool) {

@@ -96,6 +96,35 @@ impl AsyncContext {
     }
 }
 
+/// A callback scope: `process.nextTick` callbacks and microtasks queued inside it run when the
+/// outermost one closes (on drop).
+pub struct CallbackScope {
+    env: sys::napi_env,
+    scope: sys::napi_callback_scope,
+}
+
+impl CallbackScope {
+    pub fn open(env: sys::napi_env, ctx: AsyncContext) -> CallbackScope {
+        let mut scope = ptr::null_mut();
+        // SAFETY: a live context of this env, on its thread, with a handle scope open.
+        unsafe { sys::napi_open_callback_scope(env, object(env), ctx.0, &mut scope) };
+        CallbackScope { env, scope }
+    }
+}
+
+impl Drop for CallbackScope {
+    fn drop(&mut self) {
+        if self.scope.is_null() {
+            return;
+        }
+        // SAFETY: opened by `open` on this env and closed once; a failure of code run at the
+        // close (a microtask or tick that threw) is reported as uncaught.
+        if unsafe { sys::napi_close_callback_scope(self.env, self.scope) } != sys::Status::napi_ok {
+            rethrow_pending(self.env);
+        }
+    }
+}
+
 /// Calls `func` on `recv` as Node calls into JavaScript from its own handles: inside a callback
 /// scope (so `process.nextTick` callbacks and microtasks run when it returns) and with an
 /// exception thrown by user code reported as uncaught, never swallowed.
