@@ -17,6 +17,7 @@ const net = require('node:net');
 const errors = require('./errors');
 const { normalize } = require('./options');
 const constants = require('./constants');
+const slab = require('./slab');
 
 let debug = debuglog('hyperagent', (fn) => {
   debug = fn;
@@ -47,12 +48,13 @@ binding.setDebug(debug.enabled);
 
 // Rust calls these on this thread's event loop, with the socket (or agent) as receiver.
 binding.init(
-  (socket, buf) => socket._onRead(buf),
+  (socket, buf) => socket._onRead(buf === null ? null : slab.chunk(buf)),
   (socket, desc) => socket._onWrite(desc),
   (socket, desc) => socket._onError(desc),
   (socket, desc, info) => socket._onConnect(desc, info),
   (agent, waiter) => agent._onGrant(waiter),
   (pending, kind, a, b, c, d, e, f, g) => pending._onEvent(kind, a, b, c, d, e, f, g),
+  slab.setSlab,
 );
 
 function limitsOf(agent) {

@@ -616,10 +616,7 @@ impl Conn {
             if n > 0 {
                 self.bytes_read.set(self.bytes_read.get() + n as u64);
                 self.replay.borrow_mut().answered();
-                let chunk = {
-                    let buf = ctx.read_buf.borrow();
-                    js::buffer_copy(ctx.env, &buf[..n as usize])
-                };
+                let chunk = ctx.chunk(&ctx.read_buf.borrow()[..n as usize]);
                 self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
                 if !full || self.state.get() != State::Active || !self.reading.get() {
                     return;
@@ -651,7 +648,7 @@ impl Conn {
                 self.bytes_read
                     .set(self.bytes_read.get() + bytes.len() as u64);
                 self.replay.borrow_mut().answered();
-                let chunk = js::buffer_copy(ctx.env, &bytes);
+                let chunk = ctx.chunk(&bytes);
                 self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
             }
             Event::Eof => self.lost(ctx, None),

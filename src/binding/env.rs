@@ -42,6 +42,8 @@ pub struct Callbacks {
     pub on_grant: Ref,
     /// `onRequest(handle, kind, ...)`: an event of an `agent.request()` exchange.
     pub on_request: Ref,
+    /// `setSlab(arrayBuffer)`: the slab later small chunks are cut from (see [`EnvCtx::chunk`]).
+    pub set_slab: Ref,
 }
 
 /// Work finished on tokio, to be applied on the JavaScript thread.
@@ -166,9 +168,26 @@ pub struct EnvCtx {
     pub read_buf: RefCell<Box<[u8]>>,
     /// The waiter id of the last `agent.request()` that was queued (see `binding::request`).
     pub last_waiter: Cell<f64>,
+    /// The slab small chunks are copied into (see [`EnvCtx::chunk`]).
+    slab: RefCell<Option<Slab>>,
     /// The async context of a batch of completions: each event still runs in its own
     /// request's or socket's context, inside this one (see `on_wake`).
     batch: js::AsyncContext,
+}
+
+/// The size of a slab, and the largest chunk cut from one (as Node's Buffer pool: 8 KiB, for
+/// allocations under 4 KiB). A chunk that JavaScript keeps keeps its slab alive.
+const SLAB: usize = 8 * 1024;
+const SLAB_CHUNK: usize = SLAB / 2;
+
+/// An ArrayBuffer of the JavaScript heap that small chunks are copied into, one after the other:
+/// JavaScript makes each chunk a Buffer view of it (`lib/slab.js`), which costs far less than
+/// a Buffer of its own made through Node-API.
+struct Slab {
+    /// Keeps the ArrayBuffer, and so `data`, alive while chunks are written into it.
+    buffer: Ref,
+    data: *mut u8,
+    used: usize,
 }
 
 /// Bytes read per `read(2)`: as much as a loaded socket usually holds, like libuv's 64 KiB.
@@ -194,6 +213,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
             callbacks.on_connect,
             callbacks.on_grant,
             callbacks.on_request,
+            callbacks.set_slab,
         ] {
             r.delete(env);
         }
@@ -223,6 +243,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         next_request: Cell::new(1),
         read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
         last_waiter: Cell::new(-1.0),
+        slab: RefCell::new(None),
         // SAFETY: a fresh object of this env as the resource.
         batch: unsafe { js::AsyncContext::new(env, js::object(env), "hyperagent:batch") },
     });
@@ -243,6 +264,74 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
 }
 
 impl EnvCtx {
+    /// `data` as a value for JavaScript's `lib/slab.js` `chunk()`: a small chunk is copied
+    /// into the slab and goes as a number (`offset * 65536 + length`), a larger one as a
+    /// Buffer of its own.
+    pub fn chunk(&self, data: &[u8]) -> sys::napi_value {
+        self.chunk_of(data.len(), |at| {
+            // SAFETY: `at` has room for `data.len()` bytes (see `chunk_of`).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at, data.len()) }
+        })
+        .unwrap_or_else(|| js::buffer_copy(self.env, data))
+    }
+
+    /// As [`EnvCtx::chunk`], for chunks that go as one.
+    pub fn chunk_concat(&self, chunks: &[bytes::Bytes]) -> sys::napi_value {
+        if let [one] = chunks {
+            return self.chunk(one);
+        }
+        let len = chunks.iter().map(|c| c.len()).sum();
+        self.chunk_of(len, |mut at| {
+            for c in chunks {
+                // SAFETY: `at` has room for all `len` bytes (see `chunk_of`).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(c.as_ptr(), at, c.len());
+                    at = at.add(c.len());
+                }
+            }
+        })
+        .unwrap_or_else(|| js::buffer_concat(self.env, chunks))
+    }
+
+    /// Reserves `len` bytes of the slab (a new slab when the current one is full), has `fill`
+    /// write them, and returns their number; None when `len` is too large for a slab.
+    fn chunk_of(&self, len: usize, fill: impl FnOnce(*mut u8)) -> Option<sys::napi_value> {
+        if len == 0 || len > SLAB_CHUNK {
+            return None;
+        }
+        let mut slab = self.slab.borrow_mut();
+        if slab.as_ref().is_none_or(|s| s.used + len > SLAB) {
+            if let Some(old) = slab.take() {
+                old.buffer.delete(self.env);
+            }
+            *slab = Some(self.new_slab()?);
+        }
+        let s = slab.as_mut().expect("set above");
+        let offset = s.used;
+        // SAFETY: `offset + len <= SLAB`, the ArrayBuffer's length, kept alive by `buffer`.
+        fill(unsafe { s.data.add(offset) });
+        // Eight-byte aligned, as Node's pool aligns its slices.
+        s.used = (offset + len + 7) & !7;
+        Some(js::number(self.env, (offset * 65536 + len) as f64))
+    }
+
+    fn new_slab(&self) -> Option<Slab> {
+        let mut value = std::ptr::null_mut();
+        let mut data = std::ptr::null_mut();
+        // SAFETY: a plain allocation on this env; `data` points at its SLAB bytes.
+        let status = unsafe { sys::napi_create_arraybuffer(self.env, SLAB, &mut data, &mut value) };
+        if status != sys::Status::napi_ok || data.is_null() {
+            return None;
+        }
+        js::call(self.env, self.callbacks.set_slab.get(self.env), &[value]);
+        Some(Slab {
+            // SAFETY: a live value of this env.
+            buffer: unsafe { Ref::new(self.env, value, 1) },
+            data: data.cast(),
+            used: 0,
+        })
+    }
+
     pub fn alloc_pool_id(&self) -> u32 {
         let id = self.next_pool.get();
         self.next_pool.set(id.wrapping_add(1));

@@ -153,6 +153,20 @@ pub fn make_callback(
     }
 }
 
+/// Calls `func(...args)` plainly: for the binding's own helpers, which run no user code.
+pub fn call(env: sys::napi_env, func: sys::napi_value, args: &[sys::napi_value]) {
+    let mut recv = ptr::null_mut();
+    let mut result = ptr::null_mut();
+    // SAFETY: live values of this env.
+    let status = unsafe {
+        sys::napi_get_undefined(env, &mut recv);
+        sys::napi_call_function(env, recv, func, args.len(), args.as_ptr(), &mut result)
+    };
+    if status != sys::Status::napi_ok {
+        rethrow_pending(env);
+    }
+}
+
 /// Hands a pending JavaScript exception to Node's `uncaughtException` machinery.
 pub fn rethrow_pending(env: sys::napi_env) {
     let mut pending = false;

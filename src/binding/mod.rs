@@ -29,6 +29,7 @@ use pool::PoolCell;
 
 /// Registers the JavaScript functions Rust calls on this thread. Called once by `index.js`.
 #[napi(js_name = "init")]
+#[allow(clippy::too_many_arguments)]
 pub fn init(
     env: Env,
     on_read: Unknown,
@@ -37,6 +38,7 @@ pub fn init(
     on_connect: Unknown,
     on_grant: Unknown,
     on_request: Unknown,
+    set_slab: Unknown,
 ) -> Result<()> {
     let raw = env.raw();
     // SAFETY: live function values from this call.
@@ -50,6 +52,7 @@ pub fn init(
             on_connect: r(&on_connect),
             on_grant: r(&on_grant),
             on_request: r(&on_request),
+            set_slab: r(&set_slab),
         },
     )?;
     Ok(())

@@ -414,7 +414,7 @@ impl EnvCtx {
                 let body = if chunks.is_empty() {
                     js::null(env)
                 } else {
-                    js::buffer_concat(env, &chunks)
+                    self.chunk_concat(&chunks)
                 };
                 let trailers = end
                     .as_ref()
@@ -438,7 +438,7 @@ impl EnvCtx {
                     req.finish();
                 }
             }
-            Event::Data(chunks) => req.emit(kind::DATA, &[js::buffer_concat(env, &chunks)]),
+            Event::Data(chunks) => req.emit(kind::DATA, &[self.chunk_concat(&chunks)]),
             Event::End(trailers) => req.emit(kind::END, &[header_string(env, &trailers)]),
             Event::Error(err) => {
                 let desc = js::error_descriptor(env, &err);

@@ -1,0 +1,91 @@
+'use strict';
+
+// Small chunks reach JavaScript as views of shared 8 KiB slabs (lib/slab.js): every chunk must
+// hold its own bytes, across slab boundaries, and keep them while later chunks arrive.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const { Agent } = require('..');
+const { httpServer } = require('./helpers');
+
+// A body of `size` bytes that names its request: `n` repeated, padded with its own digits.
+function bodyFor(n, size) {
+  return Buffer.alloc(size, `${n}:`);
+}
+
+// Sizes around the slab's limits: tiny, a third of a slab, just under and over half a slab
+// (the largest chunk a slab takes), a whole slab.
+const SIZES = [1, 12, 2731, 4095, 4096, 4097, 8192];
+
+function sizedServer(t) {
+  return httpServer(t, (req, res) => {
+    const [, n, size] = req.url.split('/');
+    res.end(bodyFor(n, Number(size)));
+  });
+}
+
+test('agent.request(): small bodies keep their bytes across slabs, kept chunks are not overwritten', async (t) => {
+  const server = await sizedServer(t);
+  const agent = new Agent({ maxSockets: 4 });
+  t.after(() => agent.destroy());
+  const kept = [];
+  for (let n = 0; n < 120; n++) {
+    const size = SIZES[n % SIZES.length];
+    const res = await agent.request(`${server.url}/${n}/${size}`);
+    const chunks = [];
+    for await (const chunk of res.body) chunks.push(chunk);
+    assert.ok(chunks.every(Buffer.isBuffer));
+    const body = Buffer.concat(chunks);
+    assert.ok(body.equals(bodyFor(n, size)), `response ${n} (${size} bytes)`);
+    kept.push({ n, size, chunks });
+  }
+  // The small ones came as views of slabs (a Buffer of its own has a buffer of its length).
+  const viewed = kept.filter(({ size, chunks }) => size < 4096 && chunks[0].buffer.byteLength === 8192);
+  assert.ok(viewed.length > 0);
+  // Every chunk kept still holds what it held when it arrived.
+  for (const { n, size, chunks } of kept) {
+    assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `kept response ${n} (${size} bytes)`);
+  }
+});
+
+test('agent.request(): concurrent small bodies, each its own bytes', async (t) => {
+  const server = await sizedServer(t);
+  const agent = new Agent({ maxSockets: 8 });
+  t.after(() => agent.destroy());
+  const bodies = await Promise.all(
+    Array.from({ length: 200 }, async (_, n) => {
+      const size = SIZES[n % SIZES.length];
+      const res = await agent.request(`${server.url}/${n}/${size}`);
+      return { n, size, body: Buffer.from(await res.body.arrayBuffer()) };
+    }),
+  );
+  for (const { n, size, body } of bodies) assert.ok(body.equals(bodyFor(n, size)), `response ${n}`);
+});
+
+test('drop-in path: small socket reads keep their bytes across slabs', async (t) => {
+  const server = await sizedServer(t);
+  const agent = new Agent({ keepAlive: true, maxSockets: 4 });
+  t.after(() => agent.destroy());
+  const get = (n, size) =>
+    new Promise((resolve, reject) => {
+      http
+        .get(`${server.url}/${n}/${size}`, { agent }, (res) => {
+          const chunks = [];
+          res.on('data', (c) => chunks.push(c));
+          res.on('end', () => resolve(chunks));
+          res.on('error', reject);
+        })
+        .on('error', reject);
+    });
+  const kept = [];
+  for (let n = 0; n < 120; n++) {
+    const size = SIZES[n % SIZES.length];
+    const chunks = await get(n, size);
+    assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `response ${n} (${size} bytes)`);
+    kept.push({ n, size, chunks });
+  }
+  for (const { n, size, chunks } of kept) {
+    assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `kept response ${n} (${size} bytes)`);
+  }
+});
