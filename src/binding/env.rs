@@ -10,6 +10,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use napi::sys;
@@ -125,6 +126,9 @@ unsafe impl Send for SendPtr {}
 /// The sending side, shared with tokio tasks.
 pub struct Inbox {
     state: Mutex<InboxState>,
+    /// Posts signalling the loop outside the lock (see `post`); the cleanup waits for them
+    /// before it closes the handle.
+    signalling: std::sync::atomic::AtomicUsize,
 }
 
 impl Inbox {
@@ -136,9 +140,25 @@ impl Inbox {
         let first = state.items.is_empty();
         let handle = wake.0;
         state.items.push(item);
-        if first {
-            // SAFETY: the handle is open while `wake` is Some, and we hold the lock.
-            unsafe { uv::async_send(handle) };
+        if !first {
+            return;
+        }
+        // The loop is signalled after the lock is released: the signal may switch this core to
+        // the JavaScript thread at once, which then takes the items without waiting for us.
+        self.signalling.fetch_add(1, Ordering::AcqRel);
+        drop(state);
+        // SAFETY: the handle stays open while a post is signalling: the cleanup clears `wake`
+        // under the lock (so no later post gets here) and then waits for `signalling` to drop
+        // to zero before it closes the handle.
+        unsafe { uv::async_send(handle) };
+        self.signalling.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Stops later posts and waits for the ones signalling the loop (see `post`).
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).wake = None;
+        while self.signalling.load(Ordering::Acquire) != 0 {
+            std::thread::yield_now();
         }
     }
 
@@ -232,6 +252,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
                 items: Vec::new(),
                 wake: None,
             }),
+            signalling: std::sync::atomic::AtomicUsize::new(0),
         }),
         wake: RefCell::new(None),
         in_flight: Cell::new(0),
@@ -488,11 +509,7 @@ unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
     let Some(ctx) = CTX.with(|c| c.borrow_mut().take()) else {
         return;
     };
-    ctx.inbox
-        .state
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .wake = None;
+    ctx.inbox.close();
     drop(ctx.inbox.take());
     let pools: Vec<Rc<PoolCell>> = ctx
         .pools
