@@ -341,3 +341,35 @@ test('NODE_EXTRA_CA_CERTS extends the default roots', async (t) => {
   assert.strictEqual(out.trim(), 'ok');
   assert.strictEqual(code, 0);
 });
+
+test('a change to agent.options between requests changes the pool key (names are not stale)', async (t) => {
+  const server = await httpsServer(t);
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  assert.strictEqual((await get({ host: 'localhost', port: server.port, agent })).authorized, true);
+  assert.strictEqual((await get({ host: 'localhost', port: server.port, agent })).authorized, true);
+  // Without the CA, the same origin is another key: a new handshake, against the default roots.
+  delete agent.options.ca;
+  const err = await getError({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(err.code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
+  agent.options.ca = CA;
+  assert.strictEqual((await get({ host: 'localhost', port: server.port, agent })).authorized, true);
+  assert.strictEqual(server.connections.length, 2, 'the first connection was reused at the end');
+});
+
+test('a subclass getName is called for every request and names the pool', async (t) => {
+  const server = await httpsServer(t);
+  const names = [];
+  class NamedAgent extends HttpsAgent {
+    getName(options) {
+      const name = `custom:${super.getName(options).length}`;
+      names.push(name);
+      return name;
+    }
+  }
+  const agent = new NamedAgent({ ca: CA, keepAlive: true });
+  t.after(() => agent.destroy());
+  for (let i = 0; i < 3; i++) await get({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(names.length, 3);
+  assert.deepStrictEqual(Object.keys(agent.freeSockets), [names[0]]);
+});

@@ -126,7 +126,7 @@ class Agent extends Base {
     // As net.connect does, before anything is queued or opened.
     if (!options.path) options.port = validatePort(options.port ?? this.defaultPort);
     if (this[kTls]) normalizeServerName(options, req);
-    const name = this.getName(options);
+    const name = nameOf(this, options);
     let key = this[kKeys].get(name);
     if (key === undefined) {
       key = this[kPool].key(name);
@@ -589,6 +589,64 @@ function setRequestSocket(agent, req, socket) {
   const agentTimeout = agent.options.timeout || 0;
   if (req.timeout === undefined || req.timeout === agentTimeout) return;
   socket.setTimeout(req.timeout);
+}
+
+// getName() builds a new string on every request; an HttpsAgent's holds every TLS option (a
+// whole CA bundle, often), and hashing that string for the pool's lookups cost more than the
+// rest of addRequest. While getName is the one the agent's class inherits from Node, the name
+// is a function of the options it reads: a probe finds those once per class, and the name of
+// the last request to the same host and port is reused while every one of them is the same.
+const kNames = Symbol('hyperagent.names');
+const nameKeysOf = new Map();
+
+function nameOf(agent, options) {
+  const getName = agent.getName;
+  let keys = nameKeysOf.get(getName);
+  if (keys === undefined) {
+    keys = isNodeGetName(getName) ? probeNameKeys(getName) : null;
+    nameKeysOf.set(getName, keys);
+  }
+  if (keys === null) return getName.call(agent, options);
+  const names = (agent[kNames] ??= new Map());
+  const short = `${options.host}:${options.port}`;
+  const last = names.get(short);
+  if (last !== undefined && sameValues(options, keys, last.values)) return last.name;
+  const name = getName.call(agent, options);
+  if (names.size >= 1024) names.clear();
+  names.set(short, { name, values: keys.map((k) => options[k]) });
+  return name;
+}
+
+function sameValues(options, keys, values) {
+  for (let i = 0; i < keys.length; i++) if (options[keys[i]] !== values[i]) return false;
+  return true;
+}
+
+function isNodeGetName(getName) {
+  return getName === http.Agent.prototype.getName || getName === https.Agent.prototype.getName;
+}
+
+// The option names `getName` reads: every option present and truthy, so that every branch
+// that reads one reads it. null when it does something else with its argument.
+function probeNameKeys(getName) {
+  const keys = new Set();
+  const probe = new Proxy(Object.create(null), {
+    get(_, k) {
+      if (typeof k !== 'string') throw new TypeError('not a plain option read');
+      keys.add(k);
+      return 'x';
+    },
+    has: () => true,
+    ownKeys: () => {
+      throw new TypeError('not a plain option read');
+    },
+  });
+  try {
+    getName.call(null, probe);
+  } catch {
+    return null;
+  }
+  return [...keys];
 }
 
 function validatePort(port) {
