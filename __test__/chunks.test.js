@@ -89,3 +89,32 @@ test('drop-in path: small socket reads keep their bytes across slabs', async (t)
     assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `kept response ${n} (${size} bytes)`);
   }
 });
+
+test('a second load of the package on the same thread gets its small chunks right', { timeout: 20000 }, async (t) => {
+  const root = require('node:path').resolve(__dirname, '..');
+  // A fresh instance of the package's JavaScript (as module registries that reset modules
+  // make); the native binding stays the one already loaded, with the first instance's
+  // callbacks registered.
+  const first = require('..');
+  for (const file of Object.keys(require.cache)) {
+    if (file.startsWith(`${root}/lib/`) || file === `${root}/index.js`) delete require.cache[file];
+  }
+  const second = require('..');
+  assert.notStrictEqual(second.Agent, first.Agent);
+  const server = await sizedServer(t);
+  const agent = new second.Agent({ keepAlive: true, maxSockets: 2 });
+  t.after(() => agent.destroy());
+  for (let n = 0; n < 20; n++) {
+    const size = SIZES[n % SIZES.length];
+    const res = await agent.request(`${server.url}/${n}/${size}`);
+    assert.ok(Buffer.from(await res.body.arrayBuffer()).equals(bodyFor(n, size)), `request() ${n}`);
+    const viaHttp = await new Promise((resolve, reject) => {
+      http.get(`${server.url}/${n}/${size}`, { agent }, (r) => {
+        const chunks = [];
+        r.on('data', (c) => chunks.push(c));
+        r.on('end', () => resolve(Buffer.concat(chunks)));
+      }).on('error', reject);
+    });
+    assert.ok(viaHttp.equals(bodyFor(n, size)), `http.get ${n}`);
+  }
+});

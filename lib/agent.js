@@ -46,14 +46,17 @@ const kUrls = Symbol('hyperagent.urls');
 
 binding.setDebug(debug.enabled);
 
-// Rust calls these on this thread's event loop, with the socket (or agent) as receiver.
+// Rust calls these on this thread's event loop, with the socket (or agent) as receiver. A
+// second load of this file on the same thread finds them registered already and leaves them.
 binding.init(
   (socket, buf) => socket._onRead(buf === null ? null : slab.chunk(buf)),
   (socket, desc) => socket._onWrite(desc),
   (socket, desc) => socket._onError(desc),
   (socket, desc, info) => socket._onConnect(desc, info),
   (agent, waiter) => agent._onGrant(waiter),
-  (pending, kind, a, b, c, d, e, f, g) => pending._onEvent(kind, a, b, c, d, e, f, g),
+  // Chunks are decoded by the slab module of the instance that registered these callbacks (the
+  // one Rust announces its slabs to), even for requests made by another instance of this file.
+  (pending, kind, a, b, c, d, e, f, g) => pending._onEvent(slab.chunk, kind, a, b, c, d, e, f, g),
   slab.setSlab,
 );
 

@@ -9,7 +9,6 @@ const { Readable } = require('node:stream');
 const diagnostics = require('node:diagnostics_channel');
 const binding = require('../binding.js');
 const errors = require('./errors');
-const { chunk: slabChunk } = require('./slab');
 
 // Event kinds from Rust (src/binding/request.rs `kind`).
 const HEAD = 0;
@@ -251,10 +250,11 @@ class PendingRequest {
     this.onAbort = null;
   }
 
-  _onEvent(kind, a, b, c, d, e, f, g) {
+  // `chunk` makes a Buffer of a chunk as Rust sent it (lib/slab.js).
+  _onEvent(chunk, kind, a, b, c, d, e, f, g) {
     switch (kind) {
-      case HEAD: return this.onHead(a, b, c, d, e, f, g);
-      case DATA: return this.onData(slabChunk(a));
+      case HEAD: return this.onHead(a, b, c, d === null ? null : chunk(d), e, f, g);
+      case DATA: return this.onData(chunk(a));
       case END: return this.onEnd(a);
       case ERROR: return this.fail(errors.systemError(a));
       case DRAIN: return this.onDrain();
@@ -268,7 +268,7 @@ class PendingRequest {
   onHead(status, reason, raw, chunk, trailers, verdict, connId) {
     const body = new ResponseBody(this);
     this.response = new Response(status, reason, raw, body);
-    if (chunk !== null) body.push(slabChunk(chunk));
+    if (chunk !== null) body.push(chunk);
     if (trailers !== null) this.onEnd(trailers);
     if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
     this.resolve(this.response);
