@@ -530,7 +530,13 @@ unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
         cb.on_error,
         cb.on_connect,
         cb.on_grant,
+        cb.on_request,
+        cb.set_slab,
     ] {
         r.delete(ctx.env);
     }
+    if let Some(slab) = ctx.slab.borrow_mut().take() {
+        slab.buffer.delete(ctx.env);
+    }
+    ctx.batch.destroy(ctx.env);
 }
