@@ -13,6 +13,18 @@ const { httpServer } = require('./helpers');
 
 const als = new AsyncLocalStorage();
 
+// The next uncaught exception, kept from the test runner's own handlers (restored after it).
+function nextUncaught() {
+  return new Promise((resolve) => {
+    const original = process.listeners('uncaughtException');
+    process.removeAllListeners('uncaughtException');
+    process.once('uncaughtException', (err) => {
+      for (const l of original) process.on('uncaughtException', l);
+      resolve(err);
+    });
+  });
+}
+
 function getIn(store, url, agent) {
   return als.run(store, () => new Promise((resolve, reject) => {
     const seen = {};
@@ -76,14 +88,7 @@ test('an exception in one request handler does not disturb other requests or the
   const agent = new Agent({ maxSockets: 2 });
   t.after(() => agent.destroy());
   const boom = new Error('user bug');
-  const caught = new Promise((resolve) => {
-    const original = process.listeners('uncaughtException');
-    process.removeAllListeners('uncaughtException');
-    process.once('uncaughtException', (err) => {
-      for (const l of original) process.on('uncaughtException', l);
-      resolve(err);
-    });
-  });
+  const caught = nextUncaught();
   http.get(`${server.url}/bad`, { agent }, () => {
     throw boom;
   });
@@ -103,14 +108,7 @@ test('agent.request(): an exception in one body handler is uncaught and spares t
   const agent = new Agent({ maxSockets: 4 });
   t.after(() => agent.destroy());
   const boom = new Error('user bug in a data handler');
-  const caught = new Promise((resolve) => {
-    const original = process.listeners('uncaughtException');
-    process.removeAllListeners('uncaughtException');
-    process.once('uncaughtException', (err) => {
-      for (const l of original) process.on('uncaughtException', l);
-      resolve(err);
-    });
-  });
+  const caught = nextUncaught();
   // All five are in flight at once, so that their responses tend to reach JavaScript together.
   const bad = agent.request(`${server.url}/bad`).then((res) => {
     res.body.on('data', () => {

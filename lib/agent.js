@@ -130,17 +130,7 @@ class Agent extends Base {
     if (!options.path) options.port = validatePort(options.port ?? this.defaultPort);
     if (this[kTls]) normalizeServerName(options, req);
     const name = nameOf(this, options);
-    let key = this[kKeys].get(name);
-    if (key === undefined) {
-      key = this[kPool].key(name);
-      debug('pool key %d: %s', key, keyLabel(name));
-      if (this[kTls]) {
-        // Every TLS option that changes identity is part of the name: one configuration per key.
-        const failure = this[kPool].setTls(key, tlsOptions(this, options));
-        if (failure) throw errors.systemError(failure);
-      }
-      this[kKeys].set(name, key);
-    }
+    const key = this._keyOf(name, options);
     const verdict = binding.checkout(this[kPoolId], key);
     if (typeof verdict !== 'number') {
       debug('reuse connection %d for %s', verdict[kId], name);
@@ -409,6 +399,22 @@ class Agent extends Base {
     return this.options.replay ? this.options.replayLimit : -1;
   }
 
+  // The pool key of a name, made on first use with the TLS configuration of `options`.
+  _keyOf(name, options) {
+    let key = this[kKeys].get(name);
+    if (key === undefined) {
+      key = this[kPool].key(name);
+      debug('pool key %d: %s', key, keyLabel(name));
+      if (this[kTls]) {
+        // Every TLS option that changes identity is part of the name: one configuration per key.
+        const failure = this[kPool].setTls(key, tlsOptions(this, options));
+        if (failure) throw errors.systemError(failure);
+      }
+      this[kKeys].set(name, key);
+    }
+    return key;
+  }
+
   // The pool key of an origin for agent.request(), as addRequest would name it.
   _requestKey(url, options) {
     const origin = url.protocol + url.host;
@@ -419,17 +425,7 @@ class Agent extends Base {
     const port = url.port ? Number(url.port) : this.defaultPort;
     const o = { __proto__: null, ...this.options, host, port };
     if (this[kTls] && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
-    const name = this.getName(o);
-    key = this[kKeys].get(name);
-    if (key === undefined) {
-      key = this[kPool].key(name);
-      debug('pool key %d: %s', key, keyLabel(name));
-      if (this[kTls]) {
-        const failure = this[kPool].setTls(key, tlsOptions(this, o));
-        if (failure) throw errors.systemError(failure);
-      }
-      this[kKeys].set(name, key);
-    }
+    key = this._keyOf(this.getName(o), o);
     const family = o.family === 4 || o.family === 6 ? o.family : 0;
     this[kPool].setTarget(key, {
       host,
