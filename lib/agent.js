@@ -596,7 +596,7 @@ function setRequestSocket(agent, req, socket) {
 // is a function of the options it reads: a probe finds those once per class, and the name of
 // the last request to the same host and port is reused while every one of them is the same.
 const kNames = Symbol('hyperagent.names');
-const nameKeysOf = new Map();
+const nameKeysOf = new WeakMap();
 
 function nameOf(agent, options) {
   const getName = agent.getName;
