@@ -25,7 +25,7 @@ async function racingServer(t, how) {
         return;
       }
       const line = req.head.split('\r\n')[0];
-      seen.push({ line, conn: socket.remotePort, dropped: n > 0 });
+      seen.push({ line, conn: socket.remotePort, dropped: n > 0, body: req.body.toString() });
       if (n > 0) {
         if (how === 'rst') socket.resetAndDestroy();
         else socket.end();
@@ -75,6 +75,19 @@ for (const how of ['fin', 'rst']) {
     assert.strictEqual(agent.replayCount, 1);
   });
 }
+
+test('agent.request(): a PUT with a body on a reused connection that dies is replayed with its whole body', async (t) => {
+  const server = await racingServer(t, 'fin');
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  await (await agent.request(`${server.url}/warm`)).body.text();
+  const body = Buffer.alloc(3000, 'put body ');
+  const res = await agent.request(`${server.url}/put`, { method: 'PUT', body });
+  assert.strictEqual(await res.body.text(), 'answer to PUT /put HTTP/1.1');
+  const puts = server.seen.filter((s) => s.line === 'PUT /put HTTP/1.1');
+  assert.deepStrictEqual(puts.map((s) => [s.dropped, s.body === body.toString()]), [[true, true], [false, true]]);
+  assert.strictEqual(agent.replayCount, 1);
+});
 
 test('a POST is never sent twice: it fails with ECONNRESET and says it went out', async (t) => {
   const server = await racingServer(t, 'fin');

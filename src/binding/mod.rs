@@ -616,20 +616,22 @@ pub fn request(
     }
     let ctl = Arc::new(crate::client::Control::default());
     let timeout = |ms: f64| (ms > 0.0 && ms.is_finite()).then(|| Duration::from_millis(ms as u64));
-    // A copy for one replay, when the request may be sent again (see request.rs).
+    // The body's bytes, copied once from the JavaScript Buffer: the request and its replay
+    // share them.
+    let bytes = body
+        .map(|b| bytes::Bytes::copy_from_slice(&b))
+        .unwrap_or_default();
+    // What a replay needs, when the request may be sent again (see request.rs).
     let replay = (replay_limit >= 0.0
         && !streamed
         && !expect_continue
-        && body.as_ref().map_or(0, |b| b.len()) as f64 <= replay_limit
+        && bytes.len() as f64 <= replay_limit
         && idempotent(&method, &list))
     .then(|| request::Replay {
         method: method.clone(),
         path: path.clone(),
         headers: list.clone(),
-        body: body
-            .as_ref()
-            .map(|b| bytes::Bytes::copy_from_slice(b))
-            .unwrap_or_default(),
+        body: bytes.clone(),
         headers_timeout: timeout(headers_timeout),
         body_timeout: timeout(body_timeout),
     });
@@ -648,9 +650,6 @@ pub fn request(
             });
         (body, Some((writer, id_slot)))
     } else {
-        let bytes = body
-            .map(|b| bytes::Bytes::copy_from_slice(&b))
-            .unwrap_or_default();
         let body = if bytes.is_empty() {
             crate::client::empty_body()
         } else {
