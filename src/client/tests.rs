@@ -264,16 +264,9 @@ async fn the_headers_timeout_fires_when_no_head_comes() {
         std::future::pending::<()>().await;
         drop(sock);
     });
-    let (sink, mut rx) = sink();
     let mut spec = get("/");
     spec.headers_timeout = Some(Duration::from_secs(30));
-    exchange(
-        connect(port).await,
-        spec,
-        Arc::new(Control::default()),
-        sink,
-    )
-    .await;
+    let mut rx = run(port, spec).await;
     let Some(Event::Error(err)) = rx.recv().await else {
         panic!("error expected")
     };
