@@ -4,8 +4,10 @@
 //! single worker avoids the wake-ups between workers that cost more than the work they carry.
 //! DNS lookups run on tokio's blocking pool (`getaddrinfo` blocks), bounded like libuv's pool.
 //! The runtime's threads never keep Node alive: Node waits on its own handles, not on these.
+//! The worker defers the wake-ups of JavaScript threads until it parks (see [`defer_wake`]).
 
-use std::sync::OnceLock;
+use std::cell::RefCell;
+use std::sync::{Arc, OnceLock};
 use tokio::runtime::{Builder, Runtime};
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -16,8 +18,106 @@ pub fn runtime() -> &'static Runtime {
             .worker_threads(1)
             .max_blocking_threads(8)
             .thread_name("hyperagent-io")
+            .on_thread_unpark(|| {
+                PARKING.with(|p| {
+                    p.borrow_mut().get_or_insert_with(Vec::new);
+                })
+            })
+            .on_thread_park(wake_deferred)
             .enable_all()
             .build()
             .expect("hyperagent: cannot start the tokio runtime")
     })
+}
+
+/// Something to wake once the worker has nothing left to run: a JavaScript thread's loop.
+pub trait Wake: Send + Sync {
+    fn wake(&self);
+}
+
+thread_local! {
+    /// On a worker (set when it first unparks): the wake-ups deferred until it parks again.
+    static PARKING: RefCell<Option<Vec<Arc<dyn Wake>>>> = const { RefCell::new(None) };
+}
+
+/// Whether the calling thread is a worker of the runtime that has parked before (and so will
+/// again, calling the wake-ups given to [`defer_wake`]).
+pub fn on_worker() -> bool {
+    PARKING.with(|p| p.borrow().is_some())
+}
+
+/// Defers `wake` until the calling thread, a worker of the runtime (see [`on_worker`]), is
+/// about to park; on any other thread, wakes at once. A worker parks when it has run every
+/// task that was ready, so what one of its turns completes reaches the woken thread in one
+/// batch.
+pub fn defer_wake(wake: Arc<dyn Wake>) {
+    let rest = PARKING.with(|p| match p.borrow_mut().as_mut() {
+        Some(list) => {
+            list.push(wake);
+            None
+        }
+        None => Some(wake),
+    });
+    if let Some(wake) = rest {
+        wake.wake();
+    }
+}
+
+fn wake_deferred() {
+    let list = PARKING.with(|p| p.borrow_mut().as_mut().map(std::mem::take));
+    for wake in list.into_iter().flatten() {
+        wake.wake();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Sends on a channel when woken.
+    struct Signal(std::sync::Mutex<mpsc::Sender<&'static str>>);
+
+    impl Wake for Signal {
+        fn wake(&self) {
+            let _ = self.0.lock().unwrap().send("woken");
+        }
+    }
+
+    fn signal() -> (Arc<Signal>, mpsc::Receiver<&'static str>) {
+        let (tx, rx) = mpsc::channel();
+        (Arc::new(Signal(std::sync::Mutex::new(tx))), rx)
+    }
+
+    #[test]
+    fn off_the_runtime_a_wake_is_at_once() {
+        let (wake, woken) = signal();
+        assert!(!on_worker());
+        defer_wake(wake);
+        assert_eq!(woken.try_recv(), Ok("woken"));
+    }
+
+    #[test]
+    fn on_the_worker_a_wake_waits_for_its_park() {
+        let rt = runtime();
+        // The worker counts as one once it has parked and been woken for a task.
+        let mut tries = 0;
+        while !rt.block_on(rt.spawn(async { on_worker() })).unwrap() {
+            tries += 1;
+            assert!(tries < 1000, "the runtime's worker never parked");
+        }
+        let (wake, woken) = signal();
+        let (early, woken) = rt
+            .block_on(rt.spawn(async move {
+                defer_wake(wake);
+                // Still running (after a yield, too): the wake-up waits for the worker to run
+                // out of tasks.
+                tokio::task::yield_now().await;
+                (woken.try_recv().ok(), woken)
+            }))
+            .unwrap();
+        assert_eq!(early, None);
+        assert_eq!(woken.recv_timeout(Duration::from_secs(10)), Ok("woken"));
+    }
 }

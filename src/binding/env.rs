@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::rc::{Rc, Weak};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use napi::sys;
 
@@ -25,6 +26,7 @@ use std::os::fd::OwnedFd;
 use super::request::ReqState;
 use crate::client;
 use crate::error::Error;
+use crate::runtime;
 use crate::transport::pump::{Event, Remote, Sink};
 use crate::transport::tls::TlsInfo;
 use crate::transport::Peer;
@@ -116,6 +118,9 @@ struct InboxState {
     items: Vec<Completion>,
     /// The async handle to wake, `None` once the thread's env is gone.
     wake: Option<SendPtr>,
+    /// When the wake-up of the queued items was deferred to the worker's park (see `post`);
+    /// `None` once signalled.
+    deferred: Option<Instant>,
 }
 
 struct SendPtr(*mut uv::RawHandle);
@@ -134,15 +139,48 @@ pub struct Inbox {
 impl Inbox {
     /// Queues a completion and wakes the loop. After the env is gone the completion is dropped
     /// (dropping a connected socket closes it).
-    pub fn post(&self, item: Completion) {
+    ///
+    /// On the runtime's worker the wake-up waits until the worker is about to park (see
+    /// [`runtime::defer_wake`]), so that what one turn of the worker completes crosses in one
+    /// batch, instead of the JavaScript thread being woken (and, on a shared core, switched to)
+    /// for the first completion of the turn. A worker kept busy wakes the loop all the same
+    /// once [`DEFER_MAX`] completions or [`DEFER_FOR`] have gone by.
+    pub fn post(self: &Arc<Self>, item: Completion) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(wake) = &state.wake else { return };
-        let first = state.items.is_empty();
-        let handle = wake.0;
-        state.items.push(item);
-        if !first {
+        if state.wake.is_none() {
             return;
         }
+        let first = state.items.is_empty();
+        state.items.push(item);
+        let defer = if first {
+            runtime::on_worker()
+        } else {
+            match state.deferred {
+                // Signalled already, not taken yet.
+                None => return,
+                Some(since) => state.items.len() < DEFER_MAX && since.elapsed() < DEFER_FOR,
+            }
+        };
+        if defer {
+            if first {
+                state.deferred = Some(Instant::now());
+                drop(state);
+                runtime::defer_wake(self.clone());
+            }
+            return;
+        }
+        self.signal_locked(state);
+    }
+
+    /// Wakes the loop, unless the env is gone.
+    fn signal(&self) {
+        self.signal_locked(self.state.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    fn signal_locked(&self, mut state: std::sync::MutexGuard<'_, InboxState>) {
+        state.deferred = None;
+        let Some(wake) = &state.wake else { return };
+        let handle = wake.0;
         // The loop is signalled after the lock is released: the signal may switch this core to
         // the JavaScript thread at once, which then takes the items without waiting for us.
         self.signalling.fetch_add(1, Ordering::AcqRel);
@@ -164,6 +202,12 @@ impl Inbox {
 
     fn take(&self) -> Vec<Completion> {
         std::mem::take(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()).items)
+    }
+}
+
+impl runtime::Wake for Inbox {
+    fn wake(&self) {
+        self.signal();
     }
 }
 
@@ -198,6 +242,10 @@ pub struct EnvCtx {
 /// The size of a slab, and the largest chunk cut from one (as Node's Buffer pool: 8 KiB, for
 /// allocations under 4 KiB). A chunk that JavaScript keeps keeps its slab alive.
 const SLAB: usize = 8 * 1024;
+
+/// Completions, and time, after which a worker that has not parked wakes the loop all the same.
+const DEFER_MAX: usize = 64;
+const DEFER_FOR: Duration = Duration::from_micros(200);
 const SLAB_CHUNK: usize = SLAB / 2;
 
 /// An ArrayBuffer of the JavaScript heap that small chunks are copied into, one after the other:
@@ -251,6 +299,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
             state: Mutex::new(InboxState {
                 items: Vec::new(),
                 wake: None,
+                deferred: None,
             }),
             signalling: std::sync::atomic::AtomicUsize::new(0),
         }),
