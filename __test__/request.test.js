@@ -306,6 +306,45 @@ test('destroying the body mid-way frees the connection slot', async (t) => {
   assert.strictEqual(await (await agent.request(`${server.url}/next`)).body.text(), 'next');
 });
 
+test('for await over a body that came whole acts as the stream iterator', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('hello'));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  // What a loop over a fresh response's body sees, with the body's events, when the loop runs
+  // to the end, breaks, or destroys the body (with and without an error).
+  async function run(iterator, scenario) {
+    const { body } = await agent.request(server.url);
+    const closed = new Promise((resolve) => body.once('close', resolve));
+    const log = [];
+    body.on('error', (err) => log.push(`error ${err.code ?? err.message}`));
+    body.on('end', () => log.push('end'));
+    body.on('close', () => log.push('close'));
+    const it = iterator(body);
+    log.push(Object.prototype.toString.call(it) === '[object AsyncGenerator]' ? 'general' : 'whole');
+    try {
+      for await (const chunk of { [Symbol.asyncIterator]: () => it }) {
+        log.push(`chunk ${chunk}`);
+        if (scenario === 'break') break;
+        if (scenario === 'error') body.destroy(new Error('boom'));
+        if (scenario === 'destroy') body.destroy();
+      }
+      log.push(`after: ended ${body.readableEnded}, destroyed ${body.destroyed}`);
+    } catch (err) {
+      log.push(`threw ${err.code ?? err.message}`);
+    }
+    await closed;
+    return log.slice(1).concat(log[0]);
+  }
+  const general = (body) => Readable.prototype[Symbol.asyncIterator].call(body);
+  const own = (body) => body[Symbol.asyncIterator]();
+  for (const scenario of ['end', 'break', 'error', 'destroy']) {
+    const expected = (await run(general, scenario)).slice(0, -1);
+    assert.deepStrictEqual(await run(own, scenario), expected.concat('whole'), scenario);
+  }
+  // The connection is back in the pool after each.
+  assert.strictEqual(await (await agent.request(server.url)).body.text(), 'hello');
+});
+
 test('headersTimeout and bodyTimeout fail with their codes', async (t) => {
   const server = await httpServer(t, (req, res) => {
     if (req.url === '/body') {

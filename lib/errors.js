@@ -90,6 +90,19 @@ function socketTimeoutError(timeout) {
   return err;
 }
 
+// A stream left before its end, as Node's stream utilities destroy it.
+function abortError() {
+  const err = new Error('The operation was aborted');
+  err.code = 'ABORT_ERR';
+  err.name = 'AbortError';
+  return err;
+}
+
+// A stream that closed before its end, as Node's stream utilities report it.
+function prematureClose() {
+  return withCode(new Error('Premature close'), 'ERR_STREAM_PREMATURE_CLOSE');
+}
+
 function hyperagentError(code, message, Ctor = Error) {
   return withCode(new Ctor(message), `ERR_HYPERAGENT_${code}`);
 }
@@ -102,5 +115,7 @@ module.exports = {
   errnoError,
   connResetError,
   socketTimeoutError,
+  prematureClose,
+  abortError,
   hyperagentError,
 };

@@ -31,6 +31,7 @@ const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 const DEFAULT_TIMEOUT = 300e3;
 // Methods that carry no body unless one is given.
 const NO_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT']);
+const noop = () => {};
 
 function invalidToken(what, value) {
   const err = new TypeError(`${what} must be a valid HTTP token ["${value}"]`);
@@ -163,6 +164,17 @@ class ResponseBody extends Readable {
     this._pending.pull();
   }
 
+  // `for await`: a body that has arrived whole (a small response comes with its head) is
+  // handed out without the general iterator's machinery (an async generator and listeners for
+  // every way a stream can end); anything else gets the general one.
+  [Symbol.asyncIterator]() {
+    const state = this._readableState;
+    if (state.ended && !this.destroyed && this.readableFlowing === null && !this.readableDidRead) {
+      return new WholeBodyIterator(this);
+    }
+    return super[Symbol.asyncIterator]();
+  }
+
   _destroy(err, cb) {
     if (this._sink !== null && err) this._sink.reject(err);
     this._pending.bodyDestroyed();
@@ -205,6 +217,68 @@ class ResponseBody extends Readable {
 
   async blob() {
     return new Blob([await this.arrayBuffer()]);
+  }
+}
+
+// Iterates a body whose every chunk and end are in its buffer, as Node's stream iterator
+// does: each step reads what is buffered; the iteration ends after the body's 'end' (due on
+// the tick of the last read), and the body is destroyed when the iteration ends, whether it
+// ran to the end, was left early or was thrown into. A body destroyed meanwhile ends it with
+// the body's error, or as a premature close.
+class WholeBodyIterator {
+  constructor(body) {
+    this.body = body;
+    this.finished = false;
+    // An error the loop destroys the body with is thrown into the loop, not emitted unheard.
+    body.on('error', noop);
+  }
+
+  next() {
+    if (this.finished) return Promise.resolve({ value: undefined, done: true });
+    const body = this.body;
+    if (body.destroyed) {
+      // Destroyed by the loop: it ends once the body has closed.
+      this.finished = true;
+      return new Promise((resolve, reject) => {
+        const settle = () => {
+          if (body.errored) reject(body.errored);
+          else if (!body.readableEnded) reject(errors.prematureClose());
+          else resolve({ value: undefined, done: true });
+        };
+        if (body._readableState.closeEmitted) settle();
+        else body.once('close', settle);
+      });
+    }
+    const chunk = body.read();
+    if (chunk !== null) return Promise.resolve({ value: chunk, done: false });
+    this.finished = true;
+    return new Promise((resolve) => {
+      process.nextTick(() => {
+        body.destroy();
+        resolve({ value: undefined, done: true });
+      });
+    });
+  }
+
+  return(value) {
+    this.finish();
+    return Promise.resolve({ value, done: true });
+  }
+
+  throw(err) {
+    this.finish();
+    return Promise.reject(err);
+  }
+
+  finish() {
+    if (this.finished) return;
+    this.finished = true;
+    const body = this.body;
+    body.destroy(body.readableEnded ? undefined : errors.abortError());
+  }
+
+  [Symbol.asyncIterator]() {
+    return this;
   }
 }
 
