@@ -383,15 +383,17 @@ class Agent extends Base {
     return this[kPoolId];
   }
 
-  // URL strings already parsed (an application calls the same few URLs over and over).
-  _parsedUrl(input, parse) {
-    let url = this[kUrls].get(input);
-    if (url === undefined) {
-      url = parse(input);
+  // What agent.request() needs of a URL (see `targetOf`), kept per URL string: an application
+  // calls the same few URLs over and over.
+  _target(input, parse) {
+    if (typeof input !== 'string') return targetOf(parse(input));
+    let target = this[kUrls].get(input);
+    if (target === undefined) {
+      target = targetOf(parse(input));
       if (this[kUrls].size >= 1024) this[kUrls].clear();
-      this[kUrls].set(input, url);
+      this[kUrls].set(input, target);
     }
-    return url;
+    return target;
   }
 
   // The largest agent.request() body sent again after the keep-alive race (-1: never).
@@ -415,29 +417,39 @@ class Agent extends Base {
     return key;
   }
 
-  // The pool key of an origin for agent.request(), as addRequest would name it.
-  _requestKey(url, options) {
+  // The pool key of a request target's origin for agent.request(), as addRequest would name
+  // it; kept on the target.
+  _requestKey(target) {
+    if (target.key !== -1) return target.key;
+    const { url } = target;
     const origin = url.protocol + url.host;
     let key = this[kOrigins].get(origin);
-    if (options.maxResponseHeaderSize !== undefined) this[kPool].setMaxHeaderSize(options.maxResponseHeaderSize);
-    if (key !== undefined) return key;
-    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-    const port = url.port ? Number(url.port) : this.defaultPort;
-    const o = { __proto__: null, ...this.options, host, port };
-    if (this[kTls] && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
-    key = this._keyOf(this.getName(o), o);
-    const family = o.family === 4 || o.family === 6 ? o.family : 0;
-    this[kPool].setTarget(key, {
-      host,
-      port,
-      family,
-      localAddress: o.localAddress || undefined,
-      path: o.socketPath || undefined,
-      servername: this[kTls] ? o.servername : undefined,
-    });
-    this[kOrigins].set(origin, key);
+    if (key === undefined) {
+      const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+      const port = url.port ? Number(url.port) : this.defaultPort;
+      const o = { __proto__: null, ...this.options, host, port };
+      if (this[kTls] && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
+      key = this._keyOf(this.getName(o), o);
+      const family = o.family === 4 || o.family === 6 ? o.family : 0;
+      this[kPool].setTarget(key, {
+        host,
+        port,
+        family,
+        localAddress: o.localAddress || undefined,
+        path: o.socketPath || undefined,
+        servername: this[kTls] ? o.servername : undefined,
+      });
+      this[kOrigins].set(origin, key);
+    }
+    target.key = key;
     return key;
   }
+
+  // agent.request()'s `maxResponseHeaderSize`: the largest response head of the pool from now on.
+  _setMaxHeaderSize(n) {
+    this[kPool].setMaxHeaderSize(n);
+  }
+
 
   _queuePromise(waiter, pending) {
     this[kWaiters].set(waiter, { pending });
@@ -588,6 +600,19 @@ function setRequestSocket(agent, req, socket) {
   const agentTimeout = agent.options.timeout || 0;
   if (req.timeout === undefined || req.timeout === agentTimeout) return;
   socket.setTimeout(req.timeout);
+}
+
+// What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
+// `key` is the pool key of its origin, filled on first use (`_requestKey`).
+function targetOf(url) {
+  return {
+    url,
+    protocol: url.protocol,
+    host: url.host,
+    origin: url.origin,
+    path: url.pathname + url.search,
+    key: -1,
+  };
 }
 
 // getName() builds a new string on every request; an HttpsAgent's holds every TLS option (a

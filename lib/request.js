@@ -464,9 +464,9 @@ function request(agent, input, options = {}) {
   if (options === null || typeof options !== 'object') {
     throw errors.invalidArgType('options', 'of type object', options);
   }
-  const url = typeof input === 'string' ? agent._parsedUrl(input, parseUrl) : parseUrl(input);
-  if (url.protocol !== agent.protocol) {
-    const err = new TypeError(`Protocol "${url.protocol}" not supported. Expected "${agent.protocol}"`);
+  const target = agent._target(input, parseUrl);
+  if (target.protocol !== agent.protocol) {
+    const err = new TypeError(`Protocol "${target.protocol}" not supported. Expected "${agent.protocol}"`);
     err.code = 'ERR_INVALID_PROTOCOL';
     throw err;
   }
@@ -486,7 +486,7 @@ function request(agent, input, options = {}) {
     if (!Number.isInteger(n) || n < 1) throw errors.outOfRange('options.maxResponseHeaderSize', '>= 1', n);
   }
 
-  if (hasHeader(headers, 'host') < 0) headers.push('host', url.host);
+  if (hasHeader(headers, 'host') < 0) headers.push('host', target.host);
   let contentLength;
   const declared = hasHeader(headers, 'content-length');
   if (declared >= 0) {
@@ -499,15 +499,16 @@ function request(agent, input, options = {}) {
   const expectIndex = hasHeader(headers, 'expect');
   const expectContinue = expectIndex >= 0 && /^100-continue$/i.test(headers[expectIndex + 1]);
 
-  const key = agent._requestKey(url, options);
-  const path = url.pathname + url.search;
+  const key = agent._requestKey(target);
+  if (options.maxResponseHeaderSize !== undefined) agent._setMaxHeaderSize(options.maxResponseHeaderSize);
+  const { path } = target;
 
   return new Promise((resolve, reject) => {
     if (signal && signal.aborted) {
       reject(abortError(signal));
       return;
     }
-    const info = { origin: url.origin, method, path, headers };
+    const info = { origin: target.origin, method, path, headers };
     if (channels.created.hasSubscribers) channels.created.publish({ request: info });
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
     const result = binding.request(
