@@ -43,6 +43,7 @@ const kTls = Symbol('hyperagent.tls');
 const kSocketClass = Symbol('hyperagent.socketClass');
 const kOrigins = Symbol('hyperagent.origins');
 const kUrls = Symbol('hyperagent.urls');
+const kLastTarget = Symbol('hyperagent.lastTarget');
 
 binding.setDebug(debug.enabled);
 
@@ -113,6 +114,7 @@ class Agent extends Base {
     this[kKeys] = new Map();
     this[kOrigins] = new Map();
     this[kUrls] = new Map();
+    this[kLastTarget] = null;
     this[kWaiters] = new Map();
     this[kLastStats] = null;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
@@ -387,12 +389,16 @@ class Agent extends Base {
   // calls the same few URLs over and over.
   _target(input, parse) {
     if (typeof input !== 'string') return targetOf(parse(input));
+    // The same URL as the last call's is the common case: one comparison, no hashing.
+    const last = this[kLastTarget];
+    if (last !== null && last.input === input) return last.target;
     let target = this[kUrls].get(input);
     if (target === undefined) {
       target = targetOf(parse(input));
       if (this[kUrls].size >= 1024) this[kUrls].clear();
       this[kUrls].set(input, target);
     }
+    this[kLastTarget] = { input, target };
     return target;
   }
 

@@ -9,6 +9,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::{Rc, Weak};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -211,6 +212,29 @@ impl runtime::Wake for Inbox {
     }
 }
 
+/// Maps keyed by the ids this thread hands out (pools, connections, requests): sequential
+/// numbers of its own, so a multiplicative hash spreads them and nothing adversarial reaches it.
+type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
+
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 pub struct EnvCtx {
     pub env: sys::napi_env,
     pub uv_loop: *mut uv::Loop,
@@ -219,14 +243,14 @@ pub struct EnvCtx {
     wake: RefCell<Option<Handle>>,
     /// Operations in flight on tokio that must keep the process alive (connects).
     in_flight: Cell<usize>,
-    pools: RefCell<HashMap<u32, Weak<PoolCell>>>,
+    pools: RefCell<IdMap<Weak<PoolCell>>>,
     next_pool: Cell<u32>,
     /// Every connection of every pool on this thread, by id: the hot-path calls from
     /// JavaScript name a connection by its id alone.
-    conns: RefCell<HashMap<u32, Rc<Conn>>>,
+    conns: RefCell<IdMap<Rc<Conn>>>,
     next_conn: Cell<u32>,
     /// `agent.request()` calls in flight or queued, by id.
-    requests: RefCell<HashMap<u32, Rc<ReqState>>>,
+    requests: RefCell<IdMap<Rc<ReqState>>>,
     next_request: Cell<u32>,
     /// The reusable buffer sockets read into before copying into a JavaScript Buffer.
     pub read_buf: RefCell<Box<[u8]>>,
@@ -305,11 +329,11 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         }),
         wake: RefCell::new(None),
         in_flight: Cell::new(0),
-        pools: RefCell::new(HashMap::new()),
+        pools: RefCell::new(IdMap::default()),
         next_pool: Cell::new(1),
-        conns: RefCell::new(HashMap::new()),
+        conns: RefCell::new(IdMap::default()),
         next_conn: Cell::new(1),
-        requests: RefCell::new(HashMap::new()),
+        requests: RefCell::new(IdMap::default()),
         next_request: Cell::new(1),
         read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
         last_waiter: Cell::new(-1.0),
