@@ -408,6 +408,23 @@ test('malformed responses reject with a code that names the parse failure', asyn
       return true;
     });
   }
+  // Heads around a limit smaller than a read: the limit holds, and a head under it, followed
+  // by a body larger than the limit, arrives whole.
+  const body = crypto.randomBytes(200 * 1024);
+  const limited = await rawServer(t, async (socket) => {
+    const { head } = await readRequest(socket);
+    const header = head.includes('/over') ? 'a'.repeat(1100) : 'a'.repeat(900);
+    socket.end(Buffer.concat([
+      Buffer.from(`HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\nX-Big: ${header}\r\n\r\n`),
+      body,
+    ]));
+  });
+  await assert.rejects(
+    agent.request(`http://127.0.0.1:${limited.port}/over`, { maxResponseHeaderSize: 1024 }),
+    { code: 'HPE_HEADER_OVERFLOW' },
+  );
+  const under = await agent.request(`http://127.0.0.1:${limited.port}/under`, { maxResponseHeaderSize: 1024 });
+  assert.strictEqual(sha(Buffer.from(await under.body.arrayBuffer())), sha(body));
   const truncated = await rawServer(t, async (socket) => {
     await readRequest(socket);
     socket.end('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort');

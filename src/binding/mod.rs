@@ -634,6 +634,7 @@ pub fn request(
         body: bytes.clone(),
         headers_timeout: timeout(headers_timeout),
         body_timeout: timeout(body_timeout),
+        max_head_size: cell.max_header_size.get(),
     });
     let (mut req_body, writer) = if streamed {
         let inbox = ctx.inbox.clone();
@@ -669,6 +670,7 @@ pub fn request(
         expect_continue: gate,
         headers_timeout: timeout(headers_timeout),
         body_timeout: timeout(body_timeout),
+        max_head_size: cell.max_header_size.get(),
     };
     let (writer, id_slot) = match writer {
         Some((w, slot)) => (Some(w), Some(slot)),

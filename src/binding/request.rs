@@ -72,6 +72,7 @@ pub struct Replay {
     pub body: Bytes,
     pub headers_timeout: Option<std::time::Duration>,
     pub body_timeout: Option<std::time::Duration>,
+    pub max_head_size: usize,
 }
 
 impl Replay {
@@ -88,6 +89,7 @@ impl Replay {
             expect_continue: None,
             headers_timeout: self.headers_timeout,
             body_timeout: self.body_timeout,
+            max_head_size: self.max_head_size,
         }
     }
 }

@@ -3,10 +3,15 @@
 
 use crate::error::Error;
 
+/// A response head over the limit, as llhttp reports it.
+pub fn header_overflow() -> Error {
+    Error::tls("HPE_HEADER_OVERFLOW", "Parse Error: Header overflow")
+}
+
 /// `in_body`: the response head had arrived (Node then reports "aborted", not "socket hang up").
 pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
     if err.is_parse() && err.to_string().contains("too large") {
-        return Error::tls("HPE_HEADER_OVERFLOW", "Parse Error: Header overflow");
+        return header_overflow();
     }
     if err.is_parse_status() {
         return Error::tls("HPE_INVALID_STATUS", "Parse Error: Invalid status code");

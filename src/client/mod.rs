@@ -49,6 +49,8 @@ pub struct Spec {
     pub expect_continue: Option<Arc<Notify>>,
     pub headers_timeout: Option<Duration>,
     pub body_timeout: Option<Duration>,
+    /// The largest response head accepted, in bytes (status line and header lines).
+    pub max_head_size: usize,
 }
 
 pub fn empty_body() -> ReqBody {
@@ -132,8 +134,13 @@ impl Control {
     }
 }
 
+/// How much hyper reads from a connection at most per read (as libuv's reads): it bounds a
+/// response head too, but a smaller limit is checked on each head (see [`head_size`]).
+const READ_BUF_MAX: usize = 64 * 1024;
+
 /// Starts HTTP/1.1 on a connected stream; spawns the connection's task, which calls
-/// `closed` when the connection ends.
+/// `closed` when the connection ends. A response head over `max_header_size` fails the
+/// connection when it is larger than a read; smaller ones are checked by [`exchange`].
 pub async fn handshake<IO>(
     io: IO,
     max_header_size: usize,
@@ -143,8 +150,9 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (sender, conn) = http1::Builder::new()
-        // hyper's read buffer bounds the head it accepts; it has a floor of 8 KiB.
-        .max_buf_size(max_header_size.max(8192))
+        // hyper's read buffer bounds the head it accepts, and the size of its reads: large
+        // bodies come in reads of up to 64 KiB whatever the head limit.
+        .max_buf_size(max_header_size.max(READ_BUF_MAX))
         .handshake::<_, ReqBody>(TokioIo::new(io))
         .await
         .map_err(|e| hyper_error(&e, false))?;
@@ -222,6 +230,11 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
             return;
         }
     };
+    if head_size(&response) > spec.max_head_size {
+        sink.post(Event::Error(errors::header_overflow()));
+        sink.post(Event::Done(None));
+        return;
+    }
     let status = response.status();
     let reason = response
         .extensions()
@@ -366,6 +379,22 @@ fn into_data_or_trailers(frame: Frame<Bytes>) -> Result<Bytes, HeaderList> {
             .map(|t| header_list(&t))
             .unwrap_or_default()),
     }
+}
+
+/// The size of a response head as it came: the status line and a line per header, as the
+/// limit on it counts them.
+fn head_size<B>(response: &http::Response<B>) -> usize {
+    let reason = response
+        .extensions()
+        .get::<hyper::ext::ReasonPhrase>()
+        .map_or(0, |r| r.as_bytes().len());
+    // `HTTP/1.1 200 reason\r\n`, `name: value\r\n` each, and the blank line.
+    let lines: usize = response
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    13 + reason + 2 + lines + 2
 }
 
 fn header_list(map: &http::HeaderMap) -> HeaderList {

@@ -83,6 +83,7 @@ fn get(path: &str) -> Spec {
         expect_continue: None,
         headers_timeout: None,
         body_timeout: None,
+        max_head_size: 16 * 1024,
     }
 }
 
