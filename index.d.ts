@@ -132,7 +132,7 @@ declare namespace Agent {
     headersTimeout?: number;
     /** Time allowed between body chunks, in ms. Default: `300000` (as undici). */
     bodyTimeout?: number;
-    /** Largest response head accepted, in bytes (new connections). Default: `16384`. */
+    /** Largest response head accepted, in bytes; the agent keeps it for its later requests. Default: `16384`. */
     maxResponseHeaderSize?: number;
   }
 
