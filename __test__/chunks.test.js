@@ -1,7 +1,8 @@
 'use strict';
 
-// Small chunks reach JavaScript as views of shared 8 KiB slabs (lib/slab.js): every chunk must
-// hold its own bytes, across slab boundaries, and keep them while later chunks arrive.
+// Small chunks reach JavaScript as views of shared 8 KiB slabs (lib/slab.js), large reads of a
+// response body as Buffers over the read's own memory: every chunk must hold its own bytes,
+// across slab boundaries, and keep them while later chunks arrive.
 
 const test = require('node:test');
 const assert = require('node:assert');
@@ -25,6 +26,16 @@ function sizedServer(t) {
   });
 }
 
+// The chunks of response `n` (`size` bytes) as `for await` gives them, checked.
+async function checkedChunks(agent, server, n, size) {
+  const res = await agent.request(`${server.url}/${n}/${size}`);
+  const chunks = [];
+  for await (const chunk of res.body) chunks.push(chunk);
+  assert.ok(chunks.every(Buffer.isBuffer));
+  assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `response ${n} (${size} bytes)`);
+  return chunks;
+}
+
 test('agent.request(): small bodies keep their bytes across slabs, kept chunks are not overwritten', async (t) => {
   const server = await sizedServer(t);
   const agent = new Agent({ maxSockets: 4 });
@@ -32,18 +43,32 @@ test('agent.request(): small bodies keep their bytes across slabs, kept chunks a
   const kept = [];
   for (let n = 0; n < 120; n++) {
     const size = SIZES[n % SIZES.length];
-    const res = await agent.request(`${server.url}/${n}/${size}`);
-    const chunks = [];
-    for await (const chunk of res.body) chunks.push(chunk);
-    assert.ok(chunks.every(Buffer.isBuffer));
-    const body = Buffer.concat(chunks);
-    assert.ok(body.equals(bodyFor(n, size)), `response ${n} (${size} bytes)`);
-    kept.push({ n, size, chunks });
+    kept.push({ n, size, chunks: await checkedChunks(agent, server, n, size) });
   }
   // The small ones came as views of slabs (a Buffer of its own has a buffer of its length).
   const viewed = kept.filter(({ size, chunks }) => size < 4096 && chunks[0].buffer.byteLength === 8192);
   assert.ok(viewed.length > 0);
   // Every chunk kept still holds what it held when it arrived.
+  for (const { n, size, chunks } of kept) {
+    assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `kept response ${n} (${size} bytes)`);
+  }
+});
+
+test('agent.request(): large reads, which cross without a copy, keep their bytes and take writes as their own', async (t) => {
+  const server = await sizedServer(t);
+  // Two connections, reused all along: their read buffers serve every response.
+  const agent = new Agent({ maxSockets: 2 });
+  t.after(() => agent.destroy());
+  const LARGE = [40 * 1024, 64 * 1024, 100 * 1024, 128 * 1024, 200 * 1024, 1024 * 1024];
+  const kept = [];
+  for (let n = 0; n < 36; n++) {
+    const size = LARGE[n % LARGE.length];
+    const chunks = await checkedChunks(agent, server, n, size);
+    // Half are kept as they came; the others are overwritten at once, which must not reach
+    // any later response.
+    if (n % 2 === 0) kept.push({ n, size, chunks });
+    else for (const chunk of chunks) chunk.fill(0);
+  }
   for (const { n, size, chunks } of kept) {
     assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `kept response ${n} (${size} bytes)`);
   }

@@ -149,6 +149,12 @@ function headerObject(raw) {
   return out;
 }
 
+// Body bytes from Rust: a Buffer, or an array of them (large reads, each shared as it was read).
+function pushChunk(body, chunk) {
+  if (Array.isArray(chunk)) for (const c of chunk) body.push(c);
+  else body.push(chunk);
+}
+
 // The response body: a Readable that asks Rust for one chunk whenever it wants more, so a
 // paused consumer stops the socket.
 class ResponseBody extends Readable {
@@ -342,7 +348,7 @@ class PendingRequest {
   onHead(status, reason, raw, chunk, trailers, verdict, connId) {
     const body = new ResponseBody(this);
     this.response = new Response(status, reason, raw, body);
-    if (chunk !== null) body.push(chunk);
+    if (chunk !== null) pushChunk(body, chunk);
     if (trailers !== null) this.onEnd(trailers);
     if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
     this.resolve(this.response);
@@ -354,10 +360,11 @@ class PendingRequest {
   onData(chunk) {
     const body = this.response.body;
     if (body._sink !== null) {
-      body._sink.chunks.push(chunk);
+      if (Array.isArray(chunk)) body._sink.chunks.push(...chunk);
+      else body._sink.chunks.push(chunk);
       this.pull();
     } else {
-      body.push(chunk);
+      pushChunk(body, chunk);
     }
   }
 

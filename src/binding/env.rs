@@ -272,6 +272,13 @@ const DEFER_MAX: usize = 64;
 const DEFER_FOR: Duration = Duration::from_micros(200);
 const SLAB_CHUNK: usize = SLAB / 2;
 
+/// Body chunks from this size on cross without a copy (see [`EnvCtx::chunk_concat`]): below
+/// it, a copy costs less than a Buffer with a finalizer. Batches over `SHARED_MAX` are copied
+/// all the same: holding that many of hyper's reads until the garbage collector releases them
+/// measured slower than the copy (1 MiB responses: 1,750–2,080 against 2,090–2,370 req/s).
+const SHARED_CHUNK: usize = 32 * 1024;
+const SHARED_MAX: usize = 128 * 1024;
+
 /// An ArrayBuffer of the JavaScript heap that small chunks are copied into, one after the other:
 /// JavaScript makes each chunk a Buffer view of it (`lib/slab.js`), which costs far less than
 /// a Buffer of its own made through Node-API.
@@ -369,8 +376,18 @@ impl EnvCtx {
         .unwrap_or_else(|| js::buffer_copy(self.env, data))
     }
 
-    /// As [`EnvCtx::chunk`], for chunks that go as one.
+    /// As [`EnvCtx::chunk`], for chunks of a response body that go as one. Large reads go
+    /// without a copy, as Buffers over hyper's own bytes (an array of them for several).
     pub fn chunk_concat(&self, chunks: &[bytes::Bytes]) -> sys::napi_value {
+        let total: usize = chunks.iter().map(|c| c.len()).sum();
+        if total <= SHARED_MAX
+            && !chunks.is_empty()
+            && chunks.iter().all(|c| c.len() >= SHARED_CHUNK)
+        {
+            if let Some(value) = self.shared_chunks(chunks) {
+                return value;
+            }
+        }
         if let [one] = chunks {
             return self.chunk(one);
         }
@@ -385,6 +402,17 @@ impl EnvCtx {
             }
         })
         .unwrap_or_else(|| js::buffer_concat(self.env, chunks))
+    }
+
+    fn shared_chunks(&self, chunks: &[bytes::Bytes]) -> Option<sys::napi_value> {
+        let mut values = Vec::with_capacity(chunks.len());
+        for c in chunks {
+            values.push(js::buffer_external(self.env, c.clone())?);
+        }
+        Some(match values[..] {
+            [one] => one,
+            _ => js::array(self.env, &values),
+        })
     }
 
     /// Reserves `len` bytes of the slab (a new slab when the current one is full), has `fill`

@@ -223,6 +223,35 @@ pub fn buffer_copy(env: sys::napi_env, data: &[u8]) -> sys::napi_value {
     value
 }
 
+/// A Buffer over the bytes of `data` itself, without a copy: JavaScript's Buffer keeps them
+/// alive, and its finalizer releases them. `data` must be a read of the connection's own
+/// (never static memory, never read again by Rust: JavaScript may write into it). None where
+/// the runtime refuses external buffers.
+pub fn buffer_external(env: sys::napi_env, data: bytes::Bytes) -> Option<sys::napi_value> {
+    unsafe extern "C" fn release(
+        _env: sys::napi_env,
+        _data: *mut std::ffi::c_void,
+        hint: *mut std::ffi::c_void,
+    ) {
+        // SAFETY: `hint` is the box given below, released once, here.
+        drop(unsafe { Box::from_raw(hint.cast::<bytes::Bytes>()) });
+    }
+    let len = data.len();
+    let at = data.as_ptr().cast_mut().cast();
+    let hint = Box::into_raw(Box::new(data));
+    let mut value = ptr::null_mut();
+    // SAFETY: `at` points at `len` bytes that the boxed Bytes keeps alive until `release`.
+    let status = unsafe {
+        sys::napi_create_external_buffer(env, len, at, Some(release), hint.cast(), &mut value)
+    };
+    if status != sys::Status::napi_ok {
+        // SAFETY: not handed to the runtime: still ours.
+        drop(unsafe { Box::from_raw(hint) });
+        return None;
+    }
+    Some(value)
+}
+
 /// One Buffer holding `chunks` one after the other (a single copy of each).
 pub fn buffer_concat(env: sys::napi_env, chunks: &[bytes::Bytes]) -> sys::napi_value {
     if let [one] = chunks {
