@@ -456,7 +456,6 @@ class Agent extends Base {
     this[kPool].setMaxHeaderSize(n);
   }
 
-
   _queuePromise(waiter, pending) {
     this[kWaiters].set(waiter, { pending });
   }

@@ -115,6 +115,10 @@ impl Sink for PumpSink {
     }
 }
 
+/// Completions, and time, after which a worker that has not parked wakes the loop all the same.
+const DEFER_MAX: usize = 64;
+const DEFER_FOR: Duration = Duration::from_micros(200);
+
 struct InboxState {
     items: Vec<Completion>,
     /// The async handle to wake, `None` once the thread's env is gone.
@@ -266,10 +270,6 @@ pub struct EnvCtx {
 /// The size of a slab, and the largest chunk cut from one (as Node's Buffer pool: 8 KiB, for
 /// allocations under 4 KiB). A chunk that JavaScript keeps keeps its slab alive.
 const SLAB: usize = 8 * 1024;
-
-/// Completions, and time, after which a worker that has not parked wakes the loop all the same.
-const DEFER_MAX: usize = 64;
-const DEFER_FOR: Duration = Duration::from_micros(200);
 const SLAB_CHUNK: usize = SLAB / 2;
 
 /// Body chunks from this size on cross without a copy (see [`EnvCtx::chunk_concat`]): below

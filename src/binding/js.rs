@@ -223,10 +223,10 @@ pub fn buffer_copy(env: sys::napi_env, data: &[u8]) -> sys::napi_value {
     value
 }
 
-/// A Buffer over the bytes of `data` itself, without a copy: JavaScript's Buffer keeps them
-/// alive, and its finalizer releases them. `data` must be a read of the connection's own
-/// (never static memory, never read again by Rust: JavaScript may write into it). None where
-/// the runtime refuses external buffers.
+/// A Buffer over the bytes of `data` itself, without a copy: the Buffer keeps them alive, and
+/// its finalizer releases them. `data` must be bytes read from a connection (never static
+/// memory) that Rust does not read again: JavaScript may write into them. None where the
+/// runtime refuses external buffers.
 pub fn buffer_external(env: sys::napi_env, data: bytes::Bytes) -> Option<sys::napi_value> {
     unsafe extern "C" fn release(
         _env: sys::napi_env,
