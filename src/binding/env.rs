@@ -149,7 +149,8 @@ impl Inbox {
     /// [`runtime::defer_wake`]), so that what one turn of the worker completes crosses in one
     /// batch, instead of the JavaScript thread being woken (and, on a shared core, switched to)
     /// for the first completion of the turn. A worker kept busy wakes the loop all the same
-    /// once [`DEFER_MAX`] completions or [`DEFER_FOR`] have gone by.
+    /// at a post that finds [`DEFER_MAX`] completions queued, or the first of them queued for
+    /// [`DEFER_FOR`]; without further posts, the queued ones wait for the end of the turn.
     pub fn post(self: &Arc<Self>, item: Completion) {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.wake.is_none() {
