@@ -36,6 +36,13 @@ async function checkedChunks(agent, server, n, size) {
   return chunks;
 }
 
+// Every chunk kept still holds what it held when it arrived.
+function assertKept(kept) {
+  for (const { n, size, chunks } of kept) {
+    assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `kept response ${n} (${size} bytes)`);
+  }
+}
+
 test('agent.request(): small bodies keep their bytes across slabs, kept chunks are not overwritten', async (t) => {
   const server = await sizedServer(t);
   const agent = new Agent({ maxSockets: 4 });
@@ -48,10 +55,7 @@ test('agent.request(): small bodies keep their bytes across slabs, kept chunks a
   // The small ones came as views of slabs (a Buffer of its own has a buffer of its length).
   const viewed = kept.filter(({ size, chunks }) => size < 4096 && chunks[0].buffer.byteLength === 8192);
   assert.ok(viewed.length > 0);
-  // Every chunk kept still holds what it held when it arrived.
-  for (const { n, size, chunks } of kept) {
-    assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `kept response ${n} (${size} bytes)`);
-  }
+  assertKept(kept);
 });
 
 test('agent.request(): large reads, which cross without a copy, keep their bytes and take writes as their own', async (t) => {
@@ -69,9 +73,7 @@ test('agent.request(): large reads, which cross without a copy, keep their bytes
     if (n % 2 === 0) kept.push({ n, size, chunks });
     else for (const chunk of chunks) chunk.fill(0);
   }
-  for (const { n, size, chunks } of kept) {
-    assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `kept response ${n} (${size} bytes)`);
-  }
+  assertKept(kept);
 });
 
 test('agent.request(): concurrent small bodies, each its own bytes', async (t) => {
@@ -110,9 +112,7 @@ test('drop-in path: small socket reads keep their bytes across slabs', async (t)
     assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `response ${n} (${size} bytes)`);
     kept.push({ n, size, chunks });
   }
-  for (const { n, size, chunks } of kept) {
-    assert.ok(Buffer.concat(chunks).equals(bodyFor(n, size)), `kept response ${n} (${size} bytes)`);
-  }
+  assertKept(kept);
 });
 
 test('a second load of the package on the same thread gets its small chunks right', { timeout: 20000 }, async (t) => {
