@@ -128,7 +128,7 @@ declare namespace Agent {
     body?: RequestBody;
     /** Aborts at any stage; the promise rejects (or the body errors) with the signal's reason. */
     signal?: AbortSignal;
-    /** Time allowed for the response head, in ms. Default: `300000` (as undici). */
+    /** Time allowed for the response head once the request is on its connection, in ms (over 1000, checked every 500 ms). Default: `300000` (as undici). */
     headersTimeout?: number;
     /** Time allowed between body chunks, in ms. Default: `300000` (as undici). */
     bodyTimeout?: number;

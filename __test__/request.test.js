@@ -361,6 +361,48 @@ test('headersTimeout and bodyTimeout fail with their codes', async (t) => {
   await assert.rejects(res.body.text(), { code: 'ERR_HYPERAGENT_BODY_TIMEOUT' });
 });
 
+test('a headersTimeout over a second fails a request with no head, on a new or a reused connection', async (t) => {
+  let held = null;
+  const sockets = {};
+  const server = await httpServer(t, (req, res) => {
+    (sockets[req.url] ??= []).push(req.socket);
+    if (req.url === '/ok') res.end('ok');
+    else if (req.url === '/held') {
+      res.writeHead(200);
+      res.write('a');
+      held = res;
+    }
+    // '/silent' is never answered.
+  });
+  const agent = new Agent({ keepAlive: true });
+  t.after(() => agent.destroy());
+  const opts = { headersTimeout: 1100 };
+  const timedOut = (err) => {
+    assert.strictEqual(err.code, 'ERR_HYPERAGENT_HEADERS_TIMEOUT');
+    assert.match(err.message, /within 1100 ms/);
+    return true;
+  };
+  // Its head comes at once, the rest of its body only after the other request timed out:
+  // past its deadline, with its head, it is not failed.
+  const res = await agent.request(`${server.url}/held`, opts);
+  const start = performance.now();
+  // A new connection (the other one is busy).
+  await assert.rejects(agent.request(`${server.url}/silent`, opts), timedOut);
+  assert.ok(performance.now() - start >= 1100);
+  const [first] = sockets['/silent'];
+  if (!first.destroyed) await once(first, 'close');
+  held.end('b');
+  assert.strictEqual(await res.body.text(), 'ab');
+  // A reused connection.
+  assert.strictEqual(await (await agent.request(`${server.url}/ok`)).body.text(), 'ok');
+  await assert.rejects(agent.request(`${server.url}/silent`, opts), timedOut);
+  const second = sockets['/silent'][1];
+  assert.strictEqual(second, sockets['/ok'][0]);
+  if (!second.destroyed) await once(second, 'close');
+  // The agent goes on.
+  assert.strictEqual(await (await agent.request(`${server.url}/ok`)).body.text(), 'ok');
+});
+
 test('refused and reset connections reject with Node-style errors', async (t) => {
   const agent = new Agent();
   t.after(() => agent.destroy());

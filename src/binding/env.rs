@@ -72,7 +72,9 @@ pub enum Completion {
     HyperConnected {
         pool: u32,
         conn: u32,
-        result: Result<HyperEstablished, (Error, u32)>,
+        /// The request the connection was opened for.
+        req: u32,
+        result: Result<HyperEstablished, Error>,
     },
     /// A promise-path connection ended.
     HyperClosed { pool: u32, conn: u32 },
@@ -266,6 +268,10 @@ pub struct EnvCtx {
     /// The async context of a batch of completions: each event still runs in its own
     /// request's or socket's context, inside this one (see `on_wake`).
     batch: js::AsyncContext,
+    /// The timer of the sweep for long headers timeouts (see `request::COARSE_TIMEOUT`), made
+    /// on first use, and whether a sweep is due.
+    sweep: RefCell<Option<Handle>>,
+    sweep_due: Cell<bool>,
 }
 
 /// The size of a slab, and the largest chunk cut from one (as Node's Buffer pool: 8 KiB, for
@@ -348,6 +354,8 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         slab: RefCell::new(None),
         // SAFETY: a fresh object of this env as the resource.
         batch: unsafe { js::AsyncContext::new(env, js::object(env), "hyperagent:batch") },
+        sweep: RefCell::new(None),
+        sweep_due: Cell::new(false),
     });
     // SAFETY: this thread's running loop; the handle's data is the context, which outlives it
     // (the cleanup hook closes the handle before dropping the context).
@@ -532,6 +540,29 @@ impl EnvCtx {
         self.requests.borrow().get(&id).cloned()
     }
 
+    /// Every `agent.request()` in flight or queued.
+    pub fn requests(&self) -> Vec<Rc<ReqState>> {
+        self.requests.borrow().values().cloned().collect()
+    }
+
+    /// Has the headers-timeout sweep (`EnvCtx::sweep_headers_deadlines`) run in
+    /// `SWEEP_EVERY_MS`, unless it is due already.
+    pub fn schedule_sweep(&self) {
+        if self.sweep_due.replace(true) {
+            return;
+        }
+        let mut sweep = self.sweep.borrow_mut();
+        let timer = sweep.get_or_insert_with(|| {
+            // SAFETY: this thread's running loop; the data is the context, which outlives the
+            // handle (the cleanup hook closes it before dropping the context).
+            let timer = unsafe { Handle::timer(self.uv_loop, self as *const EnvCtx as *mut _) };
+            // Requests in flight keep the process alive already (`hold`).
+            timer.set_ref(false);
+            timer
+        });
+        timer.timer_start(on_sweep, super::request::SWEEP_EVERY_MS);
+    }
+
     pub fn pool(&self, id: u32) -> Option<Rc<PoolCell>> {
         self.pools.borrow().get(&id).and_then(Weak::upgrade)
     }
@@ -593,9 +624,14 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
                 }
             }
             Completion::Req { req, event } => ctx.on_request_event(req, event),
-            Completion::HyperConnected { pool, conn, result } => {
+            Completion::HyperConnected {
+                pool,
+                conn,
+                req,
+                result,
+            } => {
                 if let Some(cell) = ctx.pool(pool) {
-                    cell.hyper_connected(conn, result);
+                    cell.hyper_connected(conn, req, result);
                 }
             }
             Completion::HyperClosed { pool, conn } => {
@@ -605,6 +641,18 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
             }
         }
     }
+}
+
+unsafe extern "C" fn on_sweep(handle: *mut uv::RawHandle) {
+    // SAFETY: the data pointer is the context, alive while the handle is open.
+    if unsafe { uv::data_of(handle) }.is_null() {
+        return;
+    }
+    let Some(ctx) = current() else { return };
+    ctx.sweep_due.set(false);
+    let _scope = HandleScope::open(ctx.env);
+    let _batch = js::CallbackScope::open(ctx.env, ctx.batch);
+    ctx.sweep_headers_deadlines();
 }
 
 unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
@@ -624,6 +672,9 @@ unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
     }
     if let Some(wake) = ctx.wake.borrow_mut().take() {
         wake.close();
+    }
+    if let Some(sweep) = ctx.sweep.borrow_mut().take() {
+        sweep.close();
     }
     let cb = &ctx.callbacks;
     for r in [

@@ -10,6 +10,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use napi::sys;
@@ -62,7 +63,17 @@ pub struct ReqState {
     /// How long the server said it keeps the connection idle (`Keep-Alive: timeout=N`, less
     /// a second as Node takes it).
     hint: Cell<Option<std::time::Duration>>,
+    /// A headers timeout this thread keeps (see [`COARSE_TIMEOUT`]) instead of the exchange,
+    /// and when it runs out: set when the exchange starts on its connection.
+    headers_timeout: Cell<Option<Duration>>,
+    headers_deadline: Cell<Option<Instant>>,
 }
+
+/// Headers timeouts longer than this (the default is 300 s) are not a tokio timer around each
+/// exchange: a sweep of the requests in flight every [`SWEEP_EVERY_MS`] fails those whose
+/// deadline passed, so such a timeout fires up to that much late. Shorter ones stay exact.
+pub const COARSE_TIMEOUT: Duration = Duration::from_secs(1);
+pub const SWEEP_EVERY_MS: u64 = 500;
 
 /// A request that can be sent again.
 pub struct Replay {
@@ -130,6 +141,15 @@ impl ReqState {
         js::make_callback(env, Some(self.ctx), handle, func, &argv);
     }
 
+    /// Takes a long headers timeout out of `spec`: this thread keeps it.
+    fn keep_headers_timeout(&self, spec: &mut Spec) {
+        if let Some(t) = spec.headers_timeout.filter(|t| *t > COARSE_TIMEOUT) {
+            spec.headers_timeout = None;
+            self.headers_timeout.set(Some(t));
+        }
+        self.headers_deadline.set(None);
+    }
+
     fn finish(&self) {
         let env = self.env();
         self.pool.ctx.remove_request(self.id);
@@ -188,6 +208,8 @@ impl PoolCell {
             reused: Cell::new(false),
             retrying: Cell::new(false),
             hint: Cell::new(None),
+            headers_timeout: Cell::new(None),
+            headers_deadline: Cell::new(None),
         });
         self.ctx.insert_request(req.clone());
         let mut discard = Vec::new();
@@ -225,9 +247,10 @@ impl PoolCell {
             return;
         };
         let sender = conn.hyper.borrow_mut().take();
-        let Some(spec) = req.spec.borrow_mut().take() else {
+        let Some(mut spec) = req.spec.borrow_mut().take() else {
             return;
         };
+        req.keep_headers_timeout(&mut spec);
         conn.state.set(State::Active);
         req.conn.set(conn_id);
         req.reused.set(true);
@@ -247,14 +270,17 @@ impl PoolCell {
             }
         };
         *req.abort.borrow_mut() = Some(task.abort_handle());
+        self.ctx.arm_headers_deadline(req);
     }
 
     /// Opens a new promise-path connection for `req` (its slot is already counted) and runs
     /// the exchange on it in the same task.
     pub fn connect_for(self: &Rc<Self>, req: &Rc<ReqState>) {
-        let Some(spec) = req.spec.borrow_mut().take() else {
+        let Some(mut spec) = req.spec.borrow_mut().take() else {
             return;
         };
+        // The headers timeout starts with the exchange, once connected (`hyper_connected`).
+        req.keep_headers_timeout(&mut spec);
         let conn: Rc<Conn> = self.new_conn(req.key);
         super::debug::debug!("request {}: create connection {}", req.id, conn.id);
         conn.mode.set(Mode::Promise);
@@ -328,6 +354,7 @@ impl PoolCell {
                     inbox.post(Completion::HyperConnected {
                         pool,
                         conn: conn_id,
+                        req: req_id,
                         result: Ok((local, remote, info.map(Box::new))),
                     });
                     client::exchange(sender, spec, ctl, sink).await;
@@ -335,7 +362,8 @@ impl PoolCell {
                 Err(err) => inbox.post(Completion::HyperConnected {
                     pool,
                     conn: conn_id,
-                    result: Err((err, req_id)),
+                    req: req_id,
+                    result: Err(err),
                 }),
             }
         });
@@ -346,7 +374,8 @@ impl PoolCell {
     pub fn hyper_connected(
         self: &Rc<Self>,
         conn_id: u32,
-        result: Result<super::env::HyperEstablished, (Error, u32)>,
+        req_id: u32,
+        result: Result<super::env::HyperEstablished, Error>,
     ) {
         let Some(conn) = self.conn(conn_id) else {
             return;
@@ -358,8 +387,13 @@ impl PoolCell {
                 *conn.tls.borrow_mut() = info;
                 conn.state.set(State::Active);
                 self.state.borrow_mut().pool.connected(conn.key);
+                if let Some(req) = self.ctx.request(req_id) {
+                    if req.conn.get() == conn_id {
+                        self.ctx.arm_headers_deadline(&req);
+                    }
+                }
             }
-            Err((err, req_id)) => {
+            Err(err) => {
                 self.ctx.remove_conn(conn_id);
                 conn.close(self.ctx.env);
                 let grant = self.state.borrow_mut().pool.connect_failed(conn.key);
@@ -394,6 +428,46 @@ impl PoolCell {
 }
 
 impl EnvCtx {
+    /// Starts the headers deadline of `req`, whose exchange just started, when this thread
+    /// keeps its timeout.
+    pub fn arm_headers_deadline(&self, req: &ReqState) {
+        if let Some(t) = req.headers_timeout.get() {
+            req.headers_deadline.set(Some(Instant::now() + t));
+            self.schedule_sweep();
+        }
+    }
+
+    /// Fails the requests whose headers deadline passed before their response head came, as
+    /// the exchange would at its own timeout; sweeps again while other deadlines run.
+    pub fn sweep_headers_deadlines(&self) {
+        let now = Instant::now();
+        let waiting = |req: &ReqState| !req.headed.get() && !req.retrying.get();
+        for req in self.requests() {
+            let Some(deadline) = req.headers_deadline.get() else {
+                continue;
+            };
+            if deadline > now || !waiting(&req) {
+                continue;
+            }
+            req.headers_deadline.set(None);
+            let t = req.headers_timeout.get().unwrap_or_default();
+            super::debug::debug!("request {}: no response head within {t:?}", req.id);
+            // Stopped where it is, as an abort stops it: its connection closes.
+            if let Some(task) = req.abort.borrow_mut().take() {
+                task.abort();
+            }
+            self.on_request_event(req.id, Event::Error(client::headers_timeout(t)));
+            self.on_request_event(req.id, Event::Done(None));
+        }
+        let running = self
+            .requests()
+            .iter()
+            .any(|req| req.headers_deadline.get().is_some() && waiting(req));
+        if running {
+            self.schedule_sweep();
+        }
+    }
+
     /// An event of request `req`'s exchange, on the JavaScript thread.
     pub fn on_request_event(&self, req_id: u32, event: Event) {
         let Some(req) = self.request(req_id) else {

@@ -1,7 +1,31 @@
 //! hyper's errors in Node's vocabulary: a broken connection is the socket error it wraps (or
 //! Node's "socket hang up" / "aborted"), a malformed response is named as llhttp names it.
 
+use std::time::Duration;
+
 use crate::error::Error;
+
+/// No response head within the headers timeout.
+pub fn headers_timeout(t: Duration) -> Error {
+    Error::tls(
+        "ERR_HYPERAGENT_HEADERS_TIMEOUT",
+        format!(
+            "Headers Timeout Error: no response head within {} ms",
+            t.as_millis()
+        ),
+    )
+}
+
+/// No body data within the body timeout.
+pub fn body_timeout(t: Duration) -> Error {
+    Error::tls(
+        "ERR_HYPERAGENT_BODY_TIMEOUT",
+        format!(
+            "Body Timeout Error: no body data within {} ms",
+            t.as_millis()
+        ),
+    )
+}
 
 /// A response head over the limit, as llhttp reports it.
 pub fn header_overflow() -> Error {

@@ -25,7 +25,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 
 pub use body::{channel_body, gated, BodyWriter, WriteResult};
-pub use errors::hyper_error;
+pub use errors::{headers_timeout, hyper_error};
 
 use crate::error::Error;
 
@@ -202,13 +202,7 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
         Some(t) => match tokio::time::timeout(t, sender.send_request(req)).await {
             Ok(r) => r,
             Err(_) => {
-                sink.post(Event::Error(Error::tls(
-                    "ERR_HYPERAGENT_HEADERS_TIMEOUT",
-                    format!(
-                        "Headers Timeout Error: no response head within {} ms",
-                        t.as_millis()
-                    ),
-                )));
+                sink.post(Event::Error(errors::headers_timeout(t)));
                 sink.post(Event::Done(None));
                 return;
             }
@@ -312,13 +306,7 @@ async fn stream_body(
             Some(t) => match tokio::time::timeout(t, body.frame()).await {
                 Ok(f) => f,
                 Err(_) => {
-                    sink.post(Event::Error(Error::tls(
-                        "ERR_HYPERAGENT_BODY_TIMEOUT",
-                        format!(
-                            "Body Timeout Error: no body data within {} ms",
-                            t.as_millis()
-                        ),
-                    )));
+                    sink.post(Event::Error(errors::body_timeout(t)));
                     return false;
                 }
             },
