@@ -614,6 +614,8 @@ function targetOf(url) {
     url,
     protocol: url.protocol,
     host: url.host,
+    // The host header as it crosses to Rust (lib/request.js).
+    hostLine: `host\n${url.host}`,
     origin: url.origin,
     path: url.pathname + url.search,
     key: -1,

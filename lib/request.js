@@ -480,7 +480,9 @@ function request(agent, input, options = {}) {
   const given = options.method === undefined ? 'GET' : options.method;
   if (typeof given !== 'string' || !TOKEN.test(given)) throw invalidToken('Method', given);
   const method = given.toUpperCase();
-  const headers = flattenHeaders(options.headers);
+  // No headers given (the common case): only the host header, and a length, go.
+  const own = options.headers !== undefined && options.headers !== null;
+  const headers = own ? flattenHeaders(options.headers) : ['host', target.host];
   const { bytes, source } = bodyOf(options.body);
   const signal = options.signal;
   if (signal !== undefined && signal !== null && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
@@ -493,9 +495,9 @@ function request(agent, input, options = {}) {
     if (!Number.isInteger(n) || n < 1) throw errors.outOfRange('options.maxResponseHeaderSize', '>= 1', n);
   }
 
-  if (hasHeader(headers, 'host') < 0) headers.push('host', target.host);
+  if (own && hasHeader(headers, 'host') < 0) headers.push('host', target.host);
   let contentLength;
-  const declared = hasHeader(headers, 'content-length');
+  const declared = own ? hasHeader(headers, 'content-length') : -1;
   if (declared >= 0) {
     contentLength = Number(headers[declared + 1]);
   } else if (source === null && ((bytes !== null && bytes.length > 0) || !NO_BODY.has(method))) {
@@ -503,8 +505,12 @@ function request(agent, input, options = {}) {
     contentLength = bytes === null ? 0 : bytes.length;
     headers.push('content-length', String(contentLength));
   }
-  const expectIndex = hasHeader(headers, 'expect');
+  const expectIndex = own ? hasHeader(headers, 'expect') : -1;
   const expectContinue = expectIndex >= 0 && /^100-continue$/i.test(headers[expectIndex + 1]);
+  let headerLines;
+  if (own) headerLines = headers.join('\n');
+  else if (contentLength === undefined) headerLines = target.hostLine;
+  else headerLines = `${target.hostLine}\ncontent-length\n${contentLength}`;
 
   const key = agent._requestKey(target);
   if (options.maxResponseHeaderSize !== undefined) agent._setMaxHeaderSize(options.maxResponseHeaderSize);
@@ -520,7 +526,7 @@ function request(agent, input, options = {}) {
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
     const result = binding.request(
       agent._poolId, key, pending, method,
-      path, headers.join('\n'), bytes, source !== null, contentLength, expectContinue,
+      path, headerLines, bytes, source !== null, contentLength, expectContinue,
       headersTimeout, bodyTimeout, agent._replayLimit,
     );
     if (result >= 0) {
