@@ -306,6 +306,60 @@ test('destroying the body mid-way frees the connection slot', async (t) => {
   assert.strictEqual(await (await agent.request(`${server.url}/next`)).body.text(), 'next');
 });
 
+test('a body that came whole reads the same whatever reads it', async (t) => {
+  // 40 KiB (a read large enough to cross without a copy), as text.
+  const big = Buffer.from(crypto.randomBytes(20 * 1024).toString('hex'));
+  const server = await httpServer(t, (req, res) => res.end(req.url === '/big' ? big : 'hello'));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const readers = {
+    data: (body) => new Promise((resolve, reject) => {
+      const chunks = [];
+      body.on('data', (c) => chunks.push(c)).on('end', () => resolve(Buffer.concat(chunks))).on('error', reject);
+    }),
+    readable: (body) => new Promise((resolve) => {
+      const chunks = [];
+      body.on('readable', () => {
+        for (let c = body.read(); c !== null; c = body.read()) chunks.push(c);
+      });
+      body.on('end', () => resolve(Buffer.concat(chunks)));
+    }),
+    pipeline: async (body) => {
+      const chunks = [];
+      await require('node:stream/promises').pipeline(body, async function* (source) {
+        for await (const c of source) chunks.push(c);
+      });
+      return Buffer.concat(chunks);
+    },
+    iterator: async (body) => {
+      const chunks = [];
+      for await (const c of body) chunks.push(c);
+      return Buffer.concat(chunks);
+    },
+    text: async (body) => Buffer.from(await body.text()),
+    arrayBuffer: async (body) => Buffer.from(await body.arrayBuffer()),
+    'read after text': async (body) => {
+      const text = await body.text();
+      const rest = [];
+      for await (const c of body) rest.push(c);
+      assert.strictEqual(rest.length, 0);
+      return Buffer.from(text);
+    },
+  };
+  for (const [name, read] of Object.entries(readers)) {
+    for (const [path, expected] of [['/', Buffer.from('hello')], ['/big', big]]) {
+      const { body } = await agent.request(server.url + path);
+      const closed = once(body, 'close');
+      const bytes = await read(body);
+      assert.ok(bytes.equals(expected), `${name} ${path}`);
+      if (!name.includes('text') && name !== 'arrayBuffer') {
+        await closed;
+        assert.strictEqual(body.readableEnded, true, `${name} ${path}`);
+      }
+    }
+  }
+});
+
 test('for await over a body that came whole acts as the stream iterator', async (t) => {
   const server = await httpServer(t, (req, res) => res.end('hello'));
   const agent = new Agent();

@@ -164,18 +164,27 @@ class ResponseBody extends Readable {
     // When text()/json()/arrayBuffer() consume an untouched body, chunks bypass the stream.
     this._sink = null;
     this._used = false;
+    // A body that came whole with its head waits here, out of the stream, until something
+    // reads it: a Buffer, an array of them, or null (no bytes). Undefined otherwise.
+    this._whole = undefined;
   }
 
   _read() {
-    this._pending.pull();
+    const whole = this._whole;
+    if (whole === undefined) {
+      this._pending.pull();
+      return;
+    }
+    this._whole = undefined;
+    if (whole !== null) pushChunk(this, whole);
+    this.push(null);
   }
 
   // `for await`: a body that has arrived whole (a small response comes with its head) is
   // handed out without the general iterator's machinery (an async generator and listeners for
   // every way a stream can end); anything else gets the general one.
   [Symbol.asyncIterator]() {
-    const state = this._readableState;
-    if (state.ended && !this.destroyed && this.readableFlowing === null && !this.readableDidRead) {
+    if (this._whole !== undefined && !this.destroyed && this.readableFlowing === null && !this.readableDidRead) {
       return new WholeBodyIterator(this);
     }
     return super[Symbol.asyncIterator]();
@@ -194,7 +203,15 @@ class ResponseBody extends Readable {
     if (this.readableFlowing === null && !this.readableDidRead && !this.destroyed) {
       return new Promise((resolve, reject) => {
         const chunks = [];
-        if (this.readableLength > 0) chunks.push(this.read());
+        const whole = this._whole;
+        if (whole !== undefined) {
+          // Taken whole: the stream, if read after all, ends at once.
+          this._whole = null;
+          if (Array.isArray(whole)) chunks.push(...whole);
+          else if (whole !== null) chunks.push(whole);
+        } else if (this.readableLength > 0) {
+          chunks.push(this.read());
+        }
         this._sink = { chunks, resolve, reject };
         this._pending.sinkAttached();
       });
@@ -226,17 +243,31 @@ class ResponseBody extends Readable {
   }
 }
 
-// Iterates a body whose every chunk and end are in its buffer, as Node's stream iterator
-// does: each step reads what is buffered; the iteration ends after the body's 'end' (due on
-// the tick of the last read), and the body is destroyed when the iteration ends, whether it
-// ran to the end, was left early or was thrown into. A body destroyed meanwhile ends it with
-// the body's error, or as a premature close.
+// Iterates a body that came whole, as Node's stream iterator would iterate it once buffered:
+// the chunks one by one; taking the last ends the stream ('end' is due on the next tick, as
+// after a read of a stream's last buffered chunk); the iteration ends after that, and the body
+// is destroyed when the iteration ends, whether it ran to the end, was left early or was
+// thrown into. A body destroyed meanwhile ends it with the body's error, or as a premature
+// close. The chunks go straight from the iterator, not through the stream's buffer.
 class WholeBodyIterator {
   constructor(body) {
     this.body = body;
+    const whole = body._whole;
+    // The iterator has them: the stream, if read after all, ends at once.
+    body._whole = null;
+    this.chunks = whole === null ? [] : Array.isArray(whole) ? whole : [whole];
+    this.index = 0;
     this.finished = false;
+    this.streamEnded = false;
     // An error the loop destroys the body with is thrown into the loop, not emitted unheard.
     body.on('error', noop);
+  }
+
+  endStream() {
+    if (this.streamEnded) return;
+    this.streamEnded = true;
+    this.body.push(null);
+    this.body.read();
   }
 
   next() {
@@ -255,8 +286,13 @@ class WholeBodyIterator {
         else body.once('close', settle);
       });
     }
-    const chunk = body.read();
-    if (chunk !== null) return Promise.resolve({ value: chunk, done: false });
+    const chunks = this.chunks;
+    if (this.index < chunks.length) {
+      const value = chunks[this.index++];
+      if (this.index === chunks.length) this.endStream();
+      return Promise.resolve({ value, done: false });
+    }
+    this.endStream();
     this.finished = true;
     return new Promise((resolve) => {
       process.nextTick(() => {
@@ -348,7 +384,9 @@ class PendingRequest {
   onHead(status, reason, raw, chunk, trailers, verdict, connId) {
     const body = new ResponseBody(this);
     this.response = new Response(status, reason, raw, body);
-    if (chunk !== null) pushChunk(body, chunk);
+    // All of it is here: it enters the stream only if the stream is read.
+    if (trailers !== null && verdict !== undefined) body._whole = chunk;
+    else if (chunk !== null) pushChunk(body, chunk);
     if (trailers !== null) this.onEnd(trailers);
     if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
     this.resolve(this.response);
@@ -401,7 +439,7 @@ class PendingRequest {
       if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
       const body = this.response.body;
       if (body._sink !== null) this.finishSink();
-      else body.push(null);
+      else if (body._whole === undefined) body.push(null);
     }
   }
 
