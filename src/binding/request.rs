@@ -19,7 +19,7 @@ use super::conn::{Conn, Mode, State};
 use super::env::{Completion, EnvCtx};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::{verdict, PoolCell};
-use crate::client::{self, BodyWriter, Control, Event, HeaderList, Sink, Spec};
+use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Sink, Spec};
 use crate::error::Error;
 use crate::pool::{Checkout, Fit, KeyId, WaiterId};
 use crate::runtime::runtime;
@@ -158,24 +158,10 @@ impl ReqState {
     }
 }
 
-/// Header pairs as one latin1 string, `name\nvalue\nname\nvalue`: one string crosses to
-/// JavaScript instead of an array of them (values cannot hold a newline: hyper refuses it).
-fn header_string(env: sys::napi_env, headers: &HeaderList) -> sys::napi_value {
-    let mut out = Vec::with_capacity(
-        headers
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 2)
-            .sum(),
-    );
-    for (i, (k, v)) in headers.iter().enumerate() {
-        if i > 0 {
-            out.push(b'\n');
-        }
-        out.extend_from_slice(k.as_str().as_bytes());
-        out.push(b'\n');
-        out.extend_from_slice(v);
-    }
-    js::latin1(env, &out)
+/// Header lines as one latin1 string, as Rust packed them (`name\nvalue\n...`): one string
+/// crosses to JavaScript instead of an array of them.
+fn header_string(env: sys::napi_env, headers: &HeaderLines) -> sys::napi_value {
+    js::latin1(env, headers.as_bytes())
 }
 
 impl PoolCell {
@@ -587,8 +573,8 @@ impl EnvCtx {
 
 /// The server's `Keep-Alive: timeout=N` hint as the time a connection may idle: a second
 /// less, as Node takes it, so that the client gives up first.
-fn keep_alive_hint(headers: &HeaderList) -> Option<std::time::Duration> {
-    let (_, value) = headers.iter().find(|(k, _)| k == "keep-alive")?;
+fn keep_alive_hint(headers: &HeaderLines) -> Option<std::time::Duration> {
+    let (_, value) = headers.pairs().find(|(k, _)| *k == b"keep-alive")?;
     let value = std::str::from_utf8(value).ok()?.trim_start();
     let rest = value.strip_prefix("timeout=")?;
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();

@@ -10,6 +10,7 @@
 mod body;
 mod errors;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,9 +35,46 @@ pub type ReqBody = BoxBody<Bytes, std::io::Error>;
 /// A connection's request half; the connection itself runs in its own task.
 pub type Sender = http1::SendRequest<ReqBody>;
 
-/// Header names and values, in order, names lower-case (as `IncomingMessage#rawHeaders` would
-/// be after lower-casing).
-pub type HeaderList = Vec<(HeaderName, Bytes)>;
+/// Response header (or trailer) names and values, in order, names lower-case (as
+/// `IncomingMessage#rawHeaders` would be after lower-casing), packed as JavaScript takes them:
+/// `name\nvalue\nname\nvalue`. One allocation for all of them, made on the tokio thread and
+/// freed on JavaScript's; a value cannot hold a newline (hyper refuses it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeaderLines(Vec<u8>);
+
+impl HeaderLines {
+    fn of(map: &http::HeaderMap) -> HeaderLines {
+        let size = map
+            .iter()
+            .map(|(k, v)| k.as_str().len() + v.len() + 2)
+            .sum();
+        let mut out = Vec::with_capacity(size);
+        for (k, v) in map {
+            if !out.is_empty() {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(k.as_str().as_bytes());
+            out.push(b'\n');
+            out.extend_from_slice(v.as_bytes());
+        }
+        HeaderLines(out)
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The (name, value) pairs.
+    pub fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut parts = self.0.split(|&b| b == b'\n');
+        std::iter::from_fn(move || Some((parts.next()?, parts.next()?)))
+            .filter(|(name, _)| !name.is_empty())
+    }
+}
 
 /// What one exchange sends.
 pub struct Spec {
@@ -68,17 +106,18 @@ pub enum Event {
     /// trailers when the body is complete too.
     Head {
         status: u16,
-        reason: String,
-        headers: HeaderList,
+        /// The reason phrase (borrowed when it is the status code's usual one).
+        reason: Cow<'static, str>,
+        headers: HeaderLines,
         chunks: Vec<Bytes>,
-        end: Option<HeaderList>,
+        end: Option<HeaderLines>,
         /// The exchange is over with the head (the body came whole and the connection was
         /// settled at once): what [`Event::Done`] would carry; no `Done` follows.
         done: Option<Option<Sender>>,
     },
     /// Body bytes: every chunk that was ready when the first came, as one event.
     Data(Vec<Bytes>),
-    End(HeaderList),
+    End(HeaderLines),
     Error(Error),
     /// The connection failed before any byte of a response: the request may or may not have
     /// been processed (the binding may send it again, see `src/binding/request.rs`).
@@ -233,10 +272,10 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
     let reason = response
         .extensions()
         .get::<hyper::ext::ReasonPhrase>()
-        .map(|r| String::from_utf8_lossy(r.as_bytes()).into_owned())
-        .unwrap_or_else(|| status.canonical_reason().unwrap_or("").to_owned());
+        .map(|r| Cow::Owned(String::from_utf8_lossy(r.as_bytes()).into_owned()))
+        .unwrap_or(Cow::Borrowed(status.canonical_reason().unwrap_or("")));
     let (parts, mut body) = response.into_parts();
-    let headers = header_list(&parts.headers);
+    let headers = HeaderLines::of(&parts.headers);
 
     // What is already here goes with the head.
     let mut chunks = Vec::new();
@@ -255,7 +294,7 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
                 }
             },
             Some(None) => {
-                end = Some(Vec::new());
+                end = Some(HeaderLines::default());
                 break;
             }
             // An error right after the head: let the loop below report it with the body.
@@ -327,7 +366,7 @@ async fn stream_body(
                     }
                     Err(trailers) => break Some(Ok(trailers)),
                 },
-                None => break Some(Ok(Vec::new())),
+                None => break Some(Ok(HeaderLines::default())),
                 Some(Err(e)) => break Some(Err(e)),
             }
             if gathered >= window {
@@ -359,12 +398,12 @@ async fn stream_body(
     }
 }
 
-fn into_data_or_trailers(frame: Frame<Bytes>) -> Result<Bytes, HeaderList> {
+fn into_data_or_trailers(frame: Frame<Bytes>) -> Result<Bytes, HeaderLines> {
     match frame.into_data() {
         Ok(data) => Ok(data),
         Err(frame) => Err(frame
             .into_trailers()
-            .map(|t| header_list(&t))
+            .map(|t| HeaderLines::of(&t))
             .unwrap_or_default()),
     }
 }
@@ -383,12 +422,6 @@ fn head_size<B>(response: &http::Response<B>) -> usize {
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
     13 + reason + 2 + lines + 2
-}
-
-fn header_list(map: &http::HeaderMap) -> HeaderList {
-    map.iter()
-        .map(|(k, v)| (k.clone(), Bytes::copy_from_slice(v.as_bytes())))
-        .collect()
 }
 
 #[cfg(test)]
