@@ -72,7 +72,6 @@ impl HeaderLines {
     pub fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         let mut parts = self.0.split(|&b| b == b'\n');
         std::iter::from_fn(move || Some((parts.next()?, parts.next()?)))
-            .filter(|(name, _)| !name.is_empty())
     }
 }
 
