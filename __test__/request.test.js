@@ -453,8 +453,10 @@ test('a headersTimeout over a second fails a request with no head, on a new or a
   const second = sockets['/silent'][1];
   assert.strictEqual(second, sockets['/ok'][0]);
   if (!second.destroyed) await once(second, 'close');
-  // The agent goes on.
+  // The agent goes on; timeouts too long to ever run out are as none.
   assert.strictEqual(await (await agent.request(`${server.url}/ok`)).body.text(), 'ok');
+  const far = { headersTimeout: 1e300, bodyTimeout: Number.MAX_SAFE_INTEGER };
+  assert.strictEqual(await (await agent.request(`${server.url}/ok`, far)).body.text(), 'ok');
 });
 
 test('refused and reset connections reject with Node-style errors', async (t) => {

@@ -417,8 +417,13 @@ impl EnvCtx {
     /// Starts the headers deadline of `req`, whose exchange just started, when this thread
     /// keeps its timeout.
     pub fn arm_headers_deadline(&self, req: &ReqState) {
-        if let Some(t) = req.headers_timeout.get() {
-            req.headers_deadline.set(Some(Instant::now() + t));
+        // A deadline past what an Instant holds never comes.
+        if let Some(deadline) = req
+            .headers_timeout
+            .get()
+            .and_then(|t| Instant::now().checked_add(t))
+        {
+            req.headers_deadline.set(Some(deadline));
             self.schedule_sweep();
         }
     }
