@@ -432,12 +432,17 @@ impl EnvCtx {
     /// the exchange would at its own timeout; sweeps again while other deadlines run.
     pub fn sweep_headers_deadlines(&self) {
         let now = Instant::now();
-        let waiting = |req: &ReqState| !req.headed.get() && !req.retrying.get();
+        // Deadlines armed meanwhile (by code the failures run) schedule a sweep themselves.
+        let mut running = false;
         for req in self.requests() {
             let Some(deadline) = req.headers_deadline.get() else {
                 continue;
             };
-            if deadline > now || !waiting(&req) {
+            if req.headed.get() || req.retrying.get() {
+                continue;
+            }
+            if deadline > now {
+                running = true;
                 continue;
             }
             req.headers_deadline.set(None);
@@ -450,10 +455,6 @@ impl EnvCtx {
             self.on_request_event(req.id, Event::Error(client::headers_timeout(t)));
             self.on_request_event(req.id, Event::Done(None));
         }
-        let running = self
-            .requests()
-            .iter()
-            .any(|req| req.headers_deadline.get().is_some() && waiting(req));
         if running {
             self.schedule_sweep();
         }

@@ -64,10 +64,6 @@ impl HeaderLines {
         &self.0
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// The (name, value) pairs.
     pub fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         let mut parts = self.0.split(|&b| b == b'\n');
