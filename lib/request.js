@@ -155,6 +155,11 @@ function pushChunk(body, chunk) {
   else body.push(chunk);
 }
 
+// The same as a list of Buffers (none for null).
+function chunkList(chunk) {
+  return chunk === null ? [] : Array.isArray(chunk) ? chunk : [chunk];
+}
+
 // The response body: a Readable that asks Rust for one chunk whenever it wants more, so a
 // paused consumer stops the socket.
 class ResponseBody extends Readable {
@@ -190,6 +195,13 @@ class ResponseBody extends Readable {
     return super[Symbol.asyncIterator]();
   }
 
+  // The chunks of a body that came whole; the stream, if read after all, then ends at once.
+  _takeWhole() {
+    const whole = this._whole;
+    this._whole = null;
+    return chunkList(whole);
+  }
+
   _destroy(err, cb) {
     if (this._sink !== null && err) this._sink.reject(err);
     this._pending.bodyDestroyed();
@@ -203,15 +215,8 @@ class ResponseBody extends Readable {
     if (this.readableFlowing === null && !this.readableDidRead && !this.destroyed) {
       return new Promise((resolve, reject) => {
         const chunks = [];
-        const whole = this._whole;
-        if (whole !== undefined) {
-          // Taken whole: the stream, if read after all, ends at once.
-          this._whole = null;
-          if (Array.isArray(whole)) chunks.push(...whole);
-          else if (whole !== null) chunks.push(whole);
-        } else if (this.readableLength > 0) {
-          chunks.push(this.read());
-        }
+        if (this._whole !== undefined) chunks.push(...this._takeWhole());
+        else if (this.readableLength > 0) chunks.push(this.read());
         this._sink = { chunks, resolve, reject };
         this._pending.sinkAttached();
       });
@@ -252,10 +257,7 @@ class ResponseBody extends Readable {
 class WholeBodyIterator {
   constructor(body) {
     this.body = body;
-    const whole = body._whole;
-    // The iterator has them: the stream, if read after all, ends at once.
-    body._whole = null;
-    this.chunks = whole === null ? [] : Array.isArray(whole) ? whole : [whole];
+    this.chunks = body._takeWhole();
     this.index = 0;
     this.finished = false;
     this.streamEnded = false;
@@ -398,8 +400,7 @@ class PendingRequest {
   onData(chunk) {
     const body = this.response.body;
     if (body._sink !== null) {
-      if (Array.isArray(chunk)) body._sink.chunks.push(...chunk);
-      else body._sink.chunks.push(chunk);
+      body._sink.chunks.push(...chunkList(chunk));
       this.pull();
     } else {
       pushChunk(body, chunk);
