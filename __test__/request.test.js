@@ -531,6 +531,53 @@ test('malformed responses reject with a code that names the parse failure', asyn
   await assert.rejects(res.body.text(), { code: 'ECONNRESET', message: 'aborted' });
 });
 
+test('long methods, paths and header lines cross whole; header values go as latin1, as Node sends them', async (t) => {
+  const heads = [];
+  const server = await rawServer(t, async (socket) => {
+    try {
+      for (;;) {
+        const { head } = await readRequest(socket);
+        heads.push(head);
+        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n');
+      }
+    } catch {
+      // The connection ended.
+    }
+  });
+  const origin = `http://127.0.0.1:${server.port}`;
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  // Lengths on both sides of what fits the binding's fixed buffers, and far past them.
+  const sent = [];
+  // (The header lines are `host\n127.0.0.1:<port>\nx-latin1\n<value>`: about n + 37 bytes.)
+  for (const n of [...Array.from({ length: 26 }, (_, i) => 975 + i), 5000]) {
+    const req = {
+      method: 'X'.repeat(24 + (n % 8)),
+      path: `/${'p'.repeat(n - 480)}`,
+      value: `caf\u00e9 \u00f1 ${'v'.repeat(n)}`,
+    };
+    sent.push(req);
+    const res = await agent.request(origin + req.path, { method: req.method, headers: { 'x-latin1': req.value } });
+    assert.strictEqual(res.statusCode, 200);
+    await res.body.text();
+  }
+  // What Node itself sends for the same header value: the same bytes.
+  const node = await new Promise((resolve, reject) => {
+    http.get(`${origin}/node`, { agent: false, headers: { 'x-latin1': sent[0].value } }, (res) => {
+      res.resume();
+      res.on('end', resolve);
+    }).on('error', reject);
+  });
+  assert.strictEqual(node, undefined);
+  assert.strictEqual(heads.length, sent.length + 1);
+  const headerOf = (head) => head.split('\r\n').find((l) => l.toLowerCase().startsWith('x-latin1:'));
+  assert.strictEqual(headerOf(heads[0]), headerOf(heads[sent.length]));
+  sent.forEach((req, i) => {
+    assert.strictEqual(heads[i].split('\r\n')[0], `${req.method} ${req.path} HTTP/1.1`);
+    assert.strictEqual(headerOf(heads[i]), `x-latin1: ${req.value}`);
+  });
+});
+
 test('bad input is refused at once with Node\'s codes', async (t) => {
   const agent = new Agent();
   t.after(() => agent.destroy());

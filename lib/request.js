@@ -10,6 +10,10 @@ const diagnostics = require('node:diagnostics_channel');
 const binding = require('../binding.js');
 const errors = require('./errors');
 
+// agent.request()'s start in Rust: a plain Node-API function (see `request_function` in
+// src/binding/mod.rs).
+const startRequest = binding.requestFunction();
+
 // Event kinds from Rust (src/binding/request.rs `kind`).
 const HEAD = 0;
 const DATA = 1;
@@ -563,7 +567,7 @@ function request(agent, input, options = {}) {
     const info = { origin: target.origin, method, path, headers };
     if (channels.created.hasSubscribers) channels.created.publish({ request: info });
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
-    const result = binding.request(
+    const result = startRequest(
       agent._poolId, key, pending, method,
       path, headerLines, bytes, source !== null, contentLength, expectContinue,
       headersTimeout, bodyTimeout, agent._replayLimit,
