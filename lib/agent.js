@@ -388,13 +388,13 @@ class Agent extends Base {
   // What agent.request() needs of a URL (see `targetOf`), kept per URL string: an application
   // calls the same few URLs over and over.
   _target(input, parse) {
-    if (typeof input !== 'string') return targetOf(parse(input));
+    if (typeof input !== 'string') return targetOf(parse(input), false);
     // The same URL as the last call's is the common case: one comparison, no hashing.
     const last = this[kLastTarget];
     if (last !== null && last.input === input) return last.target;
     let target = this[kUrls].get(input);
     if (target === undefined) {
-      target = targetOf(parse(input));
+      target = targetOf(parse(input), true);
       if (this[kUrls].size >= 1024) this[kUrls].clear();
       this[kUrls].set(input, target);
     }
@@ -609,7 +609,7 @@ function setRequestSocket(agent, req, socket) {
 
 // What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
 // `key` is the pool key of its origin, filled on first use (`_requestKey`).
-function targetOf(url) {
+function targetOf(url, kept) {
   return {
     url,
     protocol: url.protocol,
@@ -619,6 +619,9 @@ function targetOf(url) {
     origin: url.origin,
     path: url.pathname + url.search,
     key: -1,
+    // A target kept for its URL string has its request head (path and host line) parsed in
+    // Rust once, on first use (null until then); others have none (undefined).
+    head: kept ? null : undefined,
   };
 }
 

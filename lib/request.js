@@ -551,9 +551,18 @@ function request(agent, input, options = {}) {
   const expectIndex = own ? hasHeader(headers, 'expect') : -1;
   const expectContinue = expectIndex >= 0 && /^100-continue$/i.test(headers[expectIndex + 1]);
   let headerLines;
-  if (own) headerLines = headers.join('\n');
-  else if (contentLength === undefined) headerLines = target.hostLine;
-  else headerLines = `${target.hostLine}\ncontent-length\n${contentLength}`;
+  // What crosses as the path: the target's head parsed once, when the request has no header
+  // lines but the host's (see targetOf in agent.js).
+  let pathOrHead = target.path;
+  if (own) {
+    headerLines = headers.join('\n');
+  } else if (contentLength === undefined) {
+    headerLines = target.hostLine;
+    if (target.head === null) target.head = binding.prepareHead(target.path, target.hostLine);
+    if (target.head !== undefined) pathOrHead = target.head;
+  } else {
+    headerLines = `${target.hostLine}\ncontent-length\n${contentLength}`;
+  }
 
   const key = agent._requestKey(target);
   if (options.maxResponseHeaderSize !== undefined) agent._setMaxHeaderSize(options.maxResponseHeaderSize);
@@ -569,7 +578,7 @@ function request(agent, input, options = {}) {
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
     const result = startRequest(
       agent._poolId, key, pending, method,
-      path, headerLines, bytes, source !== null, contentLength, expectContinue,
+      pathOrHead, headerLines, bytes, source !== null, contentLength, expectContinue,
       headersTimeout, bodyTimeout, agent._replayLimit,
     );
     if (result >= 0) {

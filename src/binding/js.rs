@@ -448,6 +448,25 @@ impl<const N: usize> Args<N> {
         }
     }
 
+    /// What [`external`] made with `tag`, if argument `i` is that.
+    pub fn external<T: 'static>(&self, i: usize, tag: &'static sys::napi_type_tag) -> Option<&T> {
+        let mut tagged = false;
+        let mut data = ptr::null_mut();
+        // SAFETY: a live value of this call; an external with our tag holds a `T` that lives
+        // at least as long as the value, which outlives the call.
+        unsafe {
+            if sys::napi_check_object_type_tag(self.env, self.argv[i], tag, &mut tagged)
+                != sys::Status::napi_ok
+                || !tagged
+                || sys::napi_get_value_external(self.env, self.argv[i], &mut data)
+                    != sys::Status::napi_ok
+            {
+                return None;
+            }
+            Some(&*data.cast::<T>())
+        }
+    }
+
     /// A string as UTF-8, written into `buf` when it fits (one copy, no length query and no
     /// allocation: the usual case for methods and paths).
     pub fn str<'b>(&self, i: usize, buf: &'b mut [MaybeUninit<u8>]) -> Option<Cow<'b, str>> {
@@ -529,4 +548,40 @@ pub fn throw_error(env: sys::napi_env, code: &str, message: &str) -> sys::napi_v
     // SAFETY: NUL-terminated strings; no exception is pending (the function threw none yet).
     unsafe { sys::napi_throw_error(env, code.as_ptr(), message.as_ptr()) };
     ptr::null_mut()
+}
+
+/// A JavaScript value that owns `value` (dropped when the value is collected), tagged with
+/// `tag` so that [`Args::external`] takes back only what was made with the same tag.
+pub fn external<T: 'static>(
+    env: sys::napi_env,
+    value: T,
+    tag: &'static sys::napi_type_tag,
+) -> Option<sys::napi_value> {
+    unsafe extern "C" fn release<T>(
+        _env: sys::napi_env,
+        data: *mut std::ffi::c_void,
+        _hint: *mut std::ffi::c_void,
+    ) {
+        // SAFETY: `data` is the box made below, released once, here.
+        drop(unsafe { Box::from_raw(data.cast::<T>()) });
+    }
+    let data = Box::into_raw(Box::new(value));
+    let mut out = ptr::null_mut();
+    // SAFETY: the box lives until the runtime calls `release` for it.
+    let made = unsafe {
+        sys::napi_create_external(
+            env,
+            data.cast(),
+            Some(release::<T>),
+            ptr::null_mut(),
+            &mut out,
+        )
+    } == sys::Status::napi_ok;
+    if !made {
+        // SAFETY: not handed to the runtime: still ours.
+        drop(unsafe { Box::from_raw(data) });
+        return None;
+    }
+    // SAFETY: a fresh external of this env, not tagged yet.
+    (unsafe { sys::napi_type_tag_object(env, out, tag) } == sys::Status::napi_ok).then_some(out)
 }

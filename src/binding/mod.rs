@@ -21,6 +21,7 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 
+use crate::client;
 use crate::pool::{KeyId, Limits, Scheduling};
 use crate::transport::dns::{parse_ip, Family};
 use crate::transport::tls::TlsOptions;
@@ -574,12 +575,53 @@ fn idempotent(method: &http::Method, headers: &[(http::HeaderName, http::HeaderV
             .any(|(k, _)| k.as_str().eq_ignore_ascii_case("idempotency-key"))
 }
 
+/// Parses a request target in origin form and header lines (`name\nvalue\n...`, validated
+/// by JavaScript: none holds a newline).
+fn head_of(path: &str, lines: &[u8]) -> Result<client::Head> {
+    let uri = http::Uri::try_from(path)
+        .map_err(|_| Error::new(Status::InvalidArg, format!("invalid path: {path}")))?;
+    let mut headers = Vec::new();
+    let mut parts = lines.split(|&b| b == b'\n');
+    while let (Some(name), Some(value)) = (parts.next(), parts.next()) {
+        let name = http::HeaderName::from_bytes(name).map_err(|_| {
+            let name = String::from_utf8_lossy(name);
+            Error::new(Status::InvalidArg, format!("invalid header name: {name}"))
+        })?;
+        let value = http::HeaderValue::from_bytes(value).map_err(|_| {
+            Error::new(
+                Status::InvalidArg,
+                format!("invalid header value for {name}"),
+            )
+        })?;
+        headers.push((name, value));
+    }
+    Ok(client::Head { uri, headers })
+}
+
+/// Marks the heads [`prepare_head`] makes.
+static HEAD_TAG: sys::napi_type_tag = sys::napi_type_tag {
+    lower: 0x6879_7065_7261_6765,
+    upper: 0x6e74_2d68_6561_6401,
+};
+
+/// A request head (target and header lines) parsed once, for the `agent.request()` calls
+/// without headers of their own to one URL: `request_function` takes it in place of the path.
+#[napi]
+pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result<Unknown<'env>> {
+    let head = Arc::new(head_of(&path, lines.as_bytes())?);
+    let value = js::external(env.raw(), head, &HEAD_TAG)
+        .ok_or_else(|| Error::from_reason("hyperagent: cannot make a request head"))?;
+    // SAFETY: a live value of this env.
+    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
+}
+
 /// `agent.request()`'s start as a plain Node-API function, made once per thread: napi-rs's
 /// conversion of its thirteen arguments (a length query and an allocation per string, a
 /// borrow scope per call) cost a tenth of the JavaScript thread's time per request.
 /// Arguments: `(pool, key, handle, method, path, headers, body, streamed, contentLength,
 /// expectContinue, headersTimeout, bodyTimeout, replayLimit)`; `headers` is
-/// `name\nvalue\n...`, already validated; `body` a Buffer or null; `replayLimit` the largest
+/// `name\nvalue\n...`, already validated; `path` may instead be a head from [`prepare_head`]
+/// (then `headers` is ignored); `body` a Buffer or null; `replayLimit` the largest
 /// body sent again after the keep-alive race (negative: never). Returns the request id, negated
 /// when the request waits in the pool's queue (its waiter id is then `queuedWaiter()`).
 #[napi]
@@ -631,13 +673,19 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let handle = args.value(2);
     let mut method_buf = [MaybeUninit::uninit(); 32];
     let method = args.str(3, &mut method_buf).ok_or_else(|| bad("method"))?;
-    let mut path_buf = [MaybeUninit::uninit(); 512];
-    let path = args.str(4, &mut path_buf).ok_or_else(|| bad("path"))?;
-    // Header lines are latin1, a byte per character, as Node and undici write them.
-    let mut headers_buf = [MaybeUninit::uninit(); 1024];
-    let headers = args
-        .latin1(5, &mut headers_buf)
-        .ok_or_else(|| bad("headers"))?;
+    let head = match args.external::<Arc<client::Head>>(4, &HEAD_TAG) {
+        Some(head) => head.clone(),
+        None => {
+            let mut path_buf = [MaybeUninit::uninit(); 512];
+            let path = args.str(4, &mut path_buf).ok_or_else(|| bad("path"))?;
+            // Header lines are latin1, a byte per character, as Node and undici write them.
+            let mut headers_buf = [MaybeUninit::uninit(); 1024];
+            let headers = args
+                .latin1(5, &mut headers_buf)
+                .ok_or_else(|| bad("headers"))?;
+            Arc::new(head_of(&path, &headers)?)
+        }
+    };
     let body = match args.bytes(6) {
         Some(b) => Some(b),
         None if args.is_nullish(6) => None,
@@ -653,29 +701,12 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let headers_timeout = args.f64(10).ok_or_else(|| bad("headersTimeout"))?;
     let body_timeout = args.f64(11).ok_or_else(|| bad("bodyTimeout"))?;
     let replay_limit = args.f64(12).ok_or_else(|| bad("replayLimit"))?;
-    let path = path.into_owned();
     let ctx = ctx()?;
     let cell = ctx
         .pool(pool)
         .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
     let method = http::Method::from_bytes(method.as_bytes())
         .map_err(|_| Error::new(Status::InvalidArg, format!("invalid method: {method}")))?;
-    // `name\nvalue\n...`: JavaScript validated every name and value (none holds a newline).
-    let mut list = Vec::new();
-    let mut parts = headers.split(|&b| b == b'\n');
-    while let (Some(name), Some(value)) = (parts.next(), parts.next()) {
-        let name = http::HeaderName::from_bytes(name).map_err(|_| {
-            let name = String::from_utf8_lossy(name);
-            Error::new(Status::InvalidArg, format!("invalid header name: {name}"))
-        })?;
-        let value = http::HeaderValue::from_bytes(value).map_err(|_| {
-            Error::new(
-                Status::InvalidArg,
-                format!("invalid header value for {name}"),
-            )
-        })?;
-        list.push((name, value));
-    }
     let ctl = Arc::new(crate::client::Control::default());
     let timeout = |ms: f64| (ms > 0.0 && ms.is_finite()).then(|| Duration::from_millis(ms as u64));
     // The body's bytes, copied once from the JavaScript Buffer: the request and its replay
@@ -686,11 +717,10 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         && !streamed
         && !expect_continue
         && bytes.len() as f64 <= replay_limit
-        && idempotent(&method, &list))
+        && idempotent(&method, &head.headers))
     .then(|| request::Replay {
         method: method.clone(),
-        path: path.clone(),
-        headers: list.clone(),
+        head: head.clone(),
         body: bytes.clone(),
         headers_timeout: timeout(headers_timeout),
         body_timeout: timeout(body_timeout),
@@ -724,8 +754,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     }
     let spec = crate::client::Spec {
         method,
-        path,
-        headers: list,
+        head,
         body: req_body,
         expect_continue: gate,
         headers_timeout: timeout(headers_timeout),

@@ -78,8 +78,7 @@ pub const SWEEP_EVERY_MS: u64 = 500;
 /// A request that can be sent again.
 pub struct Replay {
     pub method: http::Method,
-    pub path: String,
-    pub headers: Vec<(http::HeaderName, http::HeaderValue)>,
+    pub head: Arc<client::Head>,
     pub body: Bytes,
     pub headers_timeout: Option<std::time::Duration>,
     pub body_timeout: Option<std::time::Duration>,
@@ -90,8 +89,7 @@ impl Replay {
     fn spec(&self) -> Spec {
         Spec {
             method: self.method.clone(),
-            path: self.path.clone(),
-            headers: self.headers.clone(),
+            head: self.head.clone(),
             body: if self.body.is_empty() {
                 client::empty_body()
             } else {

@@ -72,11 +72,18 @@ impl HeaderLines {
 }
 
 /// What one exchange sends.
+/// A request's target in origin form (`/path?query`) and its header lines, parsed once and
+/// shared: by a request and its replay, and by every request without headers of its own to the
+/// same URL.
+#[derive(Debug)]
+pub struct Head {
+    pub uri: http::Uri,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
 pub struct Spec {
     pub method: Method,
-    /// The request target in origin form (`/path?query`).
-    pub path: String,
-    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub head: Arc<Head>,
     pub body: ReqBody,
     /// `expect: 100-continue`: hold the body until the server says so (or a second passes).
     pub expect_continue: Option<Arc<Notify>>,
@@ -218,12 +225,10 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
         sink.post(Event::Done(None));
         return;
     }
-    let mut req = Request::builder()
-        .method(spec.method)
-        .uri(spec.path)
-        .body(spec.body)
-        .expect("method and path were validated");
-    req.headers_mut().extend(spec.headers);
+    let mut req = Request::new(spec.body);
+    *req.method_mut() = spec.method;
+    *req.uri_mut() = spec.head.uri.clone();
+    req.headers_mut().extend(spec.head.headers.iter().cloned());
     if let Some(gate) = spec.expect_continue {
         let gate2 = gate.clone();
         hyper::ext::on_informational(&mut req, move |res| {

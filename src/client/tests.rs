@@ -77,8 +77,10 @@ async fn connect(port: u16) -> Sender {
 fn get(path: &str) -> Spec {
     Spec {
         method: Method::GET,
-        path: path.into(),
-        headers: vec![(http::header::HOST, HeaderValue::from_static("127.0.0.1"))],
+        head: Arc::new(Head {
+            uri: path.parse().unwrap(),
+            headers: vec![(http::header::HOST, HeaderValue::from_static("127.0.0.1"))],
+        }),
         body: empty_body(),
         expect_continue: None,
         headers_timeout: None,
@@ -288,8 +290,13 @@ async fn a_streamed_request_body_applies_back_pressure_and_reports_the_drain() {
     let (body, mut writer) = channel_body(Some(40), move || drained.post(Event::BodyDrain));
     let mut spec = get("/");
     spec.method = Method::POST;
-    spec.headers
-        .push((http::header::CONTENT_LENGTH, HeaderValue::from_static("40")));
+    spec.head = Arc::new(Head {
+        uri: spec.head.uri.clone(),
+        headers: vec![
+            (http::header::HOST, HeaderValue::from_static("127.0.0.1")),
+            (http::header::CONTENT_LENGTH, HeaderValue::from_static("40")),
+        ],
+    });
     spec.body = body;
     // Fill the channel before anything is sent: the writer is told to wait.
     let mut results = Vec::new();
