@@ -531,6 +531,31 @@ test('malformed responses reject with a code that names the parse failure', asyn
   await assert.rejects(res.body.text(), { code: 'ECONNRESET', message: 'aborted' });
 });
 
+test('every URL gets its own request head, through the agent\'s URL cache and its clearing', async (t) => {
+  const a = await echoServer(t);
+  const b = await echoServer(t);
+  const agent = new Agent({ maxSockets: 4 });
+  t.after(() => agent.destroy());
+  // More distinct URLs than the cache keeps (1,024), each asked for in every form: without
+  // headers (a head made once per URL), with headers, with a body, and as a URL object.
+  for (let i = 0; i < 1100; i++) {
+    const server = i % 2 === 0 ? a : b;
+    const url = `${server.url}/u/${i}?q=${i}`;
+    const host = `127.0.0.1:${server.port}`;
+    const plain = await (await agent.request(url)).body.json();
+    assert.deepStrictEqual([plain.method, plain.url, plain.headers.host], ['GET', `/u/${i}?q=${i}`, host]);
+    if (i % 50 !== 0) continue;
+    const again = await (await agent.request(url)).body.json();
+    assert.strictEqual(again.url, `/u/${i}?q=${i}`);
+    const own = await (await agent.request(url, { headers: { 'x-i': String(i) } })).body.json();
+    assert.deepStrictEqual([own.url, own.headers['x-i'], own.headers.host], [`/u/${i}?q=${i}`, String(i), host]);
+    const post = await (await agent.request(url, { method: 'POST', body: 'abc' })).body.json();
+    assert.deepStrictEqual([post.method, post.url, post.length], ['POST', `/u/${i}?q=${i}`, 3]);
+    const viaUrl = await (await agent.request(new URL(url))).body.json();
+    assert.strictEqual(viaUrl.url, `/u/${i}?q=${i}`);
+  }
+});
+
 test('long methods, paths and header lines cross whole; header values go as latin1, as Node sends them', async (t) => {
   const heads = [];
   const server = await rawServer(t, async (socket) => {
