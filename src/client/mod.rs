@@ -71,7 +71,6 @@ impl HeaderLines {
     }
 }
 
-/// What one exchange sends.
 /// A request's target in origin form (`/path?query`) and its header lines, parsed once and
 /// shared: by a request and its replay, and by every request without headers of its own to the
 /// same URL.
@@ -81,6 +80,7 @@ pub struct Head {
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
+/// What one exchange sends.
 pub struct Spec {
     pub method: Method,
     pub head: Arc<Head>,
