@@ -587,13 +587,12 @@ test('long methods, paths and header lines cross whole; header values go as lati
     await res.body.text();
   }
   // What Node itself sends for the same header value: the same bytes.
-  const node = await new Promise((resolve, reject) => {
+  await new Promise((resolve, reject) => {
     http.get(`${origin}/node`, { agent: false, headers: { 'x-latin1': sent[0].value } }, (res) => {
       res.resume();
       res.on('end', resolve);
     }).on('error', reject);
   });
-  assert.strictEqual(node, undefined);
   assert.strictEqual(heads.length, sent.length + 1);
   const headerOf = (head) => head.split('\r\n').find((l) => l.toLowerCase().startsWith('x-latin1:'));
   assert.strictEqual(headerOf(heads[0]), headerOf(heads[sent.length]));
