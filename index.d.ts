@@ -150,7 +150,7 @@ declare namespace Agent {
     statusMessage: string;
     /** Lower-case names; duplicates joined as Node joins them, `set-cookie` an array. */
     headers: http.IncomingHttpHeaders;
-    /** `[name, value, ...]`, names lower-case. */
+    /** `[name, value, ...]`, names lower-case; a repeated name's values together, in the order each name first came. */
     rawHeaders: string[];
     /** Filled when the body ends. */
     trailers: NodeJS.Dict<string>;

@@ -58,6 +58,19 @@ test('a GET resolves with status, headers and a body stream', async (t) => {
   assert.strictEqual(await res.body.text(), 'hello');
 });
 
+test('rawHeaders: lower-case names, a repeated name\'s values together, as the README says', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.writeHead(200, ['X-A', '1', 'X-B', '2', 'x-a', '3', 'content-length', '2']);
+    res.end('ok');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const res = await agent.request(server.url);
+  assert.deepStrictEqual(res.rawHeaders.slice(0, 6), ['x-a', '1', 'x-a', '3', 'x-b', '2']);
+  assert.strictEqual(res.headers['x-a'], '1, 3');
+  assert.strictEqual(await res.body.text(), 'ok');
+});
+
 test('methods, URL forms and headers reach the server', async (t) => {
   const server = await echoServer(t);
   const agent = new Agent();
