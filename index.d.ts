@@ -142,6 +142,14 @@ declare namespace Agent {
     json(): Promise<unknown>;
     arrayBuffer(): Promise<ArrayBuffer>;
     blob(): Promise<Blob>;
+    /** The whole body in a Uint8Array of its own. */
+    bytes(): Promise<Uint8Array>;
+    /**
+     * Reads the body to its end and drops it, so that its connection goes back to the pool; a
+     * body longer than `limit` bytes (default 131072) is destroyed instead, closing its
+     * connection. Resolves `null` once the body has closed; rejects only when `signal` aborts.
+     */
+    dump(options?: { limit?: number; signal?: AbortSignal }): Promise<null>;
     destroy(error?: Error): this;
   }
 

@@ -10,6 +10,7 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const { Readable } = require('node:stream');
+const { finished } = require('node:stream/promises');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { once } = require('node:events');
 const hyperagent = require('..');
@@ -351,6 +352,11 @@ test('a body that came whole reads the same whatever reads it', async (t) => {
     },
     text: async (body) => Buffer.from(await body.text()),
     arrayBuffer: async (body) => Buffer.from(await body.arrayBuffer()),
+    bytes: async (body) => {
+      const bytes = await body.bytes();
+      assert.ok(bytes instanceof Uint8Array && !Buffer.isBuffer(bytes));
+      return Buffer.from(bytes);
+    },
     'read after text': async (body) => {
       const text = await body.text();
       const rest = [];
@@ -365,12 +371,87 @@ test('a body that came whole reads the same whatever reads it', async (t) => {
       const closed = once(body, 'close');
       const bytes = await read(body);
       assert.ok(bytes.equals(expected), `${name} ${path}`);
-      if (!name.includes('text') && name !== 'arrayBuffer') {
-        await closed;
-        assert.strictEqual(body.readableEnded, true, `${name} ${path}`);
-      }
+      // Whatever read it, the stream ends and closes (text() and the like too).
+      await closed;
+      assert.strictEqual(body.readableEnded, true, `${name} ${path}`);
     }
   }
+});
+
+test('a streamed body read by text() and the like ends and closes as a read stream', { timeout: 20000 }, async (t) => {
+  const string = 'x'.repeat(1024 * 1024);
+  const big = Buffer.from(JSON.stringify(string));
+  const server = await httpServer(t, (req, res) => res.end(big));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (const read of ['text', 'json', 'arrayBuffer', 'bytes']) {
+    const { body } = await agent.request(server.url);
+    const value = await body[read]();
+    if (read === 'json') assert.strictEqual(value, string);
+    else assert.ok(Buffer.from(value).equals(big), read);
+    await finished(body);
+    assert.strictEqual(body.readableEnded, true, read);
+    assert.strictEqual(body.destroyed, true, read);
+    const rest = [];
+    for await (const c of body) rest.push(c);
+    assert.deepStrictEqual(rest, [], read);
+  }
+});
+
+test('body.dump() drops a body: within its limit the connection is reused, past it closed', async (t) => {
+  const big = Buffer.alloc(1024 * 1024, 'b');
+  let stall = null;
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/big') return res.end(big);
+    if (req.url === '/stall') {
+      res.writeHead(200, { 'content-length': '10' });
+      res.write('12345');
+      stall = res;
+      return undefined;
+    }
+    return res.end('hello');
+  });
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const port = () => server.requestPorts[server.requestPorts.length - 1];
+
+  // A small body, and a large one with a limit above its size: read, the connection kept.
+  assert.strictEqual(await (await agent.request(server.url)).body.dump(), null);
+  const first = port();
+  assert.strictEqual(await (await agent.request(`${server.url}/big`)).body.dump({ limit: 2 * big.length }), null);
+  assert.strictEqual(port(), first);
+  // Past the default limit (128 KiB): destroyed, so the next request needs a new connection.
+  const res = await agent.request(`${server.url}/big`);
+  assert.strictEqual(await res.body.dump(), null);
+  assert.strictEqual(res.body.destroyed, true);
+  assert.strictEqual(res.body.readableEnded, false);
+  assert.strictEqual(await (await agent.request(server.url)).body.text(), 'hello');
+  assert.notStrictEqual(port(), first);
+  // A body already read (whole, or streamed) has nothing left to drop.
+  for (const path of ['/', '/big']) {
+    const read = await agent.request(server.url + path);
+    await read.body.text();
+    assert.strictEqual(await read.body.dump(), null);
+  }
+
+  // A signal: rejects with its reason when it aborts during the dump, or had aborted before.
+  const stalled = await agent.request(`${server.url}/stall`);
+  const controller = new AbortController();
+  const dumped = stalled.body.dump({ signal: controller.signal });
+  const reason = new Error('enough');
+  controller.abort(reason);
+  await assert.rejects(dumped, (err) => err === reason);
+  stall.destroy();
+  const aborted = await agent.request(server.url);
+  await assert.rejects(aborted.body.dump({ signal: AbortSignal.abort(reason) }), (err) => err === reason);
+  aborted.body.destroy();
+
+  // Bad options throw at once.
+  const bad = await agent.request(server.url);
+  assert.throws(() => bad.body.dump(5), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => bad.body.dump({ limit: -1 }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => bad.body.dump({ signal: {} }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.strictEqual(await bad.body.dump(), null);
 });
 
 test('for await over a body that came whole acts as the stream iterator', async (t) => {

@@ -33,6 +33,8 @@ const channels = {
 const TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 const DEFAULT_TIMEOUT = 300e3;
+// What body.dump() reads at most before it closes the connection instead (undici's default).
+const DUMP_LIMIT = 128 * 1024;
 // Methods that carry no body unless one is given.
 const NO_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT']);
 const noop = () => {};
@@ -250,6 +252,50 @@ class ResponseBody extends Readable {
   async blob() {
     return new Blob([await this.arrayBuffer()]);
   }
+
+  // The whole body in a Uint8Array of its own.
+  async bytes() {
+    return new Uint8Array(await this.arrayBuffer());
+  }
+
+  // Reads the body to its end and drops it, as undici's dump(): so that its connection goes
+  // back to the pool. A body longer than `limit` bytes (128 KiB by default) is destroyed
+  // instead, which closes its connection. Resolves null once the body has closed, whatever
+  // ended it; rejects only when `signal` aborts it.
+  dump(options) {
+    if (options !== undefined && (options === null || typeof options !== 'object')) {
+      throw errors.invalidArgType('options', 'of type object', options);
+    }
+    const limit = options === undefined || options.limit === undefined ? DUMP_LIMIT : options.limit;
+    if (typeof limit !== 'number' || Number.isNaN(limit) || limit < 0) {
+      throw errors.invalidArgType('options.limit', 'a non-negative number', limit);
+    }
+    const signal = options === undefined ? undefined : options.signal;
+    if (signal !== undefined && signal !== null && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
+      throw errors.invalidArgType('options.signal', 'an instance of AbortSignal', signal);
+    }
+    if (signal && signal.aborted) return Promise.reject(abortError(signal));
+    // Already read whole (text() and the like), or closed: nothing is left to drop.
+    if (this._used || this.closed) return Promise.resolve(null);
+    this._used = true;
+    return new Promise((resolve, reject) => {
+      const onAbort = () => this.destroy(abortError(signal));
+      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+      this.once('close', () => {
+        if (!signal) return resolve(null);
+        signal.removeEventListener('abort', onAbort);
+        return signal.aborted ? reject(abortError(signal)) : resolve(null);
+      });
+      // Any error ends it through 'close'.
+      this.on('error', noop);
+      let read = 0;
+      this.on('data', (chunk) => {
+        read += chunk.length;
+        if (read > limit) this.destroy();
+      });
+      this.resume();
+    });
+  }
 }
 
 // Iterates a body that came whole, as Node's stream iterator would iterate it once buffered:
@@ -417,9 +463,14 @@ class PendingRequest {
     else this.pull();
   }
 
+  // The body's bytes went to text()/json()/...: the stream ends as if it had been read ('end',
+  // then 'close'), so that code waiting on it (stream.finished, a later loop) sees it end.
   finishSink() {
-    const sink = this.response.body._sink;
+    const body = this.response.body;
+    const sink = body._sink;
     sink.resolve(sink.chunks.length === 1 ? sink.chunks[0] : Buffer.concat(sink.chunks));
+    body.push(null);
+    body.read();
   }
 
   onEnd(trailers) {

@@ -79,7 +79,11 @@ async function promisePath(): Promise<unknown> {
   const other = await hyperagent.request({ origin: 'http://127.0.0.1', path: '/x' });
   const text: string = await other.body.text();
   const streamed = await secure.request(new URL('https://127.0.0.1/'), { body: (async function* g() { yield 'x'; })() });
-  void [code, cookies, text, streamed.trailers];
+  const bytes: Uint8Array = await streamed.body.bytes();
+  const dumped: null = await other.body.dump({ limit: 1024, signal: AbortSignal.timeout(1000) });
+  // @ts-expect-error dump's limit is a number
+  await other.body.dump({ limit: '1k' });
+  void [code, cookies, text, streamed.trailers, bytes, dumped];
   // @ts-expect-error body must be bytes, a string or a stream
   await agent.request('http://127.0.0.1/', { body: 42 });
   return res.body.json();
