@@ -398,6 +398,40 @@ test('a streamed body read by text() and the like ends and closes as a read stre
   }
 });
 
+test('text() on a body already read, ended or destroyed settles', { timeout: 20000 }, async (t) => {
+  const big = Buffer.alloc(1024 * 1024, 'r');
+  const server = await httpServer(t, (req, res) => res.end(big));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const unusable = (why) => (err) => err instanceof TypeError && err.message === `Body is unusable: ${why}`;
+
+  let res = await agent.request(server.url);
+  res.body.destroy();
+  await assert.rejects(res.body.text(), unusable('it was destroyed'));
+
+  res = await agent.request(server.url);
+  const boom = new Error('boom');
+  res.body.on('error', () => {});
+  res.body.destroy(boom);
+  await assert.rejects(res.body.text(), (err) => err === boom);
+
+  res = await agent.request(server.url);
+  res.body.resume();
+  await once(res.body, 'end');
+  await assert.rejects(res.body.text(), unusable('it has already been read'));
+
+  // Part read: text() has the rest.
+  res = await agent.request(server.url);
+  await once(res.body, 'readable');
+  const first = res.body.read();
+  assert.strictEqual(first.length + (await res.body.text()).length, big.length);
+
+  // Destroyed while text() collects the rest: a premature close.
+  res = await agent.request(server.url);
+  res.body.once('data', () => res.body.destroy());
+  await assert.rejects(res.body.text(), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
+});
+
 test('body.dump() drops a body: within its limit the connection is reused, past it closed', async (t) => {
   const big = Buffer.alloc(1024 * 1024, 'b');
   let stall = null;

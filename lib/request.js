@@ -5,7 +5,7 @@
 // validates the call, starts it in Rust, and turns Rust's events (src/binding/request.rs) into
 // the promise and the body stream.
 
-const { Readable } = require('node:stream');
+const { Readable, finished } = require('node:stream');
 const diagnostics = require('node:diagnostics_channel');
 const binding = require('../binding.js');
 const errors = require('./errors');
@@ -217,8 +217,13 @@ class ResponseBody extends Readable {
   // The whole body as one Buffer.
   _consume() {
     if (this._used) return Promise.reject(new TypeError('Body is unusable: it has already been read'));
+    // Destroyed (read to its end, destroyed by its consumer, or failed): nothing is left.
+    if (this.destroyed) {
+      const why = this.readableEnded ? 'it has already been read' : 'it was destroyed';
+      return Promise.reject(this.errored ?? new TypeError(`Body is unusable: ${why}`));
+    }
     this._used = true;
-    if (this.readableFlowing === null && !this.readableDidRead && !this.destroyed) {
+    if (this.readableFlowing === null && !this.readableDidRead) {
       return new Promise((resolve, reject) => {
         const chunks = [];
         if (this._whole !== undefined) chunks.push(...this._takeWhole());
@@ -227,12 +232,12 @@ class ResponseBody extends Readable {
         this._pending.sinkAttached();
       });
     }
-    // Something already read from the stream: collect the rest of it.
+    // Something already read from the stream: collect the rest of it (nothing, if it ended),
+    // failing if it errors or is destroyed before its end.
     return new Promise((resolve, reject) => {
       const chunks = [];
       this.on('data', (chunk) => chunks.push(chunk));
-      this.once('end', () => resolve(Buffer.concat(chunks)));
-      this.once('error', reject);
+      finished(this, (err) => (err ? reject(err) : resolve(Buffer.concat(chunks))));
     });
   }
 
