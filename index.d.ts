@@ -187,6 +187,7 @@ declare namespace Agent {
     | 'ERR_HYPERAGENT_UNSUPPORTED'
     | 'ERR_HYPERAGENT_HEADERS_TIMEOUT'
     | 'ERR_HYPERAGENT_BODY_TIMEOUT'
+    | 'ERR_HYPERAGENT_CONTENT_LENGTH_MISMATCH'
     | 'ERR_HYPERAGENT_HTTP';
 
   /** A malformed response, named as Node's parser (llhttp) names it. */

@@ -120,6 +120,46 @@ test('every body type is sent, with content-length when known and chunked otherw
   assert.strictEqual(none.headers['content-length'], '0');
 });
 
+test('a content-length given with a body is held to; a failing body source rejects with its own error', async (t) => {
+  const complete = [];
+  const server = await httpServer(t, (req, res) => {
+    let n = 0;
+    req.on('data', (c) => { n += c.length; });
+    req.on('error', () => {});
+    req.on('end', () => {
+      complete.push(n);
+      res.end(`got ${n}`);
+    });
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const post = (headers, body) => agent.request(server.url, { method: 'POST', headers, body });
+  const mismatch = { code: 'ERR_HYPERAGENT_CONTENT_LENGTH_MISMATCH' };
+  // A body of known length: refused at once.
+  assert.throws(() => post({ 'content-length': '10' }, '12345'), mismatch);
+  assert.throws(() => post({ 'content-length': '3' }, Buffer.from('12345')), mismatch);
+  assert.throws(() => post({ 'content-length': '5' }), mismatch);
+  for (const bad of ['abc', '-1', '1.5', '']) {
+    assert.throws(() => post({ 'content-length': bad }, ''), { code: 'ERR_INVALID_ARG_VALUE' }, bad);
+  }
+  // A stream: held to the length as it goes, past it or short of it.
+  const stream = (...parts) => Readable.from(parts.map((p) => Buffer.from(p)));
+  await assert.rejects(post({ 'content-length': '3' }, stream('12', '345')), { ...mismatch, message: /is 3 but the body is at least 5 bytes/ });
+  await assert.rejects(post({ 'content-length': '10' }, stream('12345')), { ...mismatch, message: /is 10 but the body is 5 bytes/ });
+  assert.strictEqual(await (await post({ 'content-length': '5' }, stream('12', '345'))).body.text(), 'got 5');
+  // A source that fails: the request rejects with the source's error.
+  const thrown = new Error('source broke');
+  await assert.rejects(post(undefined, (async function* gen() {
+    yield 'abc';
+    throw thrown;
+  })()), (err) => err === thrown);
+  const destroyed = new Error('readable broke');
+  await assert.rejects(post(undefined, new Readable({ read() { this.destroy(destroyed); } })), (err) => err === destroyed);
+  // Only the matching request reached the server whole; the agent goes on.
+  assert.deepStrictEqual(complete, [5]);
+  assert.strictEqual(await (await agent.request(server.url)).body.text(), 'got 0');
+});
+
 test('large bodies both ways arrive intact', async (t) => {
   const size = 16 * 1024 * 1024;
   const down = crypto.randomBytes(size);

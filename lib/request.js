@@ -51,6 +51,14 @@ function invalidChar(name) {
   return err;
 }
 
+// A body whose length differs from the content-length given with it.
+function lengthMismatch(declared, actual, atLeast = false) {
+  return errors.hyperagentError(
+    'CONTENT_LENGTH_MISMATCH',
+    `content-length is ${declared} but the body is ${atLeast ? 'at least ' : ''}${actual} bytes`,
+  );
+}
+
 function abortError(signal) {
   if (signal && signal.reason !== undefined) return signal.reason;
   return new DOMException('This operation was aborted', 'AbortError');
@@ -409,6 +417,9 @@ class Response {
 class PendingRequest {
   constructor(agent, resolve, reject, signal, info) {
     this.info = info;
+    // A streamed body's declared length (undefined: chunked), and what made its source fail.
+    this.length = undefined;
+    this.bodyError = undefined;
     this.agent = agent;
     this.resolve = resolve;
     this.reject = reject;
@@ -429,7 +440,8 @@ class PendingRequest {
       case HEAD: return this.onHead(a, b, c, d === null ? null : chunk(d), e, f, g);
       case DATA: return this.onData(chunk(a));
       case END: return this.onEnd(a);
-      case ERROR: return this.fail(errors.systemError(a));
+      // A body source that failed is the cause, whatever the connection made of it.
+      case ERROR: return this.fail(this.bodyError !== undefined ? this.bodyError : errors.systemError(a));
       case DRAIN: return this.onDrain();
       case DONE: return this.onDone(a, b);
       default: return undefined;
@@ -548,19 +560,27 @@ class PendingRequest {
     }
   }
 
-  // Streams a body source into Rust, as fast as the connection takes it.
+  // Streams a body source into Rust, as fast as the connection takes it. A declared length
+  // is held to: a source that runs past it or ends short fails the request.
   async pump(source) {
+    let sent = 0;
     try {
       for await (const chunk of source) {
         if (this.done) return;
         const buf = typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
+        sent += buf.length;
+        if (this.length !== undefined && sent > this.length) throw lengthMismatch(this.length, sent, true);
         const r = binding.bodyWrite(this.id, buf);
         if (r === 2) return;
         if (r === 1 && !this.done) await new Promise((resolve) => { this.drain = resolve; });
       }
+      if (this.length !== undefined && sent !== this.length) throw lengthMismatch(this.length, sent);
       if (!this.done) binding.bodyEnd(this.id);
     } catch (err) {
-      if (!this.done) binding.bodyFail(this.id, err && err.message ? err.message : String(err));
+      if (!this.done) {
+        this.bodyError = err;
+        binding.bodyFail(this.id, err && err.message ? err.message : String(err));
+      }
     }
   }
 }
@@ -598,7 +618,16 @@ function request(agent, input, options = {}) {
   let contentLength;
   const declared = own ? hasHeader(headers, 'content-length') : -1;
   if (declared >= 0) {
-    contentLength = Number(headers[declared + 1]);
+    const value = headers[declared + 1];
+    if (!/^\d+$/.test(value)) {
+      throw errors.invalidArgValue('options.headers', value, 'has a content-length that is not a non-negative integer');
+    }
+    contentLength = Number(value);
+    // A body whose length is known must have the length declared (a stream is checked as it goes).
+    if (source === null) {
+      const actual = bytes === null ? 0 : bytes.length;
+      if (actual !== contentLength) throw lengthMismatch(contentLength, actual);
+    }
   } else if (source === null && ((bytes !== null && bytes.length > 0) || !NO_BODY.has(method))) {
     // As Node and undici: a known length is sent, 0 for methods that normally carry a body.
     contentLength = bytes === null ? 0 : bytes.length;
@@ -649,7 +678,10 @@ function request(agent, input, options = {}) {
       pending.onAbort = () => pending.abort(abortError(signal));
       signal.addEventListener('abort', pending.onAbort, { once: true });
     }
-    if (source !== null) pending.pump(source);
+    if (source !== null) {
+      pending.length = contentLength;
+      pending.pump(source);
+    }
   });
 }
 
