@@ -346,6 +346,43 @@ test('aborting works while queued, before the head, and during the body', async 
   await assert.rejects(agent.request(server.url, { signal: AbortSignal.abort() }), { name: 'AbortError' });
 });
 
+test('agent.destroy() ends agent.request()s: queued, waiting for the head, and mid-body', { timeout: 20000 }, async (t) => {
+  const arrived = [];
+  let notify = null;
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/after') return res.end('after');
+    // /body sends its head and part of its body; /head nothing. Both hold on.
+    if (req.url === '/body') {
+      res.writeHead(200);
+      res.write('part');
+    }
+    arrived.push(req.url);
+    if (notify) notify();
+    return undefined;
+  });
+  const agent = new Agent({ maxSockets: 2 });
+  t.after(() => agent.destroy());
+  const both = new Promise((resolve) => {
+    notify = () => arrived.length === 2 && resolve();
+  });
+  const head = agent.request(`${server.url}/head`);
+  const body = agent.request(`${server.url}/body`);
+  const queued = agent.request(`${server.url}/queued`);
+  await both;
+  const res = await body;
+  const text = res.body.text();
+  assert.deepStrictEqual(agent.getCurrentStatus().requests, { [`127.0.0.1:${server.port}:`]: 1 });
+
+  agent.destroy();
+  await assert.rejects(head, { code: 'ECONNRESET', message: 'socket hang up' });
+  await assert.rejects(text, { code: 'ECONNRESET', message: 'aborted' });
+  await assert.rejects(queued, { code: 'ERR_HYPERAGENT_AGENT_DESTROYED' });
+  const status = agent.getCurrentStatus();
+  assert.deepStrictEqual([status.sockets, status.requests], [{}, {}]);
+  // The agent stays usable, as Node's does.
+  assert.strictEqual(await (await agent.request(`${server.url}/after`)).body.text(), 'after');
+});
+
 test('destroying the body mid-way frees the connection slot', async (t) => {
   const server = await httpServer(t, (req, res) => {
     if (req.url === '/endless') {

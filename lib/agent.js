@@ -183,8 +183,19 @@ class Agent extends Base {
         'AGENT_DESTROYED',
         'The agent was destroyed while this request waited for a connection',
       );
+      if (w.pending !== undefined) {
+        // An agent.request() (its place in the queue is gone with the others).
+        w.pending.waiter = -1;
+        w.pending.abort(err);
+        continue;
+      }
       w.resource.runInAsyncScope(() => w.req.onSocket(undefined, err));
       w.resource.emitDestroy();
+    }
+    // agent.request()s on a connection lose it as the sockets below do: before the response
+    // head with Node's "socket hang up", during the body with "aborted".
+    for (const pending of pool.requestsInFlight()) {
+      pending.abort(errors.connResetError(pending.response === null ? 'socket hang up' : 'aborted'));
     }
     const active = pool.activeSockets();
     for (let i = 1; i < active.length; i += 2) active[i].destroy();

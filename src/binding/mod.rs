@@ -516,6 +516,18 @@ impl NativePool {
         self.cell.destroy()
     }
 
+    /// The handles of the `agent.request()`s on a connection (see
+    /// `PoolCell::requests_in_flight`).
+    #[napi(ts_return_type = "object[]")]
+    pub fn requests_in_flight<'env>(&self, env: &'env Env) -> Vec<Unknown<'env>> {
+        self.cell
+            .requests_in_flight()
+            .into_iter()
+            // SAFETY: live values of this env.
+            .map(|v| unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+            .collect()
+    }
+
     /// Counts an error on an established socket (`errorSocketCount`).
     #[napi]
     pub fn count_error(&self) {

@@ -225,6 +225,19 @@ impl PoolCell {
         (req, waiter)
     }
 
+    /// `agent.destroy()`: the JavaScript handles of this pool's `agent.request()`s that are on
+    /// a connection (or connecting), for JavaScript to abort, which closes their connections
+    /// as the drop-in path's sockets are destroyed.
+    pub fn requests_in_flight(&self) -> Vec<sys::napi_value> {
+        let env = self.ctx.env;
+        self.ctx
+            .requests()
+            .into_iter()
+            .filter(|r| r.pool.id == self.id && r.conn.get() != 0)
+            .map(|r| r.handle.get(env))
+            .collect()
+    }
+
     /// Sends a request on an idle connection of the promise path.
     pub fn dispatch(self: &Rc<Self>, req: &Rc<ReqState>, conn_id: u32) {
         let Some(conn) = self.conn(conn_id) else {
