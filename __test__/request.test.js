@@ -91,6 +91,41 @@ test('methods, URL forms and headers reach the server', async (t) => {
   assert.strictEqual(flat.headers['x-a'], '1, 2');
 });
 
+test('credentials in the URL go as basic authorization, as Node\'s http sends them', async (t) => {
+  const server = await echoServer(t);
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const withAuth = `http://us%20er:p%40ss:w@127.0.0.1:${server.port}/a`;
+  // What Node's http.request sends for the same URL.
+  const node = await new Promise((resolve, reject) => {
+    http.get(withAuth, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c)).on('end', () => resolve(JSON.parse(Buffer.concat(chunks))));
+    }).on('error', reject);
+  });
+  const expected = `Basic ${Buffer.from('us er:p@ss:w').toString('base64')}`;
+  assert.strictEqual(node.headers.authorization, expected);
+  const forms = [
+    [withAuth, undefined],
+    [new URL(withAuth), undefined],
+    [withAuth, { 'x-own': '1' }],
+    [withAuth, undefined, 'POST'],
+  ];
+  for (const [url, headers, method] of forms) {
+    // Twice: the second goes through the agent's URL cache.
+    for (let i = 0; i < 2; i++) {
+      const echo = await (await agent.request(url, { headers, method })).body.json();
+      assert.strictEqual(echo.headers.authorization, expected, String(url));
+      assert.strictEqual(echo.headers.host, `127.0.0.1:${server.port}`);
+    }
+  }
+  // A header of one's own wins; a URL without credentials sends none.
+  const own = await (await agent.request(withAuth, { headers: { Authorization: 'Bearer x' } })).body.json();
+  assert.strictEqual(own.headers.authorization, 'Bearer x');
+  const none = await (await agent.request(`${server.url}/a`)).body.json();
+  assert.strictEqual(none.headers.authorization, undefined);
+});
+
 test('every body type is sent, with content-length when known and chunked otherwise', async (t) => {
   const server = await echoServer(t);
   const agent = new Agent();

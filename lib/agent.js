@@ -621,12 +621,18 @@ function setRequestSocket(agent, req, socket) {
 // What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
 // `key` is the pool key of its origin, filled on first use (`_requestKey`).
 function targetOf(url, kept) {
+  // Credentials in the URL go as basic authorization, as Node's http.request sends them.
+  const auth = url.username || url.password
+    ? `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`
+    : null;
   return {
     url,
     protocol: url.protocol,
     host: url.host,
-    // The host header as it crosses to Rust (lib/request.js).
-    hostLine: `host\n${url.host}`,
+    auth,
+    // The header lines every request to it carries, as they cross to Rust (lib/request.js):
+    // the host, and the authorization of the URL's credentials.
+    baseLines: auth === null ? `host\n${url.host}` : `host\n${url.host}\nauthorization\n${auth}`,
     origin: url.origin,
     path: url.pathname + url.search,
     key: -1,

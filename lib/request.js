@@ -599,9 +599,13 @@ function request(agent, input, options = {}) {
   const given = options.method === undefined ? 'GET' : options.method;
   if (typeof given !== 'string' || !TOKEN.test(given)) throw invalidToken('Method', given);
   const method = given.toUpperCase();
-  // No headers given (the common case): only the host header, and a length, go.
+  // No headers given (the common case): only the target's lines (host, and the URL's
+  // credentials), and a length, go.
   const own = options.headers !== undefined && options.headers !== null;
-  const headers = own ? flattenHeaders(options.headers) : ['host', target.host];
+  let headers;
+  if (own) headers = flattenHeaders(options.headers);
+  else if (target.auth === null) headers = ['host', target.host];
+  else headers = ['host', target.host, 'authorization', target.auth];
   const { bytes, source } = bodyOf(options.body);
   const signal = options.signal;
   if (signal !== undefined && signal !== null && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
@@ -615,6 +619,7 @@ function request(agent, input, options = {}) {
   }
 
   if (own && hasHeader(headers, 'host') < 0) headers.push('host', target.host);
+  if (own && target.auth !== null && hasHeader(headers, 'authorization') < 0) headers.push('authorization', target.auth);
   let contentLength;
   const declared = own ? hasHeader(headers, 'content-length') : -1;
   if (declared >= 0) {
@@ -642,11 +647,11 @@ function request(agent, input, options = {}) {
   if (own) {
     headerLines = headers.join('\n');
   } else if (contentLength === undefined) {
-    headerLines = target.hostLine;
-    if (target.head === null) target.head = binding.prepareHead(target.path, target.hostLine);
+    headerLines = target.baseLines;
+    if (target.head === null) target.head = binding.prepareHead(target.path, target.baseLines);
     if (target.head !== undefined) pathOrHead = target.head;
   } else {
-    headerLines = `${target.hostLine}\ncontent-length\n${contentLength}`;
+    headerLines = `${target.baseLines}\ncontent-length\n${contentLength}`;
   }
 
   const key = agent._requestKey(target);
