@@ -490,6 +490,18 @@ test('a body that came whole reads the same whatever reads it', async (t) => {
   }
 });
 
+test('text() and json() drop a leading byte order mark, as undici and fetch do', async (t) => {
+  const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+  const server = await httpServer(t, (req, res) => res.end(Buffer.concat([bom, Buffer.from('{"a":"é"}')])));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  assert.strictEqual(await (await agent.request(server.url)).body.text(), '{"a":"é"}');
+  assert.deepStrictEqual(await (await agent.request(server.url)).body.json(), { a: 'é' });
+  // The bytes keep it.
+  const bytes = Buffer.from(await (await agent.request(server.url)).body.arrayBuffer());
+  assert.ok(bytes.subarray(0, 3).equals(bom));
+});
+
 test('a streamed body read by text() and the like ends and closes as a read stream', { timeout: 20000 }, async (t) => {
   const string = 'x'.repeat(1024 * 1024);
   const big = Buffer.from(JSON.stringify(string));

@@ -249,8 +249,11 @@ class ResponseBody extends Readable {
     });
   }
 
+  // UTF-8, without a leading byte order mark (as undici and fetch decode a body).
   async text() {
-    return (await this._consume()).toString('utf8');
+    const buf = await this._consume();
+    const bom = buf.length >= 3 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf;
+    return buf.toString('utf8', bom ? 3 : 0);
   }
 
   async json() {
