@@ -114,17 +114,21 @@ declare namespace Agent {
     | Buffer
     | Uint8Array
     | ArrayBuffer
+    | Blob
     | NodeJS.ReadableStream
-    | AsyncIterable<Uint8Array | string>
-    | Iterable<Uint8Array | string>
+    | AsyncIterable<Uint8Array | ArrayBuffer | string>
+    | Iterable<Uint8Array | ArrayBuffer | string>
     | null;
 
   interface RequestOptions {
     /** Default: `'GET'`. A valid HTTP token, upper-cased as Node's http does. */
     method?: string;
-    /** An object (array values repeat the header) or a flat `[name, value, ...]` array. */
-    headers?: Record<string, string | number | readonly string[] | undefined> | readonly string[];
-    /** Sent with `content-length` when its length is known, chunked otherwise. */
+    /** An object (array values repeat the header), a flat `[name, value, ...]` array, or an iterable of `[name, value]` pairs (a `Headers`, a `Map`). */
+    headers?:
+      | Record<string, string | number | readonly string[] | undefined>
+      | readonly string[]
+      | Iterable<readonly [string, string | number | readonly string[] | undefined]>;
+    /** Sent with `content-length` when its length is known (a Blob's too, with its type as `content-type`), chunked otherwise. */
     body?: RequestBody;
     /** Aborts at any stage; the promise rejects (or the body errors) with the signal's reason. */
     signal?: AbortSignal;

@@ -51,6 +51,16 @@ function invalidChar(name) {
   return err;
 }
 
+// A chunk of a streamed request body as bytes: strings, Buffers, typed arrays and ArrayBuffers
+// are; anything else (numbers, objects, the pairs of a URLSearchParams) fails the request.
+function chunkBytes(chunk) {
+  if (typeof chunk === 'string') return Buffer.from(chunk);
+  if (Buffer.isBuffer(chunk)) return chunk;
+  if (ArrayBuffer.isView(chunk)) return Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  if (chunk instanceof ArrayBuffer) return Buffer.from(chunk);
+  throw errors.invalidArgType('options.body', 'an iterable of strings, Buffers, Uint8Arrays or ArrayBuffers', chunk);
+}
+
 // A body whose length differs from the content-length given with it.
 function lengthMismatch(declared, actual, atLeast = false) {
   return errors.hyperagentError(
@@ -84,7 +94,8 @@ function parseUrl(input) {
   throw errors.invalidArgType('url', 'of type string or an instance of URL, or { origin, path }', input);
 }
 
-// Headers as [name, value, ...]: from an object (array values repeat the name) or a flat array.
+// Headers as [name, value, ...]: from an object (array values repeat the name), a flat array,
+// or an iterable of [name, value] pairs (a Headers, a Map).
 function flattenHeaders(headers) {
   const out = [];
   const add = (name, value) => {
@@ -105,6 +116,15 @@ function flattenHeaders(headers) {
     return out;
   }
   if (typeof headers !== 'object') throw errors.invalidArgType('options.headers', 'of type object or an Array', headers);
+  if (typeof headers[Symbol.iterator] === 'function') {
+    for (const pair of headers) {
+      if (!Array.isArray(pair) || pair.length !== 2) {
+        throw errors.invalidArgValue('options.headers', headers, 'must hold [name, value] pairs');
+      }
+      add(pair[0], pair[1]);
+    }
+    return out;
+  }
   for (const name of Object.keys(headers)) add(name, headers[name]);
   return out;
 }
@@ -114,19 +134,21 @@ function hasHeader(flat, lower) {
   return -1;
 }
 
-// What goes to Rust for a body: bytes (known length), or a source to stream.
+// What goes to Rust for a body: bytes (known length), or a source to stream (with its length
+// when known: a Blob's).
 function bodyOf(body) {
   if (body === undefined || body === null) return { bytes: null, source: null };
   if (typeof body === 'string') return { bytes: Buffer.from(body), source: null };
   if (Buffer.isBuffer(body)) return { bytes: body, source: null };
   if (ArrayBuffer.isView(body)) return { bytes: Buffer.from(body.buffer, body.byteOffset, body.byteLength), source: null };
   if (body instanceof ArrayBuffer) return { bytes: Buffer.from(body), source: null };
+  if (body instanceof Blob) return { bytes: null, source: body.stream(), length: body.size, type: body.type };
   if (typeof body[Symbol.asyncIterator] === 'function' || typeof body[Symbol.iterator] === 'function') {
     return { bytes: null, source: body };
   }
   throw errors.invalidArgType(
     'options.body',
-    'a string, Buffer, Uint8Array, ArrayBuffer, Readable or async iterable',
+    'a string, Buffer, Uint8Array, ArrayBuffer, Blob, Readable or async iterable',
     body,
   );
 }
@@ -570,7 +592,7 @@ class PendingRequest {
     try {
       for await (const chunk of source) {
         if (this.done) return;
-        const buf = typeof chunk === 'string' ? Buffer.from(chunk) : Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
+        const buf = chunkBytes(chunk);
         sent += buf.length;
         if (this.length !== undefined && sent > this.length) throw lengthMismatch(this.length, sent, true);
         const r = binding.bodyWrite(this.id, buf);
@@ -609,7 +631,8 @@ function request(agent, input, options = {}) {
   if (own) headers = flattenHeaders(options.headers);
   else if (target.auth === null) headers = ['host', target.host];
   else headers = ['host', target.host, 'authorization', target.auth];
-  const { bytes, source } = bodyOf(options.body);
+  const body = bodyOf(options.body);
+  const { bytes, source } = body;
   const signal = options.signal;
   if (signal !== undefined && signal !== null && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
     throw errors.invalidArgType('options.signal', 'an instance of AbortSignal', signal);
@@ -632,10 +655,12 @@ function request(agent, input, options = {}) {
     }
     contentLength = Number(value);
     // A body whose length is known must have the length declared (a stream is checked as it goes).
-    if (source === null) {
-      const actual = bytes === null ? 0 : bytes.length;
-      if (actual !== contentLength) throw lengthMismatch(contentLength, actual);
-    }
+    const known = source === null ? (bytes === null ? 0 : bytes.length) : body.length;
+    if (known !== undefined && known !== contentLength) throw lengthMismatch(contentLength, known);
+  } else if (body.length !== undefined) {
+    // A Blob: streamed, with its size as the length.
+    contentLength = body.length;
+    headers.push('content-length', String(contentLength));
   } else if (source === null && ((bytes !== null && bytes.length > 0) || !NO_BODY.has(method))) {
     // As Node and undici: a known length is sent, 0 for methods that normally carry a body.
     contentLength = bytes === null ? 0 : bytes.length;
@@ -643,11 +668,14 @@ function request(agent, input, options = {}) {
   }
   const expectIndex = own ? hasHeader(headers, 'expect') : -1;
   const expectContinue = expectIndex >= 0 && /^100-continue$/i.test(headers[expectIndex + 1]);
+  // A Blob's type is its content-type, unless one is given (as undici sends it).
+  const typed = body.type !== undefined && body.type !== '' && hasHeader(headers, 'content-type') < 0;
+  if (typed) headers.push('content-type', body.type);
   let headerLines;
   // What crosses as the path: the target's head parsed once, when the request has no header
   // lines but the host's (see targetOf in agent.js).
   let pathOrHead = target.path;
-  if (own) {
+  if (own || typed) {
     headerLines = headers.join('\n');
   } else if (contentLength === undefined) {
     headerLines = target.baseLines;
