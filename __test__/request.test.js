@@ -159,6 +159,40 @@ test('every body type is sent, with content-length when known and chunked otherw
   assert.strictEqual(none.headers['content-length'], '0');
 });
 
+test('a Readable body is destroyed when the request ends before all of it is sent', { timeout: 20000 }, async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    req.resume();
+    if (req.url === '/early') res.end('early');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  // A source that sends a little, then waits for ever (as a stalled upload would).
+  const stalled = () => {
+    const source = new Readable({ read() {} });
+    source.push('start');
+    return source;
+  };
+  // Aborted: destroyed with the signal's reason.
+  let source = stalled();
+  const controller = new AbortController();
+  const reason = new Error('stop');
+  server.once('request', () => controller.abort(reason));
+  await assert.rejects(agent.request(server.url, { method: 'POST', body: source, signal: controller.signal }), (err) => err === reason);
+  if (!source.closed) await once(source, 'close');
+  assert.strictEqual(source.errored, reason);
+  // Failed (nobody listens).
+  source = stalled();
+  await assert.rejects(agent.request('http://127.0.0.1:1/', { method: 'POST', body: source }), { code: 'ECONNREFUSED' });
+  if (!source.closed) await once(source, 'close');
+  assert.strictEqual(source.destroyed, true);
+  // Answered in full before the upload ends: destroyed without an error.
+  source = stalled();
+  const res = await agent.request(`${server.url}/early`, { method: 'POST', body: source });
+  assert.strictEqual(await res.body.text(), 'early');
+  if (!source.closed) await once(source, 'close');
+  assert.strictEqual(source.errored, null);
+});
+
 test('a Blob or a web stream as the body, a Headers or a Map as the headers; chunks must be bytes', async (t) => {
   const server = await echoServer(t);
   const agent = new Agent();

@@ -442,7 +442,9 @@ class Response {
 class PendingRequest {
   constructor(agent, resolve, reject, signal, info) {
     this.info = info;
-    // A streamed body's declared length (undefined: chunked), and what made its source fail.
+    // A streamed body's source until it is all sent, its declared length (undefined: chunked),
+    // and what made it fail.
+    this.source = null;
     this.length = undefined;
     this.bodyError = undefined;
     this.agent = agent;
@@ -542,6 +544,7 @@ class PendingRequest {
   }
 
   fail(err) {
+    this.dropSource(err);
     if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
     if (this.response === null) this.reject(err);
     else if (!this.ended) {
@@ -569,6 +572,7 @@ class PendingRequest {
   abort(reason) {
     if (this.done || this.aborted) return;
     this.aborted = true;
+    this.dropSource(reason === null ? undefined : reason);
     this.cleanup();
     if (this.waiter >= 0) this.agent._cancelWaiter(this.waiter);
     const verdict = binding.requestAbort(this.id);
@@ -578,7 +582,19 @@ class PendingRequest {
     if (reason !== null) this.fail(reason);
   }
 
+  // The exchange ended before its body was all sent (it failed, was aborted, or the response
+  // came whole first): a Readable source is destroyed, as stream.pipeline and undici do, so
+  // that it does not wait forever holding what it reads from (a file, a socket). Other
+  // sources stop at their next chunk.
+  dropSource(err) {
+    const source = this.source;
+    if (source === null) return;
+    this.source = null;
+    if (typeof source.destroy === 'function' && !source.destroyed) source.destroy(err);
+  }
+
   cleanup() {
+    this.dropSource();
     if (this.onAbort !== null) {
       this.signal.removeEventListener('abort', this.onAbort);
       this.onAbort = null;
@@ -600,6 +616,7 @@ class PendingRequest {
         if (r === 1 && !this.done) await new Promise((resolve) => { this.drain = resolve; });
       }
       if (this.length !== undefined && sent !== this.length) throw lengthMismatch(this.length, sent);
+      this.source = null;
       if (!this.done) binding.bodyEnd(this.id);
     } catch (err) {
       if (!this.done) {
@@ -715,6 +732,7 @@ function request(agent, input, options = {}) {
       signal.addEventListener('abort', pending.onAbort, { once: true });
     }
     if (source !== null) {
+      pending.source = source;
       pending.length = contentLength;
       pending.pump(source);
     }
