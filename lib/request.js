@@ -134,17 +134,20 @@ function hasHeader(flat, lower) {
   return -1;
 }
 
-// What goes to Rust for a body: bytes (known length), or a source to stream (with its length
-// when known: a Blob's).
+// What goes to Rust for a body: bytes (known length), or a source to stream, with its length
+// and content type when it has them (a Blob's). One shape for all, and one object for none.
+const ABSENT_BODY = Object.freeze({ bytes: null, source: null, length: undefined, type: undefined });
+const bytesBody = (bytes) => ({ bytes, source: null, length: undefined, type: undefined });
+
 function bodyOf(body) {
-  if (body === undefined || body === null) return { bytes: null, source: null };
-  if (typeof body === 'string') return { bytes: Buffer.from(body), source: null };
-  if (Buffer.isBuffer(body)) return { bytes: body, source: null };
-  if (ArrayBuffer.isView(body)) return { bytes: Buffer.from(body.buffer, body.byteOffset, body.byteLength), source: null };
-  if (body instanceof ArrayBuffer) return { bytes: Buffer.from(body), source: null };
+  if (body === undefined || body === null) return ABSENT_BODY;
+  if (typeof body === 'string') return bytesBody(Buffer.from(body));
+  if (Buffer.isBuffer(body)) return bytesBody(body);
+  if (ArrayBuffer.isView(body)) return bytesBody(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
+  if (body instanceof ArrayBuffer) return bytesBody(Buffer.from(body));
   if (body instanceof Blob) return { bytes: null, source: body.stream(), length: body.size, type: body.type };
   if (typeof body[Symbol.asyncIterator] === 'function' || typeof body[Symbol.iterator] === 'function') {
-    return { bytes: null, source: body };
+    return { bytes: null, source: body, length: undefined, type: undefined };
   }
   throw errors.invalidArgType(
     'options.body',
