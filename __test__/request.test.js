@@ -594,9 +594,15 @@ test('a streamed body read by text() and the like ends and closes as a read stre
   }
 });
 
-test('text() on a body already read, ended or destroyed settles', { timeout: 20000 }, async (t) => {
+test('text() on a body already read, ended or destroyed, or destroyed while it reads, settles', { timeout: 20000 }, async (t) => {
   const big = Buffer.alloc(1024 * 1024, 'r');
-  const server = await httpServer(t, (req, res) => res.end(big));
+  const server = await httpServer(t, (req, res) => {
+    if (req.url !== '/part') return res.end(big);
+    // Part of a body, then nothing more.
+    res.writeHead(200);
+    res.write('part');
+    return undefined;
+  });
   const agent = new Agent();
   t.after(() => agent.destroy());
   const unusable = (why) => (err) => err instanceof TypeError && err.message === `Body is unusable: ${why}`;
@@ -626,6 +632,15 @@ test('text() on a body already read, ended or destroyed settles', { timeout: 200
   res = await agent.request(server.url);
   res.body.once('data', () => res.body.destroy());
   await assert.rejects(res.body.text(), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
+
+  // Destroyed while text() has the body to itself: aborted, or the error it was destroyed with.
+  for (const error of [undefined, new Error('enough')]) {
+    res = await agent.request(`${server.url}/part`);
+    const text = res.body.text();
+    res.body.on('error', () => {});
+    res.body.destroy(error);
+    await assert.rejects(text, error ? (err) => err === error : { code: 'ABORT_ERR', name: 'AbortError' });
+  }
 });
 
 test('body.dump() drops a body: within its limit the connection is reused, past it closed', async (t) => {

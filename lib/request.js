@@ -241,8 +241,10 @@ class ResponseBody extends Readable {
     return chunkList(whole);
   }
 
+  // A text()/json()/... still collecting fails with the error, or as aborted (a sink that
+  // has its bytes already is settled, and ignores this).
   _destroy(err, cb) {
-    if (this._sink !== null && err) this._sink.reject(err);
+    if (this._sink !== null) this._sink.reject(err || errors.abortError());
     this._pending.bodyDestroyed();
     cb(err);
   }
