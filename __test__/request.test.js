@@ -63,9 +63,9 @@ test('a GET resolves with status, headers and a body stream', async (t) => {
   assert.strictEqual(await res.body.text(), 'hello');
 });
 
-test('rawHeaders: lower-case names, a repeated name\'s values together, as the README says', async (t) => {
+test('rawHeaders: lower-case names, a repeated name\'s values together, as the README says; headers of any name', async (t) => {
   const server = await httpServer(t, (req, res) => {
-    res.writeHead(200, ['X-A', '1', 'X-B', '2', 'x-a', '3', 'content-length', '2']);
+    res.writeHead(200, ['X-A', '1', 'X-B', '2', 'x-a', '3', 'content-length', '2', 'Constructor', 'c']);
     res.end('ok');
   });
   const agent = new Agent();
@@ -73,6 +73,8 @@ test('rawHeaders: lower-case names, a repeated name\'s values together, as the R
   const res = await agent.request(server.url);
   assert.deepStrictEqual(res.rawHeaders.slice(0, 6), ['x-a', '1', 'x-a', '3', 'x-b', '2']);
   assert.strictEqual(res.headers['x-a'], '1, 3');
+  // A name Object.prototype also has is the header's own, as in Node's res.headers.
+  assert.strictEqual(res.headers.constructor, 'c');
   assert.strictEqual(await res.body.text(), 'ok');
 });
 

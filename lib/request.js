@@ -176,7 +176,9 @@ function headerObject(raw) {
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i];
     const value = raw[i + 1];
-    const prev = out[name];
+    // Its own value only: a header named `constructor` or `toString` would find
+    // Object.prototype's otherwise.
+    const prev = Object.hasOwn(out, name) ? out[name] : undefined;
     if (prev === undefined) {
       out[name] = name === 'set-cookie' ? [value] : value;
     } else if (name === 'set-cookie') {
