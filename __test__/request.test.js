@@ -5,6 +5,7 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const http = require('node:http');
+const net = require('node:net');
 const https = require('node:https');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -997,6 +998,25 @@ test('HTTPS through HttpsAgent#request, verified for real', async (t) => {
   const untrusted = new HttpsAgent();
   t.after(() => untrusted.destroy());
   await assert.rejects(untrusted.request(`${url}/`), { code: 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY' });
+});
+
+test('a connection that does not open within the agent\'s timeout fails with ERR_SOCKET_TIMEOUT', { timeout: 20000 }, async (t) => {
+  // Accepts TCP, then never answers the TLS handshake.
+  const silent = net.createServer((socket) => socket.on('error', () => {}));
+  silent.listen(0, '127.0.0.1');
+  await once(silent, 'listening');
+  t.after(() => silent.close());
+  const agent = new HttpsAgent({ timeout: 200 });
+  t.after(() => agent.destroy());
+  const url = `https://127.0.0.1:${silent.address().port}/`;
+  await assert.rejects(agent.request(url), { code: 'ERR_SOCKET_TIMEOUT', message: 'Socket timeout', timeout: 200 });
+  const status = agent.getCurrentStatus();
+  assert.deepStrictEqual([status.createSocketErrorCount, status.sockets, status.requests], [1, {}, {}]);
+  // The limit follows the agent's options as the limits do, and 0 removes it: then only a
+  // signal ends the wait.
+  agent.options.timeout = 0;
+  agent.maxSockets = 10;
+  await assert.rejects(agent.request(url, { signal: AbortSignal.timeout(500) }), { name: 'TimeoutError' });
 });
 
 test('the module-level request() uses a default agent per protocol', async (t) => {

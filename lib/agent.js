@@ -76,6 +76,8 @@ function limitsOf(agent) {
     keepAlive: l.keepAlive,
     idleMs: defaultIdle(agent),
     activeTtlMs: agent.options.socketActiveTTL || undefined,
+    // A promise-path connection that takes longer than this to open (TLS included) fails.
+    connectTimeoutMs: agent.options.timeout > 0 ? agent.options.timeout : undefined,
   };
 }
 

@@ -60,6 +60,7 @@ function systemError(desc) {
   if (desc.address !== undefined) err.address = desc.address;
   if (desc.port !== undefined) err.port = desc.port;
   if (desc.requestSent !== undefined) err.requestSent = desc.requestSent;
+  if (desc.timeout !== undefined) err.timeout = desc.timeout;
   return err;
 }
 

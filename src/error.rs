@@ -39,6 +39,8 @@ struct Inner {
     /// For a request that failed before any response: whether any of it was written (then
     /// the server may have processed it).
     request_sent: Option<bool>,
+    /// For a timeout (`ERR_SOCKET_TIMEOUT`): the limit that ran out, in ms.
+    timeout_ms: Option<u64>,
 }
 
 impl Error {
@@ -53,6 +55,7 @@ impl Error {
                 tls: None,
                 detail: None,
                 request_sent: None,
+                timeout_ms: None,
             }),
         }
     }
@@ -100,6 +103,18 @@ impl Error {
 
     pub fn request_sent(&self) -> Option<bool> {
         self.inner.request_sent
+    }
+
+    /// agentkeepalive's error for a socket that timed out with nobody listening
+    /// (`ERR_SOCKET_TIMEOUT`, "Socket timeout"), with the limit it had.
+    pub fn socket_timeout(limit: std::time::Duration) -> Self {
+        let mut err = Error::tls("ERR_SOCKET_TIMEOUT", "Socket timeout");
+        err.inner.timeout_ms = Some(limit.as_millis() as u64);
+        err
+    }
+
+    pub fn timeout_ms(&self) -> Option<u64> {
+        self.inner.timeout_ms
     }
 
     /// Names the peer the failed call was talking to.

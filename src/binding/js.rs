@@ -313,6 +313,9 @@ pub fn error_descriptor(env: sys::napi_env, err: &Error) -> sys::napi_value {
     if let Some(sent) = err.request_sent() {
         set(env, obj, "requestSent", boolean(env, sent));
     }
+    if let Some(ms) = err.timeout_ms() {
+        set(env, obj, "timeout", number(env, ms as f64));
+    }
     obj
 }
 

@@ -77,18 +77,23 @@ pub struct PoolOptions {
     pub idle_ms: Option<f64>,
     /// `socketActiveTTL`: a connection older than this is not reused; absent: no limit.
     pub active_ttl_ms: Option<f64>,
+    /// The agent's `timeout`: how long a promise-path connection may take to open (the drop-in
+    /// path's sockets time out in JavaScript); absent: no limit.
+    pub connect_timeout_ms: Option<f64>,
+}
+
+/// A duration in milliseconds from JavaScript: none unless positive and finite.
+fn millis(ms: Option<f64>) -> Option<Duration> {
+    ms.filter(|ms| *ms > 0.0 && ms.is_finite())
+        .map(|ms| Duration::from_micros((ms * 1000.0) as u64))
 }
 
 /// When a promise-path connection goes back to the pool, and for how long.
 fn release_policy(opts: &PoolOptions) -> pool::ReleasePolicy {
-    let duration = |ms: Option<f64>| {
-        ms.filter(|ms| *ms > 0.0 && ms.is_finite())
-            .map(|ms| Duration::from_micros((ms * 1000.0) as u64))
-    };
     pool::ReleasePolicy {
         keep_alive: opts.keep_alive.unwrap_or(true),
-        idle: duration(opts.idle_ms),
-        ttl: duration(opts.active_ttl_ms),
+        idle: millis(opts.idle_ms),
+        ttl: millis(opts.active_ttl_ms),
     }
 }
 
@@ -408,6 +413,7 @@ impl NativePool {
         };
         let cell = PoolCell::new(ctx()?, agent.raw(), limits(&options), connect_opts);
         cell.policy.set(release_policy(&options));
+        cell.connect_timeout.set(millis(options.connect_timeout_ms));
         cell.replay_limit.set(
             options
                 .replay_limit
@@ -508,6 +514,9 @@ impl NativePool {
     #[napi]
     pub fn set_limits(&self, options: PoolOptions) -> Vec<f64> {
         self.cell.policy.set(release_policy(&options));
+        self.cell
+            .connect_timeout
+            .set(millis(options.connect_timeout_ms));
         self.cell.set_limits(limits(&options))
     }
 

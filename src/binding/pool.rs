@@ -92,6 +92,9 @@ pub struct PoolCell {
     pub replay_limit: std::cell::Cell<usize>,
     /// How promise-path connections go back when their exchange ends.
     pub policy: std::cell::Cell<ReleasePolicy>,
+    /// How long a promise-path connection may take to open, TLS handshake included (the
+    /// agent's `timeout`); `None`: no limit.
+    pub connect_timeout: std::cell::Cell<Option<Duration>>,
     timer: RefCell<Option<Handle>>,
     /// The JavaScript agent, weakly: the agent owns the pool, not the other way round.
     agent: Ref,
@@ -120,6 +123,7 @@ impl PoolCell {
             max_header_size: std::cell::Cell::new(16 * 1024),
             replay_limit: std::cell::Cell::new(64 * 1024),
             policy: std::cell::Cell::new(ReleasePolicy::default()),
+            connect_timeout: std::cell::Cell::new(None),
             agent,
         });
         ctx.register_pool(&cell);

@@ -302,6 +302,7 @@ impl PoolCell {
         let (pool, conn_id, req_id) = (self.id, conn.id, req.id);
         let ctl = req.ctl.clone();
         let max_header = self.max_header_size.get();
+        let connect_timeout = self.connect_timeout.get();
         let task = runtime().spawn(async move {
             let sink: Arc<dyn Sink> = Arc::new(ReqSink {
                 inbox: inbox.clone(),
@@ -344,8 +345,15 @@ impl PoolCell {
                     Socket::Unix(unix) => start!(unix),
                 };
                 Ok::<_, Error>((sender, local, remote, info))
-            }
-            .await;
+            };
+            // Opening the connection (resolving, connecting, the TLS handshake) is bounded by
+            // the agent's timeout, failing as a drop-in socket with nobody listening would.
+            let established = match connect_timeout {
+                Some(t) => tokio::time::timeout(t, established)
+                    .await
+                    .unwrap_or_else(|_| Err(Error::socket_timeout(t))),
+                None => established.await,
+            };
             match established {
                 Ok((sender, local, remote, info)) => {
                     inbox.post(Completion::HyperConnected {
