@@ -697,7 +697,8 @@ test('body.dump() drops a body: within its limit the connection is reused, past 
   // Bad options throw at once.
   const bad = await agent.request(server.url);
   assert.throws(() => bad.body.dump(5), { code: 'ERR_INVALID_ARG_TYPE' });
-  assert.throws(() => bad.body.dump({ limit: -1 }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => bad.body.dump({ limit: -1 }), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => bad.body.dump({ limit: '1' }), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => bad.body.dump({ signal: {} }), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.strictEqual(await bad.body.dump(), null);
 });
@@ -955,7 +956,13 @@ test('bad input is refused at once with Node\'s codes', async (t) => {
   assert.throws(() => agent.request(42), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => agent.request('https://127.0.0.1/'), { code: 'ERR_INVALID_PROTOCOL' });
   assert.throws(() => agent.request(url, { body: 42 }), { code: 'ERR_INVALID_ARG_TYPE' });
-  assert.throws(() => agent.request(url, { headersTimeout: -1 }), { code: 'ERR_INVALID_ARG_TYPE' });
+  // Numbers as Node validates them: another type, or a number out of range.
+  assert.throws(() => agent.request(url, { headersTimeout: '5' }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => agent.request(url, { headersTimeout: -1 }), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => agent.request(url, { bodyTimeout: NaN }), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => agent.request(url, { maxResponseHeaderSize: '1024' }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => agent.request(url, { maxResponseHeaderSize: 1.5 }), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => agent.request(url, { method: 42 }), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => agent.request(url, { signal: 'abort' }), { code: 'ERR_INVALID_ARG_TYPE' });
 });
 

@@ -156,12 +156,19 @@ function bodyOf(body) {
   );
 }
 
-function duration(value, name) {
-  if (value === undefined) return DEFAULT_TIMEOUT;
-  if (typeof value !== 'number' || Number.isNaN(value) || value < 0) {
-    throw errors.invalidArgType(`options.${name}`, 'a non-negative number', value);
+// A number option validated as Node validates one: another type is ERR_INVALID_ARG_TYPE, a
+// number out of range (NaN too) ERR_OUT_OF_RANGE.
+function numberOption(value, name, min, range, integer = false) {
+  if (typeof value !== 'number') throw errors.invalidArgType(name, 'of type number', value);
+  if (Number.isNaN(value) || value < min || (integer && !Number.isInteger(value))) {
+    throw errors.outOfRange(name, range, value);
   }
   return value;
+}
+
+function duration(value, name) {
+  if (value === undefined) return DEFAULT_TIMEOUT;
+  return numberOption(value, `options.${name}`, 0, '>= 0');
 }
 
 // Node's rules for joining repeated response headers (IncomingMessage#headers).
@@ -311,10 +318,9 @@ class ResponseBody extends Readable {
     if (options !== undefined && (options === null || typeof options !== 'object')) {
       throw errors.invalidArgType('options', 'of type object', options);
     }
-    const limit = options === undefined || options.limit === undefined ? DUMP_LIMIT : options.limit;
-    if (typeof limit !== 'number' || Number.isNaN(limit) || limit < 0) {
-      throw errors.invalidArgType('options.limit', 'a non-negative number', limit);
-    }
+    const limit = options === undefined || options.limit === undefined
+      ? DUMP_LIMIT
+      : numberOption(options.limit, 'options.limit', 0, '>= 0');
     const signal = options === undefined ? undefined : options.signal;
     if (signal !== undefined && signal !== null && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
       throw errors.invalidArgType('options.signal', 'an instance of AbortSignal', signal);
@@ -646,7 +652,8 @@ function request(agent, input, options = {}) {
     throw err;
   }
   const given = options.method === undefined ? 'GET' : options.method;
-  if (typeof given !== 'string' || !TOKEN.test(given)) throw invalidToken('Method', given);
+  if (typeof given !== 'string') throw errors.invalidArgType('options.method', 'of type string', given);
+  if (!TOKEN.test(given)) throw invalidToken('Method', given);
   const method = given.toUpperCase();
   // No headers given (the common case): only the target's lines (host, and the URL's
   // credentials), and a length, go.
@@ -664,8 +671,7 @@ function request(agent, input, options = {}) {
   const headersTimeout = duration(options.headersTimeout, 'headersTimeout');
   const bodyTimeout = duration(options.bodyTimeout, 'bodyTimeout');
   if (options.maxResponseHeaderSize !== undefined) {
-    const n = options.maxResponseHeaderSize;
-    if (!Number.isInteger(n) || n < 1) throw errors.outOfRange('options.maxResponseHeaderSize', '>= 1', n);
+    numberOption(options.maxResponseHeaderSize, 'options.maxResponseHeaderSize', 1, 'an integer >= 1', true);
   }
 
   if (own && hasHeader(headers, 'host') < 0) headers.push('host', target.host);
