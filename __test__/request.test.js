@@ -79,6 +79,23 @@ test('rawHeaders: lower-case names, a repeated name\'s values together, as the R
   assert.strictEqual(await res.body.text(), 'ok');
 });
 
+test('a response head with many header lines is taken as Node takes it', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    const count = Number(req.url.slice(1));
+    const lines = [];
+    for (let i = 0; i < count; i++) lines.push(`x-h${i}`, 'v');
+    res.writeHead(200, lines);
+    res.end('ok');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (const count of [99, 150, 1000]) {
+    const res = await agent.request(`${server.url}/${count}`);
+    assert.strictEqual(res.headers[`x-h${count - 1}`], 'v', String(count));
+    assert.strictEqual(await res.body.text(), 'ok');
+  }
+});
+
 test('methods, URL forms and headers reach the server', async (t) => {
   const server = await echoServer(t);
   const agent = new Agent();

@@ -179,6 +179,11 @@ impl Control {
 /// response head too, but a smaller limit is checked on each head (see [`head_size`]).
 const READ_BUF_MAX: usize = 64 * 1024;
 
+/// The most header lines a response head may have: as many as Node's `IncomingMessage` keeps
+/// (`maxHeadersCount`). hyper's own default, 100, refused heads that Node and undici take
+/// (their only limit is the head's size); past this one a head fails as too large.
+const MAX_HEADERS: usize = 2000;
+
 /// Starts HTTP/1.1 on a connected stream; spawns the connection's task, which calls
 /// `closed` when the connection ends. A response head over `max_header_size` fails the
 /// connection when it is larger than a read; smaller ones are checked by [`exchange`].
@@ -194,6 +199,7 @@ where
         // hyper's read buffer bounds the head it accepts, and the size of its reads: large
         // bodies come in reads of up to 64 KiB whatever the head limit.
         .max_buf_size(max_header_size.max(READ_BUF_MAX))
+        .max_headers(MAX_HEADERS)
         .handshake::<_, ReqBody>(TokioIo::new(io))
         .await
         .map_err(|e| hyper_error(&e, false))?;
