@@ -889,6 +889,25 @@ test('malformed responses reject with a code that names the parse failure', asyn
   });
   const res = await agent.request(`http://127.0.0.1:${truncated.port}/`);
   await assert.rejects(res.body.text(), { code: 'ECONNRESET', message: 'aborted' });
+  // Both a length and a transfer coding, on a connection the server keeps open: refused as
+  // Node's parser refuses it, and the connection is not used again.
+  const both = await rawServer(t, async (socket) => {
+    try {
+      for (let i = 0; i < 10; i++) {
+        await readRequest(socket);
+        socket.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n');
+      }
+    } catch {
+      // the client closed it
+    }
+  });
+  for (let i = 0; i < 2; i++) {
+    await assert.rejects(agent.request(`http://127.0.0.1:${both.port}/`), {
+      code: 'HPE_INVALID_TRANSFER_ENCODING',
+      message: "Parse Error: Transfer-Encoding can't be present with Content-Length",
+    });
+  }
+  assert.strictEqual(both.connectionCount, 2);
 });
 
 test('every URL gets its own request head, through the agent\'s URL cache and its clearing', async (t) => {

@@ -32,6 +32,14 @@ pub fn header_overflow() -> Error {
     Error::tls("HPE_HEADER_OVERFLOW", "Parse Error: Header overflow")
 }
 
+/// A response with both a length and a transfer coding, as llhttp reports it.
+pub fn length_and_coding() -> Error {
+    Error::tls(
+        "HPE_INVALID_TRANSFER_ENCODING",
+        "Parse Error: Transfer-Encoding can't be present with Content-Length",
+    )
+}
+
 /// `in_body`: the response head had arrived (Node then reports "aborted", not "socket hang up").
 pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
     if err.is_parse() && err.to_string().contains("too large") {

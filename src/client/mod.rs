@@ -274,6 +274,17 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
         sink.post(Event::Done(None));
         return;
     }
+    // Both a length and a transfer coding: hyper goes by the coding, but the message may be an
+    // attempt at response splitting (RFC 9112 §6.3), which Node's parser and undici refuse.
+    // So is it here, and its connection is not used again.
+    let headers = response.headers();
+    if headers.contains_key(http::header::TRANSFER_ENCODING)
+        && headers.contains_key(http::header::CONTENT_LENGTH)
+    {
+        sink.post(Event::Error(errors::length_and_coding()));
+        sink.post(Event::Done(None));
+        return;
+    }
     let status = response.status();
     let reason = response
         .extensions()
