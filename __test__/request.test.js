@@ -1060,6 +1060,17 @@ test('a connection that does not open within the agent\'s timeout fails with ERR
   agent.options.timeout = 0;
   agent.maxSockets = 10;
   await assert.rejects(agent.request(url, { signal: AbortSignal.timeout(500) }), { name: 'TimeoutError' });
+  // Nor did that one count as created or closed: it never opened.
+  assert.deepStrictEqual(
+    [agent.createSocketCount, agent.closeSocketCount, agent.createSocketErrorCount],
+    [0, 0, 1],
+  );
+  // A connection still opening when the agent is destroyed: the same.
+  const opening = agent.request(url);
+  await once(silent, 'connection');
+  agent.destroy();
+  await assert.rejects(opening, { code: 'ECONNRESET' });
+  assert.deepStrictEqual([agent.createSocketCount, agent.closeSocketCount], [0, 0]);
 });
 
 test('the module-level request() uses a default agent per protocol', async (t) => {

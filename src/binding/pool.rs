@@ -480,7 +480,7 @@ impl PoolCell {
             match was {
                 State::Connecting | State::Replaying => {
                     self.ctx.unhold();
-                    st.pool.closed(conn.key)
+                    st.pool.abandoned(conn.key)
                 }
                 State::Active => st.pool.closed(conn.key),
                 State::Idle => st.pool.evict(conn.key, |&c| c == id).and_then(|(_, g)| g),

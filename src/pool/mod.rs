@@ -312,9 +312,17 @@ impl<C> Pool<C> {
         self.grant_slot()
     }
 
-    /// A busy connection of `key` (connected or still connecting) closed: its slot is free again.
+    /// A busy connection of `key` closed: its slot is free again.
     pub fn closed(&mut self, key: KeyId) -> Option<Grant> {
         self.stats.close_socket_count += 1;
+        self.unbusy(key);
+        self.grant_slot()
+    }
+
+    /// A busy connection of `key` was closed before it was established (its request was
+    /// aborted, or the agent destroyed): its slot is free again. It was never counted as
+    /// created, so it is not counted as closed either.
+    pub fn abandoned(&mut self, key: KeyId) -> Option<Grant> {
         self.unbusy(key);
         self.grant_slot()
     }

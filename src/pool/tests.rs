@@ -492,3 +492,18 @@ fn idle_connections_of_the_other_path_stay_unless_their_slot_is_needed() {
     assert_eq!(pool.total(), 2);
     assert_eq!(pool.idle_total(), 0);
 }
+
+#[test]
+fn a_connection_abandoned_before_it_opened_frees_its_slot_uncounted() {
+    let mut pool = Pool::new(limits(1, 1, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("a");
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    let Checkout::Queued(waiting) = checkout(&mut pool, key) else {
+        panic!("expected a place in the queue");
+    };
+    let grant = pool.abandoned(key).expect("the waiter gets the slot");
+    assert_eq!(grant.waiter, waiting);
+    assert_eq!(pool.stats.create_socket_count, 0);
+    assert_eq!(pool.stats.close_socket_count, 0);
+    assert_eq!(pool.stats.create_socket_error_count, 0);
+}
