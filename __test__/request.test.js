@@ -755,6 +755,12 @@ test('for await over a body that came whole acts as the stream iterator', async 
     const expected = (await run(general, scenario)).slice(0, -1);
     assert.deepStrictEqual(await run(own, scenario), expected.concat('whole'), scenario);
   }
+  // With an encoding set, the chunks are strings, as the stream's decoder makes them.
+  const { body } = await agent.request(server.url);
+  body.setEncoding('utf8');
+  const chunks = [];
+  for await (const chunk of body) chunks.push(chunk);
+  assert.deepStrictEqual(chunks, ['hello']);
   // The connection is back in the pool after each.
   assert.strictEqual(await (await agent.request(server.url)).body.text(), 'hello');
 });

@@ -235,9 +235,13 @@ class ResponseBody extends Readable {
 
   // `for await`: a body that has arrived whole (a small response comes with its head) is
   // handed out without the general iterator's machinery (an async generator and listeners for
-  // every way a stream can end); anything else gets the general one.
+  // every way a stream can end); anything else gets the general one, as does a body with an
+  // encoding set (setEncoding: the stream's decoder makes its chunks strings).
   [Symbol.asyncIterator]() {
-    if (this._whole !== undefined && !this.destroyed && this.readableFlowing === null && !this.readableDidRead) {
+    if (
+      this._whole !== undefined && !this.destroyed && this.readableFlowing === null
+      && !this.readableDidRead && this.readableEncoding === null
+    ) {
       return new WholeBodyIterator(this);
     }
     return super[Symbol.asyncIterator]();
