@@ -462,7 +462,7 @@ class PendingRequest {
     // A streamed body's source until it is all sent, its declared length (undefined: chunked),
     // and what made it fail.
     this.source = null;
-    this.length = undefined;
+    this.declaredLength = undefined;
     this.bodyError = undefined;
     this.agent = agent;
     this.resolve = resolve;
@@ -627,12 +627,12 @@ class PendingRequest {
         if (this.done) return;
         const buf = chunkBytes(chunk);
         sent += buf.length;
-        if (this.length !== undefined && sent > this.length) throw lengthMismatch(this.length, sent, true);
+        if (this.declaredLength !== undefined && sent > this.declaredLength) throw lengthMismatch(this.declaredLength, sent, true);
         const r = binding.bodyWrite(this.id, buf);
         if (r === 2) return;
         if (r === 1 && !this.done) await new Promise((resolve) => { this.drain = resolve; });
       }
-      if (this.length !== undefined && sent !== this.length) throw lengthMismatch(this.length, sent);
+      if (this.declaredLength !== undefined && sent !== this.declaredLength) throw lengthMismatch(this.declaredLength, sent);
       this.source = null;
       if (!this.done) binding.bodyEnd(this.id);
     } catch (err) {
@@ -750,7 +750,7 @@ function request(agent, input, options = {}) {
     }
     if (source !== null) {
       pending.source = source;
-      pending.length = contentLength;
+      pending.declaredLength = contentLength;
       pending.pump(source);
     }
   });
