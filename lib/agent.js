@@ -638,7 +638,7 @@ function targetOf(url, kept) {
     origin: url.origin,
     path: url.pathname + url.search,
     key: -1,
-    // A target kept for its URL string has its request head (path and host line) parsed in
+    // A target kept for its URL string has its request head (path and base lines) parsed in
     // Rust once, on first use (null until then); others have none (undefined).
     head: kept ? null : undefined,
   };

@@ -707,7 +707,7 @@ function request(agent, input, options = {}) {
   if (typed) headers.push('content-type', body.type);
   let headerLines;
   // What crosses as the path: the target's head parsed once, when the request has no header
-  // lines but the host's (see targetOf in agent.js).
+  // lines but the target's base lines (see targetOf in agent.js).
   let pathOrHead = target.path;
   if (own || typed) {
     headerLines = headers.join('\n');
