@@ -121,9 +121,9 @@ declare namespace Agent {
     | null;
 
   interface RequestOptions {
-    /** Default: `'GET'`. A valid HTTP token, upper-cased as Node's http does. */
+    /** Default: `'GET'`. A valid HTTP token, upper-cased as Node's http does; not `CONNECT` (use `http.request()` with the agent to tunnel). */
     method?: string;
-    /** An object (array values repeat the header), a flat `[name, value, ...]` array, or an iterable of `[name, value]` pairs (a `Headers`, a `Map`). */
+    /** An object (array values repeat the header), a flat `[name, value, ...]` array, or an iterable of `[name, value]` pairs (a `Headers`, a `Map`). No `upgrade` header (use `http.request()` with the agent to upgrade). */
     headers?:
       | Record<string, string | number | readonly string[] | undefined>
       | readonly string[]

@@ -957,10 +957,11 @@ test('long methods, paths and header lines cross whole; header values go as lati
   const origin = `http://127.0.0.1:${server.port}`;
   const agent = new Agent({ maxSockets: 1 });
   t.after(() => agent.destroy());
-  // Lengths on both sides of what fits the binding's fixed buffers, and far past them.
+  // Lengths on both sides of what fits the binding's fixed buffers, far past them, and a path
+  // of 65534 characters, the longest a request line takes.
   const sent = [];
   // (The header lines are `host\n127.0.0.1:<port>\nx-latin1\n<value>`: about n + 37 bytes.)
-  for (const n of [...Array.from({ length: 26 }, (_, i) => 975 + i), 5000]) {
+  for (const n of [...Array.from({ length: 26 }, (_, i) => 975 + i), 5000, 65534 + 479]) {
     const req = {
       method: 'X'.repeat(24 + (n % 8)),
       path: `/${'p'.repeat(n - 480)}`,
@@ -971,6 +972,11 @@ test('long methods, paths and header lines cross whole; header values go as lati
     assert.strictEqual(res.statusCode, 200);
     await res.body.text();
   }
+  // One character more is refused at once, not sent cut or failed on the way.
+  assert.throws(() => agent.request(`${origin}/${'p'.repeat(65534)}`), {
+    code: 'ERR_INVALID_ARG_VALUE',
+    message: /path and query of 65535 characters; agent.request\(\) sends at most 65534/,
+  });
   // What Node itself sends for the same header value: the same bytes.
   await new Promise((resolve, reject) => {
     http.get(`${origin}/node`, { agent: false, headers: { 'x-latin1': sent[0].value } }, (res) => {
@@ -1006,6 +1012,14 @@ test('bad input is refused at once with Node\'s codes', async (t) => {
   assert.throws(() => agent.request(url, { maxResponseHeaderSize: 1.5 }), { code: 'ERR_OUT_OF_RANGE' });
   assert.throws(() => agent.request(url, { method: 42 }), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => agent.request(url, { signal: 'abort' }), { code: 'ERR_INVALID_ARG_TYPE' });
+  // Tunnels and upgrades take the connection over: http.request() with the agent does them.
+  for (const method of ['CONNECT', 'connect']) {
+    assert.throws(() => agent.request(url, { method }), { code: 'ERR_INVALID_ARG_VALUE', message: /use http\.request\(\) with the agent/ });
+  }
+  assert.throws(() => agent.request(url, { headers: { Upgrade: 'websocket', connection: 'upgrade' } }), {
+    code: 'ERR_INVALID_ARG_VALUE',
+    message: /upgrade header/,
+  });
 });
 
 test('promise and stream events run in the context of the request() call', async (t) => {

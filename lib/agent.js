@@ -622,7 +622,15 @@ function setRequestSocket(agent, req, socket) {
 
 // What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
 // `key` is the pool key of its origin, filled on first use (`_requestKey`).
+// The longest request target (path and query) hyper's request line takes.
+const MAX_TARGET = 65534;
+
 function targetOf(url, kept) {
+  const path = url.pathname + url.search;
+  if (path.length > MAX_TARGET) {
+    throw errors.invalidArgValue('url', `${url.href.slice(0, 64)}...`,
+      `has a path and query of ${path.length} characters; agent.request() sends at most ${MAX_TARGET}`);
+  }
   // Credentials in the URL go as basic authorization, as Node's http.request sends them.
   const auth = url.username || url.password
     ? `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`
@@ -636,7 +644,7 @@ function targetOf(url, kept) {
     // the host, and the authorization of the URL's credentials.
     baseLines: auth === null ? `host\n${url.host}` : `host\n${url.host}\nauthorization\n${auth}`,
     origin: url.origin,
-    path: url.pathname + url.search,
+    path,
     key: -1,
     // A target kept for its URL string has its request head (path and base lines) parsed in
     // Rust once, on first use (null until then); others have none (undefined).

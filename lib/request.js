@@ -659,6 +659,10 @@ function request(agent, input, options = {}) {
   if (typeof given !== 'string') throw errors.invalidArgType('options.method', 'of type string', given);
   if (!TOKEN.test(given)) throw invalidToken('Method', given);
   const method = given.toUpperCase();
+  // A tunnel or an upgrade hands the connection over; the promise path has no socket to give.
+  if (method === 'CONNECT') {
+    throw errors.invalidArgValue('options.method', given, 'is not supported by agent.request(); use http.request() with the agent');
+  }
   // No headers given (the common case): only the target's lines (host, and the URL's
   // credentials), and a length, go.
   const own = options.headers !== undefined && options.headers !== null;
@@ -678,6 +682,9 @@ function request(agent, input, options = {}) {
     numberOption(options.maxResponseHeaderSize, 'options.maxResponseHeaderSize', 1, 'an integer >= 1', true);
   }
 
+  if (own && hasHeader(headers, 'upgrade') >= 0) {
+    throw errors.invalidArgValue('options.headers', options.headers, 'has an upgrade header, which agent.request() does not support; use http.request() with the agent');
+  }
   if (own && hasHeader(headers, 'host') < 0) headers.push('host', target.host);
   if (own && target.auth !== null && hasHeader(headers, 'authorization') < 0) headers.push('authorization', target.auth);
   let contentLength;
