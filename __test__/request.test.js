@@ -16,7 +16,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const { once } = require('node:events');
 const hyperagent = require('..');
 const { Agent, HttpsAgent } = hyperagent;
-const { httpServer, streamingServer, rawServer, readRequest, request: httpGet } = require('./helpers');
+const { httpServer, streamingServer, rawServer, readRequest, request: httpGet, requestError, until } = require('./helpers');
 
 // An echo server: method, url, headers and a digest of the body.
 async function echoServer(t, extra) {
@@ -779,6 +779,10 @@ test('headersTimeout and bodyTimeout fail with their codes', async (t) => {
   });
   const res = await agent.request(`${server.url}/body`, { bodyTimeout: 50 });
   await assert.rejects(res.body.text(), { code: 'ERR_HYPERAGENT_BODY_TIMEOUT' });
+  // Each closes its connection, as a socket's timeout does: counted as such, not as errors.
+  const status = agent.getCurrentStatus();
+  assert.deepStrictEqual([status.timeoutSocketCount, status.errorSocketCount], [2, 0]);
+  await until(() => agent.getCurrentStatus().closeSocketCount === 2, 5000, 'both connections to close');
 });
 
 test('a headersTimeout over a second fails a request with no head, on a new or a reused connection', async (t) => {
@@ -819,6 +823,8 @@ test('a headersTimeout over a second fails a request with no head, on a new or a
   const second = sockets['/silent'][1];
   assert.strictEqual(second, sockets['/ok'][0]);
   if (!second.destroyed) await once(second, 'close');
+  // Both closed their connections by a timeout, as the statistics say.
+  assert.strictEqual(agent.getCurrentStatus().timeoutSocketCount, 2);
   // The agent goes on; timeouts too long to ever run out are as none.
   assert.strictEqual(await (await agent.request(`${server.url}/ok`)).body.text(), 'ok');
   const far = { headersTimeout: 1e300, bodyTimeout: Number.MAX_SAFE_INTEGER };
@@ -851,6 +857,43 @@ test('refused and reset connections reject with Node-style errors', async (t) =>
     code: 'ECONNRESET',
     message: 'socket hang up',
   });
+});
+
+test('faults count in the statistics as on the drop-in path: a reset as a socket error, a hang-up or a bad response not', async (t) => {
+  const faults = {
+    'reset before the head': (socket) => socket.resetAndDestroy(),
+    'reset in the body': (socket) => {
+      socket.write('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial', () => setImmediate(() => socket.resetAndDestroy()));
+    },
+    'hang-up before the head': (socket) => socket.end(),
+    'malformed head': (socket) => socket.end('HTTP/1.1 2x0 Bad\r\n\r\n'),
+  };
+  const counts = (agent) => {
+    const s = agent.getCurrentStatus();
+    return { created: s.createSocketCount, closed: s.closeSocketCount, errors: s.errorSocketCount };
+  };
+  for (const [name, fault] of Object.entries(faults)) {
+    const server = await rawServer(t, async (socket) => {
+      await readRequest(socket);
+      fault(socket);
+    });
+    const url = `http://127.0.0.1:${server.port}/`;
+    const dropIn = new Agent();
+    const promise = new Agent();
+    t.after(() => {
+      dropIn.destroy();
+      promise.destroy();
+    });
+    await requestError(url, { agent: dropIn });
+    await assert.rejects(async () => {
+      const res = await promise.request(url);
+      await res.body.text();
+    }, { code: /^(ECONNRESET|HPE_INVALID_STATUS)$/ });
+    // The drop-in path counts as its socket closes, just after the request's error.
+    await until(() => counts(dropIn).closed === 1, 5000, `the drop-in socket to close (${name})`);
+    assert.deepStrictEqual(counts(promise), counts(dropIn), name);
+    assert.strictEqual(counts(promise).errors, name.startsWith('reset') ? 1 : 0, name);
+  }
 });
 
 test('malformed responses reject with a code that names the parse failure', async (t) => {

@@ -41,6 +41,9 @@ struct Inner {
     request_sent: Option<bool>,
     /// For a timeout (`ERR_SOCKET_TIMEOUT`): the limit that ran out, in ms.
     timeout_ms: Option<u64>,
+    /// The connection itself failed (a reset, a TLS alert), as a socket's 'error' reports:
+    /// not a malformed message, a timeout, or the peer closing.
+    socket_fault: bool,
 }
 
 impl Error {
@@ -56,6 +59,7 @@ impl Error {
                 detail: None,
                 request_sent: None,
                 timeout_ms: None,
+                socket_fault: false,
             }),
         }
     }
@@ -99,6 +103,16 @@ impl Error {
     pub fn with_request_sent(mut self, sent: bool) -> Self {
         self.inner.request_sent = Some(sent);
         self
+    }
+
+    /// Marks the error as the connection's own failure (see `socket_fault`).
+    pub fn as_socket_fault(mut self) -> Self {
+        self.inner.socket_fault = true;
+        self
+    }
+
+    pub fn is_socket_fault(&self) -> bool {
+        self.inner.socket_fault
     }
 
     pub fn request_sent(&self) -> Option<bool> {

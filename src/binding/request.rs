@@ -528,10 +528,12 @@ impl EnvCtx {
             Event::Data(chunks) => req.emit(kind::DATA, &[self.chunk_concat(&chunks)]),
             Event::End(trailers) => req.emit(kind::END, &[header_string(env, &trailers)]),
             Event::Error(err) => {
+                self.count_failure(&req, &err);
                 let desc = js::error_descriptor(env, &err);
                 req.emit(kind::ERROR, &[desc]);
             }
             Event::Unsent(err) => {
+                self.count_failure(&req, &err);
                 // The keep-alive race: a reused connection died before answering. An
                 // idempotent request is sent once more, on a fresh connection (RFC 9110
                 // §9.2.2); anything else fails, saying whether it went out.
@@ -561,6 +563,28 @@ impl EnvCtx {
                 );
                 req.finish();
             }
+        }
+    }
+
+    /// Counts a failure of the established connection of `req` as agentkeepalive counts a
+    /// socket's: an error of the connection itself (a reset, a TLS alert) in
+    /// `errorSocketCount`, a headers or body timeout in `timeoutSocketCount`. A malformed
+    /// response or the server closing is neither, as on the drop-in path.
+    fn count_failure(&self, req: &ReqState, err: &Error) {
+        let established = self
+            .conn(req.conn.get())
+            .is_some_and(|c| c.state.get() == State::Active);
+        if !established {
+            return;
+        }
+        let stats = &mut req.pool.state.borrow_mut().pool.stats;
+        if err.is_socket_fault() {
+            stats.error_socket_count += 1;
+        } else if matches!(
+            err.code(),
+            "ERR_HYPERAGENT_HEADERS_TIMEOUT" | "ERR_HYPERAGENT_BODY_TIMEOUT"
+        ) {
+            stats.timeout_socket_count += 1;
         }
     }
 

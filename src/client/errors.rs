@@ -77,7 +77,7 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
             if io.kind() == std::io::ErrorKind::UnexpectedEof {
                 return hang_up();
             }
-            return crate::transport::pump::stream_error(io, "read");
+            return crate::transport::pump::stream_error(io, "read").as_socket_fault();
         }
         source = cause.source();
     }
