@@ -373,3 +373,78 @@ test('a subclass getName is called for every request and names the pool', async 
   assert.strictEqual(names.length, 3);
   assert.deepStrictEqual(Object.keys(agent.freeSockets), [names[0]]);
 });
+
+test('a server whose certificate names another host is refused on both paths, every time, before a byte of HTTP', async (t) => {
+  for (const maxVersion of ['TLSv1.2', 'TLSv1.3']) {
+    const server = await httpsServer(t, { cert: 'wrong-host.pem', key: 'wrong-host-key.pem', tls: { maxVersion } });
+    let requests = 0;
+    server.on('request', () => requests++);
+    const dropIn = new HttpsAgent({ ca: CA });
+    const promise = new HttpsAgent({ ca: CA });
+    t.after(() => {
+      dropIn.destroy();
+      promise.destroy();
+    });
+    const wrongName = { code: 'ERR_TLS_CERT_ALTNAME_INVALID', host: 'localhost', reason: /not in the cert's altnames: DNS:example.com/ };
+    // Each time: a session cached by a refused connection must not let the next one skip the
+    // check (as Node's agent evicts the session of a socket that failed).
+    for (let i = 0; i < 3; i++) {
+      const err = await getError({ host: 'localhost', port: server.port, agent: dropIn });
+      assert.strictEqual(err.code, wrongName.code, `${maxVersion} drop-in ${i}`);
+      await assert.rejects(promise.request(`https://localhost:${server.port}/`), wrongName, `${maxVersion} promise ${i}`);
+    }
+    assert.strictEqual(requests, 0, 'no request reached the impostor');
+    // Counted as the drop-in path counts them: connections made, failed by an error, closed.
+    await until(() => dropIn.closeSocketCount === 3, 5000, 'the drop-in sockets to close');
+    const counts = (a) => [a.createSocketCount, a.errorSocketCount, a.closeSocketCount];
+    assert.deepStrictEqual(counts(promise), counts(dropIn));
+    assert.deepStrictEqual(counts(promise), [3, 3, 3]);
+  }
+});
+
+test('checkServerIdentity is called on agent.request()\'s connections as on the drop-in path\'s', async (t) => {
+  const server = await httpsServer(t, { cert: 'wrong-host.pem', key: 'wrong-host-key.pem' });
+  const seen = [];
+  const refuse = new HttpsAgent({
+    ca: CA,
+    checkServerIdentity: (host, cert) => {
+      seen.push([host, cert.subjectaltname, Boolean(cert.issuerCertificate)]);
+      return new Error(`pinned elsewhere: ${host}`);
+    },
+  });
+  const accept = new HttpsAgent({ ca: CA, checkServerIdentity: () => undefined });
+  const throwing = new HttpsAgent({ ca: CA, checkServerIdentity: () => { throw new Error('checker broke'); } });
+  t.after(() => [refuse, accept, throwing].forEach((a) => a.destroy()));
+  const url = `https://localhost:${server.port}/x`;
+  await assert.rejects(refuse.request(url), { message: 'pinned elsewhere: localhost' });
+  await assert.rejects(getError({ host: 'localhost', port: server.port, agent: refuse }).then((e) => { throw e; }), {
+    message: 'pinned elsewhere: localhost',
+  });
+  // Both paths give the function the same: the host, and the detailed peer certificate.
+  assert.deepStrictEqual(seen, [['localhost', 'DNS:example.com', true], ['localhost', 'DNS:example.com', true]]);
+  // A function that lets the name pass is obeyed; one that throws fails the request with its
+  // error, not the process.
+  assert.strictEqual(await (await accept.request(url)).body.text(), 'secure /x');
+  await assert.rejects(throwing.request(url), { message: 'checker broke' });
+});
+
+test('agent.request() resumes a session whose name was found right, and checks it no more', async (t) => {
+  const server = await httpsServer(t, {}, (req, res) => {
+    res.setHeader('connection', 'close');
+    res.end(String(req.socket.isSessionReused()));
+  });
+  let checks = 0;
+  const agent = new HttpsAgent({
+    ca: CA,
+    checkServerIdentity: (host, cert) => {
+      checks++;
+      return require('node:tls').checkServerIdentity(host, cert);
+    },
+  });
+  t.after(() => agent.destroy());
+  const url = `https://localhost:${server.port}/`;
+  const bodies = [];
+  for (let i = 0; i < 3; i++) bodies.push(await (await agent.request(url)).body.text());
+  assert.deepStrictEqual(bodies, ['false', 'true', 'true']);
+  assert.strictEqual(checks, 1);
+});

@@ -11,7 +11,7 @@ const { AsyncResource } = require('node:async_hooks');
 const { debuglog } = require('node:util');
 const binding = require('../binding.js');
 const { NativeSocket, kId, kName, kOptions } = require('./socket');
-const { tlsOptions, normalizeServerName, NativeTlsSocket } = require('./tls');
+const { tlsOptions, normalizeServerName, serverNameError, NativeTlsSocket } = require('./tls');
 const { request } = require('./request');
 const net = require('node:net');
 const errors = require('./errors');
@@ -42,6 +42,7 @@ const kConnect = Symbol('hyperagent.connect');
 const kTls = Symbol('hyperagent.tls');
 const kSocketClass = Symbol('hyperagent.socketClass');
 const kOrigins = Symbol('hyperagent.origins');
+const kKeyOptions = Symbol('hyperagent.keyOptions');
 const kUrls = Symbol('hyperagent.urls');
 const kLastTarget = Symbol('hyperagent.lastTarget');
 
@@ -115,6 +116,9 @@ class Agent extends Base {
     this.removeAllListeners('free');
     this[kKeys] = new Map();
     this[kOrigins] = new Map();
+    // agent.request()'s connection options per pool key (its TLS connections' names are
+    // checked with them).
+    this[kKeyOptions] = new Map();
     this[kUrls] = new Map();
     this[kLastTarget] = null;
     this[kWaiters] = new Map();
@@ -459,9 +463,16 @@ class Agent extends Base {
         servername: this[kTls] ? o.servername : undefined,
       });
       this[kOrigins].set(origin, key);
+      this[kKeyOptions].set(key, o);
     }
     target.key = key;
     return key;
+  }
+
+  // A new TLS connection of agent.request() to the origin of `key`: the error that fails it
+  // when its server's name is wrong (see lib/tls.js), or null.
+  _serverNameError(key, info) {
+    return serverNameError(this[kKeyOptions].get(key), info);
   }
 
   // agent.request()'s `maxResponseHeaderSize`: the largest response head of the pool from now on.

@@ -21,6 +21,7 @@ const END = 2;
 const ERROR = 3;
 const DRAIN = 4;
 const DONE = 5;
+const VERIFY = 6;
 
 // diagnostics_channel events of agent.request(), as undici publishes its own.
 const channels = {
@@ -488,8 +489,24 @@ class PendingRequest {
       case ERROR: return this.fail(this.bodyError !== undefined ? this.bodyError : errors.systemError(a));
       case DRAIN: return this.onDrain();
       case DONE: return this.onDone(a, b);
+      case VERIFY: return this.onVerify(a, b);
       default: return undefined;
     }
+  }
+
+  // A new TLS connection (`info`, of pool key `key`): the exchange starts (true) only if the
+  // server's name is right; otherwise the request fails with the check's error, and its
+  // connection closes without a byte of the request sent.
+  onVerify(info, key) {
+    let err;
+    try {
+      err = this.agent._serverNameError(key, info);
+    } catch (thrown) {
+      err = thrown;
+    }
+    if (err === null) return true;
+    this.abort(err);
+    return false;
   }
 
   // `verdict` and `connId` come when the exchange ended with its head (the whole body came

@@ -6,6 +6,7 @@
 const crypto = require('node:crypto');
 const net = require('node:net');
 const tls = require('node:tls');
+const native = require('../binding.js');
 const { NativeSocket, kOptions } = require('./socket');
 const errors = require('./errors');
 
@@ -137,6 +138,48 @@ function trustedCertificates(ca) {
   return out;
 }
 
+// A peer's chain (DER, leaf first) as OpenSSL's verified chain: up to the trusted root, when
+// the root is one of `ca`.
+function verifiedChain(ders, ca) {
+  const chain = ders.map((der) => new crypto.X509Certificate(der));
+  const top = chain[chain.length - 1];
+  if (!top.checkIssued(top)) {
+    const root = trustedCertificates(ca).find((c) => top.checkIssued(c));
+    if (root) chain.push(root);
+  }
+  return chain;
+}
+
+// The leaf of a chain of X509Certificates in Node's shape (toLegacyObject); with `detailed`,
+// each certificate carries its issuer as `issuerCertificate`.
+function legacyCertificate(chain, detailed) {
+  const certs = chain.map((x) => x.toLegacyObject());
+  if (!detailed) return certs[0];
+  for (let i = 0; i < certs.length; i++) {
+    const issuer = certs[i + 1];
+    if (issuer) certs[i].issuerCertificate = issuer;
+    else if (chain[i].checkIssued(chain[i])) certs[i].issuerCertificate = certs[i];
+  }
+  return certs[0];
+}
+
+// The server's name checked as Node's tls.connect checks it after a new handshake:
+// `checkServerIdentity` (Node's own unless one is given) on the servername, or the host. The
+// error, or null.
+function identityError(options, peerCertificate) {
+  const hostname = options.servername || options.host || 'localhost';
+  const check = typeof options.checkServerIdentity === 'function' ? options.checkServerIdentity : tls.checkServerIdentity;
+  return check(hostname, peerCertificate) || null;
+}
+
+// agent.request()'s new TLS connection (its session's `info`, as a socket's): the error that
+// fails it when the server's name is wrong and `rejectUnauthorized` is not false, else null.
+function serverNameError(options, info) {
+  const cert = info.peerChain.length === 0 ? {} : legacyCertificate(verifiedChain(info.peerChain, options.ca), true);
+  const err = identityError(options, cert);
+  return err !== null && options.rejectUnauthorized !== false ? err : null;
+}
+
 // The face of a TLS connection: a NativeSocket with TLSSocket's properties and methods.
 class NativeTlsSocket extends NativeSocket {
   constructor(agent, name, options) {
@@ -160,16 +203,19 @@ class NativeTlsSocket extends NativeSocket {
     this.servername = info.servername;
     const options = this[kOptions];
     let verifyError = info.authorizationError ? errors.systemError(info.authorizationError) : null;
-    // As Node: the name is checked after the handshake, by checkServerIdentity, unless the
-    // chain already failed or the session was resumed.
-    if (!verifyError && !info.resumed) {
-      const hostname = options.servername || options.host || 'localhost';
-      const check = typeof options.checkServerIdentity === 'function' ? options.checkServerIdentity : tls.checkServerIdentity;
-      verifyError = check(hostname, this.getPeerCertificate(true)) || null;
+    // As Node: the name is checked after the handshake, unless the chain already failed or the
+    // session was resumed (with a certificate whose name was found right before: see
+    // TlsConfig's `named` in Rust).
+    if (!verifyError && !info.nameChecked) {
+      verifyError = identityError(options, this.getPeerCertificate(true));
+      if (verifyError === null) native.tlsNameVerified(this._connectionId);
     }
     if (verifyError) {
       this.authorizationError = verifyError.code || verifyError.message;
       if (options.rejectUnauthorized !== false) {
+        // As Node's https.Agent evicts the session of a socket that failed: the next
+        // connection makes a new one, and is checked again (a resumed one is not).
+        native.forgetTlsSessions(this._connectionId);
         this._failHandshake(verifyError);
         return;
       }
@@ -204,25 +250,8 @@ class NativeTlsSocket extends NativeSocket {
   getPeerCertificate(detailed) {
     const info = this[kInfo];
     if (!info || info.peerChain.length === 0) return {};
-    if (this[kPeerCerts] === null) {
-      const chain = info.peerChain.map((der) => new crypto.X509Certificate(der));
-      // As OpenSSL's verified chain: up to the trusted root, when the root is one of `ca`.
-      const top = chain[chain.length - 1];
-      if (!top.checkIssued(top)) {
-        const root = trustedCertificates(this[kOptions].ca).find((c) => top.checkIssued(c));
-        if (root) chain.push(root);
-      }
-      this[kPeerCerts] = chain;
-    }
-    const certs = this[kPeerCerts].map((x) => x.toLegacyObject());
-    if (!detailed) return certs[0];
-    if (!this.authorized && this.authorizationError !== null) return certs[0];
-    for (let i = 0; i < certs.length; i++) {
-      const issuer = certs[i + 1];
-      if (issuer) certs[i].issuerCertificate = issuer;
-      else if (this[kPeerCerts][i].checkIssued(this[kPeerCerts][i])) certs[i].issuerCertificate = certs[i];
-    }
-    return certs[0];
+    if (this[kPeerCerts] === null) this[kPeerCerts] = verifiedChain(info.peerChain, this[kOptions].ca);
+    return legacyCertificate(this[kPeerCerts], detailed && (this.authorized || this.authorizationError === null));
   }
 
   getPeerX509Certificate() {
@@ -247,4 +276,4 @@ class NativeTlsSocket extends NativeSocket {
   }
 }
 
-module.exports = { tlsOptions, normalizeServerName, NativeTlsSocket };
+module.exports = { tlsOptions, normalizeServerName, serverNameError, NativeTlsSocket };

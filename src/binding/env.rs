@@ -67,8 +67,8 @@ pub enum Completion {
     },
     /// An event of an `agent.request()` exchange.
     Req { req: u32, event: client::Event },
-    /// A promise-path connection was established (its exchange is running), or failed for
-    /// the request that opened it.
+    /// A promise-path connection was established (its exchange is running, or waits for the
+    /// server's name to be checked), or failed for the request that opened it.
     HyperConnected {
         pool: u32,
         conn: u32,
@@ -80,8 +80,14 @@ pub enum Completion {
     HyperClosed { pool: u32, conn: u32 },
 }
 
-/// Where a promise-path connection goes, and its TLS session.
-pub type HyperEstablished = (Option<SocketAddr>, Peer, Option<Box<TlsInfo>>);
+/// Where a promise-path connection goes, its TLS session, and what lets its exchange start
+/// once the server's name is found right (a new TLS session: see `PoolCell::hyper_connected`).
+pub type HyperEstablished = (
+    Option<SocketAddr>,
+    Peer,
+    Option<Box<TlsInfo>>,
+    Option<tokio::sync::oneshot::Sender<()>>,
+);
 
 /// A connection ready for requests.
 pub struct Established {

@@ -136,7 +136,7 @@ pub fn make_callback(
     recv: sys::napi_value,
     func: sys::napi_value,
     args: &[sys::napi_value],
-) {
+) -> Option<sys::napi_value> {
     let mut result = ptr::null_mut();
     // SAFETY: live values of this env; a null context means "no async context" to Node-API.
     let status = unsafe {
@@ -152,7 +152,17 @@ pub fn make_callback(
     };
     if status != sys::Status::napi_ok {
         rethrow_pending(env);
+        return None;
     }
+    Some(result)
+}
+
+/// Whether `value` is the boolean `true`.
+pub fn is_true(env: sys::napi_env, value: sys::napi_value) -> bool {
+    let mut b = false;
+    // SAFETY: a live value of this env; anything but a boolean reads as false.
+    let status = unsafe { sys::napi_get_value_bool(env, value, &mut b) };
+    status == sys::Status::napi_ok && b
 }
 
 /// Calls `func(...args)` plainly: for the binding's own helpers, which run no user code.
@@ -356,6 +366,7 @@ pub fn tls_info(env: sys::napi_env, info: &TlsInfo) -> sys::napi_value {
         .collect();
     set(env, obj, "peerChain", array(env, &chain));
     set(env, obj, "resumed", boolean(env, info.resumed));
+    set(env, obj, "nameChecked", boolean(env, info.name_checked));
     let auth = match &info.authorization_error {
         Some(failure) => {
             let e = object(env);

@@ -619,6 +619,37 @@ fn head_of(path: &str, lines: &[u8]) -> Result<client::Head> {
     Ok(client::Head { uri, headers })
 }
 
+/// Drops the TLS sessions cached for the server of connection `id`, whose name failed the
+/// check after the handshake: as Node's https.Agent evicts the session of a socket closed by an
+/// error, so that the next connection makes a new session and is checked again (a resumed
+/// session is not).
+#[napi]
+pub fn forget_tls_sessions(id: u32) {
+    with_tls(id, |config, info| config.forget_sessions(&info.server));
+}
+
+/// Remembers that the server of connection `id` has the right name (its session, resumed
+/// later, needs no check).
+#[napi]
+pub fn tls_name_verified(id: u32) {
+    with_tls(id, |config, info| config.name_verified(info));
+}
+
+/// Runs `f` with the TLS configuration and session of connection `id`, if it has them.
+fn with_tls(
+    id: u32,
+    f: impl FnOnce(&crate::transport::tls::TlsConfig, &crate::transport::tls::TlsInfo),
+) {
+    let Some(conn) = conn(id) else { return };
+    let Some(config) = conn.pool().and_then(|pool| pool.tls_config(conn.key)) else {
+        return;
+    };
+    let tls = conn.tls.borrow();
+    if let Some(info) = tls.as_deref() {
+        f(&config, info);
+    }
+}
+
 /// Marks the heads [`prepare_head`] makes.
 static HEAD_TAG: sys::napi_type_tag = sys::napi_type_tag {
     lower: 0x6879_7065_7261_6765,

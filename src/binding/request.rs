@@ -33,6 +33,9 @@ pub mod kind {
     pub const ERROR: u32 = 3;
     pub const DRAIN: u32 = 4;
     pub const DONE: u32 = 5;
+    /// A new TLS session: JavaScript checks the server's name (`checkServerIdentity`) and
+    /// answers true for the exchange to start.
+    pub const VERIFY: u32 = 6;
 }
 
 /// One `agent.request()` in flight (or waiting for a connection).
@@ -127,8 +130,9 @@ impl ReqState {
         self.pool.ctx.env
     }
 
-    /// Calls `handle.onEvent(kind, ...args)` in the request's async context.
-    fn emit(&self, kind: u32, args: &[sys::napi_value]) {
+    /// Calls `handle.onEvent(kind, ...args)` in the request's async context; returns what it
+    /// returned (None if it threw).
+    fn emit(&self, kind: u32, args: &[sys::napi_value]) -> Option<sys::napi_value> {
         let env = self.env();
         let handle = self.handle.get(env);
         let func = self.pool.ctx.callbacks.on_request.get(env);
@@ -136,7 +140,7 @@ impl ReqState {
         argv.push(handle);
         argv.push(js::number(env, kind as f64));
         argv.extend_from_slice(args);
-        js::make_callback(env, Some(self.ctx), handle, func, &argv);
+        js::make_callback(env, Some(self.ctx), handle, func, &argv)
     }
 
     /// Takes a long headers timeout out of `spec`: this thread keeps it.
@@ -308,13 +312,6 @@ impl PoolCell {
                 inbox: inbox.clone(),
                 req: req_id,
             });
-            let closed_inbox = inbox.clone();
-            let closed = move || {
-                closed_inbox.post(Completion::HyperClosed {
-                    pool,
-                    conn: conn_id,
-                })
-            };
             let established = async {
                 let Connected {
                     socket,
@@ -331,20 +328,17 @@ impl PoolCell {
                             Some(config) => {
                                 let server = tls::server_name(servername.as_deref(), peer_ip);
                                 let (stream, info) = tls::handshake($io, config, server).await?;
-                                (
-                                    client::handshake(stream, max_header, closed).await?,
-                                    Some(info),
-                                )
+                                (client::handshake(stream, max_header).await?, Some(info))
                             }
-                            None => (client::handshake($io, max_header, closed).await?, None),
+                            None => (client::handshake($io, max_header).await?, None),
                         }
                     }};
                 }
-                let (sender, info) = match socket {
+                let ((sender, connection), info) = match socket {
                     Socket::Tcp(tcp) => start!(tcp),
                     Socket::Unix(unix) => start!(unix),
                 };
-                Ok::<_, Error>((sender, local, remote, info))
+                Ok::<_, Error>((sender, connection, local, remote, info))
             };
             // Opening the connection (resolving, connecting, the TLS handshake) is bounded by
             // the agent's timeout, failing as a drop-in socket with nobody listening would.
@@ -355,12 +349,37 @@ impl PoolCell {
                 None => established.await,
             };
             match established {
-                Ok((sender, local, remote, info)) => {
+                Ok((sender, connection, local, remote, info)) => {
+                    // As Node's: the server of a new TLS session is checked by name before a
+                    // byte of HTTP is read or written; not a resumed one (checked when it was
+                    // made), nor one whose chain already failed (`rejectUnauthorized: false`).
+                    let unchecked = info
+                        .as_ref()
+                        .is_some_and(|i| !i.name_checked && i.authorization_error.is_none());
+                    let (verify, verified) = match unchecked {
+                        true => {
+                            let (tx, rx) = tokio::sync::oneshot::channel();
+                            (Some(tx), Some(rx))
+                        }
+                        false => (None, None),
+                    };
                     inbox.post(Completion::HyperConnected {
                         pool,
                         conn: conn_id,
                         req: req_id,
-                        result: Ok((local, remote, info.map(Box::new))),
+                        result: Ok((local, remote, info.map(Box::new), verify)),
+                    });
+                    // A name that fails closes the connection (this task stops here).
+                    if let Some(verified) = verified {
+                        if verified.await.is_err() {
+                            return;
+                        }
+                    }
+                    connection.spawn(move || {
+                        inbox.post(Completion::HyperClosed {
+                            pool,
+                            conn: conn_id,
+                        })
                     });
                     client::exchange(sender, spec, ctl, sink).await;
                 }
@@ -386,16 +405,29 @@ impl PoolCell {
             return;
         };
         match result {
-            Ok((local, remote, info)) => {
+            Ok((local, remote, info, verify)) => {
                 conn.local.set(local);
                 *conn.remote.borrow_mut() = Some(remote);
                 *conn.tls.borrow_mut() = info;
                 conn.state.set(State::Active);
                 self.state.borrow_mut().pool.connected(conn.key);
-                if let Some(req) = self.ctx.request(req_id) {
-                    if req.conn.get() == conn_id {
-                        self.ctx.arm_headers_deadline(&req);
+                let Some(req) = self
+                    .ctx
+                    .request(req_id)
+                    .filter(|req| req.conn.get() == conn_id)
+                else {
+                    // Nobody to check it for (its request ended meanwhile): it closes unused.
+                    if verify.is_some() {
+                        self.ctx.remove_conn(conn_id);
+                        conn.close(self.ctx.env);
+                        let grant = self.state.borrow_mut().pool.closed(conn.key);
+                        self.notify_grants(grant.into_iter());
                     }
+                    return;
+                };
+                self.ctx.arm_headers_deadline(&req);
+                if let Some(verify) = verify {
+                    self.verify_server(&req, &conn, verify);
                 }
             }
             Err(err) => {
@@ -418,6 +450,50 @@ impl PoolCell {
                 }
                 self.notify_grants(grant.into_iter());
             }
+        }
+    }
+
+    /// Has JavaScript check the name of the server of `req`'s new TLS connection, as Node's
+    /// `tls.connect` does after the handshake: its exchange starts if the name is right;
+    /// otherwise JavaScript has failed the request with the check's error and closed the
+    /// connection, which counts as a socket error and drops the server's cached sessions (as
+    /// Node's https.Agent evicts them), so that the next connection is checked anew.
+    fn verify_server(
+        &self,
+        req: &Rc<ReqState>,
+        conn: &Conn,
+        verify: tokio::sync::oneshot::Sender<()>,
+    ) {
+        let env = self.ctx.env;
+        let info = conn
+            .tls
+            .borrow()
+            .as_deref()
+            .map_or_else(|| js::null(env), |info| js::tls_info(env, info));
+        let right = req
+            .emit(kind::VERIFY, &[info, js::number(env, req.key.0 as f64)])
+            .is_some_and(|ok| js::is_true(env, ok));
+        let config = self.tls_config(conn.key);
+        if right {
+            if let (Some(config), Some(info)) = (&config, conn.tls.borrow().as_deref()) {
+                config.name_verified(info);
+            }
+            let _ = verify.send(());
+            return;
+        }
+        self.state.borrow_mut().pool.stats.error_socket_count += 1;
+        if let (Some(config), Some(info)) = (&config, conn.tls.borrow().as_deref()) {
+            config.forget_sessions(&info.server);
+        }
+        // JavaScript fails the request with the check's error; had it not (it threw), the
+        // request would wait for ever: it fails here.
+        if self.ctx.request(req.id).is_some() {
+            let err = Error::tls(
+                "ERR_HYPERAGENT_INTERNAL",
+                "the server's name could not be checked",
+            );
+            self.ctx.on_request_event(req.id, Event::Error(err));
+            self.ctx.on_request_event(req.id, Event::Done(None));
         }
     }
 
@@ -525,8 +601,12 @@ impl EnvCtx {
                     req.finish();
                 }
             }
-            Event::Data(chunks) => req.emit(kind::DATA, &[self.chunk_concat(&chunks)]),
-            Event::End(trailers) => req.emit(kind::END, &[header_string(env, &trailers)]),
+            Event::Data(chunks) => {
+                req.emit(kind::DATA, &[self.chunk_concat(&chunks)]);
+            }
+            Event::End(trailers) => {
+                req.emit(kind::END, &[header_string(env, &trailers)]);
+            }
             Event::Error(err) => {
                 self.count_failure(&req, &err);
                 let desc = js::error_descriptor(env, &err);
@@ -544,7 +624,9 @@ impl EnvCtx {
                     req.emit(kind::ERROR, &[desc]);
                 }
             }
-            Event::BodyDrain => req.emit(kind::DRAIN, &[]),
+            Event::BodyDrain => {
+                req.emit(kind::DRAIN, &[]);
+            }
             Event::Done(_) if req.retrying.replace(false) => {
                 super::debug::debug!("replay request {} on a new connection", req.id);
                 self.unhold();

@@ -11,6 +11,8 @@ mod body;
 mod errors;
 
 use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -184,14 +186,23 @@ const READ_BUF_MAX: usize = 64 * 1024;
 /// (their only limit is the head's size); past this one a head fails as too large.
 const MAX_HEADERS: usize = 2000;
 
-/// Starts HTTP/1.1 on a connected stream; spawns the connection's task, which calls
-/// `closed` when the connection ends. A response head over `max_header_size` fails the
-/// connection when it is larger than a read; smaller ones are checked by [`exchange`].
-pub async fn handshake<IO>(
-    io: IO,
-    max_header_size: usize,
-    closed: impl FnOnce() + Send + 'static,
-) -> Result<Sender, Error>
+/// hyper's side of a connection: it reads responses and writes requests once spawned.
+pub struct Connection(Pin<Box<dyn Future<Output = ()> + Send>>);
+
+impl Connection {
+    /// Runs the connection in a task of its own, which calls `closed` when it ends.
+    pub fn spawn(self, closed: impl FnOnce() + Send + 'static) {
+        tokio::spawn(async move {
+            self.0.await;
+            closed();
+        });
+    }
+}
+
+/// Starts HTTP/1.1 on a connected stream: nothing is read or written until the connection is
+/// spawned. A response head over `max_header_size` fails the connection when it is larger
+/// than a read; smaller ones are checked by [`exchange`].
+pub async fn handshake<IO>(io: IO, max_header_size: usize) -> Result<(Sender, Connection), Error>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -203,11 +214,12 @@ where
         .handshake::<_, ReqBody>(TokioIo::new(io))
         .await
         .map_err(|e| hyper_error(&e, false))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-        closed();
-    });
-    Ok(sender)
+    Ok((
+        sender,
+        Connection(Box::pin(async move {
+            let _ = conn.await;
+        })),
+    ))
 }
 
 /// Poll once: the value if the future is ready now, without waiting.

@@ -71,7 +71,9 @@ async fn server(replies: Vec<&'static [u8]>) -> (u16, tokio::task::JoinHandle<Ve
 
 async fn connect(port: u16) -> Sender {
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    handshake(tcp, 16 * 1024, || {}).await.unwrap()
+    let (sender, connection) = handshake(tcp, 16 * 1024).await.unwrap();
+    connection.spawn(|| {});
+    sender
 }
 
 fn get(path: &str) -> Spec {

@@ -94,7 +94,16 @@ const CERT_REJECTED: VerifyFailure = VerifyFailure::new("CERT_REJECTED", "certif
 pub struct TlsConfig {
     base: Arc<ClientConfig>,
     sessions: Option<Arc<ClientSessionMemoryCache>>,
+    /// The leaf certificates (DER) whose server name JavaScript found right: a session resumed
+    /// with one of them is not checked again, as Node does not check a resumed session. One
+    /// resumed with another is: a session cached by a connection whose name was then refused
+    /// (a ticket can arrive after the check) must not skip the check.
+    named: std::sync::Mutex<Vec<Vec<u8>>>,
 }
+
+/// How many leaf certificates a configuration remembers as named right (one server has one,
+/// or a few while it rotates its certificate).
+const NAMED_LEAVES: usize = 16;
 
 tokio::task_local! {
     /// Why the chain of the handshake running in this task was not trusted: the shared
@@ -266,11 +275,31 @@ impl TlsConfig {
         Ok(TlsConfig {
             base: Arc::new(config),
             sessions,
+            named: std::sync::Mutex::new(Vec::new()),
         })
     }
 
     fn connector(&self) -> TlsConnector {
         TlsConnector::from(self.base.clone())
+    }
+
+    /// Remembers that the server of the session `info` was found to have the right name.
+    pub fn name_verified(&self, info: &TlsInfo) {
+        let Some(leaf) = info.peer_chain.first() else {
+            return;
+        };
+        let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
+        if !named.contains(leaf) {
+            if named.len() >= NAMED_LEAVES {
+                named.remove(0);
+            }
+            named.push(leaf.clone());
+        }
+    }
+
+    fn name_known(&self, leaf: Option<&Vec<u8>>) -> bool {
+        let named = self.named.lock().unwrap_or_else(|e| e.into_inner());
+        leaf.is_some_and(|leaf| named.contains(leaf))
     }
 
     /// Drops the sessions cached for `server` (its last connection ended in a TLS error).
@@ -301,6 +330,11 @@ pub struct TlsInfo {
     pub authorization_error: Option<VerifyFailure>,
     /// The SNI sent (none for IP addresses).
     pub servername: Option<String>,
+    /// The name the session was made for: its cached sessions are kept under it.
+    pub server: ServerName<'static>,
+    /// The session was resumed, with a certificate whose name was found right before (see
+    /// [`TlsConfig::name_verified`]): the name needs no check.
+    pub name_checked: bool,
 }
 
 /// The name rustls checks sessions and SNI against: the `servername` when it is a DNS name
@@ -346,6 +380,12 @@ where
     };
     let (_, conn) = stream.get_ref();
     let suite = conn.negotiated_cipher_suite();
+    let peer_chain: Vec<Vec<u8>> = conn
+        .peer_certificates()
+        .map(|certs| certs.iter().map(|c| c.to_vec()).collect())
+        .unwrap_or_default();
+    let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    let name_checked = resumed && config.name_known(peer_chain.first());
     let info = TlsInfo {
         protocol: match conn.protocol_version() {
             Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
@@ -353,13 +393,12 @@ where
         },
         cipher: suite.map_or(("", ""), |s| cipher_names(s.suite())),
         alpn: conn.alpn_protocol().map(|p| p.to_vec()),
-        peer_chain: conn
-            .peer_certificates()
-            .map(|certs| certs.iter().map(|c| c.to_vec()).collect())
-            .unwrap_or_default(),
-        resumed: conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+        peer_chain,
+        resumed,
         authorization_error: failure,
         servername,
+        server,
+        name_checked,
     };
     Ok((stream, info))
 }
