@@ -447,4 +447,18 @@ test('agent.request() resumes a session whose name was found right, and checks i
   for (let i = 0; i < 3; i++) bodies.push(await (await agent.request(url)).body.text());
   assert.deepStrictEqual(bodies, ['false', 'true', 'true']);
   assert.strictEqual(checks, 1);
+  // Without resumption every connection is a new session: an agent's own function is called
+  // on each, as Node calls it (only Node's own check is taken as known for a certificate).
+  let fresh = 0;
+  const noResume = new HttpsAgent({
+    ca: CA,
+    maxCachedSessions: 0,
+    checkServerIdentity: (host, cert) => {
+      fresh++;
+      return require('node:tls').checkServerIdentity(host, cert);
+    },
+  });
+  t.after(() => noResume.destroy());
+  for (let i = 0; i < 3; i++) assert.strictEqual(await (await noResume.request(url)).body.text(), 'false');
+  assert.strictEqual(fresh, 3);
 });

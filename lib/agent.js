@@ -469,10 +469,14 @@ class Agent extends Base {
     return key;
   }
 
-  // A new TLS connection of agent.request() to the origin of `key`: the error that fails it
-  // when its server's name is wrong (see lib/tls.js), or null.
-  _serverNameError(key, info) {
-    return serverNameError(this[kKeyOptions].get(key), info);
+  // A new TLS connection of agent.request() to the origin of `key`: what its server's name
+  // check gives (see lib/tls.js): 1 when the name is right, 2 when it is not but
+  // `rejectUnauthorized: false` lets it pass, or the error that fails the request.
+  _checkServerName(key, info) {
+    const options = this[kKeyOptions].get(key);
+    const err = serverNameError(options, info);
+    if (err === null) return 1;
+    return options.rejectUnauthorized === false ? 2 : err;
   }
 
   // agent.request()'s `maxResponseHeaderSize`: the largest response head of the pool from now on.

@@ -494,19 +494,19 @@ class PendingRequest {
     }
   }
 
-  // A new TLS connection (`info`, of pool key `key`): the exchange starts (true) only if the
-  // server's name is right; otherwise the request fails with the check's error, and its
-  // connection closes without a byte of the request sent.
+  // A new TLS connection (`info`, of pool key `key`): the exchange starts only if the server's
+  // name passes (1 or 2, see Agent#_checkServerName); otherwise the request fails with the
+  // check's error, and its connection closes without a byte of the request sent.
   onVerify(info, key) {
-    let err;
+    let verdict;
     try {
-      err = this.agent._serverNameError(key, info);
+      verdict = this.agent._checkServerName(key, info);
     } catch (thrown) {
-      err = thrown;
+      verdict = thrown;
     }
-    if (err === null) return true;
-    this.abort(err);
-    return false;
+    if (verdict === 1 || verdict === 2) return verdict;
+    this.abort(verdict);
+    return 0;
   }
 
   // `verdict` and `connId` come when the exchange ended with its head (the whole body came

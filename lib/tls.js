@@ -101,6 +101,7 @@ function tlsOptions(agent, options) {
     ciphers,
     alpn: alpn(options.ALPNProtocols),
     maxCachedSessions: agent.maxCachedSessions ?? 100,
+    customIdentityCheck: customIdentityCheck(options),
   };
 }
 
@@ -163,6 +164,10 @@ function legacyCertificate(chain, detailed) {
   return certs[0];
 }
 
+function customIdentityCheck(options) {
+  return typeof options.checkServerIdentity === 'function' && options.checkServerIdentity !== tls.checkServerIdentity;
+}
+
 // The server's name checked as Node's tls.connect checks it after a new handshake:
 // `checkServerIdentity` (Node's own unless one is given) on the servername, or the host. The
 // error, or null.
@@ -172,12 +177,11 @@ function identityError(options, peerCertificate) {
   return check(hostname, peerCertificate) || null;
 }
 
-// agent.request()'s new TLS connection (its session's `info`, as a socket's): the error that
-// fails it when the server's name is wrong and `rejectUnauthorized` is not false, else null.
+// agent.request()'s new TLS connection (its session's `info`, as a socket's): the error of its
+// server's name check, or null.
 function serverNameError(options, info) {
   const cert = info.peerChain.length === 0 ? {} : legacyCertificate(verifiedChain(info.peerChain, options.ca), true);
-  const err = identityError(options, cert);
-  return err !== null && options.rejectUnauthorized !== false ? err : null;
+  return identityError(options, cert);
 }
 
 // The face of a TLS connection: a NativeSocket with TLSSocket's properties and methods.
@@ -204,9 +208,10 @@ class NativeTlsSocket extends NativeSocket {
     const options = this[kOptions];
     let verifyError = info.authorizationError ? errors.systemError(info.authorizationError) : null;
     // As Node: the name is checked after the handshake, unless the chain already failed or the
-    // session was resumed (with a certificate whose name was found right before: see
-    // TlsConfig's `named` in Rust).
-    if (!verifyError && !info.nameChecked) {
+    // session was resumed. Only a certificate whose name was found right before is taken
+    // unchecked, and, when the check is Node's own, on a new session too (TlsConfig's `named`
+    // in Rust).
+    if (!verifyError && !(info.nameKnown && (info.resumed || !customIdentityCheck(options)))) {
       verifyError = identityError(options, this.getPeerCertificate(true));
       if (verifyError === null) native.tlsNameVerified(this._connectionId);
     }

@@ -157,12 +157,12 @@ pub fn make_callback(
     Some(result)
 }
 
-/// Whether `value` is the boolean `true`.
-pub fn is_true(env: sys::napi_env, value: sys::napi_value) -> bool {
-    let mut b = false;
-    // SAFETY: a live value of this env; anything but a boolean reads as false.
-    let status = unsafe { sys::napi_get_value_bool(env, value, &mut b) };
-    status == sys::Status::napi_ok && b
+/// `value` as a number, if it is one.
+pub fn to_f64(env: sys::napi_env, value: sys::napi_value) -> Option<f64> {
+    let mut n = 0.0;
+    // SAFETY: a live value of this env; anything but a number fails.
+    let status = unsafe { sys::napi_get_value_double(env, value, &mut n) };
+    (status == sys::Status::napi_ok).then_some(n)
 }
 
 /// Calls `func(...args)` plainly: for the binding's own helpers, which run no user code.
@@ -366,7 +366,7 @@ pub fn tls_info(env: sys::napi_env, info: &TlsInfo) -> sys::napi_value {
         .collect();
     set(env, obj, "peerChain", array(env, &chain));
     set(env, obj, "resumed", boolean(env, info.resumed));
-    set(env, obj, "nameChecked", boolean(env, info.name_checked));
+    set(env, obj, "nameKnown", boolean(env, info.name_known));
     let auth = match &info.authorization_error {
         Some(failure) => {
             let e = object(env);

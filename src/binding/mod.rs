@@ -123,6 +123,7 @@ pub struct TlsOptionsJs {
     pub ciphers: Option<String>,
     pub alpn: Option<Vec<Buffer>>,
     pub max_cached_sessions: u32,
+    pub custom_identity_check: bool,
 }
 
 /// A configuration error, for JavaScript to throw with its code.
@@ -463,6 +464,7 @@ impl NativePool {
             ciphers: options.ciphers,
             alpn: bytes(options.alpn).unwrap_or_default(),
             max_cached_sessions: options.max_cached_sessions as usize,
+            custom_identity_check: options.custom_identity_check,
         };
         self.cell
             .set_tls(KeyId(key), &opts)

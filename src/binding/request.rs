@@ -355,7 +355,8 @@ impl PoolCell {
                     // made), nor one whose chain already failed (`rejectUnauthorized: false`).
                     let unchecked = info
                         .as_ref()
-                        .is_some_and(|i| !i.name_checked && i.authorization_error.is_none());
+                        .zip(tls.as_ref())
+                        .is_some_and(|(info, config)| config.needs_name_check(info));
                     let (verify, verified) = match unchecked {
                         true => {
                             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -470,14 +471,17 @@ impl PoolCell {
             .borrow()
             .as_deref()
             .map_or_else(|| js::null(env), |info| js::tls_info(env, info));
-        let right = req
+        // 1: the name is right; 2: it is not, but `rejectUnauthorized: false` lets it pass.
+        let verdict = req
             .emit(kind::VERIFY, &[info, js::number(env, req.key.0 as f64)])
-            .is_some_and(|ok| js::is_true(env, ok));
+            .and_then(|v| js::to_f64(env, v));
         let config = self.tls_config(conn.key);
-        if right {
+        if verdict == Some(1.0) {
             if let (Some(config), Some(info)) = (&config, conn.tls.borrow().as_deref()) {
                 config.name_verified(info);
             }
+        }
+        if matches!(verdict, Some(v) if v == 1.0 || v == 2.0) {
             let _ = verify.send(());
             return;
         }

@@ -47,6 +47,8 @@ pub struct TlsOptions {
     pub alpn: Vec<Vec<u8>>,
     /// `maxCachedSessions` (0 turns resumption off).
     pub max_cached_sessions: usize,
+    /// `checkServerIdentity` is the agent's own function, not Node's.
+    pub custom_identity_check: bool,
 }
 
 /// A configuration error, named as Node would name it.
@@ -97,8 +99,13 @@ pub struct TlsConfig {
     /// The leaf certificates (DER) whose server name JavaScript found right: a session resumed
     /// with one of them is not checked again, as Node does not check a resumed session. One
     /// resumed with another is: a session cached by a connection whose name was then refused
-    /// (a ticket can arrive after the check) must not skip the check.
+    /// (a ticket can arrive after the check) must not skip the check. Nor is a new session
+    /// with one of them checked again when the check is Node's own function: its verdict
+    /// depends only on the certificate and the name, and the name is the pool key's.
     named: std::sync::Mutex<Vec<Vec<u8>>>,
+    /// `checkServerIdentity` is the agent's own function (it is called on every new session,
+    /// as Node calls it).
+    pub custom_identity_check: bool,
 }
 
 /// How many leaf certificates a configuration remembers as named right (one server has one,
@@ -276,11 +283,21 @@ impl TlsConfig {
             base: Arc::new(config),
             sessions,
             named: std::sync::Mutex::new(Vec::new()),
+            custom_identity_check: opts.custom_identity_check,
         })
     }
 
     fn connector(&self) -> TlsConnector {
         TlsConnector::from(self.base.clone())
+    }
+
+    /// Whether the name of the server of a new session `info` needs checking: not when the
+    /// chain already failed (`rejectUnauthorized: false` let it pass), nor for a certificate
+    /// found right before, when the session was resumed (Node checks no resumed session) or the
+    /// check is Node's own (see `named`).
+    pub fn needs_name_check(&self, info: &TlsInfo) -> bool {
+        info.authorization_error.is_none()
+            && !(info.name_known && (info.resumed || !self.custom_identity_check))
     }
 
     /// Remembers that the server of the session `info` was found to have the right name.
@@ -332,9 +349,9 @@ pub struct TlsInfo {
     pub servername: Option<String>,
     /// The name the session was made for: its cached sessions are kept under it.
     pub server: ServerName<'static>,
-    /// The session was resumed, with a certificate whose name was found right before (see
-    /// [`TlsConfig::name_verified`]): the name needs no check.
-    pub name_checked: bool,
+    /// The server's certificate is one whose name was found right before (see
+    /// [`TlsConfig::name_verified`]).
+    pub name_known: bool,
 }
 
 /// The name rustls checks sessions and SNI against: the `servername` when it is a DNS name
@@ -385,7 +402,7 @@ where
         .map(|certs| certs.iter().map(|c| c.to_vec()).collect())
         .unwrap_or_default();
     let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-    let name_checked = resumed && config.name_known(peer_chain.first());
+    let name_known = config.name_known(peer_chain.first());
     let info = TlsInfo {
         protocol: match conn.protocol_version() {
             Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
@@ -398,7 +415,7 @@ where
         authorization_error: failure,
         servername,
         server,
-        name_checked,
+        name_known,
     };
     Ok((stream, info))
 }
