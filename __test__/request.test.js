@@ -1065,6 +1065,35 @@ test('bad input is refused at once with Node\'s codes', async (t) => {
   });
 });
 
+test('what agent.request() refuses, http.request() with the agent does: an upgrade and a CONNECT tunnel free their slot', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('plain'));
+  server.on('upgrade', (req, socket) => {
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nupgrade: echo\r\nconnection: upgrade\r\n\r\n');
+    socket.on('data', (d) => socket.write(`echo:${d}`));
+  });
+  server.on('connect', (req, socket) => {
+    socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    socket.on('data', (d) => socket.write(`tunnel ${req.url}:${d}`));
+  });
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const { port } = new URL(server.url);
+  const taken = async (event, options) => {
+    const req = http.request({ host: '127.0.0.1', port, agent, ...options });
+    req.end();
+    const [res, socket] = await once(req, event);
+    socket.write('ping');
+    const [data] = await once(socket, 'data');
+    socket.destroy();
+    return [res.statusCode, String(data)];
+  };
+  assert.deepStrictEqual(await taken('upgrade', { headers: { connection: 'upgrade', upgrade: 'echo' } }), [101, 'echo:ping']);
+  // The upgraded connection left the pool: with one socket allowed, the next request gets one.
+  assert.strictEqual(await (await agent.request(server.url)).body.text(), 'plain');
+  assert.deepStrictEqual(await taken('connect', { method: 'CONNECT', path: 'example.com:443' }), [200, 'tunnel example.com:443:ping']);
+  assert.strictEqual(await (await agent.request(server.url)).body.text(), 'plain');
+});
+
 test('promise and stream events run in the context of the request() call', async (t) => {
   const server = await httpServer(t, (req, res) => {
     res.write('a');
