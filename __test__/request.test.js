@@ -1094,6 +1094,26 @@ test('what agent.request() refuses, http.request() with the agent does: an upgra
   assert.strictEqual(await (await agent.request(server.url)).body.text(), 'plain');
 });
 
+test('an agent that keeps no connection asks the server to close it, as Node\'s agent does', async (t) => {
+  const server = await echoServer(t);
+  const closing = new Agent({ keepAlive: false });
+  const keeping = new Agent();
+  t.after(() => {
+    closing.destroy();
+    keeping.destroy();
+  });
+  const sent = async (agent, options) => (await (await agent.request(`${server.url}/`, options)).body.json()).headers.connection;
+  assert.strictEqual(await sent(closing), 'close');
+  assert.strictEqual(await sent(closing, { headers: { 'x-a': '1' }, method: 'POST', body: 'b' }), 'close');
+  // A connection header given is sent as it is.
+  assert.strictEqual(await sent(closing, { headers: { Connection: 'close, x-a' } }), 'close, x-a');
+  assert.strictEqual(closing.getCurrentStatus().createSocketCount, 3);
+  // A keep-alive agent adds nothing: HTTP/1.1 keeps connections by default.
+  assert.strictEqual(await sent(keeping), undefined);
+  assert.strictEqual(await sent(keeping), undefined);
+  assert.strictEqual(keeping.getCurrentStatus().createSocketCount, 1);
+});
+
 test('promise and stream events run in the context of the request() call', async (t) => {
   const server = await httpServer(t, (req, res) => {
     res.write('a');

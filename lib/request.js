@@ -729,11 +729,14 @@ function request(agent, input, options = {}) {
   // A Blob's type is its content-type, unless one is given (as undici sends it).
   const typed = body.type !== undefined && body.type !== '' && hasHeader(headers, 'content-type') < 0;
   if (typed) headers.push('content-type', body.type);
+  // An agent that keeps no connection says so to the server, as Node's does (RFC 9112 §9.6).
+  const closing = !agent.keepAlive && (!own || hasHeader(headers, 'connection') < 0);
+  if (closing) headers.push('connection', 'close');
   let headerLines;
   // What crosses as the path: the target's head parsed once, when the request has no header
   // lines but the target's base lines (see targetOf in agent.js).
   let pathOrHead = target.path;
-  if (own || typed) {
+  if (own || typed || closing) {
     headerLines = headers.join('\n');
   } else if (contentLength === undefined) {
     headerLines = target.baseLines;
