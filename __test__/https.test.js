@@ -402,7 +402,7 @@ test('a server whose certificate names another host is refused on both paths, ev
   }
 });
 
-test('checkServerIdentity is called on agent.request()\'s connections as on the drop-in path\'s', async (t) => {
+test('checkServerIdentity is called on agent.request()\'s connections as on the drop-in path\'s', { timeout: 20000 }, async (t) => {
   const server = await httpsServer(t, { cert: 'wrong-host.pem', key: 'wrong-host-key.pem' });
   const seen = [];
   const refuse = new HttpsAgent({
@@ -426,6 +426,15 @@ test('checkServerIdentity is called on agent.request()\'s connections as on the 
   // error, not the process.
   assert.strictEqual(await (await accept.request(url)).body.text(), 'secure /x');
   await assert.rejects(throwing.request(url), { message: 'checker broke' });
+  // Even a check that throws nothing usable fails the request rather than leave it waiting.
+  const throwingNull = new HttpsAgent({
+    ca: CA,
+    checkServerIdentity: () => {
+      throw null; // eslint-disable-line no-throw-literal
+    },
+  });
+  t.after(() => throwingNull.destroy());
+  await assert.rejects(throwingNull.request(url), { message: 'checkServerIdentity threw null' });
 });
 
 test('agent.request() resumes a session whose name was found right, and checks it no more', async (t) => {

@@ -635,11 +635,11 @@ function setRequestSocket(agent, req, socket) {
   socket.setTimeout(req.timeout);
 }
 
-// What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
-// `key` is the pool key of its origin, filled on first use (`_requestKey`).
 // The longest request target (path and query) hyper's request line takes.
 const MAX_TARGET = 65534;
 
+// What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
+// `key` is the pool key of its origin, filled on first use (`_requestKey`).
 function targetOf(url, kept) {
   const path = url.pathname + url.search;
   if (path.length > MAX_TARGET) {

@@ -502,7 +502,9 @@ class PendingRequest {
     try {
       verdict = this.agent._checkServerName(key, info);
     } catch (thrown) {
-      verdict = thrown;
+      // What the check threw is the request's error (a null one too: the request must fail).
+      this.abort(thrown ?? new Error(`checkServerIdentity threw ${thrown}`));
+      return 0;
     }
     if (verdict === 1 || verdict === 2) return verdict;
     this.abort(verdict);

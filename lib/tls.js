@@ -101,7 +101,6 @@ function tlsOptions(agent, options) {
     ciphers,
     alpn: alpn(options.ALPNProtocols),
     maxCachedSessions: agent.maxCachedSessions ?? 100,
-    customIdentityCheck: customIdentityCheck(options),
   };
 }
 
@@ -164,6 +163,8 @@ function legacyCertificate(chain, detailed) {
   return certs[0];
 }
 
+// `checkServerIdentity` is a function of the user's (called on every new session, as Node
+// calls it), not Node's own (whose verdict depends only on the certificate and the name).
 function customIdentityCheck(options) {
   return typeof options.checkServerIdentity === 'function' && options.checkServerIdentity !== tls.checkServerIdentity;
 }
@@ -178,8 +179,10 @@ function identityError(options, peerCertificate) {
 }
 
 // agent.request()'s new TLS connection (its session's `info`, as a socket's): the error of its
-// server's name check, or null.
+// server's name check, or null. A certificate found right before is taken unchecked when the
+// check is Node's own, as on the drop-in path.
 function serverNameError(options, info) {
+  if (info.nameKnown && !customIdentityCheck(options)) return null;
   const cert = info.peerChain.length === 0 ? {} : legacyCertificate(verifiedChain(info.peerChain, options.ca), true);
   return identityError(options, cert);
 }

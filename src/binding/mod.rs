@@ -123,7 +123,6 @@ pub struct TlsOptionsJs {
     pub ciphers: Option<String>,
     pub alpn: Option<Vec<Buffer>>,
     pub max_cached_sessions: u32,
-    pub custom_identity_check: bool,
 }
 
 /// A configuration error, for JavaScript to throw with its code.
@@ -464,7 +463,6 @@ impl NativePool {
             ciphers: options.ciphers,
             alpn: bytes(options.alpn).unwrap_or_default(),
             max_cached_sessions: options.max_cached_sessions as usize,
-            custom_identity_check: options.custom_identity_check,
         };
         self.cell
             .set_tls(KeyId(key), &opts)

@@ -353,10 +353,7 @@ impl PoolCell {
                     // As Node's: the server of a new TLS session is checked by name before a
                     // byte of HTTP is read or written; not a resumed one (checked when it was
                     // made), nor one whose chain already failed (`rejectUnauthorized: false`).
-                    let unchecked = info
-                        .as_ref()
-                        .zip(tls.as_ref())
-                        .is_some_and(|(info, config)| config.needs_name_check(info));
+                    let unchecked = info.as_ref().is_some_and(tls::TlsConfig::needs_name_check);
                     let (verify, verified) = match unchecked {
                         true => {
                             let (tx, rx) = tokio::sync::oneshot::channel();

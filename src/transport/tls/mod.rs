@@ -47,8 +47,6 @@ pub struct TlsOptions {
     pub alpn: Vec<Vec<u8>>,
     /// `maxCachedSessions` (0 turns resumption off).
     pub max_cached_sessions: usize,
-    /// `checkServerIdentity` is the agent's own function, not Node's.
-    pub custom_identity_check: bool,
 }
 
 /// A configuration error, named as Node would name it.
@@ -99,13 +97,10 @@ pub struct TlsConfig {
     /// The leaf certificates (DER) whose server name JavaScript found right: a session resumed
     /// with one of them is not checked again, as Node does not check a resumed session. One
     /// resumed with another is: a session cached by a connection whose name was then refused
-    /// (a ticket can arrive after the check) must not skip the check. Nor is a new session
-    /// with one of them checked again when the check is Node's own function: its verdict
-    /// depends only on the certificate and the name, and the name is the pool key's.
+    /// (a ticket can arrive after the check) must not skip the check. JavaScript also takes a
+    /// known certificate unchecked on a new session when the check is Node's own function
+    /// (its verdict depends only on the certificate and the name, the pool key's).
     named: std::sync::Mutex<Vec<Vec<u8>>>,
-    /// `checkServerIdentity` is the agent's own function (it is called on every new session,
-    /// as Node calls it).
-    pub custom_identity_check: bool,
 }
 
 /// How many leaf certificates a configuration remembers as named right (one server has one,
@@ -283,7 +278,6 @@ impl TlsConfig {
             base: Arc::new(config),
             sessions,
             named: std::sync::Mutex::new(Vec::new()),
-            custom_identity_check: opts.custom_identity_check,
         })
     }
 
@@ -291,13 +285,11 @@ impl TlsConfig {
         TlsConnector::from(self.base.clone())
     }
 
-    /// Whether the name of the server of a new session `info` needs checking: not when the
-    /// chain already failed (`rejectUnauthorized: false` let it pass), nor for a certificate
-    /// found right before, when the session was resumed (Node checks no resumed session) or the
-    /// check is Node's own (see `named`).
-    pub fn needs_name_check(&self, info: &TlsInfo) -> bool {
-        info.authorization_error.is_none()
-            && !(info.name_known && (info.resumed || !self.custom_identity_check))
+    /// Whether JavaScript is to check the name of the server of session `info`: not when the
+    /// chain already failed (`rejectUnauthorized: false` let it pass), nor when the session
+    /// was resumed with a certificate found right before (Node checks no resumed session).
+    pub fn needs_name_check(info: &TlsInfo) -> bool {
+        info.authorization_error.is_none() && !(info.name_known && info.resumed)
     }
 
     /// Remembers that the server of the session `info` was found to have the right name.

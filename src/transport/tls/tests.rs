@@ -106,7 +106,6 @@ fn options(ca: &[&str]) -> TlsOptions {
         ca: (!ca.is_empty()).then(|| ca.iter().map(|c| fixture(c)).collect()),
         reject_unauthorized: true,
         max_cached_sessions: 100,
-        custom_identity_check: false,
         ..TlsOptions::default()
     }
 }
