@@ -1114,6 +1114,40 @@ test('an agent that keeps no connection asks the server to close it, as Node\'s 
   assert.strictEqual(keeping.getCurrentStatus().createSocketCount, 1);
 });
 
+test('the agent\'s lookup resolves agent.request()\'s hosts, as on the drop-in path; what it fails with fails the request', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end(`at ${req.headers.host}`));
+  const { port } = new URL(server.url);
+  const asked = [];
+  const agent = new Agent({
+    lookup: (host, options, cb) => {
+      asked.push([host, options.all]);
+      if (host === 'nowhere.test') {
+        const err = Object.assign(new Error(`getaddrinfo ENOTFOUND ${host}`), { code: 'ENOTFOUND', hostname: host });
+        process.nextTick(cb, err);
+      } else if (host === 'odd.test') {
+        cb(null, [{ address: 'not-an-address', family: 4 }]);
+      } else {
+        cb(null, [{ address: '127.0.0.1', family: 4 }]); // at once, as a cache answers
+      }
+    },
+  });
+  t.after(() => agent.destroy());
+  const url = `http://service.test:${port}/`;
+  assert.strictEqual(await (await agent.request(url)).body.text(), `at service.test:${port}`);
+  // The idle connection is reused: no lookup.
+  assert.strictEqual(await (await agent.request(url)).body.text(), `at service.test:${port}`);
+  await assert.rejects(agent.request(`http://nowhere.test:${port}/`), { code: 'ENOTFOUND', hostname: 'nowhere.test' });
+  await assert.rejects(agent.request(`http://odd.test:${port}/`), { code: 'ERR_INVALID_IP_ADDRESS', message: 'Invalid IP address: not-an-address' });
+  assert.deepStrictEqual(asked, [['service.test', true], ['nowhere.test', true], ['odd.test', true]]);
+  const status = agent.getCurrentStatus();
+  assert.deepStrictEqual([status.createSocketCount, status.createSocketErrorCount, status.sockets], [1, 2, {}]);
+  // The drop-in path counts a failed lookup the same: a connection that could not be opened.
+  const err = await requestError(`http://nowhere.test:${port}/`, { agent });
+  assert.strictEqual(err.code, 'ENOTFOUND');
+  await until(() => agent.getCurrentStatus().createSocketErrorCount === 3, 5000, 'the failed lookup to count');
+  assert.strictEqual(agent.getCurrentStatus().errorSocketCount, 0);
+});
+
 test('promise and stream events run in the context of the request() call', async (t) => {
   const server = await httpServer(t, (req, res) => {
     res.write('a');

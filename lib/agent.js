@@ -345,7 +345,8 @@ class Agent extends Base {
       socket.emit('lookup', err, Array.isArray(address) ? address[0]?.address : address, addrFamily, host);
       if (socket.destroyed || socket[kId] !== id) return;
       if (err) {
-        socket.destroy(err);
+        pool.countConnectError();
+        socket._lookupFailed(err);
         return;
       }
       const list = Array.isArray(address) ? address.map((a) => a.address) : [address];
@@ -461,6 +462,7 @@ class Agent extends Base {
         localAddress: o.localAddress || undefined,
         path: o.socketPath || undefined,
         servername: this[kTls] ? o.servername : undefined,
+        jsLookup: typeof o.lookup === 'function' && !o.socketPath,
       });
       this[kOrigins].set(origin, key);
       this[kKeyOptions].set(key, o);
@@ -477,6 +479,17 @@ class Agent extends Base {
     const err = serverNameError(options, info);
     if (err === null) return 1;
     return options.rejectUnauthorized === false ? 2 : err;
+  }
+
+  // A new agent.request() connection to the origin of `key` resolves its host through the
+  // agent's `lookup`, called as net.connect calls it; `done(err, addresses)`.
+  _lookup(key, done) {
+    const o = this[kKeyOptions].get(key);
+    const family = o.family === 4 || o.family === 6 ? o.family : 0;
+    o.lookup(o.host, { family, hints: o.hints || 0, all: true }, (err, address) => {
+      if (err) done(err);
+      else done(null, Array.isArray(address) ? address.map((a) => a.address) : [address]);
+    });
   }
 
   // agent.request()'s `maxResponseHeaderSize`: the largest response head of the pool from now on.

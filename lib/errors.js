@@ -108,7 +108,13 @@ function hyperagentError(code, message, Ctor = Error) {
   return withCode(new Ctor(message), `ERR_HYPERAGENT_${code}`);
 }
 
+// A `lookup` that gave something other than an IP address, as net reports it.
+function invalidIpAddress(address) {
+  return withCode(new TypeError(`Invalid IP address: ${address}`), 'ERR_INVALID_IP_ADDRESS');
+}
+
 module.exports = {
+  invalidIpAddress,
   invalidArgType,
   invalidArgValue,
   outOfRange,

@@ -7,6 +7,7 @@
 
 const { Readable, finished } = require('node:stream');
 const diagnostics = require('node:diagnostics_channel');
+const net = require('node:net');
 const binding = require('../binding.js');
 const errors = require('./errors');
 
@@ -22,6 +23,7 @@ const ERROR = 3;
 const DRAIN = 4;
 const DONE = 5;
 const VERIFY = 6;
+const LOOKUP = 7;
 
 // diagnostics_channel events of agent.request(), as undici publishes its own.
 const channels = {
@@ -490,7 +492,29 @@ class PendingRequest {
       case DRAIN: return this.onDrain();
       case DONE: return this.onDone(a, b);
       case VERIFY: return this.onVerify(a, b);
+      case LOOKUP: return this.onLookup(a, b);
       default: return undefined;
+    }
+  }
+
+  // A new connection (`connId`, of pool key `key`) has its host resolved by the agent's
+  // `lookup`: the addresses go to Rust, which connects to them; an error (or something that is
+  // not an IP address) fails the request, as it fails a socket.
+  onLookup(connId, key) {
+    const answer = (err, addresses) => {
+      if (this.done) return;
+      if (!err) {
+        const bad = addresses.find((a) => typeof a !== 'string' || net.isIP(a) === 0);
+        if (bad === undefined && addresses.length > 0 && binding.lookupDone(connId, addresses)) return;
+        err = errors.invalidIpAddress(bad);
+      }
+      binding.lookupDone(connId, null);
+      this.abort(err);
+    };
+    try {
+      this.agent._lookup(key, answer);
+    } catch (thrown) {
+      answer(thrown ?? new Error(`lookup threw ${thrown}`));
     }
   }
 

@@ -108,6 +108,13 @@ class NativeSocket extends Duplex {
 
   // ---- Rust -> JS ------------------------------------------------------------------------
 
+  // The user's lookup failed: the connection was never opened (counted as a failed connect,
+  // not as an error of an established one).
+  _lookupFailed(err) {
+    this[kConnectError] = true;
+    this.destroy(err);
+  }
+
   _onConnect(desc) {
     if (desc !== null) {
       this[kConnectError] = true;

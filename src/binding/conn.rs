@@ -103,6 +103,8 @@ pub struct Conn {
     /// For the promise path: hyper's request half while the connection is idle (an exchange
     /// in flight holds it).
     pub hyper: RefCell<Option<client::Sender>>,
+    /// For the promise path, while the user's `lookup` runs: where its addresses go.
+    pub lookup: RefCell<Option<tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>>>,
     /// The drop-in request's bytes while they may have to be sent again.
     replay: RefCell<ReplayBuf>,
     /// What a replay sends first on its new connection (and what is written meanwhile).
@@ -159,6 +161,7 @@ impl Conn {
             holding: Cell::new(false),
             mode: Cell::new(Mode::DropIn),
             hyper: RefCell::new(None),
+            lookup: RefCell::new(None),
             replay: RefCell::new(ReplayBuf::default()),
             replay_out: RefCell::new(Vec::new()),
             target: RefCell::new(None),

@@ -78,6 +78,13 @@ pub enum Completion {
     },
     /// A promise-path connection ended.
     HyperClosed { pool: u32, conn: u32 },
+    /// A promise-path connection waits for the user's `lookup` to give its addresses.
+    HyperLookup {
+        pool: u32,
+        conn: u32,
+        req: u32,
+        reply: tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>,
+    },
 }
 
 /// Where a promise-path connection goes, its TLS session, and what lets its exchange start
@@ -643,6 +650,16 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
             Completion::HyperClosed { pool, conn } => {
                 if let Some(cell) = ctx.pool(pool) {
                     cell.hyper_closed(conn);
+                }
+            }
+            Completion::HyperLookup {
+                pool,
+                conn,
+                req,
+                reply,
+            } => {
+                if let Some(cell) = ctx.pool(pool) {
+                    cell.hyper_lookup(conn, req, reply);
                 }
             }
         }

@@ -109,6 +109,9 @@ pub struct ConnectTarget {
     pub addresses: Option<Vec<String>>,
     /// For TLS: the SNI name (empty or absent for none).
     pub servername: Option<String>,
+    /// The promise path resolves the host through the user's `lookup` function (in
+    /// JavaScript) before each connection.
+    pub js_lookup: Option<bool>,
 }
 
 /// `tls.connect` options of an HTTPS key, already normalised by `lib/tls.js`.
@@ -477,8 +480,9 @@ impl NativePool {
     #[napi]
     pub fn set_target(&self, key: u32, target: ConnectTarget) -> Result<()> {
         let servername = target.servername.clone();
+        let js_lookup = target.js_lookup == Some(true);
         self.cell
-            .set_target(KeyId(key), connect_target(target)?, servername);
+            .set_target(KeyId(key), connect_target(target)?, servername, js_lookup);
         Ok(())
     }
 
@@ -541,6 +545,18 @@ impl NativePool {
     #[napi]
     pub fn count_error(&self) {
         self.cell.state.borrow_mut().pool.stats.error_socket_count += 1;
+    }
+
+    /// Counts a connection that could not be opened (`createSocketErrorCount`): the user's
+    /// `lookup` failed for it.
+    #[napi]
+    pub fn count_connect_error(&self) {
+        self.cell
+            .state
+            .borrow_mut()
+            .pool
+            .stats
+            .create_socket_error_count += 1;
     }
 
     /// Counts a socket closed by its active timeout (`timeoutSocketCount`).
@@ -647,6 +663,31 @@ fn with_tls(
     let tls = conn.tls.borrow();
     if let Some(info) = tls.as_deref() {
         f(&config, info);
+    }
+}
+
+/// The user's `lookup` gave `addresses` for the promise-path connection `id`, which connects
+/// to them in order; `null` when it failed. Either failure (the other: an address that is not
+/// an IP address, then false is returned) counts as a failed connect, and JavaScript fails the
+/// request, which closes the connection.
+#[napi]
+pub fn lookup_done(id: u32, addresses: Option<Vec<String>>) -> bool {
+    let Some(conn) = conn(id) else { return true };
+    let Some(reply) = conn.lookup.borrow_mut().take() else {
+        return true;
+    };
+    let ips = addresses.map(|list| list.iter().map(|a| parse_ip(a)).collect::<Option<Vec<_>>>());
+    match ips {
+        Some(Some(ips)) => {
+            let _ = reply.send(ips);
+            true
+        }
+        failed => {
+            if let Some(pool) = conn.pool() {
+                pool.state.borrow_mut().pool.stats.create_socket_error_count += 1;
+            }
+            failed.is_none()
+        }
     }
 }
 

@@ -86,6 +86,9 @@ pub struct PoolCell {
     tls: RefCell<HashMap<KeyId, Arc<TlsConfig>>>,
     /// Where the promise path connects for each key (set with the key's first request).
     targets: RefCell<HashMap<KeyId, (Target, Option<String>)>>,
+    /// The keys whose promise-path connections resolve through the user's `lookup` function,
+    /// in JavaScript, as the drop-in path's do.
+    js_lookups: RefCell<std::collections::HashSet<KeyId>>,
     /// The largest response head the promise path accepts (`maxResponseHeaderSize`).
     pub max_header_size: std::cell::Cell<usize>,
     /// The largest drop-in request kept for a replay (0: replay off).
@@ -120,6 +123,7 @@ impl PoolCell {
             timer: RefCell::new(None),
             tls: RefCell::new(HashMap::new()),
             targets: RefCell::new(HashMap::new()),
+            js_lookups: RefCell::new(std::collections::HashSet::new()),
             max_header_size: std::cell::Cell::new(16 * 1024),
             replay_limit: std::cell::Cell::new(64 * 1024),
             policy: std::cell::Cell::new(ReleasePolicy::default()),
@@ -199,8 +203,24 @@ impl PoolCell {
             .to_owned()
     }
 
-    pub fn set_target(&self, key: KeyId, target: Target, servername: Option<String>) {
+    pub fn set_target(
+        &self,
+        key: KeyId,
+        target: Target,
+        servername: Option<String>,
+        js_lookup: bool,
+    ) {
         self.targets.borrow_mut().insert(key, (target, servername));
+        if js_lookup {
+            self.js_lookups.borrow_mut().insert(key);
+        } else {
+            self.js_lookups.borrow_mut().remove(&key);
+        }
+    }
+
+    /// Whether the promise path's connections of `key` resolve through the user's `lookup`.
+    pub fn js_lookup(&self, key: KeyId) -> bool {
+        self.js_lookups.borrow().contains(&key)
     }
 
     pub fn target(&self, key: KeyId) -> Option<(Target, Option<String>)> {

@@ -23,7 +23,7 @@ use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Sink, Spec};
 use crate::error::Error;
 use crate::pool::{Checkout, Fit, KeyId, WaiterId};
 use crate::runtime::runtime;
-use crate::transport::{self, tls, Connected, Peer, Socket};
+use crate::transport::{self, tls, Connected, Peer, Socket, Target};
 
 /// The JavaScript side's event codes (`lib/request.js` reads them).
 pub mod kind {
@@ -36,6 +36,9 @@ pub mod kind {
     /// A new TLS session: JavaScript checks the server's name (`checkServerIdentity`) and
     /// answers true for the exchange to start.
     pub const VERIFY: u32 = 6;
+    /// A new connection's host is to be resolved by the user's `lookup` (JavaScript answers
+    /// through `lookupDone`).
+    pub const LOOKUP: u32 = 7;
 }
 
 /// One `agent.request()` in flight (or waiting for a connection).
@@ -302,6 +305,7 @@ impl PoolCell {
         };
         let opts = self.state.borrow().connect_opts;
         let tls = self.tls_config(req.key);
+        let js_lookup = self.js_lookup(req.key);
         let inbox = self.ctx.inbox.clone();
         let (pool, conn_id, req_id) = (self.id, conn.id, req.id);
         let ctl = req.ctl.clone();
@@ -313,6 +317,22 @@ impl PoolCell {
                 req: req_id,
             });
             let established = async {
+                let mut target = target;
+                // The user's `lookup` resolves the host, in JavaScript, as on the drop-in path;
+                // should it fail, JavaScript fails the request and closes this connection.
+                if let (true, Target::Tcp { addresses, .. }) = (js_lookup, &mut target) {
+                    let (reply, resolved) = tokio::sync::oneshot::channel();
+                    inbox.post(Completion::HyperLookup {
+                        pool,
+                        conn: conn_id,
+                        req: req_id,
+                        reply,
+                    });
+                    let ips = resolved.await.map_err(|_| {
+                        Error::tls("ERR_HYPERAGENT_INTERNAL", "the lookup gave no answer")
+                    })?;
+                    *addresses = Some(ips);
+                }
                 let Connected {
                     socket,
                     local,
@@ -496,6 +516,35 @@ impl PoolCell {
             self.ctx.on_request_event(req.id, Event::Error(err));
             self.ctx.on_request_event(req.id, Event::Done(None));
         }
+    }
+
+    /// A new connection of `req` waits for the user's `lookup`: JavaScript runs it and answers
+    /// through `lookupDone` (or fails the request, which closes the connection).
+    pub fn hyper_lookup(
+        self: &Rc<Self>,
+        conn_id: u32,
+        req_id: u32,
+        reply: tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>,
+    ) {
+        let Some(conn) = self.conn(conn_id) else {
+            return;
+        };
+        let Some(req) = self
+            .ctx
+            .request(req_id)
+            .filter(|req| req.conn.get() == conn_id)
+        else {
+            return;
+        };
+        *conn.lookup.borrow_mut() = Some(reply);
+        let env = self.ctx.env;
+        req.emit(
+            kind::LOOKUP,
+            &[
+                js::number(env, conn_id as f64),
+                js::number(env, req.key.0 as f64),
+            ],
+        );
     }
 
     /// hyper's connection task ended (the server closed it, or it failed).
