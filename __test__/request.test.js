@@ -1142,9 +1142,9 @@ test('the agent\'s lookup resolves agent.request()\'s hosts, as on the drop-in p
   const status = agent.getCurrentStatus();
   assert.deepStrictEqual([status.createSocketCount, status.createSocketErrorCount, status.sockets], [1, 2, {}]);
   // The drop-in path counts a failed lookup the same: a connection that could not be opened.
-  const err = await requestError(`http://nowhere.test:${port}/`, { agent });
-  assert.strictEqual(err.code, 'ENOTFOUND');
-  await until(() => agent.getCurrentStatus().createSocketErrorCount === 3, 5000, 'the failed lookup to count');
+  assert.strictEqual((await requestError(`http://nowhere.test:${port}/`, { agent })).code, 'ENOTFOUND');
+  assert.strictEqual((await requestError(`http://odd.test:${port}/`, { agent })).code, 'ERR_INVALID_IP_ADDRESS');
+  await until(() => agent.getCurrentStatus().createSocketErrorCount === 4, 5000, 'the failed lookups to count');
   assert.strictEqual(agent.getCurrentStatus().errorSocketCount, 0);
 });
 

@@ -334,23 +334,23 @@ class Agent extends Base {
     }
     const host = options.host || 'localhost';
     const port = options.port;
-    const family = options.family === 4 || options.family === 6 ? options.family : 0;
+    const family = familyOf(options);
     const localAddress = options.localAddress || undefined;
     if (typeof options.lookup !== 'function') {
       pool.connect(id, { host, port, family, localAddress, servername });
       return;
     }
     // A user's lookup runs here, as net runs it; the addresses it gives skip Rust's resolver.
-    options.lookup(host, { family, hints: options.hints || 0, all: true }, (err, address, addrFamily) => {
-      socket.emit('lookup', err, Array.isArray(address) ? address[0]?.address : address, addrFamily, host);
+    userLookup(options, host, (err, addresses, addrFamily) => {
+      socket.emit('lookup', err, addresses && addresses[0], addrFamily, host);
       if (socket.destroyed || socket[kId] !== id) return;
-      if (err) {
+      const bad = err ? undefined : notAnAddress(addresses);
+      if (err || bad !== null) {
         pool.countConnectError();
-        socket._lookupFailed(err);
+        socket._lookupFailed(err || errors.invalidIpAddress(bad));
         return;
       }
-      const list = Array.isArray(address) ? address.map((a) => a.address) : [address];
-      pool.connect(id, { host, port, family, localAddress, addresses: list, servername });
+      pool.connect(id, { host, port, family, localAddress, addresses, servername });
     });
   }
 
@@ -454,7 +454,7 @@ class Agent extends Base {
       const o = { __proto__: null, ...this.options, host, port };
       if (this[kTls] && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
       key = this._keyOf(this.getName(o), o);
-      const family = o.family === 4 || o.family === 6 ? o.family : 0;
+      const family = familyOf(o);
       this[kPool].setTarget(key, {
         host,
         port,
@@ -482,13 +482,14 @@ class Agent extends Base {
   }
 
   // A new agent.request() connection to the origin of `key` resolves its host through the
-  // agent's `lookup`, called as net.connect calls it; `done(err, addresses)`.
+  // agent's `lookup`, called as net.connect calls it; `done(err, addresses)`, an answer that is
+  // not IP addresses being an error.
   _lookup(key, done) {
     const o = this[kKeyOptions].get(key);
-    const family = o.family === 4 || o.family === 6 ? o.family : 0;
-    o.lookup(o.host, { family, hints: o.hints || 0, all: true }, (err, address) => {
-      if (err) done(err);
-      else done(null, Array.isArray(address) ? address.map((a) => a.address) : [address]);
+    userLookup(o, o.host, (err, addresses) => {
+      if (err) return done(err);
+      const bad = notAnAddress(addresses);
+      return bad === null ? done(null, addresses) : done(errors.invalidIpAddress(bad));
     });
   }
 
@@ -646,6 +647,29 @@ function setRequestSocket(agent, req, socket) {
   const agentTimeout = agent.options.timeout || 0;
   if (req.timeout === undefined || req.timeout === agentTimeout) return;
   socket.setTimeout(req.timeout);
+}
+
+// Node's `family` option as a connection takes it: 4, 6, or 0 for either.
+function familyOf(options) {
+  return options.family === 4 || options.family === 6 ? options.family : 0;
+}
+
+// Runs the user's `lookup` of `options` for `host` as net.connect runs it (all addresses, of
+// the options' family and hints): `done(err, addresses, family)`, `family` as the lookup gave
+// it for a single address.
+function userLookup(options, host, done) {
+  options.lookup(host, { family: familyOf(options), hints: options.hints || 0, all: true }, (err, address, family) => {
+    if (err) done(err, undefined, family);
+    else done(null, Array.isArray(address) ? address.map((a) => a.address) : [address], family);
+  });
+}
+
+// What a lookup gave that is not an IP address (the first such, or undefined for none at all),
+// or null when all are.
+function notAnAddress(addresses) {
+  if (addresses.length === 0) return undefined;
+  const bad = addresses.find((a) => typeof a !== 'string' || net.isIP(a) === 0);
+  return bad === undefined ? null : bad;
 }
 
 // The longest request target (path and query) hyper's request line takes.

@@ -7,7 +7,6 @@
 
 const { Readable, finished } = require('node:stream');
 const diagnostics = require('node:diagnostics_channel');
-const net = require('node:net');
 const binding = require('../binding.js');
 const errors = require('./errors');
 
@@ -503,13 +502,9 @@ class PendingRequest {
   onLookup(connId, key) {
     const answer = (err, addresses) => {
       if (this.done) return;
-      if (!err) {
-        const bad = addresses.find((a) => typeof a !== 'string' || net.isIP(a) === 0);
-        if (bad === undefined && addresses.length > 0 && binding.lookupDone(connId, addresses)) return;
-        err = errors.invalidIpAddress(bad);
-      }
+      if (!err && binding.lookupDone(connId, addresses)) return;
       binding.lookupDone(connId, null);
-      this.abort(err);
+      this.abort(err || errors.invalidIpAddress(addresses.join(', ')));
     };
     try {
       this.agent._lookup(key, answer);

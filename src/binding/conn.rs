@@ -39,7 +39,7 @@ use crate::pool::KeyId;
 use crate::replay::ReplayBuf;
 use crate::transport::liveness::{self, Liveness};
 use crate::transport::pump::{self, Event, Remote};
-use crate::transport::tls::TlsInfo;
+use crate::transport::tls::{TlsConfig, TlsInfo};
 use crate::transport::{Peer, Target};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,6 +171,17 @@ impl Conn {
 
     pub fn pool(&self) -> Option<Rc<PoolCell>> {
         self.pool.upgrade()
+    }
+
+    /// Runs `f` with the TLS configuration of the connection's pool key and its session, if it
+    /// has them.
+    pub fn with_tls(&self, f: impl FnOnce(&TlsConfig, &TlsInfo)) {
+        let Some(config) = self.pool().and_then(|pool| pool.tls_config(self.key)) else {
+            return;
+        };
+        if let Some(info) = self.tls.borrow().as_deref() {
+            f(&config, info);
+        }
     }
 
     fn raw_fd(&self) -> RawFd {

@@ -641,28 +641,17 @@ fn head_of(path: &str, lines: &[u8]) -> Result<client::Head> {
 /// session is not).
 #[napi]
 pub fn forget_tls_sessions(id: u32) {
-    with_tls(id, |config, info| config.forget_sessions(&info.server));
+    if let Some(conn) = conn(id) {
+        conn.with_tls(|config, info| config.forget_sessions(&info.server));
+    }
 }
 
 /// Remembers that the server of connection `id` has the right name (its session, resumed
 /// later, needs no check).
 #[napi]
 pub fn tls_name_verified(id: u32) {
-    with_tls(id, |config, info| config.name_verified(info));
-}
-
-/// Runs `f` with the TLS configuration and session of connection `id`, if it has them.
-fn with_tls(
-    id: u32,
-    f: impl FnOnce(&crate::transport::tls::TlsConfig, &crate::transport::tls::TlsInfo),
-) {
-    let Some(conn) = conn(id) else { return };
-    let Some(config) = conn.pool().and_then(|pool| pool.tls_config(conn.key)) else {
-        return;
-    };
-    let tls = conn.tls.borrow();
-    if let Some(info) = tls.as_deref() {
-        f(&config, info);
+    if let Some(conn) = conn(id) {
+        conn.with_tls(|config, info| config.name_verified(info));
     }
 }
 

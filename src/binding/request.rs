@@ -492,20 +492,15 @@ impl PoolCell {
         let verdict = req
             .emit(kind::VERIFY, &[info, js::number(env, req.key.0 as f64)])
             .and_then(|v| js::to_f64(env, v));
-        let config = self.tls_config(conn.key);
         if verdict == Some(1.0) {
-            if let (Some(config), Some(info)) = (&config, conn.tls.borrow().as_deref()) {
-                config.name_verified(info);
-            }
+            conn.with_tls(|config, info| config.name_verified(info));
         }
         if matches!(verdict, Some(v) if v == 1.0 || v == 2.0) {
             let _ = verify.send(());
             return;
         }
         self.state.borrow_mut().pool.stats.error_socket_count += 1;
-        if let (Some(config), Some(info)) = (&config, conn.tls.borrow().as_deref()) {
-            config.forget_sessions(&info.server);
-        }
+        conn.with_tls(|config, info| config.forget_sessions(&info.server));
         // JavaScript fails the request with the check's error; had it not (it threw), the
         // request would wait for ever: it fails here.
         if self.ctx.request(req.id).is_some() {
