@@ -192,7 +192,8 @@ declare namespace Agent {
     | 'ERR_HYPERAGENT_HEADERS_TIMEOUT'
     | 'ERR_HYPERAGENT_BODY_TIMEOUT'
     | 'ERR_HYPERAGENT_CONTENT_LENGTH_MISMATCH'
-    | 'ERR_HYPERAGENT_HTTP';
+    | 'ERR_HYPERAGENT_HTTP'
+    | 'ERR_HYPERAGENT_INTERNAL';
 
   /** A malformed response, named as Node's parser (llhttp) names it. */
   type ParseErrorCode =
@@ -226,6 +227,7 @@ declare namespace Agent {
     | 'ERR_INVALID_HTTP_TOKEN'
     | 'ERR_INVALID_CHAR'
     | 'ERR_INVALID_PROTOCOL'
+    | 'ERR_INVALID_IP_ADDRESS'
     | 'EPROTO'
     | 'ERR_SOCKET_TIMEOUT'
     | 'ECONNREFUSED'

@@ -40,6 +40,10 @@ const timeoutMs: number = agent.options.timeout;
 
 function onError(err: hyperagent.HyperagentError) {
   if (err.code === 'ERR_SOCKET_TIMEOUT' || err.code === 'ECONNREFUSED') return err.syscall;
+  // A lookup's answer that is not an IP address, and the agent's own fallbacks.
+  if (err.code === 'ERR_INVALID_IP_ADDRESS' || err.code === 'ERR_HYPERAGENT_INTERNAL') return err.message;
+  // @ts-expect-error not a code hyperagent gives
+  if (err.code === 'ERR_NOT_A_CODE') return undefined;
   return undefined;
 }
 
