@@ -500,16 +500,19 @@ class PendingRequest {
   // `lookup`: the addresses go to Rust, which connects to them; an error (or something that is
   // not an IP address) fails the request, as it fails a socket.
   onLookup(connId, key) {
-    const answer = (err, addresses) => {
-      if (this.done) return;
-      if (!err && binding.lookupDone(connId, addresses)) return;
+    const fail = (err) => {
       binding.lookupDone(connId, null);
-      this.abort(err || errors.invalidIpAddress(addresses.join(', ')));
+      this.abort(err);
     };
     try {
-      this.agent._lookup(key, answer);
+      this.agent._lookup(key, (err, addresses) => {
+        if (this.done) return;
+        if (err) fail(err);
+        else if (!binding.lookupDone(connId, addresses)) fail(errors.invalidIpAddress(addresses.join(', ')));
+      });
     } catch (thrown) {
-      answer(thrown ?? new Error(`lookup threw ${thrown}`));
+      // Whatever the lookup threw fails the request (a null too: a reason is needed).
+      if (!this.done) fail(thrown ?? new Error(`lookup threw ${thrown}`));
     }
   }
 
