@@ -5,6 +5,7 @@
 
 const http = require('node:http');
 const net = require('node:net');
+const tls = require('node:tls');
 const { once } = require('node:events');
 
 // An HTTP server that records every connection it accepted and the remote port of each
@@ -54,16 +55,19 @@ async function streamingServer(t, chunk, chunks) {
 }
 
 // A raw TCP server scripted per connection: `onConnection(socket, index)`; it sees exactly the
-// bytes the client sends and decides every byte, FIN and RST itself.
-async function rawServer(t, onConnection) {
+// bytes the client sends and decides every byte, FIN and RST itself. With `tlsOptions`, the
+// same over TLS: the socket is the server's TLS socket, once its handshake is done.
+async function rawServer(t, onConnection, tlsOptions) {
   const sockets = new Set();
   let count = 0;
-  const server = net.createServer((socket) => {
+  const accept = (socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => {});
     onConnection(socket, count++);
-  });
+  };
+  const server = tlsOptions === undefined ? net.createServer(accept) : tls.createServer(tlsOptions, accept);
+  if (tlsOptions !== undefined) server.on('tlsClientError', () => {});
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   server.port = server.address().port;
@@ -97,6 +101,17 @@ function readRequest(socket) {
     socket.on('data', onData);
     socket.on('end', onEnd);
   });
+}
+
+// The requests of a raw socket one after another, until the client closes it or it breaks.
+async function* eachRequest(socket) {
+  for (;;) {
+    try {
+      yield await readRequest(socket);
+    } catch {
+      return;
+    }
+  }
 }
 
 // Performs a request and resolves with { res, body, req } once the body is read.
@@ -142,4 +157,4 @@ function closed(socket) {
   return socket.destroyed && socket.closed ? Promise.resolve() : once(socket, 'close');
 }
 
-module.exports = { httpServer, streamingServer, rawServer, readRequest, request, requestError, until, closed };
+module.exports = { httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed };

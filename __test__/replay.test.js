@@ -6,8 +6,13 @@
 
 const test = require('node:test');
 const assert = require('node:assert');
-const { Agent } = require('..');
-const { rawServer, readRequest, request, requestError } = require('./helpers');
+const https = require('node:https');
+const fs = require('node:fs');
+const path = require('node:path');
+const { Agent, HttpsAgent } = require('..');
+const { rawServer, readRequest, eachRequest, request, requestError } = require('./helpers');
+
+const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 
 const OK = (body) => `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
 
@@ -169,4 +174,50 @@ test('a body larger than the replay limit is not replayed', async (t) => {
   assert.strictEqual(err.code, 'ECONNRESET');
   assert.strictEqual(err.requestSent, true);
   assert.strictEqual(agent.replayCount, 0);
+});
+
+test('https.request: a GET on a reused TLS connection that closes between its checkout and its first write is sent on a new one; a POST is not', async (t) => {
+  const sockets = [];
+  const seen = [];
+  const server = await rawServer(t, async (socket) => {
+    sockets.push(socket);
+    for await (const req of eachRequest(socket)) {
+      const line = req.head.split('\r\n')[0];
+      seen.push(line);
+      socket.write(OK(`answer to ${line}`));
+    }
+  }, { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') });
+  const agent = new HttpsAgent({ ca: fixture('ca.pem'), maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const send = (reqPath, method = 'GET') => new Promise((resolve) => {
+    const req = https.request(`https://localhost:${server.port}${reqPath}`, { agent, method }, (res) => {
+      let body = '';
+      res.setEncoding('latin1');
+      res.on('data', (c) => (body += c));
+      res.on('end', () => resolve({ body }));
+    });
+    req.on('error', (error) => resolve({ error }));
+    req.end();
+  });
+  // A request takes the idle connection at once and writes its bytes on a later tick. Here the
+  // server closes the connection in between, and this thread stays busy long enough for the
+  // close to reach Rust first: the write finds the connection gone.
+  const racing = (reqPath, method) => {
+    const outcome = send(reqPath, method);
+    sockets.at(-1).end();
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
+    return outcome;
+  };
+
+  assert.deepStrictEqual(await send('/warm'), { body: 'answer to GET /warm HTTP/1.1' });
+  assert.deepStrictEqual(await racing('/get'), { body: 'answer to GET /get HTTP/1.1' });
+  assert.strictEqual(agent.replayCount, 1);
+  assert.strictEqual(sockets.length, 2);
+
+  // Not idempotent: it fails (EPIPE when the write found the connection gone, the hang-up
+  // otherwise), and the server never has it.
+  const { error } = await racing('/pay', 'POST');
+  assert.match(error.code, /^(EPIPE|ECONNRESET)$/, error.stack);
+  assert.strictEqual(agent.replayCount, 1);
+  assert.deepStrictEqual(seen, ['GET /warm HTTP/1.1', 'GET /get HTTP/1.1']);
 });

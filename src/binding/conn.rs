@@ -452,7 +452,16 @@ impl Conn {
             return match remote.write(chunks) {
                 pump::Write::Done => WRITE_DONE,
                 pump::Write::Pending => WRITE_PENDING,
-                pump::Write::Closed => -libc::EPIPE,
+                // The pump saw the connection close after the checkout found it open: the
+                // race a replay is for, as a failed send on a plain connection.
+                pump::Write::Closed => {
+                    if let Some(pool) = self.pool.upgrade() {
+                        if self.try_replay(&pool) {
+                            return WRITE_DONE;
+                        }
+                    }
+                    -libc::EPIPE
+                }
             };
         }
         if self.pending.borrow().len() > self.pending_off.get() {
