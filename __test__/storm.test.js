@@ -1,0 +1,253 @@
+'use strict';
+
+// A seeded storm of mixed faults on both paths at once: a scripted raw server that answers,
+// resets, stalls, sends garbage or closes idle connections just as they may be reused, while
+// the client aborts, destroys bodies and queues past its socket limit. The single faults have
+// their own tests (faults.test.js); this one checks what must hold whatever mix of them meets:
+// every request settles, with its response or with an error that names the fault; a GET to a
+// healthy path never fails; no POST reaches the server twice; the pool ends empty and its
+// counters add up. STORM_SEED and STORM_N (requests per test, 400) run another storm.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const https = require('node:https');
+const fs = require('node:fs');
+const path = require('node:path');
+const { once } = require('node:events');
+const { Agent, HttpsAgent } = require('..');
+const { rawServer, eachRequest, until } = require('./helpers');
+
+const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+
+// A small seeded generator (mulberry32): the same storm every run.
+function random(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const pick = (rand, weighted) => {
+  let r = rand() * weighted.reduce((s, [, w]) => s + w, 0);
+  for (const [value, w] of weighted) {
+    r -= w;
+    if (r < 0) return value;
+  }
+  return weighted[weighted.length - 1][0];
+};
+
+const BIG = 256 * 1024;
+
+// An RST: a TLS socket's through the TCP socket under it (a TLS socket cannot reset itself).
+const reset = (socket) => (socket._parent || socket).resetAndDestroy();
+
+// What the server does with a request, by its path's first segment; after a healthy answer it
+// sometimes closes the connection once idle for a moment, racing the next request on it.
+async function stormServer(t, seed, tls) {
+  const received = new Map();
+  const open = new Set();
+  const rand = random(seed);
+  const server = await rawServer(t, async (socket) => {
+    open.add(socket);
+    socket.on('close', () => open.delete(socket));
+    let idleClose = null;
+    for await (const req of eachRequest(socket)) {
+      clearTimeout(idleClose);
+      if (socket.destroyed) return;
+      const [, what, id] = /^\S+ \/(\w[\w-]*)\/(\S+) /.exec(req.head);
+      received.set(id, (received.get(id) || 0) + 1);
+      switch (what) {
+        case 'ok':
+          socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${id.length}\r\n\r\n${id}`);
+          if (rand() < 0.3) idleClose = setTimeout(() => socket.end(), Math.floor(rand() * 3));
+          break;
+        case 'big':
+          socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${BIG}\r\n\r\n`);
+          socket.write(Buffer.alloc(BIG, 'x'));
+          break;
+        case 'close':
+          socket.end(`HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: ${id.length}\r\n\r\n${id}`);
+          return;
+        case 'reset-head':
+          reset(socket);
+          return;
+        case 'reset-body':
+          socket.write('HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\npartial');
+          setImmediate(() => reset(socket));
+          return;
+        case 'garbage':
+          socket.end('HTTP/1.1 abc OK\r\n\r\n');
+          return;
+        case 'stall':
+          // Never answers: the client's signal ends it.
+          return;
+        default:
+          throw new Error(`unknown path ${what}`);
+      }
+    }
+  }, tls);
+  server.received = received;
+  server.open = open;
+  return server;
+}
+
+// One request on each path: resolves with its outcome (`{ status, text }`, 'destroyed', or
+// `{ error }`), never rejects.
+const paths = {
+  'agent.request()': async (agent, url, { method, id, body, signal, destroyBody }) => {
+    try {
+      const res = await agent.request(url, { method, headers: { 'x-id': id }, body, signal });
+      if (destroyBody) {
+        res.body.destroy();
+        await once(res.body, 'close');
+        return 'destroyed';
+      }
+      return { status: res.statusCode, text: await res.body.text() };
+    } catch (error) {
+      return { error };
+    }
+  },
+  'http.request': (agent, url, { method, id, body, signal, destroyBody }) => new Promise((resolve) => {
+    const { request } = url.startsWith('https:') ? https : http;
+    let settled = false;
+    const settle = (outcome) => {
+      if (!settled) resolve(outcome);
+      settled = true;
+    };
+    const req = request(url, { agent, method, headers: { 'x-id': id }, signal }, (res) => {
+      if (destroyBody) {
+        res.on('error', () => {});
+        res.on('close', () => settle('destroyed'));
+        res.destroy();
+        return;
+      }
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => settle({ status: res.statusCode, text: Buffer.concat(chunks).toString() }));
+      res.on('error', (error) => settle({ error }));
+    });
+    req.on('error', (error) => settle({ error }));
+    req.end(body);
+  }),
+};
+
+// The outcomes a request may have, by what the server does and what the client did.
+function check(plan, outcome) {
+  const where = `${plan.method} /${plan.what}/${plan.id}${plan.abort ? ` (abort: ${plan.abort})` : ''}`;
+  if (outcome === 'destroyed') {
+    assert.strictEqual(plan.abort, 'destroy-body', `${where}: destroyed without being asked`);
+    return;
+  }
+  if (outcome.error) {
+    const err = outcome.error;
+    const aborted = err.name === 'AbortError';
+    if (aborted) {
+      assert.ok(plan.abort === 'at-once' || plan.what === 'stall', `${where}: aborted unasked: ${err.stack}`);
+      return;
+    }
+    assert.strictEqual(typeof err.code, 'string', `${where}: an error without a code: ${err.stack}`);
+    // A POST on a connection the server closed as it was reused is not sent again: it fails
+    // with ECONNRESET (or EPIPE, when its write found the connection gone), whatever its path.
+    // A GET is sent again, and meets its path's fault.
+    const raced = plan.method === 'POST' && /^(ECONNRESET|EPIPE)$/.test(err.code);
+    const expected = {
+      'reset-head': /^ECONNRESET$/,
+      'reset-body': /^ECONNRESET$/,
+      garbage: /^HPE_/,
+    }[plan.what];
+    assert.ok(raced || (expected && expected.test(err.code)), `${where}: failed with ${err.code}: ${err.message}`);
+    return;
+  }
+  assert.notStrictEqual(plan.abort, 'at-once', `${where}: answered after an abort at once`);
+  assert.ok(!['reset-head', 'reset-body', 'garbage', 'stall'].includes(plan.what), `${where}: answered ${outcome.status}`);
+  assert.strictEqual(outcome.status, 200, where);
+  if (plan.what === 'big') assert.strictEqual(outcome.text.length, BIG, where);
+  else assert.strictEqual(outcome.text, plan.id, where);
+}
+
+const protocols = {
+  HTTP: { server: undefined, agent: (opts) => new Agent(opts), origin: (port) => `http://127.0.0.1:${port}` },
+  HTTPS: {
+    server: { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') },
+    agent: (opts) => new HttpsAgent({ ...opts, ca: fixture('ca.pem') }),
+    origin: (port) => `https://localhost:${port}`,
+  },
+};
+
+for (const [protocol, { server: tls, agent: makeAgent, origin: originOf }] of Object.entries(protocols)) {
+for (const [name, send] of Object.entries(paths)) {
+  test(`${name}, ${protocol}: a storm of faults, aborts and queueing settles every request as it should`, { timeout: 60_000 }, async (t) => {
+    const seed = Number(process.env.STORM_SEED || name.length * 7919 + protocol.length);
+    const server = await stormServer(t, seed, tls);
+    const agent = makeAgent({ maxSockets: 6, freeSocketTimeout: 10_000 });
+    t.after(() => agent.destroy());
+    const origin = originOf(server.port);
+    const rand = random(seed + 1);
+    const plans = Array.from({ length: Number(process.env.STORM_N || 400) }, (_, i) => {
+      const what = pick(rand, [['ok', 60], ['big', 6], ['close', 8], ['reset-head', 6], ['reset-body', 6], ['garbage', 6], ['stall', 4]]);
+      const method = what === 'big' ? 'GET' : pick(rand, [['GET', 70], ['POST', 30]]);
+      const abort = pick(rand, [[null, 88], ['at-once', 6], ['destroy-body', what === 'big' ? 30 : 6]]);
+      return { what, method, abort, id: `${name[0]}${i}` };
+    });
+
+    let next = 0;
+    const outcomes = new Array(plans.length);
+    const worker = async () => {
+      while (next < plans.length) {
+        const i = next++;
+        const plan = plans[i];
+        const ac = new AbortController();
+        // A stalled answer is given up after a while; the rest wait as long as they need. (Not
+        // AbortSignal.any() with AbortSignal.timeout(): on Node 20 the timeout's signal can be
+        // collected before it fires, and the request then waits for ever, on Node's agent too.)
+        const giveUp = plan.what === 'stall' ? setTimeout(() => ac.abort(), 100) : undefined;
+        const pending = send(agent, `${origin}/${plan.what}/${plan.id}`, {
+          method: plan.method,
+          id: plan.id,
+          body: plan.method === 'POST' ? `body of ${plan.id}` : undefined,
+          signal: ac.signal,
+          destroyBody: plan.abort === 'destroy-body',
+        });
+        if (plan.abort === 'at-once') ac.abort();
+        outcomes[i] = await pending;
+        clearTimeout(giveUp);
+      }
+    };
+    await Promise.all(Array.from({ length: 24 }, worker));
+
+    plans.forEach((plan, i) => check(plan, outcomes[i]));
+    for (const plan of plans) {
+      const count = server.received.get(plan.id) || 0;
+      if (plan.method === 'POST') assert.ok(count <= 1, `POST ${plan.id} reached the server ${count} times`);
+    }
+    // Every kind of fault and abort came up.
+    for (const what of ['ok', 'big', 'close', 'reset-head', 'reset-body', 'garbage', 'stall']) {
+      assert.ok(plans.some((p) => p.what === what), what);
+    }
+    const healthyGets = plans.filter((p) => p.what === 'ok' && p.method === 'GET' && !p.abort);
+    assert.ok(healthyGets.length > 100);
+
+    // The pool ends with nothing in use or waiting; what it made it closed or keeps idle. An
+    // aborted request's connection may still be closing in Rust: wait for the pool to say so.
+    let status;
+    await until(() => {
+      status = agent.getCurrentStatus();
+      return Object.keys(status.sockets).length === 0;
+    }, 5000, 'the connections in use to be released');
+    assert.deepStrictEqual(status.requests, {});
+    const idle = Object.values(status.freeSockets).reduce((s, n) => s + n, 0);
+    assert.ok(idle <= 6, `${idle} idle connections`);
+    assert.strictEqual(status.createSocketCount, status.closeSocketCount + idle, JSON.stringify(status));
+    assert.ok(status.errorSocketCount > 0, JSON.stringify(status));
+
+    // After destroy(), the server sees every connection closed.
+    agent.destroy();
+    await until(() => server.open.size === 0, 5000, 'the server to see every connection closed');
+  });
+}
+}
