@@ -7,6 +7,7 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const https = require('node:https');
+const { Readable } = require('node:stream');
 const fs = require('node:fs');
 const path = require('node:path');
 const { Agent, HttpsAgent } = require('..');
@@ -92,6 +93,72 @@ test('agent.request(): a PUT with a body on a reused connection that dies is rep
   const puts = server.seen.filter((s) => s.line === 'PUT /put HTTP/1.1');
   assert.deepStrictEqual(puts.map((s) => [s.dropped, s.body === body.toString()]), [[true, true], [false, true]]);
   assert.strictEqual(agent.replayCount, 1);
+});
+
+// A server whose first connection answers one request, then closes (a FIN) as soon as the
+// head of the next arrives, before its body; later connections answer every request with the
+// size of its body. `dropped` resolves at the close; `bodies` are the bodies answered after it.
+async function headDroppingServer(t) {
+  let dropped;
+  const bodies = [];
+  const server = await rawServer(t, async (socket, index) => {
+    if (index > 0) {
+      for await (const req of eachRequest(socket)) {
+        bodies.push(req.body.toString());
+        socket.write(OK(`got ${req.body.length}`));
+      }
+      return;
+    }
+    const req = await readRequest(socket);
+    socket.write(OK(`got ${req.body.length}`));
+    let seen = '';
+    socket.on('data', (chunk) => {
+      seen += chunk.toString('latin1');
+      if (seen.includes('\r\n\r\n') && socket.writable) {
+        socket.end();
+        dropped();
+      }
+    });
+  });
+  server.bodies = bodies;
+  server.dropped = new Promise((resolve) => (dropped = resolve));
+  server.url = `http://127.0.0.1:${server.port}`;
+  return server;
+}
+
+test('agent.request(): a PUT streamed from its source is replayed as it went, then the rest of the source follows', async (t) => {
+  const server = await headDroppingServer(t);
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  assert.strictEqual(await (await agent.request(`${server.url}/warm`)).body.text(), 'got 0');
+  // Part of the body goes before the server drops the connection, the rest after.
+  async function* source() {
+    yield 'one,';
+    await server.dropped;
+    yield 'two,';
+    yield 'three';
+  }
+  const res = await agent.request(`${server.url}/put`, { method: 'PUT', body: source(), headers: { 'content-length': '13' } });
+  assert.strictEqual(await res.body.text(), 'got 13');
+  assert.deepStrictEqual(server.bodies, ['one,two,three']);
+  assert.strictEqual(agent.replayCount, 1);
+});
+
+test('agent.request(): a streamed body past the replay limit is not replayed; its source is destroyed', async (t) => {
+  const server = await headDroppingServer(t);
+  const agent = new Agent({ replayLimit: 8 });
+  t.after(() => agent.destroy());
+  await (await agent.request(`${server.url}/warm`)).body.text();
+  const body = new Readable({ read() {} });
+  body.push('0123456789');
+  server.dropped.then(() => body.push('rest'));
+  await assert.rejects(
+    agent.request(`${server.url}/put`, { method: 'PUT', body, headers: { 'content-length': '14' } }),
+    (err) => err.code === 'ECONNRESET' && err.requestSent === true,
+  );
+  assert.ok(body.destroyed);
+  assert.deepStrictEqual(server.bodies, []);
+  assert.strictEqual(agent.replayCount, 0);
 });
 
 test('a POST is never sent twice: it fails with ECONNRESET and says it went out', async (t) => {

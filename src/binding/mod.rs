@@ -794,33 +794,41 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     // The body's bytes, copied once from the JavaScript Buffer: the request and its replay
     // share them.
     let bytes = body.map(bytes::Bytes::copy_from_slice).unwrap_or_default();
-    // What a replay needs, when the request may be sent again (see request.rs).
-    let replay = (replay_limit >= 0.0
-        && !streamed
+    // What a replay needs, when the request may be sent again (see request.rs): the body in
+    // memory, or, streamed, what its writer records (up to the limit).
+    let replayable = replay_limit >= 0.0
         && !expect_continue
-        && bytes.len() as f64 <= replay_limit
-        && idempotent(&method, &head.headers))
-    .then(|| request::Replay {
+        && (streamed || bytes.len() as f64 <= replay_limit)
+        && idempotent(&method, &head.headers);
+    let recording =
+        (replayable && streamed).then(|| crate::client::Recording::new(replay_limit as usize));
+    let replay = replayable.then(|| request::Replay {
         method: method.clone(),
         head: head.clone(),
-        body: bytes.clone(),
+        body: match &recording {
+            Some(recording) => request::ReplayBody::Streamed {
+                recording: recording.clone(),
+                len: content_length.map(|n| n as u64),
+            },
+            None => request::ReplayBody::Bytes(bytes.clone()),
+        },
         headers_timeout: timeout(headers_timeout),
         body_timeout: timeout(body_timeout),
         max_head_size: cell.max_header_size.get(),
     });
     let (mut req_body, writer) = if streamed {
-        let inbox = ctx.inbox.clone();
         // The drain reaches the request through the inbox; its id is known once registered.
         let id_slot = Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let slot = id_slot.clone();
-        let (body, writer) =
-            crate::client::channel_body(content_length.map(|n| n as u64), move || {
-                let req = slot.load(std::sync::atomic::Ordering::Acquire);
-                inbox.post(env::Completion::Req {
-                    req,
-                    event: crate::client::Event::BodyDrain,
-                });
-            });
+        let (body, writer) = request::streamed_body(
+            ctx.inbox.clone(),
+            id_slot.clone(),
+            Vec::new(),
+            content_length.map(|n| n as u64),
+        );
+        let writer = match recording {
+            Some(recording) => writer.record(recording),
+            None => writer,
+        };
         (body, Some((writer, id_slot)))
     } else {
         let body = if bytes.is_empty() {

@@ -19,7 +19,7 @@ use super::conn::{Conn, Mode, State};
 use super::env::{Completion, EnvCtx};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::{verdict, PoolCell};
-use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Sink, Spec};
+use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Recording, Sink, Spec};
 use crate::error::Error;
 use crate::pool::{Checkout, Fit, KeyId, WaiterId};
 use crate::runtime::runtime;
@@ -64,8 +64,9 @@ pub struct ReqState {
     /// The current connection was reused (a fresh connection is never replayed on: the
     /// server may be refusing the request).
     reused: Cell<bool>,
-    /// A replay is under way: the failed attempt's end is not the request's.
-    retrying: Cell<bool>,
+    /// A replay is under way: the failed attempt's end is not the request's. Holds the
+    /// attempt's error, the request's should the replay not be possible after all.
+    retrying: RefCell<Option<Error>>,
     /// How long the server said it keeps the connection idle (`Keep-Alive: timeout=N`, less
     /// a second as Node takes it).
     hint: Cell<Option<std::time::Duration>>,
@@ -85,28 +86,66 @@ pub const SWEEP_EVERY_MS: u64 = 500;
 pub struct Replay {
     pub method: http::Method,
     pub head: Arc<client::Head>,
-    pub body: Bytes,
+    pub body: ReplayBody,
     pub headers_timeout: Option<std::time::Duration>,
     pub body_timeout: Option<std::time::Duration>,
     pub max_head_size: usize,
 }
 
+/// A replay's body: in memory, or what a streamed body's writer recorded (the rest of the
+/// source follows it on the new connection).
+pub enum ReplayBody {
+    Bytes(Bytes),
+    Streamed {
+        recording: Arc<Recording>,
+        len: Option<u64>,
+    },
+}
+
 impl Replay {
-    fn spec(&self) -> Spec {
+    /// Whether the request can still go again (a streamed body may have outgrown the limit).
+    fn possible(&self) -> bool {
+        match &self.body {
+            ReplayBody::Bytes(_) => true,
+            ReplayBody::Streamed { recording, .. } => recording.is_complete(),
+        }
+    }
+
+    /// No replay will come (the request is answered, or on a fresh connection): a streamed
+    /// body's recording lets go of what it kept.
+    fn drop_recording(&self) {
+        if let ReplayBody::Streamed { recording, .. } = &self.body {
+            recording.stop();
+        }
+    }
+
+    fn spec(&self, body: client::ReqBody) -> Spec {
         Spec {
             method: self.method.clone(),
             head: self.head.clone(),
-            body: if self.body.is_empty() {
-                client::empty_body()
-            } else {
-                client::full_body(self.body.clone())
-            },
+            body,
             expect_continue: None,
             headers_timeout: self.headers_timeout,
             body_timeout: self.body_timeout,
             max_head_size: self.max_head_size,
         }
     }
+}
+
+/// A streamed request body whose drain reaches request `id` through `inbox` (the id may be set
+/// once known); it sends `prefix` first.
+pub fn streamed_body(
+    inbox: Arc<super::env::Inbox>,
+    id: Arc<std::sync::atomic::AtomicU32>,
+    prefix: Vec<Bytes>,
+    len: Option<u64>,
+) -> (client::ReqBody, BodyWriter) {
+    client::channel_body(prefix, len, move || {
+        inbox.post(Completion::Req {
+            req: id.load(std::sync::atomic::Ordering::Acquire),
+            event: Event::BodyDrain,
+        });
+    })
 }
 
 /// Posts an exchange's events through the thread's inbox.
@@ -197,7 +236,7 @@ impl PoolCell {
             headed: Cell::new(false),
             replay: RefCell::new(replay),
             reused: Cell::new(false),
-            retrying: Cell::new(false),
+            retrying: RefCell::new(None),
             hint: Cell::new(None),
             headers_timeout: Cell::new(None),
             headers_deadline: Cell::new(None),
@@ -285,6 +324,11 @@ impl PoolCell {
         };
         // The headers timeout starts with the exchange, once connected (`hyper_connected`).
         req.keep_headers_timeout(&mut spec);
+        // A request on a fresh connection is never sent again: a streamed body need not be
+        // kept for it (a replay's own body keeps nothing either).
+        if let Some(replay) = req.replay.borrow().as_ref() {
+            replay.drop_recording();
+        }
         let conn: Rc<Conn> = self.new_conn(req.key);
         super::debug::debug!("request {}: create connection {}", req.id, conn.id);
         conn.mode.set(Mode::Promise);
@@ -578,7 +622,7 @@ impl EnvCtx {
             let Some(deadline) = req.headers_deadline.get() else {
                 continue;
             };
-            if req.headed.get() || req.retrying.get() {
+            if req.headed.get() || req.retrying.borrow().is_some() {
                 continue;
             }
             if deadline > now {
@@ -600,6 +644,31 @@ impl EnvCtx {
         }
     }
 
+    /// What the replay of `req` sends (taken: a request goes again once), and whether its body's
+    /// writer waits for a drain; None when the replay is no longer possible. A streamed body
+    /// goes again as recorded, then continues from its source through a new writer.
+    fn replay_spec(&self, req: &ReqState) -> Option<(Spec, bool)> {
+        let replay = req.replay.borrow_mut().take()?;
+        let (body, drain) = match &replay.body {
+            ReplayBody::Bytes(bytes) if bytes.is_empty() => (client::empty_body(), false),
+            ReplayBody::Bytes(bytes) => (client::full_body(bytes.clone()), false),
+            ReplayBody::Streamed { recording, len } => {
+                let recorded = recording.take()?;
+                let id = Arc::new(std::sync::atomic::AtomicU32::new(req.id));
+                let (body, mut writer) =
+                    streamed_body(self.inbox.clone(), id, recorded.chunks, *len);
+                if let Some(message) = recorded.failed {
+                    writer.fail(message);
+                } else if recorded.ended {
+                    writer.end();
+                }
+                let old = req.writer.borrow_mut().replace(writer);
+                (body, old.is_some_and(|w| w.is_waiting()) && !recorded.ended)
+            }
+        };
+        Some((replay.spec(body), drain))
+    }
+
     /// An event of request `req`'s exchange, on the JavaScript thread.
     pub fn on_request_event(&self, req_id: u32, event: Event) {
         let Some(req) = self.request(req_id) else {
@@ -618,6 +687,9 @@ impl EnvCtx {
                 done,
             } => {
                 req.headed.set(true);
+                if let Some(replay) = req.replay.borrow_mut().take() {
+                    replay.drop_recording();
+                }
                 req.hint.set(keep_alive_hint(&headers));
                 let body = if chunks.is_empty() {
                     js::null(env)
@@ -662,8 +734,8 @@ impl EnvCtx {
                 // The keep-alive race: a reused connection died before answering. An
                 // idempotent request is sent once more, on a fresh connection (RFC 9110
                 // §9.2.2); anything else fails, saying whether it went out.
-                if req.reused.get() && req.replay.borrow().is_some() {
-                    req.retrying.set(true);
+                if req.reused.get() && req.replay.borrow().as_ref().is_some_and(Replay::possible) {
+                    *req.retrying.borrow_mut() = Some(err);
                 } else {
                     let desc = js::error_descriptor(env, &err);
                     req.emit(kind::ERROR, &[desc]);
@@ -672,15 +744,32 @@ impl EnvCtx {
             Event::BodyDrain => {
                 req.emit(kind::DRAIN, &[]);
             }
-            Event::Done(_) if req.retrying.replace(false) => {
-                super::debug::debug!("replay request {} on a new connection", req.id);
-                self.unhold();
-                let pool = req.pool();
-                pool.retire(req.conn.get());
-                pool.state.borrow_mut().pool.stats.replay_count += 1;
-                let spec = req.replay.borrow_mut().take().map(|r| r.spec());
-                *req.spec.borrow_mut() = spec;
-                pool.connect_for(&req);
+            Event::Done(sender) if req.retrying.borrow().is_some() => {
+                let err = req.retrying.borrow_mut().take();
+                match self.replay_spec(&req) {
+                    Some((spec, drain)) => {
+                        super::debug::debug!("replay request {} on a new connection", req.id);
+                        self.unhold();
+                        let pool = req.pool();
+                        pool.retire(req.conn.get());
+                        pool.state.borrow_mut().pool.stats.replay_count += 1;
+                        *req.spec.borrow_mut() = Some(spec);
+                        pool.connect_for(&req);
+                        // A writer held back while the connection was lost goes on, into the
+                        // new connection's body.
+                        if drain {
+                            req.emit(kind::DRAIN, &[]);
+                        }
+                    }
+                    // The streamed body outgrew what a replay keeps meanwhile: the request
+                    // fails as it would have without one.
+                    None => {
+                        if let Some(err) = err {
+                            req.emit(kind::ERROR, &[js::error_descriptor(env, &err)]);
+                        }
+                        self.on_request_event(req.id, Event::Done(sender));
+                    }
+                }
             }
             Event::Done(sender) => {
                 let (conn_id, verdict) = self.settle(&req, sender);

@@ -1,9 +1,10 @@
-//! Request bodies that stream from JavaScript: a bounded channel (back-pressure on the writer)
-//! and an `expect: 100-continue` gate.
+//! Request bodies that stream from JavaScript: a bounded channel (back-pressure on the writer),
+//! a recording of what was written for a replay, and an `expect: 100-continue` gate.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -22,6 +23,89 @@ pub struct BodyWriter {
     tx: Option<mpsc::Sender<Result<Bytes, std::io::Error>>>,
     /// Set when a write filled the channel: the body then reports the drain.
     full: Arc<AtomicBool>,
+    /// What was written, kept while the request may be sent again.
+    recording: Option<Arc<Recording>>,
+}
+
+/// Every chunk a streamed body's writer took, and how the source ended, up to a limit: what a
+/// replay sends again before the rest of the source (see `crate::replay`). A body that grows
+/// past the limit, or whose request can no longer be replayed, keeps nothing.
+pub struct Recording(Mutex<RecState>);
+
+#[derive(Default)]
+struct RecState {
+    chunks: Vec<Bytes>,
+    size: usize,
+    limit: usize,
+    /// Nothing is kept (past the limit, or no replay wanted any more).
+    off: bool,
+    ended: bool,
+    failed: Option<String>,
+}
+
+/// What a replay takes from a [`Recording`].
+pub struct RecordedBody {
+    pub chunks: Vec<Bytes>,
+    pub ended: bool,
+    pub failed: Option<String>,
+}
+
+impl Recording {
+    pub fn new(limit: usize) -> Arc<Recording> {
+        Arc::new(Recording(Mutex::new(RecState {
+            limit,
+            ..RecState::default()
+        })))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, RecState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the body so far can be sent again.
+    pub fn is_complete(&self) -> bool {
+        !self.state().off
+    }
+
+    /// Keeps nothing from now on, and lets go of what it kept.
+    pub fn stop(&self) {
+        let mut st = self.state();
+        st.off = true;
+        st.chunks = Vec::new();
+    }
+
+    /// What was written (and how the source ended); keeps nothing from now on.
+    pub fn take(&self) -> Option<RecordedBody> {
+        let mut st = self.state();
+        if st.off {
+            return None;
+        }
+        st.off = true;
+        Some(RecordedBody {
+            chunks: std::mem::take(&mut st.chunks),
+            ended: st.ended,
+            failed: st.failed.take(),
+        })
+    }
+
+    fn push(&self, chunk: &Bytes) {
+        let mut st = self.state();
+        if st.off {
+            return;
+        }
+        if st.size + chunk.len() > st.limit {
+            st.off = true;
+            st.chunks = Vec::new();
+            return;
+        }
+        st.size += chunk.len();
+        st.chunks.push(chunk.clone());
+    }
+
+    /// Whether it still keeps the body (the writer then holds chunks the channel refuses).
+    fn keeping(&self) -> bool {
+        !self.state().off
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -35,10 +119,19 @@ pub enum WriteResult {
 }
 
 impl BodyWriter {
+    /// Keeps what is written in `recording` while it may be sent again.
+    pub fn record(mut self, recording: Arc<Recording>) -> BodyWriter {
+        self.recording = Some(recording);
+        self
+    }
+
     pub fn write(&self, chunk: Bytes) -> WriteResult {
         let Some(tx) = &self.tx else {
             return WriteResult::Closed;
         };
+        if let Some(rec) = &self.recording {
+            rec.push(&chunk);
+        }
         match tx.try_send(Ok(chunk)) {
             Ok(()) if tx.capacity() == 0 => {
                 self.full.store(true, Ordering::Release);
@@ -50,17 +143,36 @@ impl BodyWriter {
                 self.full.store(true, Ordering::Release);
                 WriteResult::Full
             }
+            // The connection took no more of it. Kept for a replay, the chunk waits in the
+            // recording, and so does the writer, for the drain a replay sends.
+            Err(mpsc::error::TrySendError::Closed(_))
+                if self.recording.as_ref().is_some_and(|r| r.keeping()) =>
+            {
+                self.full.store(true, Ordering::Release);
+                WriteResult::Full
+            }
             Err(mpsc::error::TrySendError::Closed(_)) => WriteResult::Closed,
         }
     }
 
+    /// The writer waits for a drain (a write filled the channel).
+    pub fn is_waiting(&self) -> bool {
+        self.full.load(Ordering::Acquire)
+    }
+
     /// The source ended: the body ends after what was written.
     pub fn end(&mut self) {
+        if let Some(rec) = &self.recording {
+            rec.state().ended = true;
+        }
         self.tx = None;
     }
 
     /// The source failed: the request fails with it.
     pub fn fail(&mut self, message: String) {
+        if let Some(rec) = &self.recording {
+            rec.state().failed = Some(message.clone());
+        }
         if let Some(tx) = self.tx.take() {
             let _ = tx.try_send(Err(std::io::Error::other(message)));
         }
@@ -68,6 +180,8 @@ impl BodyWriter {
 }
 
 struct ChannelBody {
+    /// Sent before what comes through the channel (a replay's recorded chunks).
+    prefix: VecDeque<Bytes>,
     rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
     full: Arc<AtomicBool>,
     drained: Box<dyn Fn() + Send + Sync>,
@@ -82,6 +196,9 @@ impl Body for ChannelBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        if let Some(chunk) = self.prefix.pop_front() {
+            return Poll::Ready(Some(Ok(Frame::data(chunk))));
+        }
         match self.rx.poll_recv(cx) {
             Poll::Ready(Some(chunk)) => {
                 if self.full.swap(false, Ordering::AcqRel) {
@@ -101,20 +218,29 @@ impl Body for ChannelBody {
 }
 
 /// A streamed body and its writer. `len` is the declared `content-length`, if any; `drained`
-/// runs (on tokio) when a full channel has room again.
+/// runs (on tokio) when a full channel has room again. The body sends `prefix` first.
 pub fn channel_body(
+    prefix: Vec<Bytes>,
     len: Option<u64>,
     drained: impl Fn() + Send + Sync + 'static,
 ) -> (ReqBody, BodyWriter) {
     let (tx, rx) = mpsc::channel(DEPTH);
     let full = Arc::new(AtomicBool::new(false));
     let body = ChannelBody {
+        prefix: prefix.into(),
         rx,
         full: full.clone(),
         drained: Box::new(drained),
         len,
     };
-    (body.boxed(), BodyWriter { tx: Some(tx), full })
+    (
+        body.boxed(),
+        BodyWriter {
+            tx: Some(tx),
+            full,
+            recording: None,
+        },
+    )
 }
 
 /// How long a body waits for `100 Continue` before it is sent anyway (as curl does).

@@ -27,7 +27,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 
-pub use body::{channel_body, gated, BodyWriter, WriteResult};
+pub use body::{channel_body, gated, BodyWriter, Recording, WriteResult};
 pub use errors::{headers_timeout, hyper_error};
 
 use crate::error::Error;

@@ -289,7 +289,8 @@ async fn a_streamed_request_body_applies_back_pressure_and_reports_the_drain() {
     let srv = async move { srv.await.unwrap() };
     let (sink, mut rx) = sink();
     let drained = sink.clone();
-    let (body, mut writer) = channel_body(Some(40), move || drained.post(Event::BodyDrain));
+    let (body, mut writer) =
+        channel_body(Vec::new(), Some(40), move || drained.post(Event::BodyDrain));
     let mut spec = get("/");
     spec.method = Method::POST;
     spec.head = Arc::new(Head {
@@ -329,4 +330,51 @@ async fn a_streamed_request_body_applies_back_pressure_and_reports_the_drain() {
     assert_eq!(drains, 1);
     let requests = srv.await;
     assert!(requests[0].ends_with(b"0123401234012340123401234012340123401234"));
+}
+
+#[tokio::test]
+async fn a_recording_keeps_what_was_written_for_a_replay_within_its_limit() {
+    use http_body_util::BodyExt;
+    let recording = Recording::new(12);
+    let (body, writer) = channel_body(Vec::new(), None, || {});
+    let mut writer = writer.record(recording.clone());
+    assert_eq!(
+        writer.write(Bytes::from_static(b"abcd")),
+        WriteResult::Ready
+    );
+    // The connection is gone: its body dropped. What is written meanwhile waits in the
+    // recording, and the writer waits for the drain a replay sends.
+    drop(body);
+    assert_eq!(writer.write(Bytes::from_static(b"efgh")), WriteResult::Full);
+    assert!(writer.is_waiting());
+    writer.end();
+    let recorded = recording.take().expect("within the limit");
+    assert!(recorded.ended);
+    // The replay's body: what was recorded, then what its new writer gets.
+    let (replay, mut next) = channel_body(recorded.chunks, None, || {});
+    assert_eq!(next.write(Bytes::from_static(b"ijkl")), WriteResult::Ready);
+    next.end();
+    let bytes = replay.collect().await.unwrap().to_bytes();
+    assert_eq!(&bytes[..], b"abcdefghijkl");
+    assert!(recording.take().is_none(), "taken once");
+
+    // Past the limit nothing is kept, and a write the connection refuses is refused.
+    let recording = Recording::new(6);
+    let (body, writer) = channel_body(Vec::new(), None, || {});
+    let writer = writer.record(recording.clone());
+    assert_eq!(
+        writer.write(Bytes::from_static(b"abcd")),
+        WriteResult::Ready
+    );
+    assert_eq!(
+        writer.write(Bytes::from_static(b"efgh")),
+        WriteResult::Ready
+    );
+    assert!(!recording.is_complete());
+    drop(body);
+    assert_eq!(
+        writer.write(Bytes::from_static(b"ijkl")),
+        WriteResult::Closed
+    );
+    assert!(recording.take().is_none());
 }
