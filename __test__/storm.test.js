@@ -134,6 +134,12 @@ const paths = {
     req.on('error', (error) => settle({ error }));
     req.end(body);
   }),
+  // Both at once on one agent, sharing its pool: each request takes one path or the other.
+  'both paths': (agent, url, opts) => {
+    const n = Number(/\d+$/.exec(opts.id)[0]);
+    const path = (Math.imul(n, 2654435761) >>> 0) % 2 === 0 ? 'agent.request()' : 'http.request';
+    return paths[path](agent, url, opts);
+  },
 };
 
 // The outcomes a request may have, by what the server does and what the client did.
