@@ -43,6 +43,13 @@ struct RecState {
     failed: Option<String>,
 }
 
+impl RecState {
+    fn stop(&mut self) {
+        self.off = true;
+        self.chunks = Vec::new();
+    }
+}
+
 /// What a replay takes from a [`Recording`].
 pub struct RecordedBody {
     pub chunks: Vec<Bytes>,
@@ -62,16 +69,15 @@ impl Recording {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether the body so far can be sent again.
+    /// Whether it holds the whole body so far: it can be sent again, and the writer keeps
+    /// chunks the connection refuses.
     pub fn is_complete(&self) -> bool {
         !self.state().off
     }
 
     /// Keeps nothing from now on, and lets go of what it kept.
     pub fn stop(&self) {
-        let mut st = self.state();
-        st.off = true;
-        st.chunks = Vec::new();
+        self.state().stop();
     }
 
     /// What was written (and how the source ended); keeps nothing from now on.
@@ -94,17 +100,11 @@ impl Recording {
             return;
         }
         if st.size + chunk.len() > st.limit {
-            st.off = true;
-            st.chunks = Vec::new();
+            st.stop();
             return;
         }
         st.size += chunk.len();
         st.chunks.push(chunk.clone());
-    }
-
-    /// Whether it still keeps the body (the writer then holds chunks the channel refuses).
-    fn keeping(&self) -> bool {
-        !self.state().off
     }
 }
 
@@ -146,7 +146,7 @@ impl BodyWriter {
             // The connection took no more of it. Kept for a replay, the chunk waits in the
             // recording, and so does the writer, for the drain a replay sends.
             Err(mpsc::error::TrySendError::Closed(_))
-                if self.recording.as_ref().is_some_and(|r| r.keeping()) =>
+                if self.recording.as_ref().is_some_and(|r| r.is_complete()) =>
             {
                 self.full.store(true, Ordering::Release);
                 WriteResult::Full
