@@ -281,10 +281,11 @@ test('https.request: a GET on a reused TLS connection that closes between its ch
   assert.strictEqual(agent.replayCount, 1);
   assert.strictEqual(sockets.length, 2);
 
-  // Not idempotent: it fails (EPIPE when the write found the connection gone, the hang-up
-  // otherwise), and the server never has it.
+  // Not idempotent: it fails, never sent twice (EPIPE when its write found the connection
+  // gone; the hang-up when it went out first, and the server, which only half-closed, read it).
   const { error } = await racing('/pay', 'POST');
   assert.match(error.code, /^(EPIPE|ECONNRESET)$/, error.stack);
   assert.strictEqual(agent.replayCount, 1);
-  assert.deepStrictEqual(seen, ['GET /warm HTTP/1.1', 'GET /get HTTP/1.1']);
+  assert.deepStrictEqual(seen.slice(0, 2), ['GET /warm HTTP/1.1', 'GET /get HTTP/1.1']);
+  assert.ok(seen.length === 2 || (seen.length === 3 && error.code === 'ECONNRESET'), seen.join(', '));
 });
