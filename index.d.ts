@@ -203,6 +203,8 @@ declare namespace Agent {
     | 'HPE_INVALID_HEADER_TOKEN'
     | 'HPE_INVALID_CONTENT_LENGTH'
     | 'HPE_INVALID_TRANSFER_ENCODING'
+    | 'HPE_INVALID_CHUNK_SIZE'
+    | 'HPE_STRICT'
     | 'HPE_INVALID_CONSTANT';
 
   /** Certificate verification failures, with OpenSSL's names as Node reports them. */

@@ -959,6 +959,38 @@ test('malformed responses reject with a code that names the parse failure', asyn
   assert.strictEqual(both.connectionCount, 2);
 });
 
+test('a malformed chunked body fails the body with the code Node\'s parser gives it, never as a short body', async (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const head = 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n';
+  const cases = [
+    // A bad size line right after the head ended the body as if empty.
+    ['zz\r\nabc\r\n0\r\n\r\n', 'HPE_INVALID_CHUNK_SIZE'],
+    ['ffffffffffffffffff\r\nabc', 'HPE_INVALID_CHUNK_SIZE'],
+    ['3\r\nabcXY0\r\n\r\n', 'HPE_STRICT'],
+    ['3\r\nabc\r\n0\r\nbad trailer line\r\n\r\n', 'HPE_INVALID_HEADER_TOKEN'],
+  ];
+  for (const [body, code] of cases) {
+    const server = await rawServer(t, async (socket) => {
+      await readRequest(socket);
+      socket.end(head + body);
+    });
+    const url = `http://127.0.0.1:${server.port}/`;
+    const res = await agent.request(url);
+    assert.strictEqual(res.statusCode, 200);
+    await assert.rejects(res.body.text(), (err) => {
+      assert.strictEqual(err.code, code, `${JSON.stringify(body)}: ${err.message}`);
+      assert.match(err.message, /^Parse Error: /);
+      return true;
+    });
+    // Node's parser, through the drop-in path, names it alike.
+    const dropIn = await requestError(url, { agent });
+    assert.strictEqual(dropIn.code, code, JSON.stringify(body));
+  }
+  // A malformed body is the server's fault, not the connection's.
+  assert.strictEqual(agent.errorSocketCount, 0);
+});
+
 test('every URL gets its own request head, through the agent\'s URL cache and its clearing', async (t) => {
   const a = await echoServer(t);
   const b = await echoServer(t);

@@ -42,6 +42,8 @@ function onError(err: hyperagent.HyperagentError) {
   if (err.code === 'ERR_SOCKET_TIMEOUT' || err.code === 'ECONNREFUSED') return err.syscall;
   // A lookup's answer that is not an IP address, and the agent's own fallbacks.
   if (err.code === 'ERR_INVALID_IP_ADDRESS' || err.code === 'ERR_HYPERAGENT_INTERNAL') return err.message;
+  // A malformed chunked body.
+  if (err.code === 'HPE_INVALID_CHUNK_SIZE' || err.code === 'HPE_STRICT') return err.message;
   // @ts-expect-error not a code hyperagent gives
   if (err.code === 'ERR_NOT_A_CODE') return undefined;
   return undefined;

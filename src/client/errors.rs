@@ -77,6 +77,9 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
             if io.kind() == std::io::ErrorKind::UnexpectedEof {
                 return hang_up();
             }
+            if let Some(parse) = body_parse_error(io) {
+                return parse;
+            }
             return crate::transport::pump::stream_error(io, "read").as_socket_fault();
         }
         source = cause.source();
@@ -88,4 +91,79 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
         return Error::os(libc::ETIMEDOUT, "read");
     }
     Error::tls("ERR_HYPERAGENT_HTTP", format!("HTTP error: {err}"))
+}
+
+/// A malformed chunked body (or its trailers), as hyper's decoder reports it, named as llhttp
+/// names it; None for anything else (a TLS error is an `InvalidData` too, but not hyper's own
+/// message).
+fn body_parse_error(io: &std::io::Error) -> Option<Error> {
+    use std::io::ErrorKind::{InvalidData, InvalidInput};
+    if !matches!(io.kind(), InvalidData | InvalidInput) {
+        return None;
+    }
+    let inner = io.get_ref()?;
+    if inner.downcast_ref::<rustls::Error>().is_some() {
+        return None;
+    }
+    let what = inner.to_string();
+    let lower = what.to_ascii_lowercase();
+    let code = if lower.contains("chunk size") || lower.contains("chunk extension") {
+        "HPE_INVALID_CHUNK_SIZE"
+    } else if lower.contains("trailers")
+        && (lower.contains("over limit") || lower.contains("overflow"))
+    {
+        "HPE_HEADER_OVERFLOW"
+    } else if lower.contains("chunk") && (lower.contains(" cr") || lower.contains(" lf")) {
+        "HPE_STRICT"
+    } else if lower.contains("trailer") || lower.contains("header") {
+        "HPE_INVALID_HEADER_TOKEN"
+    } else {
+        return None;
+    };
+    Some(Error::tls(code, format!("Parse Error: {what}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error as IoError, ErrorKind};
+
+    #[test]
+    fn hyper_body_decoding_errors_are_named_as_llhttp_names_them() {
+        let code = |kind, what: &str| body_parse_error(&IoError::new(kind, what.to_string()));
+        let named = |kind, what: &str| code(kind, what).map(|e| e.code().to_string());
+        assert_eq!(
+            named(
+                ErrorKind::InvalidInput,
+                "Invalid chunk size line: Invalid Size"
+            )
+            .as_deref(),
+            Some("HPE_INVALID_CHUNK_SIZE")
+        );
+        assert_eq!(
+            named(ErrorKind::InvalidData, "invalid chunk size: overflow").as_deref(),
+            Some("HPE_INVALID_CHUNK_SIZE")
+        );
+        assert_eq!(
+            named(ErrorKind::InvalidData, "chunk extensions over limit").as_deref(),
+            Some("HPE_INVALID_CHUNK_SIZE")
+        );
+        assert_eq!(
+            named(ErrorKind::InvalidInput, "Invalid chunk body CR").as_deref(),
+            Some("HPE_STRICT")
+        );
+        assert_eq!(
+            named(ErrorKind::InvalidData, "chunk trailers bytes over limit").as_deref(),
+            Some("HPE_HEADER_OVERFLOW")
+        );
+        assert_eq!(
+            named(ErrorKind::InvalidInput, "Invalid header name: x").as_deref(),
+            Some("HPE_INVALID_HEADER_TOKEN")
+        );
+        // Not the decoder's: a TLS error, another kind of failure, an unknown message.
+        let tls = IoError::new(ErrorKind::InvalidData, rustls::Error::DecryptError);
+        assert!(body_parse_error(&tls).is_none());
+        assert!(code(ErrorKind::ConnectionReset, "chunk size").is_none());
+        assert!(code(ErrorKind::InvalidData, "something else").is_none());
+    }
 }

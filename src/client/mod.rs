@@ -310,6 +310,7 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
     let mut chunks = Vec::new();
     let mut gathered = 0;
     let mut end = None;
+    let mut failed = None;
     while gathered < HEAD_CHUNK_BYTES {
         match now(body.frame()).await {
             Some(Some(Ok(frame))) => match into_data_or_trailers(frame) {
@@ -326,9 +327,27 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
                 end = Some(HeaderLines::default());
                 break;
             }
-            // An error right after the head: let the loop below report it with the body.
-            Some(Some(Err(_))) | None => break,
+            // The body failed right after the head (a malformed chunk, say): the response
+            // is answered, then its body fails.
+            Some(Some(Err(e))) => {
+                failed = Some(e);
+                break;
+            }
+            None => break,
         }
+    }
+    if let Some(e) = failed {
+        sink.post(Event::Head {
+            status: status.as_u16(),
+            reason,
+            headers,
+            chunks,
+            end: None,
+            done: None,
+        });
+        sink.post(Event::Error(hyper_error(&e, true)));
+        sink.post(Event::Done(None));
+        return;
     }
     let ended = end.is_some();
     // A whole response: when hyper can say at once whether the connection carries another
