@@ -991,6 +991,36 @@ test('a malformed chunked body fails the body with the code Node\'s parser gives
   assert.strictEqual(agent.errorSocketCount, 0);
 });
 
+test('a body that fails before anything reads it throws nowhere; reading it later reports the error', async (t) => {
+  // The server sends the head and part of the body, and resets the connection once the
+  // response has reached the caller.
+  const sockets = [];
+  const server = await rawServer(t, async (socket) => {
+    sockets.push(socket);
+    await readRequest(socket);
+    socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const url = `http://127.0.0.1:${server.port}/`;
+  for (const read of [(body) => body.text(), async (body) => {
+    for await (const chunk of body) assert.ok(chunk);
+  }, (body) => finished(body)]) {
+    const res = await agent.request(url);
+    sockets.at(-1).resetAndDestroy();
+    // The body fails and closes before anything reads it (no 'error' listener, which
+    // events.once would add): that must not be an uncaught exception, which fails this test.
+    await new Promise((resolve) => res.body.on('close', resolve));
+    assert.strictEqual(res.body.errored.code, 'ECONNRESET');
+    await assert.rejects(read(res.body), { code: 'ECONNRESET' });
+  }
+  // With a listener, the error is emitted as ever.
+  const res = await agent.request(url);
+  sockets.at(-1).resetAndDestroy();
+  const [err] = await once(res.body, 'error');
+  assert.strictEqual(err.code, 'ECONNRESET');
+});
+
 test('every URL gets its own request head, through the agent\'s URL cache and its clearing', async (t) => {
   const a = await echoServer(t);
   const b = await echoServer(t);

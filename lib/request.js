@@ -257,11 +257,15 @@ class ResponseBody extends Readable {
   }
 
   // A text()/json()/... still collecting fails with the error, or as aborted (a sink that
-  // has its bytes already is settled, and ignores this).
+  // has its bytes already is settled, and ignores this). As Node's IncomingMessage, an error
+  // is emitted only if something listens by then: a body that fails before its reader comes
+  // (the response awaited, its body read later) does not throw from the event loop; the error
+  // stays (`body.errored`) for text(), for await or stream.finished to report.
   _destroy(err, cb) {
     if (this._sink !== null) this._sink.reject(err || errors.abortError());
     this._pending.bodyDestroyed();
-    cb(err);
+    if (err) process.nextTick(() => cb(this.listenerCount('error') > 0 ? err : undefined));
+    else cb();
   }
 
   // The whole body as one Buffer.
