@@ -12,7 +12,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { once } = require('node:events');
 const { HttpsAgent } = require('..');
-const { until } = require('./helpers');
+const { until, rawServer, readRequest } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
@@ -470,4 +470,35 @@ test('agent.request() resumes a session whose name was found right, and checks i
   t.after(() => noResume.destroy());
   for (let i = 0; i < 3; i++) assert.strictEqual(await (await noResume.request(url)).body.text(), 'false');
   assert.strictEqual(fresh, 3);
+});
+
+test('a body that ends with the connection ends there without a close_notify, as in Node', async (t) => {
+  // The server sends a response whose body runs to the end of the connection, then closes the
+  // TCP connection under TLS without a close_notify (many servers do): Node reads the body to
+  // its end; so do both paths (rustls reports the missing close_notify as an error).
+  const server = await rawServer(t, async (socket) => {
+    await readRequest(socket);
+    socket.write('HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nthe whole body', () => socket._parent.end());
+  }, { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') });
+  const url = `https://localhost:${server.port}/`;
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  const res = await agent.request(url);
+  assert.strictEqual(await res.body.text(), 'the whole body');
+  const dropIn = await new Promise((resolve, reject) => {
+    https.get(url, { agent }, (r) => {
+      let body = '';
+      r.setEncoding('latin1');
+      r.on('data', (c) => (body += c));
+      r.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
+  assert.strictEqual(dropIn, 'the whole body');
+  // A body with a length is still held to it: cut short, it fails as Node's does.
+  const short = await rawServer(t, async (socket) => {
+    await readRequest(socket);
+    socket.write('HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort', () => socket._parent.end());
+  }, { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') });
+  const cut = await agent.request(`https://localhost:${short.port}/`);
+  await assert.rejects(cut.body.text(), { code: 'ECONNRESET', message: 'aborted' });
 });

@@ -11,7 +11,9 @@ mod names;
 
 use std::cell::Cell;
 use std::net::IpAddr;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ClientSessionMemoryCache, ClientSessionStore, Resumption};
@@ -22,7 +24,7 @@ use rustls::server::ParsedCertificate;
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
@@ -360,12 +362,63 @@ pub fn server_name(servername: Option<&str>, peer: IpAddr) -> ServerName<'static
     }
 }
 
+/// A client TLS stream that reads the peer's close without a `close_notify` as the end of the
+/// stream, as Node (OpenSSL) does, where rustls reports an error: HTTP's own framing still
+/// finds a body cut short (a length or a chunk not met), and a body that ends with the
+/// connection ends there, as it does in Node.
+pub struct ClientStream<IO>(TlsStream<IO>);
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for ClientStream<IO> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match Pin::new(&mut self.get_mut().0).poll_read(cx, buf) {
+            Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ClientStream<IO> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
+    }
+}
+
 /// Runs the client handshake on a connected socket.
 pub async fn handshake<IO>(
     io: IO,
     config: &TlsConfig,
     server: ServerName<'static>,
-) -> Result<(TlsStream<IO>, TlsInfo), Error>
+) -> Result<(ClientStream<IO>, TlsInfo), Error>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
@@ -409,7 +462,7 @@ where
         server,
         name_known,
     };
-    Ok((stream, info))
+    Ok((ClientStream(stream), info))
 }
 
 /// A handshake that failed, in Node's terms.
