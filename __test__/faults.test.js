@@ -198,6 +198,21 @@ for (const [name, send] of Object.entries(paths)) {
     assert.strictEqual(await send(agent, `http://127.0.0.1:${server.port}/`), 'slow but sure');
   });
 
+  test(`${name}: a response the server resets right after sending is delivered whole, as Node delivers it`, async (t) => {
+    // The response and the RST arrive together: the socket reports the error first, and the
+    // response, already received, must still be read.
+    const server = await rawServer(t, async (socket) => {
+      await readRequest(socket);
+      socket.write(reply('said before the reset'));
+      socket.resetAndDestroy();
+    });
+    const agent = new Agent();
+    t.after(() => agent.destroy());
+    for (let i = 0; i < 5; i++) {
+      assert.strictEqual(await send(agent, `http://127.0.0.1:${server.port}/`), 'said before the reset');
+    }
+  });
+
   test(`${name}: an early response before the request body was read`, async (t) => {
     const server = await rawServer(t, async (socket) => {
       const head = await new Promise((resolve) => socket.once('data', resolve));

@@ -577,6 +577,18 @@ impl Conn {
     /// Readiness on an in-use connection: flush queued bytes, then read.
     fn on_ready(self: &Rc<Self>, ctx: &EnvCtx, status: c_int, events: c_int) {
         if status < 0 {
+            // What arrived before the error (a response, then an RST) is read first, as
+            // libuv's own streams read it: the reads then meet the error themselves.
+            while self.state.get() == State::Active && self.reading.get() && !self.eof.get() {
+                let before = self.bytes_read.get();
+                self.read(ctx);
+                if self.bytes_read.get() == before {
+                    break;
+                }
+            }
+            if self.state.get() != State::Active || self.eof.get() {
+                return;
+            }
             // libuv reports any socket error (EPOLLERR) as EBADF; the socket knows the real one.
             let errno = socket_error(self.raw_fd()).unwrap_or(-status);
             self.lost(ctx, Some(Error::os(errno, "read")));
