@@ -8,7 +8,12 @@ const test = require('node:test');
 const assert = require('node:assert');
 const fs = require('node:fs');
 const { setTimeout: sleep } = require('node:timers/promises');
-const { Agent } = require('..');
+const http = require('node:http');
+const https = require('node:https');
+const path = require('node:path');
+const { Agent, HttpsAgent } = require('..');
+
+const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const { rawServer, readRequest, request } = require('./helpers');
 
 const reply = (body, extra = '') => `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n${extra}\r\n${body}`;
@@ -170,6 +175,38 @@ for (const [what, [misbehave, code]] of Object.entries(badServers)) {
       });
     });
   }
+}
+
+// A response, then an RST right behind it (a server closing with unread bytes does that): the
+// request ends with its response and hears of no error afterwards, as with Node's agent, over
+// TCP and over TLS.
+for (const secure of [false, true]) {
+  test(`http${secure ? 's' : ''}.request: a response followed by an RST ends cleanly, with no error after it`, async (t) => {
+    const tlsOptions = secure ? { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') } : undefined;
+    const server = await rawServer(t, async (socket) => {
+      await readRequest(socket);
+      // An RST: a TLS socket's through the TCP socket under it.
+      socket.write(reply('all of it'), () => (socket._parent || socket).resetAndDestroy());
+    }, tlsOptions);
+    const agent = secure ? new HttpsAgent({ ca: fixture('ca.pem') }) : new Agent();
+    t.after(() => agent.destroy());
+    const { get } = secure ? https : http;
+    for (let i = 0; i < 5; i++) {
+      const events = [];
+      await new Promise((resolve) => {
+        const req = get(`${secure ? 'https://localhost' : 'http://127.0.0.1'}:${server.port}/`, { agent }, (res) => {
+          let body = '';
+          res.setEncoding('latin1');
+          res.on('data', (c) => (body += c));
+          res.on('end', () => events.push(`end ${body}`));
+          res.on('error', (err) => events.push(`response error ${err.code}`));
+        });
+        req.on('error', (err) => events.push(`request error ${err.code}`));
+        req.on('close', resolve);
+      });
+      assert.deepStrictEqual(events, ['end all of it']);
+    }
+  });
 }
 
 for (const [name, send] of Object.entries(paths)) {

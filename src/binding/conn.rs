@@ -113,6 +113,10 @@ pub struct Conn {
     pub target: RefCell<Option<(Target, Option<String>)>>,
     /// Which of its network connections is current (a replay opens another).
     link: Cell<u32>,
+    /// The inbox batch that last brought it data, and whether an error has waited a turn
+    /// already (see `PoolCell::on_pump`).
+    data_batch: Cell<u64>,
+    error_waited: Cell<bool>,
 }
 
 /// The request path a connection belongs to.
@@ -166,6 +170,8 @@ impl Conn {
             replay_out: RefCell::new(Vec::new()),
             target: RefCell::new(None),
             link: Cell::new(0),
+            data_batch: Cell::new(0),
+            error_waited: Cell::new(false),
         }
     }
 
@@ -214,6 +220,19 @@ impl Conn {
 
     pub fn link(&self) -> u32 {
         self.link.get()
+    }
+
+    /// Whether a pump error in inbox batch `batch` should wait a turn of the event loop: once,
+    /// when data came in the same batch (see `PoolCell::on_pump`). Notes data of `batch`.
+    pub fn error_waits(&self, event: &Event, batch: u64) -> bool {
+        match event {
+            Event::Data(_) => {
+                self.data_batch.set(batch);
+                false
+            }
+            Event::Error(_) => self.data_batch.get() == batch && !self.error_waited.replace(true),
+            _ => false,
+        }
     }
 
     pub fn next_link(&self) {
@@ -577,13 +596,20 @@ impl Conn {
     /// Readiness on an in-use connection: flush queued bytes, then read.
     fn on_ready(self: &Rc<Self>, ctx: &EnvCtx, status: c_int, events: c_int) {
         if status < 0 {
-            // What arrived before the error (a response, then an RST) is read first, as
-            // libuv's own streams read it: the reads then meet the error themselves.
-            while self.state.get() == State::Active && self.reading.get() && !self.eof.get() {
+            // What arrived before the error (a response, then an RST) is read first, and the
+            // error waits for the next turn of the loop, as a libuv stream meets it at its next
+            // read: a response the data completed ends first, and its socket goes back to the
+            // pool, where the error only evicts it. (libuv stopped the poll at the error: it
+            // starts again.)
+            if self.reading.get() && !self.eof.get() {
                 let before = self.bytes_read.get();
                 self.read(ctx);
-                if self.bytes_read.get() == before {
-                    break;
+                if self.bytes_read.get() != before {
+                    if self.state.get() == State::Active && !self.eof.get() {
+                        self.mask.set(0);
+                        self.update_mask();
+                    }
+                    return;
                 }
             }
             if self.state.get() != State::Active || self.eof.get() {

@@ -261,6 +261,8 @@ pub struct EnvCtx {
     pub callbacks: Callbacks,
     pub inbox: Arc<Inbox>,
     wake: RefCell<Option<Handle>>,
+    /// How many batches of the inbox this thread has delivered (see `on_wake`).
+    pub wakes: Cell<u64>,
     /// Operations in flight on tokio that must keep the process alive (connects).
     in_flight: Cell<usize>,
     pools: RefCell<IdMap<Weak<PoolCell>>>,
@@ -355,6 +357,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
             signalling: std::sync::atomic::AtomicUsize::new(0),
         }),
         wake: RefCell::new(None),
+        wakes: Cell::new(0),
         in_flight: Cell::new(0),
         pools: RefCell::new(IdMap::default()),
         next_pool: Cell::new(1),
@@ -620,6 +623,7 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
     // `process.nextTick` callbacks and microtasks run once, when the batch is delivered,
     // instead of after every event.
     let _batch = js::CallbackScope::open(ctx.env, ctx.batch);
+    ctx.wakes.set(ctx.wakes.get() + 1);
     for item in ctx.inbox.take() {
         match item {
             Completion::Connected { pool, conn, result } => match ctx.pool(pool) {

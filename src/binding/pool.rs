@@ -437,6 +437,18 @@ impl PoolCell {
             return;
         }
         match conn.state.get() {
+            // An error right behind data of the same batch waits a turn of the event loop, as
+            // a libuv stream meets a read error only at its next read: a response that data
+            // completed ends first and its socket goes back to the pool, where the error only
+            // evicts it, instead of failing a request that has its response.
+            State::Active if conn.error_waits(&event, self.ctx.wakes.get()) => {
+                self.ctx.inbox.post(Completion::Pump {
+                    pool: self.id,
+                    conn: id,
+                    link,
+                    event,
+                });
+            }
             State::Active => conn.on_pump(&self.ctx, event),
             State::Idle => self.evict_idle(&conn),
             State::Connecting | State::Replaying | State::Closed => {}
