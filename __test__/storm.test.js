@@ -73,6 +73,10 @@ async function stormServer(t, seed, tls) {
         case 'close':
           socket.end(`HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: ${id.length}\r\n\r\n${id}`);
           return;
+        case 'reset-after':
+          // The whole response, and an RST right behind it.
+          socket.write(`HTTP/1.1 200 OK\r\nContent-Length: ${id.length}\r\n\r\n${id}`, () => reset(socket));
+          return;
         case 'reset-head':
           reset(socket);
           return;
@@ -161,7 +165,10 @@ function check(plan, outcome) {
     // with ECONNRESET (or EPIPE, when its write found the connection gone), whatever its path.
     // A GET is sent again, and meets its path's fault.
     const raced = plan.method === 'POST' && /^(ECONNRESET|EPIPE)$/.test(err.code);
+    // Over TLS the server's RST can overtake the response's record on its own side (Node's
+    // https.Agent then fails about half of such requests): the response may never arrive.
     const expected = {
+      'reset-after': plan.secure ? /^ECONNRESET$/ : null,
       'reset-head': /^ECONNRESET$/,
       'reset-body': /^ECONNRESET$/,
       garbage: /^HPE_/,
@@ -195,10 +202,10 @@ for (const [name, send] of Object.entries(paths)) {
     const origin = originOf(server.port);
     const rand = random(seed + 1);
     const plans = Array.from({ length: Number(process.env.STORM_N || 400) }, (_, i) => {
-      const what = pick(rand, [['ok', 60], ['big', 6], ['close', 8], ['reset-head', 6], ['reset-body', 6], ['garbage', 6], ['stall', 4]]);
+      const what = pick(rand, [['ok', 60], ['big', 6], ['close', 8], ['reset-after', 6], ['reset-head', 6], ['reset-body', 6], ['garbage', 6], ['stall', 4]]);
       const method = what === 'big' ? 'GET' : pick(rand, [['GET', 70], ['POST', 30]]);
       const abort = pick(rand, [[null, 88], ['at-once', 6], ['destroy-body', what === 'big' ? 30 : 6]]);
-      return { what, method, abort, id: `${name[0]}${i}` };
+      return { what, method, abort, id: `${name[0]}${i}`, secure: protocol === 'HTTPS' };
     });
 
     let next = 0;
@@ -232,7 +239,7 @@ for (const [name, send] of Object.entries(paths)) {
       if (plan.method === 'POST') assert.ok(count <= 1, `POST ${plan.id} reached the server ${count} times`);
     }
     // Every kind of fault and abort came up.
-    for (const what of ['ok', 'big', 'close', 'reset-head', 'reset-body', 'garbage', 'stall']) {
+    for (const what of ['ok', 'big', 'close', 'reset-after', 'reset-head', 'reset-body', 'garbage', 'stall']) {
       assert.ok(plans.some((p) => p.what === what), what);
     }
     const healthyGets = plans.filter((p) => p.what === 'ok' && p.method === 'GET' && !p.abort);
