@@ -105,7 +105,10 @@ declare namespace Agent {
     maxCachedSessions?: number | undefined;
   }
 
-  /** A URL as a string, a `URL`, or an origin and a path. */
+  /**
+   * A URL as a string, a `URL`, or an origin and a path: the path (starting with `/`) goes to
+   * that origin as given, whatever it looks like.
+   */
   type RequestUrl = string | URL | { origin: string; path?: string };
 
   /** Request bodies `agent.request()` takes. */
@@ -228,6 +231,7 @@ declare namespace Agent {
     | ParseErrorCode
     | 'ERR_INVALID_HTTP_TOKEN'
     | 'ERR_INVALID_CHAR'
+    | 'ERR_UNESCAPED_CHARACTERS'
     | 'ERR_INVALID_PROTOCOL'
     | 'ERR_INVALID_IP_ADDRESS'
     | 'EPROTO'

@@ -115,6 +115,39 @@ test('methods, URL forms and headers reach the server', async (t) => {
   assert.strictEqual(flat.headers['x-a'], '1, 2');
 });
 
+test('{ origin, path } sends the path to that origin as given, never to another host', async (t) => {
+  const seen = [];
+  const server = await httpServer(t, (req, res) => {
+    seen.push(req.url);
+    res.end('origin');
+  });
+  const other = await httpServer(t, (req, res) => res.end('another host'));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const origin = server.url;
+  const otherHost = `127.0.0.1:${other.port}`;
+  // A path that resolves to another host as a relative URL is a path of the origin.
+  for (const path of [`//${otherHost}/x`, '/../../z', '/a"b<c>`|d']) {
+    const res = await agent.request({ origin, path });
+    assert.strictEqual(await res.body.text(), 'origin', path);
+  }
+  assert.deepStrictEqual(seen, [`//${otherHost}/x`, '/../../z', '/a%22b%3Cc%3E%60%7Cd']);
+  assert.strictEqual(other.connections.length, 0);
+  // Refused at once, as Node's http.request and undici refuse such paths.
+  const refused = [
+    [{ origin, path: `http://${otherHost}/y` }, 'ERR_INVALID_ARG_VALUE'],
+    [{ origin, path: 'relative' }, 'ERR_INVALID_ARG_VALUE'],
+    [{ origin, path: '/a b' }, 'ERR_UNESCAPED_CHARACTERS'],
+    [{ origin, path: '/x\r\nInjected: 1' }, 'ERR_UNESCAPED_CHARACTERS'],
+    [{ origin, path: 5 }, 'ERR_INVALID_ARG_TYPE'],
+    [{ origin: `${origin}/base`, path: '/x' }, 'ERR_INVALID_ARG_VALUE'],
+  ];
+  for (const [input, code] of refused) {
+    assert.throws(() => agent.request(input), { code }, JSON.stringify(input));
+  }
+  assert.strictEqual(seen.length, 3);
+});
+
 test('credentials in the URL go as basic authorization, as Node\'s http sends them', async (t) => {
   const server = await echoServer(t);
   const agent = new Agent();

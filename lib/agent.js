@@ -677,8 +677,9 @@ const MAX_TARGET = 65534;
 
 // What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
 // `key` is the pool key of its origin, filled on first use (`_requestKey`).
-function targetOf(url, kept) {
-  const path = url.pathname + url.search;
+function targetOf(parsed, kept) {
+  // A URL, or (`{ origin, path }`) the origin's URL and the path to send as it is.
+  const { url, path } = parsed instanceof URL ? { url: parsed, path: parsed.pathname + parsed.search } : parsed;
   if (path.length > MAX_TARGET) {
     throw errors.invalidArgValue('url', `${url.href.slice(0, 64)}...`,
       `has a path and query of ${path.length} characters; agent.request() sends at most ${MAX_TARGET}`);

@@ -33,6 +33,9 @@ const channels = {
 };
 
 const TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
+// What a request path may not hold unescaped, as Node's http.request and undici refuse it.
+const INVALID_PATH = /[^\u0021-\u00ff]/;
+const UNSAFE_IN_PATH = /[<>`|"]/g;
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 const DEFAULT_TIMEOUT = 300e3;
 // What body.dump() reads at most before it closes the connection instead (undici's default).
@@ -86,12 +89,29 @@ function parseUrl(input) {
       throw errors.invalidArgValue('url', input, 'is not a valid URL');
     }
   }
+  // The path goes to the origin as given, as undici sends it: never resolved against the
+  // origin, which would send `//other.host/x` or `http://other.host/` to another host.
   if (input && typeof input === 'object' && typeof input.origin === 'string') {
-    try {
-      return new URL(input.path === undefined ? '/' : String(input.path), input.origin);
-    } catch {
-      throw errors.invalidArgValue('url', input, 'is not a valid URL');
+    const path = input.path === undefined ? '/' : input.path;
+    if (typeof path !== 'string') throw errors.invalidArgType('url.path', 'of type string', path);
+    if (path[0] !== '/') throw errors.invalidArgValue('url.path', path, 'must start with a slash');
+    if (INVALID_PATH.test(path)) {
+      const err = new TypeError('Request path contains unescaped characters');
+      err.code = 'ERR_UNESCAPED_CHARACTERS';
+      throw err;
     }
+    let url;
+    try {
+      url = new URL(input.origin);
+    } catch {
+      throw errors.invalidArgValue('url.origin', input.origin, 'is not a valid URL');
+    }
+    if (url.pathname !== '/' || url.search !== '' || url.hash !== '') {
+      throw errors.invalidArgValue('url.origin', input.origin, 'must be an origin, without a path');
+    }
+    // Printable characters a request line may not hold as they are go percent-encoded (Node
+    // and undici write them as given; hyper's request line takes them only so).
+    return { url, path: path.replace(UNSAFE_IN_PATH, encodeURIComponent) };
   }
   throw errors.invalidArgType('url', 'of type string or an instance of URL, or { origin, path }', input);
 }
