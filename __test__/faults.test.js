@@ -14,7 +14,7 @@ const path = require('node:path');
 const { Agent, HttpsAgent } = require('..');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
-const { rawServer, readRequest, request } = require('./helpers');
+const { rawServer, readRequest, request, reset } = require('./helpers');
 
 const reply = (body, extra = '') => `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n${extra}\r\n${body}`;
 
@@ -185,8 +185,7 @@ for (const secure of [false, true]) {
     const tlsOptions = secure ? { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') } : undefined;
     const server = await rawServer(t, async (socket) => {
       await readRequest(socket);
-      // An RST: a TLS socket's through the TCP socket under it.
-      socket.write(reply('all of it'), () => (socket._parent || socket).resetAndDestroy());
+      socket.write(reply('all of it'), () => reset(socket));
     }, tlsOptions);
     const agent = secure ? new HttpsAgent({ ca: fixture('ca.pem') }) : new Agent();
     t.after(() => agent.destroy());

@@ -152,9 +152,15 @@ async function until(predicate, ms = 5000, what = 'condition') {
   }
 }
 
+// Resets a raw server's connection (an RST): a TLS socket's through the TCP socket under it,
+// as a TLS socket cannot reset itself.
+function reset(socket) {
+  (socket._parent || socket).resetAndDestroy();
+}
+
 // Resolves when `socket` (a server-side socket) closes.
 function closed(socket) {
   return socket.destroyed && socket.closed ? Promise.resolve() : once(socket, 'close');
 }
 
-module.exports = { httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed };
+module.exports = { httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset };

@@ -16,7 +16,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
-const { rawServer, eachRequest, until } = require('./helpers');
+const { rawServer, eachRequest, until, reset } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 
@@ -42,9 +42,6 @@ const pick = (rand, weighted) => {
 };
 
 const BIG = 256 * 1024;
-
-// An RST: a TLS socket's through the TCP socket under it (a TLS socket cannot reset itself).
-const reset = (socket) => (socket._parent || socket).resetAndDestroy();
 
 // What the server does with a request, by its path's first segment; after a healthy answer it
 // sometimes closes the connection once idle for a moment, racing the next request on it.

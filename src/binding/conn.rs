@@ -223,16 +223,11 @@ impl Conn {
     }
 
     /// Whether a pump error in inbox batch `batch` should wait a turn of the event loop: once,
-    /// when data came in the same batch (see `PoolCell::on_pump`). Notes data of `batch`.
+    /// when data came in the same batch (see `PoolCell::on_pump`).
     pub fn error_waits(&self, event: &Event, batch: u64) -> bool {
-        match event {
-            Event::Data(_) => {
-                self.data_batch.set(batch);
-                false
-            }
-            Event::Error(_) => self.data_batch.get() == batch && !self.error_waited.replace(true),
-            _ => false,
-        }
+        matches!(event, Event::Error(_))
+            && self.data_batch.get() == batch
+            && !self.error_waited.replace(true)
     }
 
     pub fn next_link(&self) {
@@ -708,6 +703,7 @@ impl Conn {
             Event::Data(bytes) => {
                 self.bytes_read
                     .set(self.bytes_read.get() + bytes.len() as u64);
+                self.data_batch.set(ctx.wakes.get());
                 self.replay.borrow_mut().answered();
                 let chunk = ctx.chunk(&bytes);
                 self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
