@@ -336,19 +336,6 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
             None => break,
         }
     }
-    if let Some(e) = failed {
-        sink.post(Event::Head {
-            status: status.as_u16(),
-            reason,
-            headers,
-            chunks,
-            end: None,
-            done: None,
-        });
-        sink.post(Event::Error(hyper_error(&e, true)));
-        sink.post(Event::Done(None));
-        return;
-    }
     let ended = end.is_some();
     // A whole response: when hyper can say at once whether the connection carries another
     // request, the head says it too, and the exchange crosses to JavaScript once.
@@ -370,6 +357,11 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
         done,
     });
     let Some(mut sender) = sender else { return };
+    if let Some(e) = failed {
+        sink.post(Event::Error(hyper_error(&e, true)));
+        sink.post(Event::Done(None));
+        return;
+    }
     if !ended && !stream_body(&mut body, &ctl, &*sink, spec.body_timeout).await {
         sink.post(Event::Done(None));
         return;
