@@ -125,3 +125,41 @@ test('a domain active when a request starts receives the exceptions thrown in it
   assert.strictEqual(code, 0, err);
   assert.deepStrictEqual(JSON.parse(out), ['a:thrown in a', 'b:thrown in b', 'c:thrown in c']);
 });
+
+test('a domain active when agent.request() starts receives the exceptions thrown in its body handlers', async (t) => {
+  const server = await httpServer(t);
+  const { code, out, err } = await runChild(`
+    const domain = require('node:domain');
+    const { Agent } = require(${ROOT});
+    const agent = new Agent({ maxSockets: 1 });
+    const caught = [];
+    const done = () => {
+      if (caught.length === 6) {
+        console.log(JSON.stringify(caught.sort()));
+        agent.destroy();
+      }
+    };
+    for (const name of ['a', 'b', 'c']) {
+      const d = domain.create();
+      d.on('error', (e) => {
+        caught.push(name + ':' + e.message);
+        done();
+      });
+      d.run(() => {
+        // A stream event of the body, and a callback scheduled after reading it.
+        agent.request('${server.url}/' + name).then((res) => {
+          res.body.resume();
+          res.body.on('end', () => { throw new Error('end in ' + name); });
+        });
+        agent.request('${server.url}/i' + name).then(async (res) => {
+          for await (const chunk of res.body);
+          setImmediate(() => { throw new Error('later in ' + name); });
+        });
+      });
+    }
+  `);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(JSON.parse(out), [
+    'a:end in a', 'a:later in a', 'b:end in b', 'b:later in b', 'c:end in c', 'c:later in c',
+  ]);
+});
