@@ -504,19 +504,29 @@ class PendingRequest {
     this.onAbort = null;
   }
 
-  // `chunk` makes a Buffer of a chunk as Rust sent it (lib/slab.js).
+  // `chunk` makes a Buffer of a chunk as Rust sent it (lib/slab.js). A listener that throws
+  // in here (the body's 'data', emitted as a chunk arrives) fails its request, as Node's http
+  // fails one whose listener throws while its parser runs: the rest of the response is not
+  // read (its connection closes), the body fails with ECONNRESET, and the exception goes on to
+  // the domain or 'uncaughtException' like any thrown in an I/O callback. Otherwise the body
+  // would lose the chunks after the throw, or wait forever for a read the throw skipped.
   _onEvent(chunk, kind, a, b, c, d, e, f, g) {
-    switch (kind) {
-      case HEAD: return this.onHead(a, b, c, d === null ? null : chunk(d), e, f, g);
-      case DATA: return this.onData(chunk(a));
-      case END: return this.onEnd(a);
-      // A body source that failed is the cause, whatever the connection made of it.
-      case ERROR: return this.fail(this.bodyError !== undefined ? this.bodyError : errors.systemError(a));
-      case DRAIN: return this.onDrain();
-      case DONE: return this.onDone(a, b);
-      case VERIFY: return this.onVerify(a, b);
-      case LOOKUP: return this.onLookup(a, b);
-      default: return undefined;
+    try {
+      switch (kind) {
+        case HEAD: return this.onHead(a, b, c, d === null ? null : chunk(d), e, f, g);
+        case DATA: return this.onData(chunk(a));
+        case END: return this.onEnd(a);
+        // A body source that failed is the cause, whatever the connection made of it.
+        case ERROR: return this.fail(this.bodyError !== undefined ? this.bodyError : errors.systemError(a));
+        case DRAIN: return this.onDrain();
+        case DONE: return this.onDone(a, b);
+        case VERIFY: return this.onVerify(a, b);
+        case LOOKUP: return this.onLookup(a, b);
+        default: return undefined;
+      }
+    } catch (thrown) {
+      this.abort(errors.connResetError('aborted'));
+      throw thrown;
     }
   }
 
