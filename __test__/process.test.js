@@ -193,3 +193,44 @@ test('a domain active when agent.request() starts receives the exceptions thrown
     ends: ['a: ECONNRESET aborted', 'b: ECONNRESET aborted', 'c: ECONNRESET aborted'],
   });
 });
+
+test("a 'free' listener that throws does not keep the connection from the next request", async (t) => {
+  const server = await httpServer(t, (req, res) => res.end(`ok ${req.url}`));
+  const { code, out, err } = await runChild(`
+    const http = require('node:http');
+    const { Agent } = require(${ROOT});
+    const agent = new Agent({ maxSockets: 1 });
+    const seen = [];
+    process.on('uncaughtException', (e) => seen.push('uncaught: ' + e.message));
+    const guard = setTimeout(() => {
+      console.error('stuck after ' + JSON.stringify(seen));
+      process.exit(1);
+    }, 10000);
+    let thrown = false;
+    agent.on('free', () => {
+      if (!thrown) {
+        thrown = true;
+        throw new Error('in free');
+      }
+    });
+    // One connection for all: each request waits for the one before it to free it.
+    let left = 3;
+    for (let i = 0; i < 3; i++) {
+      http.get('${server.url}/' + i, { agent }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => (body += chunk));
+        res.on('end', () => {
+          seen.push(body);
+          if (--left === 0) {
+            clearTimeout(guard);
+            console.log(JSON.stringify({ seen, created: agent.createSocketCount }));
+            agent.destroy();
+          }
+        });
+      });
+    }
+  `);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(JSON.parse(out), { seen: ['ok /0', 'uncaught: in free', 'ok /1', 'ok /2'], created: 1 });
+});

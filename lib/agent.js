@@ -518,9 +518,19 @@ class Agent extends Base {
     this[kServe](waiter * 4 + GRANT, 0);
   }
 
-  // The socket's request is done ('free' from http's ClientRequest): back to the pool.
+  // The socket's request is done ('free' from http's ClientRequest): back to the pool, then
+  // 'free' for listeners, as Node's agent runs its own 'free' listener (registered first)
+  // before the user's: a listener that throws cannot keep the connection from the pool.
   _socketFreed(socket) {
-    this.emit('free', socket, socket[kOptions]);
+    const options = socket[kOptions];
+    try {
+      this._releaseFreed(socket);
+    } finally {
+      this.emit('free', socket, options);
+    }
+  }
+
+  _releaseFreed(socket) {
     const id = socket[kId];
     if (id === 0) return;
     if (!socket.writable || socket.destroyed || socket.readableLength > 0 || socket.connecting) {
