@@ -247,6 +247,61 @@ test('mutual TLS: the client certificate is presented when the server asks', asy
   assert.match(err.code, /^(ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED|ECONNRESET|EPIPE)$/, `${err.code}: ${err.message}`);
 });
 
+test('mutual TLS from a PKCS#12 file (pfx): modern and legacy encryption, both paths', async (t) => {
+  const server = await httpsServer(t, { tls: { ca: CA, requestCert: true, rejectUnauthorized: true } }, (req, res) => {
+    res.end(req.socket.getPeerCertificate().subject.CN);
+  });
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  const base = { host: 'localhost', port: server.port, agent };
+  // OpenSSL 3's default (PBES2, AES-256-CBC), with the top-level passphrase.
+  assert.strictEqual((await get({ ...base, pfx: fixture('client.p12'), passphrase: 'secret' })).body, 'hyperagent client');
+  // The legacy form (RC2-40 and 3DES, SHA-1 MAC), in the array form with its own passphrase.
+  const legacy = [{ buf: fixture('client-legacy.p12'), passphrase: 'secret' }];
+  assert.strictEqual((await get({ ...base, pfx: legacy })).body, 'hyperagent client');
+  // The promise path, with pfx among the agent's options.
+  const promise = new HttpsAgent({ ca: CA, pfx: fixture('client.p12'), passphrase: 'secret' });
+  t.after(() => promise.destroy());
+  const res = await promise.request(`https://localhost:${server.port}/`);
+  assert.strictEqual(await res.body.text(), 'hyperagent client');
+});
+
+test('the certificate authorities in a pfx are trusted, as Node trusts them', async (t) => {
+  // No `ca`: the server's chain ends at the root that client.p12 carries (client-legacy.p12
+  // carries none, so the same server is not trusted with it).
+  const server = await httpsServer(t, { tls: { ca: CA, requestCert: true } }, (req, res) => res.end('ok'));
+  const agent = new HttpsAgent();
+  t.after(() => agent.destroy());
+  const base = { host: 'localhost', port: server.port, agent, passphrase: 'secret' };
+  const r = await get({ ...base, pfx: fixture('client.p12') });
+  assert.strictEqual(r.authorized, true);
+  assert.strictEqual(r.body, 'ok');
+  const err = await getError({ ...base, pfx: fixture('client-legacy.p12') });
+  assert.strictEqual(err.code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
+});
+
+test('a pfx that cannot be read fails at once, with Node\'s errors', (t) => {
+  const agent = new HttpsAgent();
+  t.after(() => agent.destroy());
+  const base = { host: 'localhost', port: 1, agent };
+  assert.throws(() => https.get({ ...base, pfx: fixture('client.p12'), passphrase: 'wrong' }), {
+    code: 'ERR_OSSL_PKCS12_MAC_VERIFY_FAILURE',
+    message: 'mac verify failure',
+  });
+  // No passphrase: the empty one, which is not this file's.
+  assert.throws(() => https.get({ ...base, pfx: fixture('client.p12') }), { code: 'ERR_OSSL_PKCS12_MAC_VERIFY_FAILURE' });
+  assert.throws(() => https.get({ ...base, pfx: Buffer.from('not a pfx'), passphrase: 'x' }), {
+    code: 'ERR_CRYPTO_OPERATION_FAILED',
+    message: /^Unable to load PFX certificate/,
+  });
+  assert.throws(() => https.get({ ...base, pfx: 5 }), { code: 'ERR_CRYPTO_OPERATION_FAILED', message: 'Unable to load PFX certificate' });
+  assert.throws(() => https.get({ ...base, pfx: [{ buf: fixture('client.p12'), passphrase: 5 }] }), { code: 'ERR_INVALID_ARG_TYPE' });
+  // The promise path throws the same, at once.
+  const promise = new HttpsAgent({ pfx: fixture('client.p12'), passphrase: 'wrong' });
+  t.after(() => promise.destroy());
+  assert.throws(() => promise.request('https://localhost:1/'), { code: 'ERR_OSSL_PKCS12_MAC_VERIFY_FAILURE' });
+});
+
 test('sessions resume on a new connection: the server sees isSessionReused()', async (t) => {
   const server = await httpsServer(t, {}, (req, res) => res.end(String(req.socket.isSessionReused())));
   const agent = new HttpsAgent({ ca: CA, maxSockets: 1 });
@@ -307,9 +362,9 @@ test('an EC server certificate works', async (t) => {
 test('unsupported and bad TLS options fail at once with clear errors', (t) => {
   const agent = new HttpsAgent();
   t.after(() => agent.destroy());
-  assert.throws(() => https.get({ host: 'localhost', port: 1, agent, pfx: Buffer.from('x') }), {
+  assert.throws(() => https.get({ host: 'localhost', port: 1, agent, secureContext: {} }), {
     code: 'ERR_HYPERAGENT_UNSUPPORTED',
-    message: /'pfx'/,
+    message: /'secureContext'/,
   });
   assert.throws(() => https.get({ host: 'localhost', port: 1, agent, ca: 'not a certificate' }), /certificate/);
   assert.throws(() => https.get({ host: 'localhost', port: 1, agent, ciphers: 'RC4-MD5' }), {

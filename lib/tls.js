@@ -55,7 +55,30 @@ function alpn(value) {
   return value.map((p) => Buffer.from(p));
 }
 
-const UNSUPPORTED = ['pfx', 'secureContext', 'crl', 'clientCertEngine', 'privateKeyEngine', 'privateKeyIdentifier'];
+// `pfx` as tls.createSecureContext takes it: one file (a Buffer or a string) with the top-level
+// `passphrase`, or an array of files or `{ buf, passphrase }` entries. Rust reads the files.
+function pfxList(pfx, passphrase) {
+  if (pfx === undefined || pfx === null) return undefined;
+  const entries = Array.isArray(pfx)
+    ? pfx.map((v) => (v !== null && typeof v === 'object' && v.buf ? [v.buf, v.passphrase || passphrase] : [v, passphrase]))
+    : [[pfx, passphrase]];
+  return entries.map(([buf, pass]) => {
+    let data = buf;
+    if (typeof data === 'string') data = Buffer.from(data);
+    else if (data instanceof Uint8Array && !Buffer.isBuffer(data)) data = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    if (!Buffer.isBuffer(data)) {
+      const err = new Error('Unable to load PFX certificate');
+      err.code = 'ERR_CRYPTO_OPERATION_FAILED';
+      throw err;
+    }
+    let text = pass === undefined || pass === null ? '' : pass;
+    if (Buffer.isBuffer(text) || text instanceof Uint8Array) text = Buffer.from(text).toString('utf8');
+    if (typeof text !== 'string') throw errors.invalidArgType('options.passphrase', 'of type string', pass);
+    return { buf: data, passphrase: text };
+  });
+}
+
+const UNSUPPORTED = ['secureContext', 'crl', 'clientCertEngine', 'privateKeyEngine', 'privateKeyIdentifier'];
 const PROTOCOL_METHODS = {
   TLS_method: [undefined, undefined],
   TLS_client_method: [undefined, undefined],
@@ -71,7 +94,7 @@ function tlsOptions(agent, options) {
     if (options[name] !== undefined && options[name] !== null) {
       throw errors.hyperagentError(
         'UNSUPPORTED',
-        `The TLS option '${name}' is not supported by hyperagent (TLS runs in Rust, with rustls); use PEM 'ca', 'cert' and 'key'`,
+        `The TLS option '${name}' is not supported by hyperagent (TLS runs in Rust, with rustls); use 'ca', 'cert' and 'key', or 'pfx'`,
       );
     }
   }
@@ -95,6 +118,7 @@ function tlsOptions(agent, options) {
     ca: toBuffers(options.ca, 'options.ca'),
     certs,
     keys: keys.length ? keys : undefined,
+    pfx: pfxList(options.pfx, options.passphrase),
     rejectUnauthorized: options.rejectUnauthorized !== false,
     minVersion: minVersion ?? tls.DEFAULT_MIN_VERSION,
     maxVersion: maxVersion ?? tls.DEFAULT_MAX_VERSION,

@@ -120,12 +120,20 @@ pub struct TlsOptionsJs {
     pub ca: Option<Vec<Buffer>>,
     pub certs: Option<Vec<Buffer>>,
     pub keys: Option<Vec<Buffer>>,
+    pub pfx: Option<Vec<PfxJs>>,
     pub reject_unauthorized: bool,
     pub min_version: Option<String>,
     pub max_version: Option<String>,
     pub ciphers: Option<String>,
     pub alpn: Option<Vec<Buffer>>,
     pub max_cached_sessions: u32,
+}
+
+/// One `pfx` entry: a PKCS#12 file and its passphrase (empty when none was given).
+#[napi(object)]
+pub struct PfxJs {
+    pub buf: Buffer,
+    pub passphrase: String,
 }
 
 /// A configuration error, for JavaScript to throw with its code.
@@ -460,6 +468,12 @@ impl NativePool {
         let opts = TlsOptions {
             ca: bytes(options.ca),
             identities: certs.into_iter().zip(keys).collect(),
+            pfx: options
+                .pfx
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| (p.buf.to_vec(), p.passphrase))
+                .collect(),
             reject_unauthorized: options.reject_unauthorized,
             min_version: options.min_version,
             max_version: options.max_version,

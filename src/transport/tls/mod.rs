@@ -8,6 +8,7 @@
 
 pub mod der;
 mod names;
+mod pkcs12;
 
 use std::cell::Cell;
 use std::net::IpAddr;
@@ -39,6 +40,9 @@ pub struct TlsOptions {
     pub ca: Option<Vec<Vec<u8>>>,
     /// `cert`/`key` pairs (PEM; a cert blob may carry its chain).
     pub identities: Vec<(Vec<u8>, Vec<u8>)>,
+    /// `pfx`: PKCS#12 files with their passphrases; the first one's identity is used, over
+    /// `cert`/`key` (Node loads `pfx` after them), and the issuers each one carries are trusted.
+    pub pfx: Vec<(Vec<u8>, String)>,
     pub reject_unauthorized: bool,
     /// `minVersion` / `maxVersion`: `'TLSv1.2'`, `'TLSv1.3'` (older ones are below rustls).
     pub min_version: Option<String>,
@@ -168,7 +172,12 @@ fn version(name: &str, option: &str) -> Result<u8, Error> {
 
 impl TlsConfig {
     pub fn new(opts: &TlsOptions) -> Result<TlsConfig, Error> {
-        let (roots, trusted) = match &opts.ca {
+        let pfx = opts
+            .pfx
+            .iter()
+            .map(|(data, passphrase)| pkcs12::read(data, passphrase))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (mut roots, mut trusted) = match &opts.ca {
             Some(blobs) => {
                 let mut roots = RootCertStore::empty();
                 let mut trusted = Vec::new();
@@ -184,6 +193,15 @@ impl TlsConfig {
             }
             None => (default_roots(), Vec::new()),
         };
+        // As Node: the certificates that come with a PFX's key are trusted too.
+        if pfx.iter().any(|id| !id.authorities.is_empty()) {
+            let mut extended = (*roots).clone();
+            for cert in pfx.iter().flat_map(|id| &id.authorities) {
+                let _ = extended.add(cert.clone());
+                trusted.push(cert.clone());
+            }
+            roots = Arc::new(extended);
+        }
 
         let mut provider = ring::default_provider();
         if let Some(ciphers) = &opts.ciphers {
@@ -251,9 +269,14 @@ impl TlsConfig {
                 algs,
                 reject: opts.reject_unauthorized,
             }));
-        let mut config = match opts.identities.as_slice() {
-            [] => builder.with_no_client_auth(),
-            [(cert, key), ..] => {
+        let mut config = match (pfx.into_iter().next(), opts.identities.as_slice()) {
+            (Some(id), _) => builder
+                .with_client_auth_cert(id.chain, id.key)
+                .map_err(|e| {
+                    config_error("ERR_OSSL_X509_KEY_VALUES_MISMATCH", format!("pfx: {e}"))
+                })?,
+            (None, []) => builder.with_no_client_auth(),
+            (None, [(cert, key), ..]) => {
                 let chain = certificates(cert, "cert")?;
                 let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| {
                     config_error(

@@ -267,6 +267,38 @@ async fn alpn_is_negotiated() {
 }
 
 #[tokio::test]
+async fn a_pfx_identity_is_presented_and_its_authorities_trusted() {
+    let mut server = Server::new("localhost-chain.pem", "localhost-key.pem");
+    server.client_ca = Some("ca.pem");
+    let port = server.start(2).await;
+    // No `ca`: client.p12 carries the root that issued the server's chain.
+    let mut opts = TlsOptions {
+        reject_unauthorized: true,
+        ..TlsOptions::default()
+    };
+    opts.pfx = vec![(fixture("client.p12"), "secret".to_owned())];
+    connect(port, &TlsConfig::new(&opts).unwrap(), Some("localhost"))
+        .await
+        .unwrap();
+    let mut legacy = options(&["ca.pem"]);
+    legacy.pfx = vec![(fixture("client-legacy.p12"), "secret".to_owned())];
+    connect(port, &TlsConfig::new(&legacy).unwrap(), Some("localhost"))
+        .await
+        .unwrap();
+}
+
+#[test]
+fn a_pfx_with_the_wrong_passphrase_or_no_pfx_at_all_is_refused() {
+    let mut opts = options(&["ca.pem"]);
+    opts.pfx = vec![(fixture("client.p12"), "wrong".to_owned())];
+    let err = TlsConfig::new(&opts).err().unwrap();
+    assert_eq!(err.code(), "ERR_OSSL_PKCS12_MAC_VERIFY_FAILURE");
+    opts.pfx = vec![(b"not a pfx".to_vec(), String::new())];
+    let err = TlsConfig::new(&opts).err().unwrap();
+    assert_eq!(err.code(), "ERR_CRYPTO_OPERATION_FAILED");
+}
+
+#[tokio::test]
 async fn client_certificates_are_presented_when_asked() {
     let mut server = Server::new("localhost-chain.pem", "localhost-key.pem");
     server.client_ca = Some("ca.pem");
