@@ -17,14 +17,22 @@ pub struct Pkcs12Identity {
 }
 
 pub fn read(data: &[u8], passphrase: &str) -> Result<Pkcs12Identity, Error> {
-    let store = KeyStore::from_pkcs12(data, passphrase, Pkcs12ImportPolicy::Strict)
+    // Relaxed: a key whose certificate is missing still comes out, so that the error can say
+    // which of the two the file lacks, in Node's words.
+    let store = KeyStore::from_pkcs12(data, passphrase, Pkcs12ImportPolicy::Relaxed)
         .map_err(|e| load_error(&e))?;
     let Some((_, keychain)) = store.private_key_chain() else {
         return Err(Error::tls(
             "ERR_CRYPTO_OPERATION_FAILED",
-            "Unable to load PFX certificate: it holds no private key with its certificate",
+            "Unable to load private key from PFX data",
         ));
     };
+    if keychain.certs().is_empty() {
+        return Err(Error::tls(
+            "ERR_CRYPTO_OPERATION_FAILED",
+            "Unable to load certificate from PFX data",
+        ));
+    }
     let chain: Vec<CertificateDer<'static>> = keychain
         .certs()
         .iter()

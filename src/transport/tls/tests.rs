@@ -296,6 +296,27 @@ fn a_pfx_with_the_wrong_passphrase_or_no_pfx_at_all_is_refused() {
     opts.pfx = vec![(b"not a pfx".to_vec(), String::new())];
     let err = TlsConfig::new(&opts).err().unwrap();
     assert_eq!(err.code(), "ERR_CRYPTO_OPERATION_FAILED");
+    // A file with certificates only (a trust store) has no identity to present.
+    let ca = CertificateDer::pem_slice_iter(&fixture("ca.pem"))
+        .next()
+        .unwrap()
+        .unwrap();
+    let mut store = p12_keystore::KeyStore::new();
+    store.add_entry(
+        "ca",
+        p12_keystore::KeyStoreEntry::Certificate(
+            p12_keystore::Certificate::from_der(ca.as_ref()).unwrap(),
+        ),
+    );
+    opts.pfx = vec![(store.writer("secret").write().unwrap(), "secret".to_owned())];
+    let err = TlsConfig::new(&opts).err().unwrap();
+    assert_eq!(
+        (err.code(), err.message().as_str()),
+        (
+            "ERR_CRYPTO_OPERATION_FAILED",
+            "Unable to load private key from PFX data"
+        )
+    );
 }
 
 #[tokio::test]
