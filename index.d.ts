@@ -97,8 +97,8 @@ declare namespace Agent {
    * `https.Agent` options plus the agent options above. TLS options follow `tls.connect`:
    * `ca` replaces the default roots (Mozilla's, plus `NODE_EXTRA_CA_CERTS`); `cert`/`key`
    * (PEM, several pairs allowed; `passphrase` for encrypted keys) or `pfx` (PKCS#12, with
-   * `passphrase`) for mutual TLS; TLS 1.2 and 1.3 only; `secureContext` and `crl` are not
-   * supported (`ERR_HYPERAGENT_UNSUPPORTED`).
+   * `passphrase`) for mutual TLS; `crl` for revocation checks; TLS 1.2 and 1.3 only;
+   * `secureContext` is not supported (`ERR_HYPERAGENT_UNSUPPORTED`).
    */
   interface HttpsAgentOptions extends Omit<https.AgentOptions, 'timeout'>, Omit<AgentOptions, keyof http.AgentOptions | 'timeout'> {
     timeout?: Duration | undefined;

@@ -302,6 +302,38 @@ test('a pfx that cannot be read fails at once, with Node\'s errors', (t) => {
   assert.throws(() => promise.request('https://localhost:1/'), { code: 'ERR_OSSL_PKCS12_MAC_VERIFY_FAILURE' });
 });
 
+test('crl: a revoked server certificate fails as in Node, on both paths', async (t) => {
+  const server = await httpsServer(t);
+  const base = { host: 'localhost', port: server.port };
+  const crls = (...names) => names.map((n) => fixture(n));
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  // Every certificate of the chain is covered by a current CRL of its issuer.
+  const good = await get({ ...base, agent, crl: crls('crl-root.pem', 'crl-intermediate.pem') });
+  assert.strictEqual(good.authorized, true);
+  const revoked = await getError({ ...base, agent, crl: crls('crl-root.pem', 'crl-intermediate-revoked.pem') });
+  assert.strictEqual(revoked.code, 'CERT_REVOKED');
+  assert.strictEqual(revoked.message, 'certificate revoked');
+  // As OpenSSL with Node's flags: a certificate without a CRL of its issuer fails, and so does
+  // an expired CRL.
+  assert.strictEqual((await getError({ ...base, agent, crl: fixture('crl-intermediate.pem') })).code, 'UNABLE_TO_GET_CRL');
+  const expired = await getError({ ...base, agent, crl: crls('crl-root-expired.pem', 'crl-intermediate.pem') });
+  assert.strictEqual(expired.code, 'CRL_HAS_EXPIRED');
+  // rejectUnauthorized: false connects, and says why the server is not authorized.
+  const lax = await get({ ...base, agent, crl: crls('crl-root.pem', 'crl-intermediate-revoked.pem'), rejectUnauthorized: false });
+  assert.strictEqual(lax.authorized, false);
+  assert.strictEqual(lax.authorizationError, 'CERT_REVOKED');
+  // agent.request(), with crl among the agent's options.
+  const promise = new HttpsAgent({ ca: CA, crl: crls('crl-root.pem', 'crl-intermediate-revoked.pem') });
+  t.after(() => promise.destroy());
+  await assert.rejects(promise.request(`https://localhost:${server.port}/`), { code: 'CERT_REVOKED' });
+  // A crl that is not one fails at once.
+  assert.throws(() => https.get({ ...base, agent, crl: 'not a crl' }), {
+    code: 'ERR_CRYPTO_OPERATION_FAILED',
+    message: 'Failed to parse CRL',
+  });
+});
+
 test('sessions resume on a new connection: the server sees isSessionReused()', async (t) => {
   const server = await httpsServer(t, {}, (req, res) => res.end(String(req.socket.isSessionReused())));
   const agent = new HttpsAgent({ ca: CA, maxSockets: 1 });

@@ -78,7 +78,7 @@ function pfxList(pfx, passphrase) {
   });
 }
 
-const UNSUPPORTED = ['secureContext', 'crl', 'clientCertEngine', 'privateKeyEngine', 'privateKeyIdentifier'];
+const UNSUPPORTED = ['secureContext', 'clientCertEngine', 'privateKeyEngine', 'privateKeyIdentifier'];
 const PROTOCOL_METHODS = {
   TLS_method: [undefined, undefined],
   TLS_client_method: [undefined, undefined],
@@ -94,7 +94,7 @@ function tlsOptions(agent, options) {
     if (options[name] !== undefined && options[name] !== null) {
       throw errors.hyperagentError(
         'UNSUPPORTED',
-        `The TLS option '${name}' is not supported by hyperagent (TLS runs in Rust, with rustls); use 'ca', 'cert' and 'key', or 'pfx'`,
+        `The TLS option '${name}' is not supported by hyperagent (TLS runs in Rust, with rustls); use 'ca', 'crl', 'cert' and 'key' or 'pfx' instead`,
       );
     }
   }
@@ -119,6 +119,7 @@ function tlsOptions(agent, options) {
     certs,
     keys: keys.length ? keys : undefined,
     pfx: pfxList(options.pfx, options.passphrase),
+    crl: toBuffers(options.crl, 'options.crl'),
     rejectUnauthorized: options.rejectUnauthorized !== false,
     minVersion: minVersion ?? tls.DEFAULT_MIN_VERSION,
     maxVersion: maxVersion ?? tls.DEFAULT_MAX_VERSION,

@@ -121,6 +121,7 @@ pub struct TlsOptionsJs {
     pub certs: Option<Vec<Buffer>>,
     pub keys: Option<Vec<Buffer>>,
     pub pfx: Option<Vec<PfxJs>>,
+    pub crl: Option<Vec<Buffer>>,
     pub reject_unauthorized: bool,
     pub min_version: Option<String>,
     pub max_version: Option<String>,
@@ -468,6 +469,7 @@ impl NativePool {
         let opts = TlsOptions {
             ca: bytes(options.ca),
             identities: certs.into_iter().zip(keys).collect(),
+            crls: bytes(options.crl).unwrap_or_default(),
             pfx: options
                 .pfx
                 .unwrap_or_default()

@@ -17,10 +17,13 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::client::{ClientSessionMemoryCache, ClientSessionStore, Resumption};
 use rustls::crypto::{ring, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::pki_types::{
+    CertificateDer, CertificateRevocationListDer, PrivateKeyDer, ServerName, UnixTime,
+};
 use rustls::server::ParsedCertificate;
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
@@ -43,6 +46,10 @@ pub struct TlsOptions {
     /// `pfx`: PKCS#12 files with their passphrases; the first one's identity is used, over
     /// `cert`/`key` (Node loads `pfx` after them), and the issuers each one carries are trusted.
     pub pfx: Vec<(Vec<u8>, String)>,
+    /// `crl`: PEM blobs of certificate revocation lists. With any, every certificate of the
+    /// server's chain must be covered by a current CRL of its issuer (OpenSSL's
+    /// `X509_V_FLAG_CRL_CHECK_ALL`, as Node sets it).
+    pub crls: Vec<Vec<u8>>,
     pub reject_unauthorized: bool,
     /// `minVersion` / `maxVersion`: `'TLSv1.2'`, `'TLSv1.3'` (older ones are below rustls).
     pub min_version: Option<String>,
@@ -94,6 +101,12 @@ const CERT_NOT_YET_VALID: VerifyFailure =
 const CERT_SIGNATURE_FAILURE: VerifyFailure =
     VerifyFailure::new("CERT_SIGNATURE_FAILURE", "certificate signature failure");
 const CERT_REJECTED: VerifyFailure = VerifyFailure::new("CERT_REJECTED", "certificate rejected");
+const CERT_REVOKED: VerifyFailure = VerifyFailure::new("CERT_REVOKED", "certificate revoked");
+const UNABLE_TO_GET_CRL: VerifyFailure =
+    VerifyFailure::new("UNABLE_TO_GET_CRL", "unable to get certificate CRL");
+const CRL_HAS_EXPIRED: VerifyFailure = VerifyFailure::new("CRL_HAS_EXPIRED", "CRL has expired");
+const CRL_SIGNATURE_FAILURE: VerifyFailure =
+    VerifyFailure::new("CRL_SIGNATURE_FAILURE", "CRL signature failure");
 
 /// A prepared client configuration for one pool key, shared by its connections (rustls
 /// resumes a session only with the configuration, and verifier, that made it).
@@ -254,6 +267,7 @@ impl TlsConfig {
 
         let provider = Arc::new(provider);
         let algs = provider.signature_verification_algorithms;
+        let revocation = revocation_verifier(&opts.crls, &roots, &provider)?;
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
             .map_err(|e| {
@@ -268,6 +282,7 @@ impl TlsConfig {
                 trusted,
                 algs,
                 reject: opts.reject_unauthorized,
+                revocation,
             }));
         let mut config = match (pfx.into_iter().next(), opts.identities.as_slice()) {
             (Some(id), _) => builder
@@ -547,6 +562,38 @@ struct NodeVerifier {
     trusted: Vec<CertificateDer<'static>>,
     algs: WebPkiSupportedAlgorithms,
     reject: bool,
+    /// With `crl`: the same chain check, with the revocation of each certificate checked too.
+    revocation: Option<Arc<WebPkiServerVerifier>>,
+}
+
+/// The verifier that checks revocation, when `crl` gives CRLs: as OpenSSL with Node's flags,
+/// every certificate of the chain but the trust anchor needs a CRL of its issuer, and an
+/// expired one fails.
+fn revocation_verifier(
+    blobs: &[Vec<u8>],
+    roots: &Arc<RootCertStore>,
+    provider: &Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Option<Arc<WebPkiServerVerifier>>, Error> {
+    if blobs.is_empty() {
+        return Ok(None);
+    }
+    let unreadable = || config_error("ERR_CRYPTO_OPERATION_FAILED", "Failed to parse CRL");
+    let mut crls = Vec::new();
+    for blob in blobs {
+        let found = CertificateRevocationListDer::pem_slice_iter(blob)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| unreadable())?;
+        if found.is_empty() {
+            return Err(unreadable());
+        }
+        crls.extend(found);
+    }
+    WebPkiServerVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .with_crls(crls)
+        .enforce_revocation_expiration()
+        .build()
+        .map(Some)
+        .map_err(|_| unreadable())
 }
 
 impl NodeVerifier {
@@ -554,6 +601,7 @@ impl NodeVerifier {
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
         now: UnixTime,
     ) -> Option<VerifyFailure> {
         let now_secs = now.as_secs() as i64;
@@ -575,15 +623,37 @@ impl NodeVerifier {
             Ok(p) => p,
             Err(_) => return Some(CERT_REJECTED),
         };
-        let result = rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &parsed,
-            &self.roots,
-            intermediates,
-            now,
-            self.algs.all,
-        );
+        let result = match &self.revocation {
+            // The name is JavaScript's to check (`checkServerIdentity`), after the handshake.
+            Some(verifier) => {
+                match verifier.verify_server_cert(end_entity, intermediates, server_name, &[], now)
+                {
+                    Err(rustls::Error::InvalidCertificate(
+                        CertificateError::NotValidForName
+                        | CertificateError::NotValidForNameContext { .. },
+                    )) => Ok(()),
+                    other => other.map(|_| ()),
+                }
+            }
+            None => rustls::client::verify_server_cert_signed_by_trust_anchor(
+                &parsed,
+                &self.roots,
+                intermediates,
+                now,
+                self.algs.all,
+            ),
+        };
         match result {
             Ok(()) => None,
+            Err(rustls::Error::InvalidCertificate(CertificateError::Revoked)) => Some(CERT_REVOKED),
+            Err(rustls::Error::InvalidCertificate(CertificateError::UnknownRevocationStatus)) => {
+                Some(UNABLE_TO_GET_CRL)
+            }
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::ExpiredRevocationList
+                | CertificateError::ExpiredRevocationListContext { .. },
+            )) => Some(CRL_HAS_EXPIRED),
+            Err(rustls::Error::InvalidCertRevocationList(_)) => Some(CRL_SIGNATURE_FAILURE),
             Err(rustls::Error::InvalidCertificate(e)) => Some(match e {
                 CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
                     CERT_HAS_EXPIRED
@@ -628,11 +698,11 @@ impl ServerCertVerifier for NodeVerifier {
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
+        server_name: &ServerName<'_>,
         _ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let failure = self.check(end_entity, intermediates, now);
+        let failure = self.check(end_entity, intermediates, server_name, now);
         let _ = VERIFY_FAILURE.try_with(|slot| slot.set(failure));
         match failure {
             Some(f) if self.reject => Err(rustls::Error::InvalidCertificate(

@@ -401,3 +401,51 @@ fn servername_rules_follow_node() {
         ServerName::IpAddress(_)
     ));
 }
+
+#[tokio::test]
+async fn crls_revoke_and_every_certificate_of_the_chain_needs_one() {
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(5)
+        .await;
+    let outcome = |crls: &[&str]| {
+        let mut opts = options(&["ca.pem"]);
+        opts.crls = crls.iter().map(|name| fixture(name)).collect();
+        async move {
+            let config = TlsConfig::new(&opts).unwrap();
+            match connect(port, &config, Some("localhost")).await {
+                Ok(_) => "ok".to_owned(),
+                Err(err) => format!("{} {}", err.code(), err.message()),
+            }
+        }
+    };
+    assert_eq!(
+        outcome(&["crl-root.pem", "crl-intermediate.pem"]).await,
+        "ok"
+    );
+    assert_eq!(
+        outcome(&["crl-root.pem", "crl-intermediate-revoked.pem"]).await,
+        "CERT_REVOKED certificate revoked"
+    );
+    // As OpenSSL with Node's flags: the intermediate needs the root's CRL too.
+    assert_eq!(
+        outcome(&["crl-intermediate.pem"]).await,
+        "UNABLE_TO_GET_CRL unable to get certificate CRL"
+    );
+    assert_eq!(
+        outcome(&["crl-root-expired.pem", "crl-intermediate.pem"]).await,
+        "CRL_HAS_EXPIRED CRL has expired"
+    );
+    // No CRL: no revocation check.
+    assert_eq!(outcome(&[]).await, "ok");
+}
+
+#[test]
+fn a_crl_that_cannot_be_read_is_refused() {
+    let mut opts = options(&["ca.pem"]);
+    opts.crls = vec![b"not a crl".to_vec()];
+    let err = TlsConfig::new(&opts).err().unwrap();
+    assert_eq!(
+        (err.code(), err.message().as_str()),
+        ("ERR_CRYPTO_OPERATION_FAILED", "Failed to parse CRL")
+    );
+}
