@@ -67,9 +67,8 @@ function pfxList(pfx, passphrase) {
     if (typeof data === 'string') data = Buffer.from(data);
     else if (data instanceof Uint8Array && !Buffer.isBuffer(data)) data = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     if (!Buffer.isBuffer(data)) {
-      const err = new Error('Unable to load PFX certificate');
-      err.code = 'ERR_CRYPTO_OPERATION_FAILED';
-      throw err;
+      // As Node words it, and as the errors Rust gives for the file's contents are made.
+      throw errors.systemError({ code: 'ERR_CRYPTO_OPERATION_FAILED', message: 'Unable to load PFX certificate' });
     }
     let text = pass === undefined || pass === null ? '' : pass;
     if (Buffer.isBuffer(text) || text instanceof Uint8Array) text = Buffer.from(text).toString('utf8');
