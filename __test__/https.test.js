@@ -319,6 +319,13 @@ test('crl: a revoked server certificate fails as in Node, on both paths', async 
   assert.strictEqual((await getError({ ...base, agent, crl: fixture('crl-intermediate.pem') })).code, 'UNABLE_TO_GET_CRL');
   const expired = await getError({ ...base, agent, crl: crls('crl-root-expired.pem', 'crl-intermediate.pem') });
   assert.strictEqual(expired.code, 'CRL_HAS_EXPIRED');
+  // A CRL whose signature does not verify (its last byte flipped).
+  const der = Buffer.from(fixture('crl-root.pem').toString().replace(/-----[^-]+-----|\s/g, ''), 'base64');
+  der[der.length - 1] ^= 0xff;
+  const forged = `-----BEGIN X509 CRL-----\n${der.toString('base64')}\n-----END X509 CRL-----\n`;
+  const unsigned = await getError({ ...base, agent, crl: [forged, fixture('crl-intermediate.pem')] });
+  assert.strictEqual(unsigned.code, 'CRL_SIGNATURE_FAILURE');
+  assert.strictEqual(unsigned.message, 'CRL signature failure');
   // rejectUnauthorized: false connects, and says why the server is not authorized.
   const lax = await get({ ...base, agent, crl: crls('crl-root.pem', 'crl-intermediate-revoked.pem'), rejectUnauthorized: false });
   assert.strictEqual(lax.authorized, false);
