@@ -148,6 +148,40 @@ test('{ origin, path } sends the path to that origin as given, never to another 
   assert.strictEqual(seen.length, 3);
 });
 
+test('a URL given again goes where it names now: the same path of another origin, a URL object changed', async (t) => {
+  const seen = [];
+  const serve = (name) => (req, res) => {
+    seen.push(`${name} ${req.url}`);
+    res.end(name);
+  };
+  const a = await httpServer(t, serve('a'));
+  const b = await httpServer(t, serve('b'));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const send = async (input) => (await agent.request(input)).body.text();
+  // { origin, path }: each pair, again and again, alternating.
+  for (let i = 0; i < 2; i++) {
+    assert.strictEqual(await send({ origin: a.url, path: '/p' }), 'a');
+    assert.strictEqual(await send({ origin: b.url, path: '/p' }), 'b');
+    assert.strictEqual(await send({ origin: a.url, path: '/q?x=1' }), 'a');
+    assert.strictEqual(await send({ origin: b.url }), 'b');
+  }
+  // A URL object, then the same object changed.
+  const url = new URL(`${a.url}/one`);
+  assert.strictEqual(await send(url), 'a');
+  url.pathname = '/two';
+  assert.strictEqual(await send(url), 'a');
+  url.port = String(b.port);
+  assert.strictEqual(await send(url), 'b');
+  // A string after all of them.
+  assert.strictEqual(await send(`${a.url}/p`), 'a');
+  assert.deepStrictEqual(seen, [
+    'a /p', 'b /p', 'a /q?x=1', 'b /',
+    'a /p', 'b /p', 'a /q?x=1', 'b /',
+    'a /one', 'a /two', 'b /two', 'a /p',
+  ]);
+});
+
 test('credentials in the URL go as basic authorization, as Node\'s http sends them', async (t) => {
   const server = await echoServer(t);
   const agent = new Agent();

@@ -45,6 +45,8 @@ const kOrigins = Symbol('hyperagent.origins');
 const kKeyOptions = Symbol('hyperagent.keyOptions');
 const kUrls = Symbol('hyperagent.urls');
 const kLastTarget = Symbol('hyperagent.lastTarget');
+const kParts = Symbol('hyperagent.parts');
+const kLastParts = Symbol('hyperagent.lastParts');
 
 binding.setDebug(debug.enabled);
 
@@ -121,6 +123,8 @@ class Agent extends Base {
     this[kKeyOptions] = new Map();
     this[kUrls] = new Map();
     this[kLastTarget] = null;
+    this[kParts] = new Map();
+    this[kLastParts] = null;
     this[kWaiters] = new Map();
     this[kLastStats] = null;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
@@ -403,10 +407,21 @@ class Agent extends Base {
     return this[kPoolId];
   }
 
-  // What agent.request() needs of a URL (see `targetOf`), kept per URL string: an application
-  // calls the same few URLs over and over.
+  // What agent.request() needs of a URL (see `targetOf`), kept per URL string, or per origin
+  // and path for `{ origin, path }`: an application calls the same few URLs over and over.
+  // A URL object is kept by its serialization (it may change between calls).
   _target(input, parse) {
-    if (typeof input !== 'string') return targetOf(parse(input), false);
+    if (typeof input === 'string') return this._keptTarget(input, parse);
+    if (input instanceof URL) return this._keptTarget(input.href, parse);
+    if (input !== null && typeof input === 'object') {
+      const { origin, path = '/' } = input;
+      if (typeof origin === 'string' && typeof path === 'string') return this._partsTarget(origin, path, parse);
+    }
+    // Not a URL: parse() throws the error that says why.
+    return targetOf(parse(input), false);
+  }
+
+  _keptTarget(input, parse) {
     // The same URL as the last call's is the common case: one comparison, no hashing.
     const last = this[kLastTarget];
     if (last !== null && last.input === input) return last.target;
@@ -417,6 +432,26 @@ class Agent extends Base {
       this[kUrls].set(input, target);
     }
     this[kLastTarget] = { input, target };
+    return target;
+  }
+
+  _partsTarget(origin, path, parse) {
+    const last = this[kLastParts];
+    if (last !== null && last.origin === origin && last.path === path) return last.target;
+    let paths = this[kParts].get(origin);
+    let target = paths === undefined ? undefined : paths.get(path);
+    if (target === undefined) {
+      target = targetOf(parse({ origin, path }), true);
+      if (paths === undefined) {
+        if (this[kParts].size >= 64) this[kParts].clear();
+        paths = new Map();
+        this[kParts].set(origin, paths);
+      } else if (paths.size >= 1024) {
+        paths.clear();
+      }
+      paths.set(path, target);
+    }
+    this[kLastParts] = { origin, path, target };
     return target;
   }
 
