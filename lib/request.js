@@ -116,26 +116,73 @@ function parseUrl(input) {
   throw errors.invalidArgType('url', 'of type string or an instance of URL, or { origin, path }', input);
 }
 
-// Headers as [name, value, ...]: from an object (array values repeat the name), a flat array,
-// or an iterable of [name, value] pairs (a Headers, a Map).
-function flattenHeaders(headers) {
-  const out = [];
-  const add = (name, value) => {
-    name = String(name);
+// Header names seen before, valid, with their lower-case form: the same few names come with
+// request after request. Bounded: a full store starts over.
+const headerNames = new Map();
+
+function lowerName(name) {
+  let lower = headerNames.get(name);
+  if (lower === undefined) {
     if (!TOKEN.test(name)) throw invalidToken('Header name', name);
-    const values = Array.isArray(value) ? value : [value];
-    for (const v of values) {
-      if (v === undefined) continue;
-      const s = String(v);
-      if (BAD_VALUE.test(s)) throw invalidChar(name);
-      out.push(name, s);
+    lower = name.toLowerCase();
+    if (headerNames.size >= 1024) headerNames.clear();
+    headerNames.set(name, lower);
+  }
+  return lower;
+}
+
+// Headers as [name, value, ...] (`flat`), with where the ones the request acts on are (the
+// first of each; -1: absent), found in the one pass that validates them.
+class HeaderList {
+  constructor() {
+    this.flat = [];
+    this.host = -1;
+    this.authorization = -1;
+    this.contentLength = -1;
+    this.contentType = -1;
+    this.expect = -1;
+    this.upgrade = -1;
+    this.connection = -1;
+  }
+
+  // An array value repeats the name; undefined values are left out.
+  add(name, value) {
+    if (typeof name !== 'string') name = String(name);
+    const lower = lowerName(name);
+    if (Array.isArray(value)) {
+      for (const v of value) this.addOne(name, lower, v);
+    } else {
+      this.addOne(name, lower, value);
     }
-  };
-  if (headers === undefined || headers === null) return out;
+  }
+
+  addOne(name, lower, value) {
+    if (value === undefined) return;
+    const s = typeof value === 'string' ? value : String(value);
+    if (BAD_VALUE.test(s)) throw invalidChar(name);
+    const at = this.flat.length;
+    this.flat.push(name, s);
+    switch (lower) {
+      case 'host': if (this.host < 0) this.host = at; break;
+      case 'authorization': if (this.authorization < 0) this.authorization = at; break;
+      case 'content-length': if (this.contentLength < 0) this.contentLength = at; break;
+      case 'content-type': if (this.contentType < 0) this.contentType = at; break;
+      case 'expect': if (this.expect < 0) this.expect = at; break;
+      case 'upgrade': if (this.upgrade < 0) this.upgrade = at; break;
+      case 'connection': if (this.connection < 0) this.connection = at; break;
+      default: break;
+    }
+  }
+}
+
+// The headers option: an object (array values repeat the name), a flat array, or an iterable
+// of [name, value] pairs (a Headers, a Map).
+function headerList(headers) {
+  const list = new HeaderList();
   if (Array.isArray(headers)) {
     if (headers.length % 2 !== 0) throw errors.invalidArgValue('options.headers', headers, 'must hold name/value pairs');
-    for (let i = 0; i < headers.length; i += 2) add(headers[i], headers[i + 1]);
-    return out;
+    for (let i = 0; i < headers.length; i += 2) list.add(headers[i], headers[i + 1]);
+    return list;
   }
   if (typeof headers !== 'object') throw errors.invalidArgType('options.headers', 'of type object or an Array', headers);
   if (typeof headers[Symbol.iterator] === 'function') {
@@ -143,17 +190,12 @@ function flattenHeaders(headers) {
       if (!Array.isArray(pair) || pair.length !== 2) {
         throw errors.invalidArgValue('options.headers', headers, 'must hold [name, value] pairs');
       }
-      add(pair[0], pair[1]);
+      list.add(pair[0], pair[1]);
     }
-    return out;
+    return list;
   }
-  for (const name of Object.keys(headers)) add(name, headers[name]);
-  return out;
-}
-
-function hasHeader(flat, lower) {
-  for (let i = 0; i < flat.length; i += 2) if (flat[i].toLowerCase() === lower) return i;
-  return -1;
+  for (const name of Object.keys(headers)) list.add(name, headers[name]);
+  return list;
 }
 
 // What goes to Rust for a body: bytes (known length), or a source to stream, with its length
@@ -741,8 +783,9 @@ function request(agent, input, options = {}) {
   // No headers given (the common case): only the target's lines (host, and the URL's
   // credentials), and a length, go.
   const own = options.headers !== undefined && options.headers !== null;
+  const list = own ? headerList(options.headers) : null;
   let headers;
-  if (own) headers = flattenHeaders(options.headers);
+  if (own) headers = list.flat;
   else if (target.auth === null) headers = ['host', target.host];
   else headers = ['host', target.host, 'authorization', target.auth];
   const body = bodyOf(options.body);
@@ -757,13 +800,13 @@ function request(agent, input, options = {}) {
     numberOption(options.maxResponseHeaderSize, 'options.maxResponseHeaderSize', 1, 'an integer >= 1', true);
   }
 
-  if (own && hasHeader(headers, 'upgrade') >= 0) {
+  if (own && list.upgrade >= 0) {
     throw errors.invalidArgValue('options.headers', options.headers, 'has an upgrade header, which agent.request() does not support; use http.request() with the agent');
   }
-  if (own && hasHeader(headers, 'host') < 0) headers.push('host', target.host);
-  if (own && target.auth !== null && hasHeader(headers, 'authorization') < 0) headers.push('authorization', target.auth);
+  if (own && list.host < 0) headers.push('host', target.host);
+  if (own && target.auth !== null && list.authorization < 0) headers.push('authorization', target.auth);
   let contentLength;
-  const declared = own ? hasHeader(headers, 'content-length') : -1;
+  const declared = own ? list.contentLength : -1;
   if (declared >= 0) {
     const value = headers[declared + 1];
     if (!/^\d+$/.test(value)) {
@@ -782,13 +825,13 @@ function request(agent, input, options = {}) {
     contentLength = bytes === null ? 0 : bytes.length;
     headers.push('content-length', String(contentLength));
   }
-  const expectIndex = own ? hasHeader(headers, 'expect') : -1;
+  const expectIndex = own ? list.expect : -1;
   const expectContinue = expectIndex >= 0 && /^100-continue$/i.test(headers[expectIndex + 1]);
   // A Blob's type is its content-type, unless one is given (as undici sends it).
-  const typed = body.type !== undefined && body.type !== '' && hasHeader(headers, 'content-type') < 0;
+  const typed = body.type !== undefined && body.type !== '' && (!own || list.contentType < 0);
   if (typed) headers.push('content-type', body.type);
   // An agent that keeps no connection says so to the server, as Node's does (RFC 9112 §9.6).
-  const closing = !agent.keepAlive && (!own || hasHeader(headers, 'connection') < 0);
+  const closing = !agent.keepAlive && (!own || list.connection < 0);
   if (closing) headers.push('connection', 'close');
   let headerLines;
   // What crosses as the path: the target's head parsed once, when the request has no header

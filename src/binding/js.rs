@@ -466,11 +466,16 @@ impl<const N: usize> Args<N> {
     pub fn external<T: 'static>(&self, i: usize, tag: &'static sys::napi_type_tag) -> Option<&T> {
         let mut tagged = false;
         let mut data = ptr::null_mut();
+        let mut t = sys::ValueType::napi_undefined;
         // SAFETY: a live value of this call; an external with our tag holds a `T` that lives
         // at least as long as the value, which outlives the call.
         unsafe {
-            if sys::napi_check_object_type_tag(self.env, self.argv[i], tag, &mut tagged)
-                != sys::Status::napi_ok
+            // The type first: the tag check makes an object of a primitive (a string path)
+            // before it finds no tag, which costs more than the rest of the call's checks.
+            if sys::napi_typeof(self.env, self.argv[i], &mut t) != sys::Status::napi_ok
+                || t != sys::ValueType::napi_external
+                || sys::napi_check_object_type_tag(self.env, self.argv[i], tag, &mut tagged)
+                    != sys::Status::napi_ok
                 || !tagged
                 || sys::napi_get_value_external(self.env, self.argv[i], &mut data)
                     != sys::Status::napi_ok
