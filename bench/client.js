@@ -100,8 +100,8 @@ async function sendInContext(als, client, req) {
 // A load workload: a fixed number of requests (`requests`, or `perCaller` per caller), or as
 // many as `durationMs` allows, after an unmeasured warm-up.
 async function load(client, w) {
-  const body = w.requestBytes ? Buffer.alloc(w.requestBytes, 'x') : undefined;
-  const req = { method: w.method, path: w.path, body };
+  const body = w.requestBytes ? Buffer.alloc(w.requestBytes, 'x') : w.requestBody;
+  const req = { method: w.method, path: w.path, body, headers: w.headers };
   // An active AsyncLocalStorage for the workloads that measure what context propagation costs.
   const als = w.asyncContext ? new AsyncLocalStorage() : undefined;
   // Warm-up: for a time rather than a count (until the JIT has settled, whatever the speed of

@@ -145,14 +145,16 @@ function loadTable(entry, baseline) {
 }
 
 function describeLoad(w) {
-  const body = w.requestBytes ? `, ${int(w.requestBytes)} B request body` : '';
+  const sent = w.requestBytes ?? (w.requestBody === undefined ? 0 : Buffer.byteLength(w.requestBody));
+  const body = sent ? `, ${int(sent)} B request body` : '';
+  const headers = w.headers ? `, headers ${Object.keys(w.headers).map((h) => `\`${h}\``).join(', ')}` : '';
   const shape = w.perCaller
     ? `${w.concurrency} callers × ${int(w.perCaller)} requests`
     : w.durationMs
       ? `${w.concurrency} in flight, measured for ${w.durationMs / 1000} s`
       : `${int(w.requests)} requests, ${w.concurrency} in flight`;
   const warm = w.warmupMs ? `, after ${int(w.warmupMs)} ms of unmeasured warm-up` : ', no warm-up';
-  return `\`${w.method} ${w.path}\`${body}; ${shape}, ${w.connections} connections${warm}.`;
+  return `\`${w.method} ${w.path}\`${body}${headers}; ${shape}, ${w.connections} connections${warm}.`;
 }
 
 const CHARTED = new Set(['throughput', 'akb', 'https']);
@@ -189,6 +191,7 @@ function summary(entries, baseline) {
 function shortTitle(w) {
   return {
     hello: 'hello', '64k': '64 KiB resp.', '1m': '1 MiB resp.', 'post-64k': '64 KiB POST',
+    api: 'JSON API call',
     akb: 'agentkeepalive scenario', 'https-hello': 'hello', 'https-64k': '64 KiB resp.',
     'https-handshake': 'handshakes (close)',
   }[w.id] ?? w.id;

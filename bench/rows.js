@@ -6,8 +6,9 @@
 // and returns
 //   { send(req) -> Promise<number>, socketsCreated() -> number | null, idleHeld() -> number | null,
 //     close() -> Promise<void> }
-// where `send({ method, path, body })` makes one request, consumes the whole response body and
-// resolves with its length in bytes (rejecting on an error or a status other than 200).
+// where `send({ method, path, body, headers })` makes one request (`body` a Buffer or a string,
+// `headers` an object, each optional), consumes the whole response body and resolves with its
+// length in bytes (rejecting on an error or a status other than 200).
 // `socketsCreated` is the client's own count of connections created, where it keeps one;
 // `idleHeld` its count of idle keep-alive connections, where it exposes one.
 //
@@ -31,9 +32,9 @@ const path = require('node:path');
 function viaHttpRequest(agent, ctx) {
   const { host, port } = ctx;
   const { request } = ctx.protocol === 'https' ? https : http;
-  return ({ method, path: reqPath, body }) =>
+  return ({ method, path: reqPath, body, headers: given }) =>
     new Promise((resolve, reject) => {
-      const headers = body ? { 'content-length': body.length } : undefined;
+      const headers = body ? { ...given, 'content-length': Buffer.byteLength(body) } : given;
       const req = request({ host, port, method, path: reqPath, agent, headers }, (res) => {
         let bytes = 0;
         res.on('data', (chunk) => {
@@ -78,8 +79,8 @@ function nodeAgentRow(agent, ctx, extra = {}) {
 // One request through undici's `request` API on a dispatcher (a Pool or an Agent); the body
 // is consumed as a stream, bytes counted.
 function viaUndici(request) {
-  return async ({ method, path: reqPath, body }) => {
-    const res = await request(reqPath, { method, body });
+  return async ({ method, path: reqPath, body, headers }) => {
+    const res = await request(reqPath, { method, body, headers });
     let bytes = 0;
     for await (const chunk of res.body) bytes += chunk.length;
     if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
@@ -90,8 +91,8 @@ function viaUndici(request) {
 // One request through hyperagent's own promise API; the body is consumed as a stream, as with
 // undici.
 function viaAgentRequest(agent, ctx) {
-  return async ({ method, path: reqPath, body }) => {
-    const res = await agent.request(ctx.origin + reqPath, { method, body });
+  return async ({ method, path: reqPath, body, headers }) => {
+    const res = await agent.request(ctx.origin + reqPath, { method, body, headers });
     let bytes = 0;
     for await (const chunk of res.body) bytes += chunk.length;
     if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
@@ -205,8 +206,8 @@ const rows = [
     label: 'fetch (Node built-in)',
     protocol: 'http',
     setup: (ctx) => ({
-      send: async ({ method, path: reqPath, body }) => {
-        const res = await fetch(ctx.origin + reqPath, { method, body });
+      send: async ({ method, path: reqPath, body, headers }) => {
+        const res = await fetch(ctx.origin + reqPath, { method, body, headers });
         const buf = await res.arrayBuffer();
         if (res.status !== 200) throw new Error(`status ${res.status}`);
         return buf.byteLength;

@@ -2,7 +2,8 @@
 
 // What `npm run bench` asks of every client: one entry per workload.
 //
-// kind 'load': requests (method, path, an optional request body of `requestBytes`) with
+// kind 'load': requests (method, path, optional `headers`, an optional request body: `requestBytes`
+//   bytes, or the string `requestBody`) with
 //   `concurrency` of them in flight, through a client limited to `connections` connections per
 //   origin. Throughput workloads measure for `durationMs` (so that every row is measured for as
 //   long, whatever its speed), after `warmupMs` of unmeasured warm-up. The scenarios make a
@@ -65,6 +66,15 @@ const workloads = [
     path: '/echo-length',
     requestBytes: 65536,
     responseBytes: String(65536).length,
+  }),
+  // A call to a JSON API as applications make one: a small JSON body as a string, its content
+  // type and an accept header (the server answers with the body's length).
+  throughput('api', 'throughput', 'JSON API call (POST, 24 B JSON body, 2 headers)', {
+    method: 'POST',
+    path: '/echo-length',
+    headers: { 'content-type': 'application/json', accept: 'application/json' },
+    requestBody: '{"id":42,"name":"hello"}',
+    responseBytes: 2,
   }),
   throughput('https-hello', 'https', 'HTTPS hello world (GET, 12 B response)', { path: '/hello', responseBytes: 12 }),
   throughput('https-64k', 'https', 'HTTPS 64 KiB response (GET)', { path: '/64k', responseBytes: 65536, quick: null }),
