@@ -220,15 +220,30 @@ declare namespace Agent {
     | 'CERT_HAS_EXPIRED'
     | 'CERT_NOT_YET_VALID'
     | 'CERT_SIGNATURE_FAILURE'
+    | 'CERT_REJECTED'
+    | 'CERT_REVOKED'
+    | 'UNABLE_TO_GET_CRL'
+    | 'CRL_HAS_EXPIRED'
+    | 'CRL_SIGNATURE_FAILURE'
     | 'ERR_TLS_CERT_ALTNAME_INVALID'
     | 'ERR_TLS_INVALID_PROTOCOL_VERSION'
     | 'ERR_TLS_PROTOCOL_VERSION_CONFLICT'
     | `ERR_SSL_${string}`;
 
+  /**
+   * TLS options that cannot be used (a `ca`, `cert`, `key`, `pfx` or `crl` that cannot be
+   * read, a key that does not match its certificate): thrown when a request first needs them.
+   */
+  type TlsOptionsErrorCode =
+    | 'ERR_CRYPTO_OPERATION_FAILED'
+    | 'ERR_CRYPTO_UNSUPPORTED_OPERATION'
+    | `ERR_OSSL_${string}`;
+
   /** Error codes a request through a hyperagent agent can fail with. */
   type ErrorCode =
     | HyperagentErrorCode
     | TlsErrorCode
+    | TlsOptionsErrorCode
     | ParseErrorCode
     | 'ERR_INVALID_HTTP_TOKEN'
     | 'ERR_INVALID_CHAR'

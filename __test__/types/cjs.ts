@@ -56,11 +56,16 @@ new hyperagent.Agent({ maxSockets: '5' });
 
 import https = require('node:https');
 const secure = new hyperagent.HttpsAgent({ ca: 'PEM', rejectUnauthorized: true, maxCachedSessions: 10, freeSocketTimeout: '4s' });
+new hyperagent.HttpsAgent({ pfx: [{ buf: Buffer.from(''), passphrase: 'secret' }], crl: ['PEM'] });
 const asHttps: https.Agent = secure;
 https.get('https://127.0.0.1/', { agent: secure });
 function onTlsError(err: hyperagent.HyperagentError) {
   if (err.code === 'ERR_TLS_CERT_ALTNAME_INVALID') return [err.reason, err.host, err.cert?.subject];
   if (err.code === 'DEPTH_ZERO_SELF_SIGNED_CERT' || err.code === 'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE') return [];
+  if (err.code === 'CERT_REVOKED' || err.code === 'UNABLE_TO_GET_CRL' || err.code === 'CRL_HAS_EXPIRED') return [];
+  if (err.code === 'ERR_OSSL_PKCS12_MAC_ABSENT' || err.code === 'ERR_CRYPTO_OPERATION_FAILED') return [err.message];
+  // @ts-expect-error not a code a TLS failure gives
+  if (err.code === 'CERT_NOT_A_CODE') return undefined;
   return undefined;
 }
 const secureStatus: hyperagent.AgentStatus = secure.getCurrentStatus();
