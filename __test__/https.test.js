@@ -259,6 +259,8 @@ test('mutual TLS from a PKCS#12 file (pfx): modern and legacy encryption, both p
   // The legacy form (RC2-40 and 3DES, SHA-1 MAC), in the array form with its own passphrase.
   const legacy = [{ buf: fixture('client-legacy.p12'), passphrase: 'secret' }];
   assert.strictEqual((await get({ ...base, pfx: legacy })).body, 'hyperagent client');
+  // Neither MAC nor encryption, and no passphrase: read as it is, as OpenSSL reads it.
+  assert.strictEqual((await get({ ...base, pfx: fixture('client-plain.p12') })).body, 'hyperagent client');
   // The promise path, with pfx among the agent's options.
   const promise = new HttpsAgent({ ca: CA, pfx: fixture('client.p12'), passphrase: 'secret' });
   t.after(() => promise.destroy());
@@ -290,6 +292,13 @@ test('a pfx that cannot be read fails at once, with Node\'s errors', (t) => {
   });
   // No passphrase: the empty one, which is not this file's.
   assert.throws(() => https.get({ ...base, pfx: fixture('client.p12') }), { code: 'ERR_OSSL_PKCS12_MAC_VERIFY_FAILURE' });
+  // A passphrase for a file without a MAC: nothing can check it (Node's message).
+  for (const file of ['client-nomac.p12', 'client-plain.p12']) {
+    assert.throws(() => https.get({ ...base, pfx: fixture(file), passphrase: 'secret' }), {
+      code: 'ERR_OSSL_PKCS12_MAC_ABSENT',
+      message: 'mac absent',
+    }, file);
+  }
   assert.throws(() => https.get({ ...base, pfx: Buffer.from('not a pfx'), passphrase: 'x' }), {
     code: 'ERR_CRYPTO_OPERATION_FAILED',
     message: /^Unable to load PFX certificate/,

@@ -17,6 +17,11 @@ pub struct Pkcs12Identity {
 }
 
 pub fn read(data: &[u8], passphrase: &str) -> Result<Pkcs12Identity, Error> {
+    // As OpenSSL (so Node): a passphrase is checked against the file's MAC, which must be
+    // there; without a passphrase, a file without a MAC is read as it is.
+    if !passphrase.is_empty() && has_mac(data) == Some(false) {
+        return Err(Error::tls("ERR_OSSL_PKCS12_MAC_ABSENT", "mac absent"));
+    }
     // Relaxed: a key whose certificate is missing still comes out, so that the error can say
     // which of the two the file lacks, in Node's words.
     let store = KeyStore::from_pkcs12(data, passphrase, Pkcs12ImportPolicy::Relaxed)
@@ -63,5 +68,64 @@ fn load_error(e: &p12_keystore::error::Error) -> Error {
             "ERR_CRYPTO_OPERATION_FAILED",
             format!("Unable to load PFX certificate: {e}"),
         ),
+    }
+}
+
+/// Whether a PFX (RFC 7292: `SEQUENCE { version, authSafe, macData OPTIONAL }`) carries its
+/// MAC; `None` when its outer structure is not DER that can be read this way (a BER file with
+/// indefinite lengths): the reader then decides.
+fn has_mac(data: &[u8]) -> Option<bool> {
+    let (tag, pfx, _) = der_element(data)?;
+    if tag != 0x30 {
+        return None;
+    }
+    let (_, _, rest) = der_element(pfx)?;
+    let (_, _, rest) = der_element(rest)?;
+    Some(!rest.is_empty())
+}
+
+/// One DER element of `data`: its tag, its contents, and the bytes after it.
+fn der_element(data: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = data.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n]
+            .iter()
+            .fold(0usize, |len, &b| (len << 8) | usize::from(b));
+        (len, &rest[n..])
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mac_is_found_in_the_outer_sequence() {
+        // SEQUENCE { INTEGER 3, SEQUENCE {} } and the same with a third element.
+        assert_eq!(
+            has_mac(&[0x30, 0x05, 0x02, 0x01, 0x03, 0x30, 0x00]),
+            Some(false)
+        );
+        assert_eq!(
+            has_mac(&[0x30, 0x07, 0x02, 0x01, 0x03, 0x30, 0x00, 0x30, 0x00]),
+            Some(true)
+        );
+        // A long-form length.
+        let mut long = vec![0x30, 0x81, 0x86, 0x02, 0x01, 0x03, 0x30, 0x81, 0x80];
+        long.extend([0u8; 0x80]);
+        assert_eq!(has_mac(&long), Some(false));
+        // BER's indefinite length, truncated data, another outer tag: not decided here.
+        assert_eq!(has_mac(&[0x30, 0x80, 0x02, 0x01, 0x03, 0x00, 0x00]), None);
+        assert_eq!(has_mac(&[0x30, 0x07, 0x02, 0x01, 0x03]), None);
+        assert_eq!(has_mac(&[0x04, 0x00]), None);
+        assert_eq!(has_mac(&[]), None);
     }
 }

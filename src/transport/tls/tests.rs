@@ -270,7 +270,7 @@ async fn alpn_is_negotiated() {
 async fn a_pfx_identity_is_presented_and_its_authorities_trusted() {
     let mut server = Server::new("localhost-chain.pem", "localhost-key.pem");
     server.client_ca = Some("ca.pem");
-    let port = server.start(2).await;
+    let port = server.start(3).await;
     // No `ca`: client.p12 carries the root that issued the server's chain.
     let mut opts = TlsOptions {
         reject_unauthorized: true,
@@ -285,6 +285,30 @@ async fn a_pfx_identity_is_presented_and_its_authorities_trusted() {
     connect(port, &TlsConfig::new(&legacy).unwrap(), Some("localhost"))
         .await
         .unwrap();
+    // Neither MAC nor encryption: read as it is when no passphrase is given, as OpenSSL reads it.
+    let mut plain = options(&["ca.pem"]);
+    plain.pfx = vec![(fixture("client-plain.p12"), String::new())];
+    connect(port, &TlsConfig::new(&plain).unwrap(), Some("localhost"))
+        .await
+        .unwrap();
+}
+
+#[test]
+fn a_passphrase_for_a_pfx_without_a_mac_fails_as_in_openssl() {
+    let mut opts = options(&["ca.pem"]);
+    for file in ["client-nomac.p12", "client-plain.p12"] {
+        opts.pfx = vec![(fixture(file), "secret".to_owned())];
+        let err = TlsConfig::new(&opts).err().unwrap();
+        assert_eq!(
+            (err.code(), err.message().as_str()),
+            ("ERR_OSSL_PKCS12_MAC_ABSENT", "mac absent"),
+            "{file}"
+        );
+    }
+    // Without one, the encrypted file cannot be opened.
+    opts.pfx = vec![(fixture("client-nomac.p12"), String::new())];
+    let err = TlsConfig::new(&opts).err().unwrap();
+    assert_eq!(err.code(), "ERR_CRYPTO_OPERATION_FAILED");
 }
 
 #[test]
