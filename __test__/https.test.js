@@ -299,6 +299,11 @@ test('a pfx that cannot be read fails at once, with Node\'s errors', (t) => {
       message: 'mac absent',
     }, file);
   }
+  // Without one, the encrypted file without a MAC fails to decrypt.
+  assert.throws(() => https.get({ ...base, pfx: fixture('client-nomac.p12') }), {
+    code: 'ERR_OSSL_BAD_DECRYPT',
+    message: 'bad decrypt',
+  });
   assert.throws(() => https.get({ ...base, pfx: Buffer.from('not a pfx'), passphrase: 'x' }), {
     code: 'ERR_CRYPTO_OPERATION_FAILED',
     message: /^Unable to load PFX certificate/,

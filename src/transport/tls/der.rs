@@ -1,5 +1,6 @@
 //! The handful of X.509 fields the verifier needs to classify a failure as OpenSSL would
-//! (issuer, subject, validity), read with a minimal DER walker. Everything users see of a
+//! (issuer, subject, validity), read with a minimal DER walker (which also finds whether a
+//! PKCS#12 file has its MAC). Everything users see of a
 //! certificate is parsed by Node itself (`crypto.X509Certificate`) from the raw bytes.
 
 /// Fields of a certificate's `TBSCertificate`.
@@ -23,7 +24,7 @@ impl CertFields<'_> {
 }
 
 /// One TLV: its tag, its contents, and what follows it.
-fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+pub fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, rest) = input.split_first()?;
     let (&first, rest) = rest.split_first()?;
     let (len, rest) = if first < 0x80 {

@@ -5,6 +5,7 @@
 use p12_keystore::{KeyStore, Pkcs12ImportPolicy};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
+use super::der;
 use crate::error::Error;
 
 /// What a PKCS#12 file holds for a client: its key, the key's certificate followed by the
@@ -52,12 +53,15 @@ pub fn read(data: &[u8], passphrase: &str) -> Result<Pkcs12Identity, Error> {
     })
 }
 
-/// Node's errors where it has them: a wrong passphrase fails the MAC check, and a scheme it
-/// cannot decrypt is unsupported data.
+/// Node's errors where it has them: a wrong passphrase fails the MAC check, or, for a file
+/// without a MAC, the decryption (OpenSSL's "bad decrypt"), and a scheme it cannot decrypt is
+/// unsupported data.
 fn load_error(e: &p12_keystore::error::Error) -> Error {
     use p12_keystore::error::Error as E;
     match e {
         E::MacError(_) => Error::tls("ERR_OSSL_PKCS12_MAC_VERIFY_FAILURE", "mac verify failure"),
+        // A wrong key shows as bad padding: PBES2's decryption fails, PBES1's unpadding.
+        E::Pkcs5Error(_) | E::UnpadError => Error::tls("ERR_OSSL_BAD_DECRYPT", "bad decrypt"),
         E::UnsupportedEncryptionScheme | E::UnsupportedMacAlgorithm | E::UnsupportedContentType => {
             Error::tls(
                 "ERR_CRYPTO_UNSUPPORTED_OPERATION",
@@ -75,32 +79,13 @@ fn load_error(e: &p12_keystore::error::Error) -> Error {
 /// MAC; `None` when its outer structure is not DER that can be read this way (a BER file with
 /// indefinite lengths): the reader then decides.
 fn has_mac(data: &[u8]) -> Option<bool> {
-    let (tag, pfx, _) = der_element(data)?;
+    let (tag, pfx, _) = der::tlv(data)?;
     if tag != 0x30 {
         return None;
     }
-    let (_, _, rest) = der_element(pfx)?;
-    let (_, _, rest) = der_element(rest)?;
+    let (_, _, rest) = der::tlv(pfx)?;
+    let (_, _, rest) = der::tlv(rest)?;
     Some(!rest.is_empty())
-}
-
-/// One DER element of `data`: its tag, its contents, and the bytes after it.
-fn der_element(data: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = data.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n]
-            .iter()
-            .fold(0usize, |len, &b| (len << 8) | usize::from(b));
-        (len, &rest[n..])
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
 #[cfg(test)]
