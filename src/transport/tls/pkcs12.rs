@@ -60,8 +60,10 @@ fn load_error(e: &p12_keystore::error::Error) -> Error {
     use p12_keystore::error::Error as E;
     match e {
         E::MacError(_) => Error::tls("ERR_OSSL_PKCS12_MAC_VERIFY_FAILURE", "mac verify failure"),
-        // A wrong key shows as bad padding: PBES2's decryption fails, PBES1's unpadding.
-        E::Pkcs5Error(_) | E::UnpadError => Error::tls("ERR_OSSL_BAD_DECRYPT", "bad decrypt"),
+        // A wrong key shows as bad padding: PBES2's decryption fails (the pkcs5 crate's
+        // DecryptFailed), PBES1's unpadding. Other PKCS#5 errors are the file's.
+        E::Pkcs5Error(m) if m.ends_with("decryption failed") => bad_decrypt(),
+        E::UnpadError => bad_decrypt(),
         E::UnsupportedEncryptionScheme | E::UnsupportedMacAlgorithm | E::UnsupportedContentType => {
             Error::tls(
                 "ERR_CRYPTO_UNSUPPORTED_OPERATION",
@@ -73,6 +75,10 @@ fn load_error(e: &p12_keystore::error::Error) -> Error {
             format!("Unable to load PFX certificate: {e}"),
         ),
     }
+}
+
+fn bad_decrypt() -> Error {
+    Error::tls("ERR_OSSL_BAD_DECRYPT", "bad decrypt")
 }
 
 /// Whether a PFX (RFC 7292: `SEQUENCE { version, authSafe, macData OPTIONAL }`) carries its
@@ -112,5 +118,21 @@ mod tests {
         assert_eq!(has_mac(&[0x30, 0x07, 0x02, 0x01, 0x03]), None);
         assert_eq!(has_mac(&[0x04, 0x00]), None);
         assert_eq!(has_mac(&[]), None);
+    }
+
+    #[test]
+    fn only_a_failed_decryption_is_a_bad_decrypt() {
+        use p12_keystore::error::Error as E;
+        // As the pkcs5 crate words its errors.
+        let failed = E::Pkcs5Error("PKCS#5 decryption failed".to_owned());
+        assert_eq!(load_error(&failed).code(), "ERR_OSSL_BAD_DECRYPT");
+        assert_eq!(load_error(&E::UnpadError).code(), "ERR_OSSL_BAD_DECRYPT");
+        let unsupported = E::Pkcs5Error("PKCS#5 algorithm 1.2.3 is unsupported".to_owned());
+        let err = load_error(&unsupported);
+        assert_eq!(err.code(), "ERR_CRYPTO_OPERATION_FAILED");
+        assert_eq!(
+            err.message(),
+            "Unable to load PFX certificate: PKCS#5 algorithm 1.2.3 is unsupported"
+        );
     }
 }
