@@ -87,7 +87,8 @@ impl AsyncContext {
     /// later callbacks, so that its context is the one captured.
     pub unsafe fn new(env: sys::napi_env, resource: sys::napi_value, name: &str) -> AsyncContext {
         let mut ctx = ptr::null_mut();
-        let name = string(env, name);
+        // The binding's names are ASCII: a byte per character.
+        let name = latin1(env, name.as_bytes());
         unsafe { sys::napi_async_init(env, resource, name, &mut ctx) };
         AsyncContext(ctx)
     }

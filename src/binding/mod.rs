@@ -769,8 +769,11 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let pool = args.u32(0).ok_or_else(|| bad("pool"))?;
     let key = args.u32(1).ok_or_else(|| bad("key"))?;
     let handle = args.value(2);
+    // A method is a token (checked in JavaScript): ASCII, read a byte per character.
     let mut method_buf = [MaybeUninit::uninit(); 32];
-    let method = args.str(3, &mut method_buf).ok_or_else(|| bad("method"))?;
+    let method = args
+        .latin1(3, &mut method_buf)
+        .ok_or_else(|| bad("method"))?;
     let head = match args.external::<Arc<client::Head>>(4, &HEAD_TAG) {
         Some(head) => head.clone(),
         None => {
@@ -803,8 +806,12 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let cell = ctx
         .pool(pool)
         .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
-    let method = http::Method::from_bytes(method.as_bytes())
-        .map_err(|_| Error::new(Status::InvalidArg, format!("invalid method: {method}")))?;
+    let method = http::Method::from_bytes(&method).map_err(|_| {
+        Error::new(
+            Status::InvalidArg,
+            format!("invalid method: {}", String::from_utf8_lossy(&method)),
+        )
+    })?;
     let ctl = Arc::new(crate::client::Control::default());
     let timeout = |ms: f64| (ms > 0.0 && ms.is_finite()).then(|| Duration::from_millis(ms as u64));
     // The body's bytes, copied once from the JavaScript Buffer: the request and its replay

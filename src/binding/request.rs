@@ -7,6 +7,7 @@
 //! crossing), then body chunks as the JavaScript stream asks for them, then the connection's
 //! return. Many events of many requests share one wake-up of the JavaScript thread.
 
+use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -24,6 +25,10 @@ use crate::error::Error;
 use crate::pool::{Checkout, Fit, KeyId, WaiterId};
 use crate::runtime::runtime;
 use crate::transport::{self, tls, Connected, Peer, Socket, Target};
+
+/// The most values an event carries after its kind (the head's: status, reason, headers,
+/// body, trailers, and the verdict and connection of an exchange over with its head).
+const MAX_EVENT_ARGS: usize = 7;
 
 /// The JavaScript side's event codes (`lib/request.js` reads them).
 pub mod kind {
@@ -178,11 +183,12 @@ impl ReqState {
         let env = self.env();
         let handle = self.handle.get(env);
         let func = self.pool.ctx.callbacks.on_request.get(env);
-        let mut argv = Vec::with_capacity(args.len() + 2);
-        argv.push(handle);
-        argv.push(js::number(env, kind as f64));
-        argv.extend_from_slice(args);
-        js::make_callback(env, Some(self.ctx), handle, func, &argv)
+        // On the stack: an event has at most MAX_EVENT_ARGS values (the head's).
+        let mut argv = [std::ptr::null_mut(); MAX_EVENT_ARGS + 2];
+        argv[0] = handle;
+        argv[1] = js::number(env, kind as f64);
+        argv[2..2 + args.len()].copy_from_slice(args);
+        js::make_callback(env, Some(self.ctx), handle, func, &argv[..2 + args.len()])
     }
 
     /// Takes a long headers timeout out of `spec`: this thread keeps it.
@@ -304,7 +310,7 @@ impl PoolCell {
         });
         let ctl = req.ctl.clone();
         let task = match sender {
-            Some(sender) => runtime().spawn(client::exchange(sender, spec, ctl, sink)),
+            Some(sender) => runtime().spawn(Box::pin(client::exchange(sender, spec, ctl, sink))),
             None => {
                 // Closed since the checkout looked: the exchange reports a hang-up.
                 sink.post(Event::Error(Error::tls("ECONNRESET", "socket hang up")));
@@ -699,21 +705,31 @@ impl EnvCtx {
                 let trailers = end
                     .as_ref()
                     .map_or_else(|| js::null(env), |t| header_string(env, t));
-                let mut args = vec![
+                let mut args = [
                     js::number(env, status as f64),
-                    js::string(env, &reason),
+                    match &reason {
+                        // A status code's usual phrase is ASCII: a byte per character.
+                        Cow::Borrowed(usual) => js::latin1(env, usual.as_bytes()),
+                        Cow::Owned(given) => js::string(env, given),
+                    },
                     header_string(env, &headers),
                     body,
                     trailers,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
                 ];
                 // The exchange ended with its head: the connection is settled first, so that
                 // code the response's end runs finds it back in the pool.
                 let finished = done.map(|sender| self.settle(&req, sender));
-                if let Some((conn_id, verdict)) = finished {
-                    args.push(js::number(env, verdict));
-                    args.push(js::number(env, conn_id as f64));
-                }
-                req.emit(kind::HEAD, &args);
+                let given = match finished {
+                    Some((conn_id, verdict)) => {
+                        args[5] = js::number(env, verdict);
+                        args[6] = js::number(env, conn_id as f64);
+                        7
+                    }
+                    None => 5,
+                };
+                req.emit(kind::HEAD, &args[..given]);
                 if finished.is_some() {
                     req.finish();
                 }

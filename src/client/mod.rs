@@ -46,20 +46,31 @@ pub struct HeaderLines(Vec<u8>);
 
 impl HeaderLines {
     fn of(map: &http::HeaderMap) -> HeaderLines {
-        let size = map
-            .iter()
-            .map(|(k, v)| k.as_str().len() + v.len() + 2)
-            .sum();
-        let mut out = Vec::with_capacity(size);
+        Self::scan(map).0
+    }
+
+    /// The lines, and what a response head's checks need of them, in one pass.
+    fn scan(map: &http::HeaderMap) -> (HeaderLines, Scan) {
+        let mut scan = Scan::default();
+        for (k, v) in map {
+            scan.bytes += k.as_str().len() + v.len();
+            scan.lines += 1;
+        }
+        let mut out = Vec::with_capacity(scan.bytes + 2 * scan.lines);
         for (k, v) in map {
             if !out.is_empty() {
                 out.push(b'\n');
+            }
+            if *k == http::header::TRANSFER_ENCODING {
+                scan.transfer_encoding = true;
+            } else if *k == http::header::CONTENT_LENGTH {
+                scan.content_length = true;
             }
             out.extend_from_slice(k.as_str().as_bytes());
             out.push(b'\n');
             out.extend_from_slice(v.as_bytes());
         }
-        HeaderLines(out)
+        (HeaderLines(out), scan)
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -71,6 +82,16 @@ impl HeaderLines {
         let mut parts = self.0.split(|&b| b == b'\n');
         std::iter::from_fn(move || Some((parts.next()?, parts.next()?)))
     }
+}
+
+/// What [`HeaderLines::scan`] notes of a header map.
+#[derive(Default)]
+struct Scan {
+    /// Header lines, and their names' and values' bytes.
+    lines: usize,
+    bytes: usize,
+    transfer_encoding: bool,
+    content_length: bool,
 }
 
 /// A request's target in origin form (`/path?query`) and its header lines, parsed once and
@@ -281,7 +302,9 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
             return;
         }
     };
-    if head_size(&response) > spec.max_head_size {
+    let (headers, scan) = HeaderLines::scan(response.headers());
+    let phrase = response.extensions().get::<hyper::ext::ReasonPhrase>();
+    if head_size(phrase, &scan) > spec.max_head_size {
         sink.post(Event::Error(errors::header_overflow()));
         sink.post(Event::Done(None));
         return;
@@ -289,22 +312,16 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
     // Both a length and a transfer coding: hyper goes by the coding, but the message may be an
     // attempt at response splitting (RFC 9112 §6.3), which Node's parser and undici refuse.
     // So is it here, and its connection is not used again.
-    let headers = response.headers();
-    if headers.contains_key(http::header::TRANSFER_ENCODING)
-        && headers.contains_key(http::header::CONTENT_LENGTH)
-    {
+    if scan.transfer_encoding && scan.content_length {
         sink.post(Event::Error(errors::length_and_coding()));
         sink.post(Event::Done(None));
         return;
     }
     let status = response.status();
-    let reason = response
-        .extensions()
-        .get::<hyper::ext::ReasonPhrase>()
+    let reason = phrase
         .map(|r| Cow::Owned(String::from_utf8_lossy(r.as_bytes()).into_owned()))
         .unwrap_or(Cow::Borrowed(status.canonical_reason().unwrap_or("")));
-    let (parts, mut body) = response.into_parts();
-    let headers = HeaderLines::of(&parts.headers);
+    let mut body = response.into_body();
 
     // What is already here goes with the head.
     let mut chunks = Vec::new();
@@ -450,18 +467,10 @@ fn into_data_or_trailers(frame: Frame<Bytes>) -> Result<Bytes, HeaderLines> {
 
 /// The size of a response head as it came: the status line and a line per header, as the
 /// limit on it counts them.
-fn head_size<B>(response: &http::Response<B>) -> usize {
-    let reason = response
-        .extensions()
-        .get::<hyper::ext::ReasonPhrase>()
-        .map_or(0, |r| r.as_bytes().len());
+fn head_size(phrase: Option<&hyper::ext::ReasonPhrase>, scan: &Scan) -> usize {
+    let reason = phrase.map_or(0, |r| r.as_bytes().len());
     // `HTTP/1.1 200 reason\r\n`, `name: value\r\n` each, and the blank line.
-    let lines: usize = response
-        .headers()
-        .iter()
-        .map(|(name, value)| name.as_str().len() + value.len() + 4)
-        .sum();
-    13 + reason + 2 + lines + 2
+    13 + reason + 2 + scan.bytes + 4 * scan.lines + 2
 }
 
 #[cfg(test)]
