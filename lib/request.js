@@ -434,8 +434,6 @@ class WholeBodyIterator {
     this.index = 0;
     this.finished = false;
     this.streamEnded = false;
-    // An error the loop destroys the body with is thrown into the loop, not emitted unheard.
-    body.on('error', noop);
   }
 
   endStream() {
@@ -773,8 +771,11 @@ function request(agent, input, options = {}) {
     throw err;
   }
   const given = options.method === undefined ? 'GET' : options.method;
-  if (typeof given !== 'string') throw errors.invalidArgType('options.method', 'of type string', given);
-  if (!TOKEN.test(given)) throw invalidToken('Method', given);
+  // GET, the usual method, needs no checking.
+  if (given !== 'GET') {
+    if (typeof given !== 'string') throw errors.invalidArgType('options.method', 'of type string', given);
+    if (!TOKEN.test(given)) throw invalidToken('Method', given);
+  }
   const method = given === 'GET' ? given : given.toUpperCase();
   // A tunnel or an upgrade hands the connection over; the promise path has no socket to give.
   if (method === 'CONNECT') {

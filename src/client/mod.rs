@@ -15,6 +15,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -245,11 +246,12 @@ where
 
 /// Poll once: the value if the future is ready now, without waiting.
 async fn now<F: std::future::Future>(f: F) -> Option<F::Output> {
-    tokio::select! {
-        biased;
-        out = f => Some(out),
-        _ = std::future::ready(()) => None,
-    }
+    let mut f = std::pin::pin!(f);
+    std::future::poll_fn(|cx| match f.as_mut().poll(cx) {
+        Poll::Ready(out) => Poll::Ready(Some(out)),
+        Poll::Pending => Poll::Ready(None),
+    })
+    .await
 }
 
 /// Gathered without waiting after the head, at most this much.
