@@ -439,8 +439,14 @@ class WholeBodyIterator {
   endStream() {
     if (this.streamEnded) return;
     this.streamEnded = true;
-    this.body.push(null);
-    this.body.read();
+    const body = this.body;
+    // Nothing is left out of the stream; a read of nothing first ends the stream's first
+    // synchronous read (its _read has nothing to ask for), so that the end is taken at once
+    // instead of on a tick of its own. Then the read that finds the end: 'end' is due.
+    body._whole = undefined;
+    body.read(0);
+    body.push(null);
+    body.read();
   }
 
   next() {
