@@ -778,11 +778,12 @@ function request(agent, input, options = {}) {
   }
   const given = options.method === undefined ? 'GET' : options.method;
   // GET, the usual method, needs no checking.
+  let method = 'GET';
   if (given !== 'GET') {
     if (typeof given !== 'string') throw errors.invalidArgType('options.method', 'of type string', given);
     if (!TOKEN.test(given)) throw invalidToken('Method', given);
+    method = given.toUpperCase();
   }
-  const method = given === 'GET' ? given : given.toUpperCase();
   // A tunnel or an upgrade hands the connection over; the promise path has no socket to give.
   if (method === 'CONNECT') {
     throw errors.invalidArgValue('options.method', given, 'is not supported by agent.request(); use http.request() with the agent');
