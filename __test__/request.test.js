@@ -16,7 +16,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const { once } = require('node:events');
 const hyperagent = require('..');
 const { Agent, HttpsAgent } = hyperagent;
-const { httpServer, streamingServer, rawServer, readRequest, request: httpGet, requestError, until } = require('./helpers');
+const { httpServer, streamingServer, rawServer, readRequest, eachRequest, request: httpGet, requestError, until } = require('./helpers');
 
 // An echo server: method, url, headers and a digest of the body.
 async function echoServer(t, extra) {
@@ -785,6 +785,26 @@ test('body.dump() drops a body: within its limit the connection is reused, past 
   assert.throws(() => bad.body.dump({ limit: '1' }), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => bad.body.dump({ signal: {} }), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.strictEqual(await bad.body.dump(), null);
+});
+
+test('a reason phrase that is not the status code\'s usual one arrives as Node\'s parser gives it', async (t) => {
+  const phrases = { '/custom': 'Alright then', '/other': 'Not Found' };
+  const server = await rawServer(t, async (socket) => {
+    for await (const { head } of eachRequest(socket)) {
+      const phrase = phrases[head.split(' ')[1]] ?? 'OK';
+      socket.write(`HTTP/1.1 200 ${phrase}\r\nContent-Length: 2\r\n\r\nok`);
+    }
+  });
+  const agent = new Agent({ keepAlive: true });
+  t.after(() => agent.destroy());
+  for (const path of ['/custom', '/other', '/usual']) {
+    const url = `http://127.0.0.1:${server.port}${path}`;
+    const viaNode = (await httpGet(url, { agent: new http.Agent() })).res.statusMessage;
+    const res = await agent.request(url);
+    await res.body.dump();
+    assert.strictEqual(res.statusMessage, viaNode, path);
+    assert.strictEqual(res.statusMessage, phrases[path] ?? 'OK', path);
+  }
 });
 
 test('for await over a body that came whole acts as the stream iterator', async (t) => {

@@ -7,7 +7,6 @@
 //! crossing), then body chunks as the JavaScript stream asks for them, then the connection's
 //! return. Many events of many requests share one wake-up of the JavaScript thread.
 
-use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -707,11 +706,7 @@ impl EnvCtx {
                     .map_or_else(|| js::null(env), |t| header_string(env, t));
                 let mut args = [
                     js::number(env, status as f64),
-                    match &reason {
-                        // A status code's usual phrase is ASCII: a byte per character.
-                        Cow::Borrowed(usual) => js::latin1(env, usual.as_bytes()),
-                        Cow::Owned(given) => js::string(env, given),
-                    },
+                    js::latin1(env, &reason),
                     header_string(env, &headers),
                     body,
                     trailers,

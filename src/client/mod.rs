@@ -132,8 +132,10 @@ pub enum Event {
     /// trailers when the body is complete too.
     Head {
         status: u16,
-        /// The reason phrase (borrowed when it is the status code's usual one).
-        reason: Cow<'static, str>,
+        /// The reason phrase's bytes as they came (JavaScript reads them as latin1, as Node's
+        /// parser gives them; hyper's parser leaves a phrase with a byte over 0x7F empty);
+        /// borrowed when it is the status code's usual one.
+        reason: Cow<'static, [u8]>,
         headers: HeaderLines,
         chunks: Vec<Bytes>,
         end: Option<HeaderLines>,
@@ -320,9 +322,10 @@ pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
         return;
     }
     let status = response.status();
-    let reason = phrase
-        .map(|r| Cow::Owned(String::from_utf8_lossy(r.as_bytes()).into_owned()))
-        .unwrap_or(Cow::Borrowed(status.canonical_reason().unwrap_or("")));
+    let reason = match phrase {
+        Some(given) => Cow::Owned(given.as_bytes().to_vec()),
+        None => Cow::Borrowed(status.canonical_reason().unwrap_or("").as_bytes()),
+    };
     let mut body = response.into_body();
 
     // What is already here goes with the head.

@@ -109,7 +109,7 @@ async fn a_small_response_arrives_with_its_head_and_the_connection_comes_back() 
     else {
         panic!("head expected")
     };
-    assert_eq!((status, reason.as_ref()), (200, "Fine"));
+    assert_eq!((status, &*reason), (200, &b"Fine"[..]));
     assert_eq!(chunks.concat(), b"hello");
     assert_eq!(end, Some(HeaderLines::default()));
     let xa: Vec<_> = headers
