@@ -309,7 +309,7 @@ impl PoolCell {
         });
         let ctl = req.ctl.clone();
         let task = match sender {
-            Some(sender) => runtime().spawn(Box::pin(client::exchange(sender, spec, ctl, sink))),
+            Some(sender) => runtime().spawn(client::exchange(sender, spec, ctl, sink)),
             None => {
                 // Closed since the checkout looked: the exchange reports a hang-up.
                 sink.post(Event::Error(Error::tls("ECONNRESET", "socket hang up")));

@@ -259,8 +259,19 @@ async fn now<F: std::future::Future>(f: F) -> Option<F::Output> {
 /// Gathered without waiting after the head, at most this much.
 const HEAD_CHUNK_BYTES: usize = 64 * 1024;
 
-/// Runs one request on `sender` and posts its events; ends with [`Event::Done`].
-pub async fn exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: Arc<dyn Sink>) {
+/// Runs one request on `sender` and posts its events; ends with [`Event::Done`]. Boxed: its
+/// state is large (about 1.5 KB), and tokio copies a task's whole future more than once as
+/// the task ends, so a task spawned for it, or awaiting it, holds only the box.
+pub fn exchange(
+    sender: Sender,
+    spec: Spec,
+    ctl: Arc<Control>,
+    sink: Arc<dyn Sink>,
+) -> Pin<Box<impl Future<Output = ()> + Send>> {
+    Box::pin(run_exchange(sender, spec, ctl, sink))
+}
+
+async fn run_exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: Arc<dyn Sink>) {
     if let Err(e) = sender.ready().await {
         sink.post(Event::Unsent(
             hyper_error(&e, false).with_request_sent(false),
