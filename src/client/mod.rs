@@ -88,10 +88,13 @@ impl HeaderLines {
 /// What [`HeaderLines::scan`] notes of a header map.
 #[derive(Default)]
 struct Scan {
-    /// Header lines, and their names' and values' bytes.
+    /// Header lines.
     lines: usize,
+    /// Their names' and values' bytes, together.
     bytes: usize,
+    /// A `transfer-encoding` line is there.
     transfer_encoding: bool,
+    /// A `content-length` line is there.
     content_length: bool,
 }
 
