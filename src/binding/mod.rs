@@ -621,11 +621,9 @@ fn request_state(id: u32) -> Option<Rc<request::ReqState>> {
 }
 
 /// Idempotent per RFC 9110 §9.2.2, or made so by an `Idempotency-Key` header.
-fn idempotent(method: &http::Method, headers: &[(http::HeaderName, http::HeaderValue)]) -> bool {
+fn idempotent(method: &http::Method, headers: &http::HeaderMap) -> bool {
     crate::replay::idempotent_method(method.as_str().as_bytes())
-        || headers
-            .iter()
-            .any(|(k, _)| k.as_str().eq_ignore_ascii_case("idempotency-key"))
+        || headers.contains_key("idempotency-key")
 }
 
 /// Parses a request target in origin form and header lines (`name\nvalue\n...`, validated
@@ -633,7 +631,7 @@ fn idempotent(method: &http::Method, headers: &[(http::HeaderName, http::HeaderV
 fn head_of(path: &str, lines: &[u8]) -> Result<client::Head> {
     let uri = http::Uri::try_from(path)
         .map_err(|_| Error::new(Status::InvalidArg, format!("invalid path: {path}")))?;
-    let mut headers = Vec::new();
+    let mut headers = http::HeaderMap::new();
     let mut parts = lines.split(|&b| b == b'\n');
     while let (Some(name), Some(value)) = (parts.next(), parts.next()) {
         let name = http::HeaderName::from_bytes(name).map_err(|_| {
@@ -646,7 +644,7 @@ fn head_of(path: &str, lines: &[u8]) -> Result<client::Head> {
                 format!("invalid header value for {name}"),
             )
         })?;
-        headers.push((name, value));
+        headers.append(name, value);
     }
     Ok(client::Head { uri, headers })
 }

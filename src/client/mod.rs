@@ -19,7 +19,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Method, Request};
+use http::{Method, Request};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Frame, Incoming};
@@ -100,11 +100,11 @@ struct Scan {
 
 /// A request's target in origin form (`/path?query`) and its header lines, parsed once and
 /// shared: by a request and its replay, and by every request without headers of its own to the
-/// same URL.
+/// same URL. Each exchange sends a copy of the map (a copy needs no hashing).
 #[derive(Debug)]
 pub struct Head {
     pub uri: http::Uri,
-    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub headers: http::HeaderMap,
 }
 
 /// What one exchange sends.
@@ -285,7 +285,7 @@ async fn run_exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
     let mut req = Request::new(spec.body);
     *req.method_mut() = spec.method;
     *req.uri_mut() = spec.head.uri.clone();
-    req.headers_mut().extend(spec.head.headers.iter().cloned());
+    *req.headers_mut() = spec.head.headers.clone();
     if let Some(gate) = spec.expect_continue {
         let gate2 = gate.clone();
         hyper::ext::on_informational(&mut req, move |res| {

@@ -2,6 +2,7 @@
 
 use std::sync::Mutex;
 
+use http::HeaderValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -81,7 +82,10 @@ fn get(path: &str) -> Spec {
         method: Method::GET,
         head: Arc::new(Head {
             uri: path.parse().unwrap(),
-            headers: vec![(http::header::HOST, HeaderValue::from_static("127.0.0.1"))],
+            headers: http::HeaderMap::from_iter([(
+                http::header::HOST,
+                HeaderValue::from_static("127.0.0.1"),
+            )]),
         }),
         body: empty_body(),
         expect_continue: None,
@@ -295,10 +299,10 @@ async fn a_streamed_request_body_applies_back_pressure_and_reports_the_drain() {
     spec.method = Method::POST;
     spec.head = Arc::new(Head {
         uri: spec.head.uri.clone(),
-        headers: vec![
+        headers: http::HeaderMap::from_iter([
             (http::header::HOST, HeaderValue::from_static("127.0.0.1")),
             (http::header::CONTENT_LENGTH, HeaderValue::from_static("40")),
-        ],
+        ]),
     });
     spec.body = body;
     // Fill the channel before anything is sent: the writer is told to wait.
