@@ -64,3 +64,37 @@ test('agent.request() publishes created, headers, completed and error on diagnos
     ['error', 'GET', '/refused', 'ECONNREFUSED'],
   ]);
 });
+
+test("diagnostics_channel's request is one object per request, with its origin and header lines", async (t) => {
+  const server = await httpServer(t, (req, res) => req.resume().on('end', () => res.end('ok')));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const requests = { created: [], headers: [], completed: [] };
+  const subs = Object.keys(requests).map((name) => {
+    const fn = (message) => requests[name].push(message.request);
+    diagnostics.subscribe(`hyperagent:request:${name}`, fn);
+    return [name, fn];
+  });
+  t.after(() => subs.forEach(([name, fn]) => diagnostics.unsubscribe(`hyperagent:request:${name}`, fn)));
+  const host = new URL(server.url).host;
+  await (await agent.request(`${server.url}/plain`)).body.text();
+  await (await agent.request(`${server.url}/post`, { method: 'POST', headers: { 'X-A': '1' }, body: 'abc' })).body.text();
+  const auth = new URL(server.url);
+  auth.username = 'u';
+  auth.password = 'p';
+  await (await agent.request(`${auth.href}put`, { method: 'PUT' })).body.text();
+  assert.strictEqual(requests.created.length, 3);
+  for (const name of ['headers', 'completed']) {
+    requests[name].forEach((request, i) => assert.strictEqual(request, requests.created[i], `${name} ${i}`));
+  }
+  assert.deepStrictEqual(requests.created.map(({ origin, method, path, headers }) => ({ origin, method, path, headers })), [
+    { origin: server.url, method: 'GET', path: '/plain', headers: ['host', host] },
+    { origin: server.url, method: 'POST', path: '/post', headers: ['X-A', '1', 'host', host, 'content-length', '3'] },
+    {
+      origin: server.url,
+      method: 'PUT',
+      path: '/put',
+      headers: ['host', host, 'authorization', `Basic ${Buffer.from('u:p').toString('base64')}`, 'content-length', '0'],
+    },
+  ]);
+});
