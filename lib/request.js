@@ -865,8 +865,35 @@ function request(agent, input, options = {}) {
   settlers.reject = null;
   // What throws from here on rejects the promise, as a throw in its executor would.
   try {
-    start(agent, target, key, method, pathOrHead, headerLines, body, contentLength, expectContinue,
-      headersTimeout, bodyTimeout, headers, signal, resolve, reject);
+    if (signal && signal.aborted) {
+      reject(abortError(signal));
+      return promise;
+    }
+    const info = { origin: target.origin, method, path: target.path, headers };
+    if (channels.created.hasSubscribers) channels.created.publish({ request: info });
+    const pending = new PendingRequest(agent, resolve, reject, signal, info);
+    const result = startRequest(
+      agent._poolId, key, pending, method,
+      pathOrHead, headerLines, bytes, source !== null, contentLength, expectContinue,
+      headersTimeout, bodyTimeout, agent._replayLimit,
+    );
+    if (result >= 0) {
+      pending.id = result;
+    } else {
+      // Queued: the pool waits for a connection for it.
+      pending.id = -result;
+      pending.waiter = binding.queuedWaiter();
+      agent._queuePromise(pending.waiter, pending);
+    }
+    if (signal) {
+      pending.onAbort = () => pending.abort(abortError(signal));
+      signal.addEventListener('abort', pending.onAbort, { once: true });
+    }
+    if (source !== null) {
+      pending.source = source;
+      pending.declaredLength = contentLength;
+      pending.pump(source);
+    }
   } catch (err) {
     reject(err);
   }
@@ -879,41 +906,6 @@ const settlers = { resolve: null, reject: null };
 function captureSettlers(resolve, reject) {
   settlers.resolve = resolve;
   settlers.reject = reject;
-}
-
-// Starts a validated request in Rust, settling its promise through `resolve` and `reject`.
-function start(agent, target, key, method, pathOrHead, headerLines, body, contentLength, expectContinue,
-  headersTimeout, bodyTimeout, headers, signal, resolve, reject) {
-  if (signal && signal.aborted) {
-    reject(abortError(signal));
-    return;
-  }
-  const info = { origin: target.origin, method, path: target.path, headers };
-  if (channels.created.hasSubscribers) channels.created.publish({ request: info });
-  const pending = new PendingRequest(agent, resolve, reject, signal, info);
-  const { bytes, source } = body;
-  const result = startRequest(
-    agent._poolId, key, pending, method,
-    pathOrHead, headerLines, bytes, source !== null, contentLength, expectContinue,
-    headersTimeout, bodyTimeout, agent._replayLimit,
-  );
-  if (result >= 0) {
-    pending.id = result;
-  } else {
-    // Queued: the pool waits for a connection for it.
-    pending.id = -result;
-    pending.waiter = binding.queuedWaiter();
-    agent._queuePromise(pending.waiter, pending);
-  }
-  if (signal) {
-    pending.onAbort = () => pending.abort(abortError(signal));
-    signal.addEventListener('abort', pending.onAbort, { once: true });
-  }
-  if (source !== null) {
-    pending.source = source;
-    pending.declaredLength = contentLength;
-    pending.pump(source);
-  }
 }
 
 module.exports = { request, PendingRequest };
