@@ -9,20 +9,21 @@
 
 mod body;
 mod errors;
+mod wake;
 
 use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::{Frame, Incoming};
+use hyper::body::{Body as _, Frame, Incoming};
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -36,7 +37,24 @@ use crate::error::Error;
 /// Request bodies as hyper sends them.
 pub type ReqBody = BoxBody<Bytes, std::io::Error>;
 /// A connection's request half; the connection itself runs in its own task.
-pub type Sender = http1::SendRequest<ReqBody>;
+pub struct Sender {
+    hyper: http1::SendRequest<ReqBody>,
+    /// The connection task's waker (see [`wake`]).
+    wake: Arc<wake::ConnWake>,
+}
+
+impl Sender {
+    /// The connection has closed (or will not take another request).
+    pub fn is_closed(&self) -> bool {
+        self.hyper.is_closed()
+    }
+}
+
+impl std::fmt::Debug for Sender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.hyper.fmt(f)
+    }
+}
 
 /// Response header (or trailer) names and values, in order, names lower-case (as
 /// `IncomingMessage#rawHeaders` would be after lower-casing), packed as JavaScript takes them:
@@ -241,10 +259,14 @@ where
         .handshake::<_, ReqBody>(TokioIo::new(io))
         .await
         .map_err(|e| hyper_error(&e, false))?;
+    let wake = Arc::new(wake::ConnWake::default());
     Ok((
-        sender,
+        Sender {
+            hyper: sender,
+            wake: wake.clone(),
+        },
         Connection(Box::pin(async move {
-            let _ = conn.await;
+            let _ = wake::run(conn, wake).await;
         })),
     ))
 }
@@ -275,7 +297,7 @@ pub fn exchange(
 }
 
 async fn run_exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: Arc<dyn Sink>) {
-    if let Err(e) = sender.ready().await {
+    if let Err(e) = sender.hyper.ready().await {
         sink.post(Event::Unsent(
             hyper_error(&e, false).with_request_sent(false),
         ));
@@ -295,7 +317,7 @@ async fn run_exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
         });
     }
     let response = match spec.headers_timeout {
-        Some(t) => match tokio::time::timeout(t, sender.send_request(req)).await {
+        Some(t) => match tokio::time::timeout(t, sender.hyper.send_request(req)).await {
             Ok(r) => r,
             Err(_) => {
                 sink.post(Event::Error(errors::headers_timeout(t)));
@@ -303,7 +325,7 @@ async fn run_exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
                 return;
             }
         },
-        None => sender.send_request(req).await,
+        None => sender.hyper.send_request(req).await,
     };
     let response = match response {
         Ok(r) => r,
@@ -342,41 +364,26 @@ async fn run_exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
     };
     let mut body = response.into_body();
 
-    // What is already here goes with the head.
-    let mut chunks = Vec::new();
-    let mut gathered = 0;
-    let mut end = None;
-    let mut failed = None;
-    while gathered < HEAD_CHUNK_BYTES {
-        match now(body.frame()).await {
-            Some(Some(Ok(frame))) => match into_data_or_trailers(frame) {
-                Ok(data) => {
-                    gathered += data.len();
-                    chunks.push(data);
-                }
-                Err(trailers) => {
-                    end = Some(trailers);
-                    break;
-                }
-            },
-            Some(None) => {
-                end = Some(HeaderLines::default());
-                break;
-            }
-            // The body failed right after the head (a malformed chunk, say): the response
-            // is answered, then its body fails.
-            Some(Some(Err(e))) => {
-                failed = Some(e);
-                break;
-            }
-            None => break,
-        }
-    }
+    // What is already here goes with the head. A body taken to its end here was complete
+    // before this began: hyper's side of its channel is gone, and the wake-ups that taking its
+    // chunks sends to the connection's task would find nothing to do.
+    let Arrived {
+        chunks,
+        end,
+        failed,
+    } = wake::poll_now(|cx| {
+        wake::hold(&sender.wake, || {
+            let arrived = arrived(&mut body, cx);
+            let complete = arrived.end.is_some();
+            (arrived, complete)
+        })
+    })
+    .await;
     let ended = end.is_some();
     // A whole response: when hyper can say at once whether the connection carries another
     // request, the head says it too, and the exchange crosses to JavaScript once.
     let settled = if ended {
-        now(sender.ready()).await.map(|ready| ready.is_ok())
+        now(sender.hyper.ready()).await.map(|ready| ready.is_ok())
     } else {
         None
     };
@@ -403,8 +410,52 @@ async fn run_exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: A
         return;
     }
     // The response is complete: the connection can go back if hyper keeps it open.
-    let reusable = sender.ready().await.is_ok();
+    let reusable = sender.hyper.ready().await.is_ok();
     sink.post(Event::Done(reusable.then_some(sender)));
+}
+
+/// What of a body had arrived with its head.
+struct Arrived {
+    chunks: Vec<Bytes>,
+    /// The trailers (none: empty) when the body is complete.
+    end: Option<HeaderLines>,
+    /// The body failed right after the head (a malformed chunk, say): the response is
+    /// answered, then its body fails.
+    failed: Option<hyper::Error>,
+}
+
+/// Takes the frames of `body` that are here already, up to [`HEAD_CHUNK_BYTES`] of data.
+fn arrived(body: &mut Incoming, cx: &mut Context<'_>) -> Arrived {
+    let mut out = Arrived {
+        chunks: Vec::new(),
+        end: None,
+        failed: None,
+    };
+    let mut gathered = 0;
+    while gathered < HEAD_CHUNK_BYTES {
+        match Pin::new(&mut *body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => match into_data_or_trailers(frame) {
+                Ok(data) => {
+                    gathered += data.len();
+                    out.chunks.push(data);
+                }
+                Err(trailers) => {
+                    out.end = Some(trailers);
+                    break;
+                }
+            },
+            Poll::Ready(None) => {
+                out.end = Some(HeaderLines::default());
+                break;
+            }
+            Poll::Ready(Some(Err(e))) => {
+                out.failed = Some(e);
+                break;
+            }
+            Poll::Pending => break,
+        }
+    }
+    out
 }
 
 /// Streams the rest of the body as the consumer grants; false if it failed. Frames that are
