@@ -285,8 +285,8 @@ async fn now<F: std::future::Future>(f: F) -> Option<F::Output> {
 const HEAD_CHUNK_BYTES: usize = 64 * 1024;
 
 /// Runs one request on `sender` and posts its events; ends with [`Event::Done`]. Boxed: its
-/// state is large (about 1.5 KB), and tokio copies a task's whole future more than once as
-/// the task ends, so a task spawned for it, or awaiting it, holds only the box.
+/// state is large (just under 1 KiB), and tokio copies a task's whole future more than once
+/// as the task ends, so a task spawned for it, or awaiting it, holds only the box.
 pub fn exchange(
     sender: Sender,
     spec: Spec,
@@ -296,122 +296,152 @@ pub fn exchange(
     Box::pin(run_exchange(sender, spec, ctl, sink))
 }
 
-async fn run_exchange(mut sender: Sender, spec: Spec, ctl: Arc<Control>, sink: Arc<dyn Sink>) {
-    if let Err(e) = sender.hyper.ready().await {
-        sink.post(Event::Unsent(
-            hyper_error(&e, false).with_request_sent(false),
-        ));
-        sink.post(Event::Done(None));
-        return;
-    }
-    let mut req = Request::new(spec.body);
-    *req.method_mut() = spec.method;
-    *req.uri_mut() = spec.head.uri.clone();
-    *req.headers_mut() = spec.head.headers.clone();
-    if let Some(gate) = spec.expect_continue {
-        let gate2 = gate.clone();
-        hyper::ext::on_informational(&mut req, move |res| {
-            if res.status() == http::StatusCode::CONTINUE {
-                gate2.notify_one();
-            }
-        });
-    }
-    let response = match spec.headers_timeout {
-        Some(t) => match tokio::time::timeout(t, sender.hyper.send_request(req)).await {
-            Ok(r) => r,
-            Err(_) => {
-                sink.post(Event::Error(errors::headers_timeout(t)));
-                sink.post(Event::Done(None));
-                return;
-            }
-        },
-        None => sender.hyper.send_request(req).await,
-    };
-    let response = match response {
-        Ok(r) => r,
-        // A malformed response came; anything else means no response byte arrived, and the
-        // request may not have been processed at all.
-        Err(e) => {
-            let err = hyper_error(&e, false);
-            sink.post(if e.is_parse() || e.is_parse_status() {
-                Event::Error(err)
-            } else {
-                Event::Unsent(err.with_request_sent(true))
-            });
+// Not an `async fn`: its arguments would be kept twice in its future (once as given, once as
+// its locals), which puts the future over the 1 KiB that mimalloc serves from its fast path.
+#[allow(clippy::manual_async_fn)]
+fn run_exchange(
+    mut sender: Sender,
+    spec: Spec,
+    ctl: Arc<Control>,
+    sink: Arc<dyn Sink>,
+) -> impl Future<Output = ()> + Send {
+    async move {
+        if let Err(e) = sender.hyper.ready().await {
+            sink.post(Event::Unsent(
+                hyper_error(&e, false).with_request_sent(false),
+            ));
             sink.post(Event::Done(None));
             return;
         }
-    };
-    let (headers, scan) = HeaderLines::scan(response.headers());
-    let phrase = response.extensions().get::<hyper::ext::ReasonPhrase>();
-    if head_size(phrase, &scan) > spec.max_head_size {
-        sink.post(Event::Error(errors::header_overflow()));
-        sink.post(Event::Done(None));
-        return;
-    }
-    // Both a length and a transfer coding: hyper goes by the coding, but the message may be an
-    // attempt at response splitting (RFC 9112 §6.3), which Node's parser and undici refuse.
-    // So is it here, and its connection is not used again.
-    if scan.transfer_encoding && scan.content_length {
-        sink.post(Event::Error(errors::length_and_coding()));
-        sink.post(Event::Done(None));
-        return;
-    }
-    let status = response.status();
-    let reason = match phrase {
-        Some(given) => Cow::Owned(given.as_bytes().to_vec()),
-        None => Cow::Borrowed(status.canonical_reason().unwrap_or("").as_bytes()),
-    };
-    let mut body = response.into_body();
+        let sending = sender.hyper.send_request(request_of(
+            spec.method,
+            &spec.head,
+            spec.body,
+            spec.expect_continue,
+        ));
+        let response = match spec.headers_timeout {
+            // Boxed: a timer is large, and only a timeout shorter than the binding's own checks
+            // (see `src/binding/request.rs`) comes here.
+            Some(t) => match Box::pin(tokio::time::timeout(t, sending)).await {
+                Ok(r) => r,
+                Err(_) => {
+                    sink.post(Event::Error(errors::headers_timeout(t)));
+                    sink.post(Event::Done(None));
+                    return;
+                }
+            },
+            None => sending.await,
+        };
+        let response = match response {
+            Ok(r) => r,
+            // A malformed response came; anything else means no response byte arrived, and the
+            // request may not have been processed at all.
+            Err(e) => {
+                let err = hyper_error(&e, false);
+                sink.post(if e.is_parse() || e.is_parse_status() {
+                    Event::Error(err)
+                } else {
+                    Event::Unsent(err.with_request_sent(true))
+                });
+                sink.post(Event::Done(None));
+                return;
+            }
+        };
+        let (headers, scan) = HeaderLines::scan(response.headers());
+        let phrase = response.extensions().get::<hyper::ext::ReasonPhrase>();
+        if head_size(phrase, &scan) > spec.max_head_size {
+            sink.post(Event::Error(errors::header_overflow()));
+            sink.post(Event::Done(None));
+            return;
+        }
+        // Both a length and a transfer coding: hyper goes by the coding, but the message may be an
+        // attempt at response splitting (RFC 9112 §6.3), which Node's parser and undici refuse.
+        // So is it here, and its connection is not used again.
+        if scan.transfer_encoding && scan.content_length {
+            sink.post(Event::Error(errors::length_and_coding()));
+            sink.post(Event::Done(None));
+            return;
+        }
+        let status = response.status();
+        let reason = match phrase {
+            Some(given) => Cow::Owned(given.as_bytes().to_vec()),
+            None => Cow::Borrowed(status.canonical_reason().unwrap_or("").as_bytes()),
+        };
+        let mut body = response.into_body();
 
-    // What is already here goes with the head. A body taken to its end here was complete
-    // before this began: hyper's side of its channel is gone, and the wake-ups that taking its
-    // chunks sends to the connection's task would find nothing to do.
-    let Arrived {
-        chunks,
-        end,
-        failed,
-    } = wake::poll_now(|cx| {
-        wake::hold(&sender.wake, || {
-            let arrived = arrived(&mut body, cx);
-            let complete = arrived.end.is_some();
-            (arrived, complete)
+        // What is already here goes with the head. A body taken to its end here was complete
+        // before this began: hyper's side of its channel is gone, and the wake-ups that taking its
+        // chunks sends to the connection's task would find nothing to do.
+        let Arrived {
+            chunks,
+            end,
+            failed,
+        } = wake::poll_now(|cx| {
+            wake::hold(&sender.wake, || {
+                let arrived = arrived(&mut body, cx);
+                let complete = arrived.end.is_some();
+                (arrived, complete)
+            })
         })
-    })
-    .await;
-    let ended = end.is_some();
-    // A whole response: when hyper can say at once whether the connection carries another
-    // request, the head says it too, and the exchange crosses to JavaScript once.
-    let settled = if ended {
-        now(sender.hyper.ready()).await.map(|ready| ready.is_ok())
-    } else {
-        None
-    };
-    let (done, sender) = match settled {
-        Some(reusable) => (Some(reusable.then_some(sender)), None),
-        None => (None, Some(sender)),
-    };
-    sink.post(Event::Head {
-        status: status.as_u16(),
-        reason,
-        headers,
-        chunks,
-        end,
-        done,
-    });
-    let Some(mut sender) = sender else { return };
-    if let Some(e) = failed {
-        sink.post(Event::Error(hyper_error(&e, true)));
-        sink.post(Event::Done(None));
-        return;
+        .await;
+        let ended = end.is_some();
+        // A whole response: when hyper can say at once whether the connection carries another
+        // request, the head says it too, and the exchange crosses to JavaScript once.
+        let settled = if ended {
+            now(sender.hyper.ready()).await.map(|ready| ready.is_ok())
+        } else {
+            None
+        };
+        let (done, sender) = match settled {
+            Some(reusable) => (Some(reusable.then_some(sender)), None),
+            None => (None, Some(sender)),
+        };
+        sink.post(Event::Head {
+            status: status.as_u16(),
+            reason,
+            headers,
+            chunks,
+            end,
+            done,
+        });
+        let Some(mut sender) = sender else { return };
+        if let Some(e) = failed {
+            sink.post(Event::Error(hyper_error(&e, true)));
+            sink.post(Event::Done(None));
+            return;
+        }
+        // Boxed, as a body that did not come whole is rarer than one that did: its timer and
+        // its loop would make every exchange's future larger.
+        if !ended && !Box::pin(stream_body(&mut body, &ctl, &*sink, spec.body_timeout)).await {
+            sink.post(Event::Done(None));
+            return;
+        }
+        // The response is complete: the connection can go back if hyper keeps it open.
+        let reusable = sender.hyper.ready().await.is_ok();
+        sink.post(Event::Done(reusable.then_some(sender)));
     }
-    if !ended && !stream_body(&mut body, &ctl, &*sink, spec.body_timeout).await {
-        sink.post(Event::Done(None));
-        return;
+}
+
+/// The request an exchange sends. Built outside the exchange's future, which would otherwise
+/// keep room for it beside the sending that takes it over.
+fn request_of(
+    method: Method,
+    head: &Head,
+    body: ReqBody,
+    expect_continue: Option<Arc<Notify>>,
+) -> Request<ReqBody> {
+    let mut req = Request::new(body);
+    *req.method_mut() = method;
+    *req.uri_mut() = head.uri.clone();
+    *req.headers_mut() = head.headers.clone();
+    if let Some(gate) = expect_continue {
+        hyper::ext::on_informational(&mut req, move |res| {
+            if res.status() == http::StatusCode::CONTINUE {
+                gate.notify_one();
+            }
+        });
     }
-    // The response is complete: the connection can go back if hyper keeps it open.
-    let reusable = sender.hyper.ready().await.is_ok();
-    sink.post(Event::Done(reusable.then_some(sender)));
+    req
 }
 
 /// What of a body had arrived with its head.

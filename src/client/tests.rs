@@ -382,3 +382,19 @@ async fn a_recording_keeps_what_was_written_for_a_replay_within_its_limit() {
     );
     assert!(recording.take().is_none());
 }
+
+/// An exchange's future is boxed once per request: under 1 KiB, mimalloc serves it from its
+/// small-object path (larger blocks take a slower, generic one).
+#[tokio::test]
+async fn an_exchange_fits_a_small_allocation() {
+    let (port, _srv) = server(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]).await;
+    let (sink, _rx) = sink();
+    let exchange = exchange(
+        connect(port).await,
+        get("/"),
+        Arc::new(Control::default()),
+        sink,
+    );
+    let size = std::mem::size_of_val(&*exchange);
+    assert!(size <= 1024, "the exchange's future takes {size} bytes");
+}
