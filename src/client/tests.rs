@@ -134,6 +134,66 @@ async fn a_small_response_arrives_with_its_head_and_the_connection_comes_back() 
     assert!(String::from_utf8_lossy(&requests[0]).starts_with("GET /x?y=1 HTTP/1.1\r\n"));
 }
 
+/// Responses one after another on one connection, each read to its end: one whose body is
+/// taken whole with its head (the wake-up that taking it sends the connection held back), one
+/// streamed (chunked: hyper hands over one frame at a time), one without a body. The
+/// connection carries each next request.
+#[tokio::test]
+async fn responses_follow_one_another_on_one_connection() {
+    let replies: Vec<&'static [u8]> = vec![
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-sum\r\n\r\n\
+          6\r\nsecond\r\n0\r\nx-sum: 6\r\n\r\n",
+        b"HTTP/1.1 204 No Content\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlast",
+    ];
+    let expected: [(&[u8], &[u8]); 4] = [
+        (b"first", b""),
+        (b"second", b"x-sum\n6"),
+        (b"", b""),
+        (b"last", b""),
+    ];
+    let (port, srv) = server(replies).await;
+    let mut sender = connect(port).await;
+    // A wake-up held back that was needed would leave the connection waiting for ever.
+    let bound = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    for (i, (body, trailers)) in expected.into_iter().enumerate() {
+        let (sink, mut rx) = sink();
+        let ctl = Arc::new(Control::default());
+        ctl.grant();
+        tokio::time::timeout_at(bound, exchange(sender, get("/"), ctl, sink))
+            .await
+            .unwrap_or_else(|_| panic!("response {i} never ended"));
+        let Some(Event::Head {
+            mut chunks,
+            mut end,
+            done,
+            ..
+        }) = rx.recv().await
+        else {
+            panic!("head expected for response {i}")
+        };
+        while end.is_none() {
+            match rx.recv().await {
+                Some(Event::Data(more)) => chunks.extend(more),
+                Some(Event::End(t)) => end = Some(t),
+                other => panic!("body or end expected for response {i}, got {other:?}"),
+            }
+        }
+        assert_eq!(chunks.concat(), body, "response {i}");
+        assert_eq!(
+            end.as_ref().map(HeaderLines::as_bytes),
+            Some(trailers),
+            "response {i}"
+        );
+        sender = settled(done, &mut rx)
+            .await
+            .unwrap_or_else(|| panic!("the connection must come back after response {i}"));
+    }
+    drop(sender);
+    assert_eq!(srv.await.unwrap().len(), 4);
+}
+
 /// A chunked response of 200 KiB and a trailer.
 fn big_chunked() -> &'static [u8] {
     let mut out =
