@@ -283,6 +283,8 @@ async fn now<F: std::future::Future>(f: F) -> Option<F::Output> {
 
 /// Gathered without waiting after the head, at most this much.
 const HEAD_CHUNK_BYTES: usize = 64 * 1024;
+/// And in at most this many rounds of frames (see `run_exchange`).
+const HEAD_ROUNDS: usize = 16;
 
 /// Runs one request on `sender` and posts its events; ends with [`Event::Done`]. Boxed: its
 /// state is large (just under 1 KiB), and tokio copies a task's whole future more than once
@@ -369,21 +371,37 @@ fn run_exchange(
         };
         let mut body = response.into_body();
 
-        // What is already here goes with the head. A body taken to its end here was complete
-        // before this began: hyper's side of its channel is gone, and the wake-ups that taking its
-        // chunks sends to the connection's task would find nothing to do.
+        // What is already here goes with the head. hyper hands a body over a frame at a time
+        // (a chunked one: each chunk, then its end), decoding the next once the last is taken:
+        // while frames come, the connection's task gets to decode the next from what it has
+        // read. A body taken to its end in a round was complete before that round began:
+        // hyper's side of its channel is gone, and the wake-ups that taking its chunks sends
+        // to the connection's task would find nothing to do.
+        let mut arrived = Arrived::default();
+        // A failure found once the connection's task has run again (the connection cut after
+        // the head's chunk, say) waits, as it would had the body streamed, for the consumer to
+        // ask for more: the response reaches the consumer, and its listeners, first.
+        let mut failed_later = false;
+        for round in 1.. {
+            let took = wake::poll_now(|cx| {
+                wake::hold(&sender.wake, || {
+                    let took = take_arrived(&mut body, cx, &mut arrived);
+                    (took, arrived.end.is_some())
+                })
+            })
+            .await;
+            failed_later = round > 1 && arrived.failed.is_some();
+            if !took || arrived.full() || round == HEAD_ROUNDS {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
         let Arrived {
             chunks,
             end,
             failed,
-        } = wake::poll_now(|cx| {
-            wake::hold(&sender.wake, || {
-                let arrived = arrived(&mut body, cx);
-                let complete = arrived.end.is_some();
-                (arrived, complete)
-            })
-        })
-        .await;
+            ..
+        } = arrived;
         let ended = end.is_some();
         // A whole response: when hyper can say at once whether the connection carries another
         // request, the head says it too, and the exchange crosses to JavaScript once.
@@ -406,6 +424,9 @@ fn run_exchange(
         });
         let Some(mut sender) = sender else { return };
         if let Some(e) = failed {
+            if failed_later {
+                ctl.take().await;
+            }
             sink.post(Event::Error(hyper_error(&e, true)));
             sink.post(Event::Done(None));
             return;
@@ -445,8 +466,11 @@ fn request_of(
 }
 
 /// What of a body had arrived with its head.
+#[derive(Default)]
 struct Arrived {
     chunks: Vec<Bytes>,
+    /// Their bytes.
+    gathered: usize,
     /// The trailers (none: empty) when the body is complete.
     end: Option<HeaderLines>,
     /// The body failed right after the head (a malformed chunk, say): the response is
@@ -454,38 +478,34 @@ struct Arrived {
     failed: Option<hyper::Error>,
 }
 
-/// Takes the frames of `body` that are here already, up to [`HEAD_CHUNK_BYTES`] of data.
-fn arrived(body: &mut Incoming, cx: &mut Context<'_>) -> Arrived {
-    let mut out = Arrived {
-        chunks: Vec::new(),
-        end: None,
-        failed: None,
-    };
-    let mut gathered = 0;
-    while gathered < HEAD_CHUNK_BYTES {
+impl Arrived {
+    /// Nothing more goes with the head: the body ended or failed, or the head's share of it
+    /// ([`HEAD_CHUNK_BYTES`]) is taken.
+    fn full(&self) -> bool {
+        self.end.is_some() || self.failed.is_some() || self.gathered >= HEAD_CHUNK_BYTES
+    }
+}
+
+/// Takes the frames of `body` that are here already into `out`, until it is full; whether it
+/// took any.
+fn take_arrived(body: &mut Incoming, cx: &mut Context<'_>, out: &mut Arrived) -> bool {
+    let mut took = false;
+    while !out.full() {
         match Pin::new(&mut *body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => match into_data_or_trailers(frame) {
                 Ok(data) => {
-                    gathered += data.len();
+                    out.gathered += data.len();
                     out.chunks.push(data);
                 }
-                Err(trailers) => {
-                    out.end = Some(trailers);
-                    break;
-                }
+                Err(trailers) => out.end = Some(trailers),
             },
-            Poll::Ready(None) => {
-                out.end = Some(HeaderLines::default());
-                break;
-            }
-            Poll::Ready(Some(Err(e))) => {
-                out.failed = Some(e);
-                break;
-            }
+            Poll::Ready(None) => out.end = Some(HeaderLines::default()),
+            Poll::Ready(Some(Err(e))) => out.failed = Some(e),
             Poll::Pending => break,
         }
+        took = true;
     }
-    out
+    took
 }
 
 /// Streams the rest of the body as the consumer grants; false if it failed. Frames that are

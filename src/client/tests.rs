@@ -194,6 +194,79 @@ async fn responses_follow_one_another_on_one_connection() {
     assert_eq!(srv.await.unwrap().len(), 4);
 }
 
+/// A small chunked response that arrives at once goes with its head, trailers included, as a
+/// small response with a length does: hyper hands its chunks over one at a time, and the
+/// exchange lets the connection decode the next while they come.
+#[tokio::test]
+async fn a_small_chunked_response_arrives_whole_with_its_head() {
+    let (port, _srv) = server(vec![
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+          3\r\none\r\n3\r\ntwo\r\n0\r\nx-sum: 6\r\n\r\n",
+    ])
+    .await;
+    // No credit: an exchange whose body did not come whole would wait for the consumer.
+    let mut rx = tokio::time::timeout(std::time::Duration::from_secs(30), run(port, get("/")))
+        .await
+        .expect("the body came with the head, needing no credit");
+    let Some(Event::Head {
+        chunks, end, done, ..
+    }) = rx.recv().await
+    else {
+        panic!("head expected")
+    };
+    assert_eq!(chunks.concat(), b"onetwo");
+    assert_eq!(
+        end.as_ref().map(HeaderLines::as_bytes),
+        Some(&b"x-sum\n6"[..])
+    );
+    assert!(settled(done, &mut rx).await.is_some());
+}
+
+/// A body cut after the chunk that came with its head fails only once its consumer asks for
+/// more, as a streamed body would: the consumer has the response first.
+#[tokio::test]
+async fn a_body_cut_after_its_first_chunk_fails_once_its_consumer_asks() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let srv = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(sock.read(&mut byte).await.unwrap(), 1);
+            head.push(byte[0]);
+        }
+        sock.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
+            .await
+            .unwrap();
+        // Closed here, 93 bytes short.
+    });
+    let (sink, mut rx) = sink();
+    let ctl = Arc::new(Control::default());
+    let task = tokio::spawn(exchange(connect(port).await, get("/"), ctl.clone(), sink));
+    let Some(Event::Head {
+        chunks, end, done, ..
+    }) = rx.recv().await
+    else {
+        panic!("head expected")
+    };
+    assert_eq!(
+        (chunks.concat(), end, done.is_none()),
+        (b"partial".to_vec(), None, true)
+    );
+    srv.await.unwrap();
+    // Nothing more until the consumer asks, however long the connection has been closed.
+    tokio::task::yield_now().await;
+    assert!(rx.try_recv().is_err(), "the failure waits for the consumer");
+    ctl.grant();
+    let Some(Event::Error(err)) = rx.recv().await else {
+        panic!("the body's failure expected")
+    };
+    assert_eq!(err.code(), "ECONNRESET");
+    assert!(matches!(rx.recv().await, Some(Event::Done(None))));
+    task.await.unwrap();
+}
+
 /// A chunked response of 200 KiB and a trailer.
 fn big_chunked() -> &'static [u8] {
     let mut out =
