@@ -283,8 +283,10 @@ async fn now<F: std::future::Future>(f: F) -> Option<F::Output> {
 
 /// Gathered without waiting after the head, at most this much.
 const HEAD_CHUNK_BYTES: usize = 64 * 1024;
-/// And in at most this many rounds of frames (see `run_exchange`).
+/// And in at most this many rounds of frames (see `run_exchange`), while less than
+/// `HEAD_ROUNDS_BYTES` has come: a larger body streams as its consumer asks.
 const HEAD_ROUNDS: usize = 16;
+const HEAD_ROUNDS_BYTES: usize = 16 * 1024;
 
 /// Runs one request on `sender` and posts its events; ends with [`Event::Done`]. Boxed: its
 /// state is large (just under 1 KiB), and tokio copies a task's whole future more than once
@@ -383,15 +385,22 @@ fn run_exchange(
         // ask for more: the response reaches the consumer, and its listeners, first.
         let mut failed_later = false;
         for round in 1.. {
-            let took = wake::poll_now(|cx| {
-                wake::hold(&sender.wake, || {
+            let took = std::future::poll_fn(|cx| {
+                Poll::Ready(wake::hold(&sender.wake, || {
                     let took = take_arrived(&mut body, cx, &mut arrived);
                     (took, arrived.end.is_some())
-                })
+                }))
             })
             .await;
             failed_later = round > 1 && arrived.failed.is_some();
-            if !took || arrived.full() || round == HEAD_ROUNDS {
+            // A body of known length comes in one frame per read: what has not come in this
+            // one is not read yet, and goes as the consumer asks for it.
+            if !took
+                || arrived.full()
+                || round == HEAD_ROUNDS
+                || arrived.gathered >= HEAD_ROUNDS_BYTES
+                || body.size_hint().exact().is_some()
+            {
                 break;
             }
             tokio::task::yield_now().await;

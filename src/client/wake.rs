@@ -12,7 +12,7 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Wake, Waker};
 
 use atomic_waker::AtomicWaker;
 
@@ -88,12 +88,6 @@ pub(super) fn hold<T>(wake: &Arc<ConnWake>, take: impl FnOnce() -> (T, bool)) ->
     let (out, stale) = take();
     release.stale = stale;
     out
-}
-
-/// The waker an exchange polls with, for [`hold`] inside a `poll_fn`.
-pub(super) fn poll_now<T>(f: impl FnOnce(&mut Context<'_>) -> T) -> impl Future<Output = T> {
-    let mut f = Some(f);
-    std::future::poll_fn(move |cx| Poll::Ready((f.take().expect("polled once"))(cx)))
 }
 
 #[cfg(test)]
