@@ -136,7 +136,8 @@ async fn a_small_response_arrives_with_its_head_and_the_connection_comes_back() 
 
 /// Responses one after another on one connection, each read to its end: one whose body is
 /// taken whole with its head (the wake-up that taking it sends the connection held back), one
-/// streamed (chunked: hyper hands over one frame at a time), one without a body. The
+/// chunked (hyper hands it over a frame at a time: the wake-up that taking its first chunk
+/// sends must reach the connection, or its end never comes), one without a body. The
 /// connection carries each next request.
 #[tokio::test]
 async fn responses_follow_one_another_on_one_connection() {
