@@ -134,6 +134,9 @@ impl Sink for PumpSink {
 const DEFER_MAX: usize = 64;
 const DEFER_FOR: Duration = Duration::from_micros(200);
 
+/// The most completions a batch's vector is kept for the next batch with room for.
+const SPARE_MAX: usize = 256;
+
 struct InboxState {
     items: Vec<Completion>,
     /// The async handle to wake, `None` once the thread's env is gone.
@@ -221,8 +224,13 @@ impl Inbox {
         }
     }
 
-    fn take(&self) -> Vec<Completion> {
-        std::mem::take(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()).items)
+    /// The queued completions, leaving `spare` (empty) to queue the next ones in.
+    fn swap(&self, spare: Vec<Completion>) -> Vec<Completion> {
+        debug_assert!(spare.is_empty());
+        std::mem::replace(
+            &mut self.state.lock().unwrap_or_else(|e| e.into_inner()).items,
+            spare,
+        )
     }
 }
 
@@ -283,6 +291,10 @@ pub struct EnvCtx {
     /// The async context of a batch of completions: each event still runs in its own
     /// request's or socket's context, inside this one (see `on_wake`).
     batch: js::AsyncContext,
+    /// The vector of the last batch, emptied: the worker queues the next batch into it, so
+    /// that a batch does not grow a new vector (a reallocation and a copy of every completion
+    /// at each doubling) while the last one's memory goes back to the allocator.
+    spare: RefCell<Vec<Completion>>,
     /// The timer of the sweep for long headers timeouts (see `request::COARSE_TIMEOUT`), made
     /// on first use, and whether a sweep is due.
     sweep: RefCell<Option<Handle>>,
@@ -370,6 +382,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         slab: RefCell::new(None),
         // SAFETY: a fresh object of this env as the resource.
         batch: unsafe { js::AsyncContext::new(env, js::object(env), "hyperagent:batch") },
+        spare: RefCell::new(Vec::new()),
         sweep: RefCell::new(None),
         sweep_due: Cell::new(false),
     });
@@ -624,7 +637,8 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
     // instead of after every event.
     let _batch = js::CallbackScope::open(ctx.env, ctx.batch);
     ctx.wakes.set(ctx.wakes.get() + 1);
-    for item in ctx.inbox.take() {
+    let mut batch = ctx.inbox.swap(ctx.spare.take());
+    for item in batch.drain(..) {
         match item {
             Completion::Connected { pool, conn, result } => match ctx.pool(pool) {
                 Some(cell) => cell.finish_connect(conn, result),
@@ -668,6 +682,10 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
             }
         }
     }
+    // A burst's vector is not kept: its memory goes back.
+    if batch.capacity() <= SPARE_MAX {
+        *ctx.spare.borrow_mut() = batch;
+    }
 }
 
 unsafe extern "C" fn on_sweep(handle: *mut uv::RawHandle) {
@@ -687,7 +705,7 @@ unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
         return;
     };
     ctx.inbox.close();
-    drop(ctx.inbox.take());
+    drop(ctx.inbox.swap(Vec::new()));
     let pools: Vec<Rc<PoolCell>> = ctx
         .pools
         .borrow()
