@@ -246,6 +246,44 @@ test('every body type is sent, with content-length when known and chunked otherw
   assert.strictEqual(none.headers['content-length'], '0');
 });
 
+
+test('a string body goes as Buffer.from() encodes it: UTF-8, a lone surrogate as U+FFFD, at any length', async (t) => {
+  const server = await echoServer(t);
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const strings = {
+    empty: '',
+    ascii: 'plain',
+    multibyte: 'é€😀 ünïcödé',
+    loneSurrogates: 'a\ud800b\udc00c\ud83d',
+    jsonNotAscii: JSON.stringify({ name: 'Zoë', note: '→ ✓' }),
+  };
+  // Short strings (Rust encodes them) of around 1 KiB of UTF-8, what is encoded without a
+  // buffer of its own, with a character of 1 to 4 bytes last; strings either side of the
+  // length from which Buffer.from encodes them instead; and a long one.
+  for (let bytes = 1015; bytes <= 1025; bytes++) {
+    for (const last of ['x', 'é', '€', '😀']) {
+      const rest = bytes - Buffer.byteLength(last);
+      strings[`${bytes} B, ${last} last`] = '€'.repeat(Math.floor(rest / 3)) + 'y'.repeat(rest % 3) + last;
+    }
+  }
+  for (const n of [511, 512, 513]) strings[`${n} characters`] = '€'.repeat(n);
+  strings.long = 'ab€'.repeat(50_000);
+  for (const [name, body] of Object.entries(strings)) {
+    const expected = Buffer.from(body);
+    const echo = await (await agent.request(server.url, { method: 'POST', body })).body.json();
+    assert.strictEqual(echo.headers['content-length'], String(expected.length), name);
+    assert.strictEqual(echo.length, expected.length, name);
+    assert.strictEqual(echo.sha256, sha(expected), name);
+  }
+  // A content-length given is held to the encoded length, not the string's.
+  const headers = { 'content-length': String(Buffer.byteLength('€')) };
+  const echo = await (await agent.request(server.url, { method: 'POST', body: '€', headers })).body.json();
+  assert.strictEqual(echo.sha256, sha(Buffer.from('€')));
+  assert.throws(() => agent.request(server.url, { method: 'POST', body: '€', headers: { 'content-length': '1' } }), {
+    code: 'ERR_HYPERAGENT_CONTENT_LENGTH_MISMATCH',
+  });
+});
 test('a Readable body is destroyed when the request ends before all of it is sent', { timeout: 20000 }, async (t) => {
   const server = await httpServer(t, (req, res) => {
     req.resume();

@@ -497,6 +497,12 @@ impl<const N: usize> Args<N> {
         }
     }
 
+    /// A string's UTF-8 encoding (a lone surrogate as U+FFFD, as `Buffer.from` encodes it),
+    /// written into `buf` when it fits.
+    pub fn utf8<'b>(&self, i: usize, buf: &'b mut [MaybeUninit<u8>]) -> Option<Cow<'b, [u8]>> {
+        self.string(i, buf, sys::napi_get_value_string_utf8, 4)
+    }
+
     /// A string of latin1 characters (HTTP header lines, as Node writes them: a byte per
     /// character), written into `buf` when it fits.
     pub fn latin1<'b>(&self, i: usize, buf: &'b mut [MaybeUninit<u8>]) -> Option<Cow<'b, [u8]>> {

@@ -12,6 +12,7 @@ mod pool;
 mod request;
 mod uv;
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -717,7 +718,7 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
 /// Arguments: `(pool, key, handle, method, path, headers, body, streamed, contentLength,
 /// expectContinue, headersTimeout, bodyTimeout, replayLimit)`; `headers` is
 /// `name\nvalue\n...`, already validated; `path` may instead be a head from [`prepare_head`]
-/// (then `headers` is ignored); `body` a Buffer or null; `replayLimit` the largest
+/// (then `headers` is ignored); `body` a Buffer, a string (sent as UTF-8) or null; `replayLimit` the largest
 /// body sent again after the keep-alive race (negative: never). Returns the request id, negated
 /// when the request waits in the pool's queue (its waiter id is then `queuedWaiter()`).
 #[napi]
@@ -785,10 +786,16 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
             Arc::new(head_of(&path, &headers)?)
         }
     };
+    // The body's bytes, copied once from the JavaScript Buffer (or encoded once from the
+    // string): the request and its replay share them.
+    let mut body_buf = [MaybeUninit::uninit(); 1024];
     let body = match args.bytes(6) {
-        Some(b) => Some(b),
+        Some(b) => Some(bytes::Bytes::copy_from_slice(b)),
         None if args.is_nullish(6) => None,
-        None => return Err(bad("body")),
+        None => match args.utf8(6, &mut body_buf).ok_or_else(|| bad("body"))? {
+            Cow::Borrowed(b) => Some(bytes::Bytes::copy_from_slice(b)),
+            Cow::Owned(v) => Some(bytes::Bytes::from(v)),
+        },
     };
     let streamed = args.bool(7).ok_or_else(|| bad("streamed"))?;
     let content_length = match args.f64(8) {
@@ -812,9 +819,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     })?;
     let ctl = Arc::new(crate::client::Control::default());
     let timeout = |ms: f64| (ms > 0.0 && ms.is_finite()).then(|| Duration::from_millis(ms as u64));
-    // The body's bytes, copied once from the JavaScript Buffer: the request and its replay
-    // share them.
-    let bytes = body.map(bytes::Bytes::copy_from_slice).unwrap_or_default();
+    let bytes = body.unwrap_or_default();
     // What a replay needs, when the request may be sent again (see request.rs): the body in
     // memory, or, streamed, what its writer records (up to the limit).
     let replayable = replay_limit >= 0.0
