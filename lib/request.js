@@ -203,9 +203,9 @@ function headerList(headers) {
 // once more; a longer one costs less through Buffer.from, whose encoder is faster than the one
 // Node-API uses); or a source to stream, with its length and content type when it has them (a
 // Blob's). One shape for all, and one object for none.
+const SHORT_STRING_BODY = 512;
 const ABSENT_BODY = Object.freeze({ bytes: null, size: 0, source: null, length: undefined, type: undefined });
 const bytesBody = (bytes, size) => ({ bytes, size, source: null, length: undefined, type: undefined });
-const SHORT_STRING_BODY = 512;
 const sourceBody = (source, length, type) => ({ bytes: null, size: 0, source, length, type });
 
 function bufferBody(buf) {

@@ -718,9 +718,10 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
 /// Arguments: `(pool, key, handle, method, path, headers, body, streamed, contentLength,
 /// expectContinue, headersTimeout, bodyTimeout, replayLimit)`; `headers` is
 /// `name\nvalue\n...`, already validated; `path` may instead be a head from [`prepare_head`]
-/// (then `headers` is ignored); `body` a Buffer, a string (sent as UTF-8) or null; `replayLimit` the largest
-/// body sent again after the keep-alive race (negative: never). Returns the request id, negated
-/// when the request waits in the pool's queue (its waiter id is then `queuedWaiter()`).
+/// (then `headers` is ignored); `body` a Buffer, a string (sent as UTF-8) or null;
+/// `replayLimit` the largest body sent again after the keep-alive race (negative: never).
+/// Returns the request id, negated when the request waits in the pool's queue (its waiter id
+/// is then `queuedWaiter()`).
 #[napi]
 pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
     unsafe extern "C" fn call(
