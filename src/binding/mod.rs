@@ -821,6 +821,17 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let ctl = Arc::new(crate::client::Control::default());
     let timeout = |ms: f64| (ms > 0.0 && ms.is_finite()).then(|| Duration::from_millis(ms as u64));
     let bytes = body.unwrap_or_default();
+    // JavaScript counted the body's bytes for its content-length (a string's before Rust
+    // encoded it): a body of another length would leave the server waiting for the rest, or
+    // reading past it.
+    if let Some(n) = content_length.filter(|_| !streamed) {
+        if n != bytes.len() as f64 {
+            return Err(Error::from_reason(format!(
+                "hyperagent: request: content-length {n} for a body of {} bytes",
+                bytes.len()
+            )));
+        }
+    }
     // What a replay needs, when the request may be sent again (see request.rs): the body in
     // memory, or, streamed, what its writer records (up to the limit).
     let replayable = replay_limit >= 0.0
