@@ -284,6 +284,24 @@ test('a string body goes as Buffer.from() encodes it: UTF-8, a lone surrogate as
     code: 'ERR_HYPERAGENT_CONTENT_LENGTH_MISMATCH',
   });
 });
+test('a string body whose bytes were miscounted fails at once, and the agent goes on', async (t) => {
+  const server = await echoServer(t);
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  // JavaScript counts a short string's bytes (Buffer.byteLength) and Rust encodes it: were the
+  // count ever wrong, the request must fail rather than send a length its body does not have.
+  const { byteLength } = Buffer;
+  Buffer.byteLength = (value, ...rest) => (value === 'miscounted' ? 3 : byteLength(value, ...rest));
+  try {
+    await assert.rejects(agent.request(server.url, { method: 'POST', body: 'miscounted' }), /content-length 3 for a body of 10 bytes/);
+  } finally {
+    Buffer.byteLength = byteLength;
+  }
+  const echo = await (await agent.request(server.url, { method: 'POST', body: 'counted' })).body.json();
+  assert.strictEqual(echo.sha256, sha(Buffer.from('counted')));
+  assert.strictEqual(agent.getCurrentStatus().requestCount, 1);
+});
+
 test('a Readable body is destroyed when the request ends before all of it is sent', { timeout: 20000 }, async (t) => {
   const server = await httpServer(t, (req, res) => {
     req.resume();
