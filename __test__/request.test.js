@@ -284,6 +284,7 @@ test('a string body goes as Buffer.from() encodes it: UTF-8, a lone surrogate as
     code: 'ERR_HYPERAGENT_CONTENT_LENGTH_MISMATCH',
   });
 });
+
 test('a string body whose bytes were miscounted fails at once, and the agent goes on', async (t) => {
   const server = await echoServer(t);
   const agent = new Agent({ maxSockets: 1 });
