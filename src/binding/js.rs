@@ -490,8 +490,7 @@ impl<const N: usize> Args<N> {
     /// A string as UTF-8, written into `buf` when it fits (one copy, no length query and no
     /// allocation: the usual case for methods and paths).
     pub fn str<'b>(&self, i: usize, buf: &'b mut [MaybeUninit<u8>]) -> Option<Cow<'b, str>> {
-        // A character of up to 4 bytes that did not fit would have left less room than this.
-        match self.string(i, buf, sys::napi_get_value_string_utf8, 4)? {
+        match self.utf8(i, buf)? {
             Cow::Borrowed(b) => std::str::from_utf8(b).ok().map(Cow::Borrowed),
             Cow::Owned(v) => String::from_utf8(v).ok().map(Cow::Owned),
         }
@@ -500,6 +499,7 @@ impl<const N: usize> Args<N> {
     /// A string's UTF-8 encoding (a lone surrogate as U+FFFD, as `Buffer.from` encodes it),
     /// written into `buf` when it fits.
     pub fn utf8<'b>(&self, i: usize, buf: &'b mut [MaybeUninit<u8>]) -> Option<Cow<'b, [u8]>> {
+        // A character of up to 4 bytes that did not fit would have left less room than this.
         self.string(i, buf, sys::napi_get_value_string_utf8, 4)
     }
 
