@@ -71,15 +71,18 @@ test('an active socket timeout with nobody listening fails with ERR_SOCKET_TIMEO
 });
 
 test("a request's own timeout listener decides what a timeout means", async (t) => {
-  let answer;
+  // The server answers once the client's timeout has fired; on a loaded machine the timeout
+  // may fire before the server has seen the request, so the answer waits for both.
+  let arrived;
+  const answer = new Promise((resolve) => { arrived = resolve; });
   const server = await httpServer(t, (req, res) => {
-    answer = () => res.end('late but fine');
+    arrived(() => res.end('late but fine'));
   });
   const agent = new Agent();
   t.after(() => agent.destroy());
   const req = http.get(`${server.url}/`, { agent, timeout: 30 });
   const [, response] = await Promise.all([
-    once(req, 'timeout').then(() => answer()),
+    once(req, 'timeout').then(async () => (await answer)()),
     once(req, 'response'),
   ]);
   let body = '';
