@@ -6,7 +6,7 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const http = require('node:http');
-const { AsyncLocalStorage } = require('node:async_hooks');
+const { AsyncLocalStorage, createHook, executionAsyncId } = require('node:async_hooks');
 const { once } = require('node:events');
 const { Agent } = require('..');
 const { httpServer } = require('./helpers');
@@ -124,4 +124,39 @@ test('agent.request(): an exception in one body handler is uncaught and spares t
   // The pool is intact: one more request on it.
   const res = await agent.request(`${server.url}/after`);
   assert.strictEqual(await res.body.text(), 'hello /after');
+});
+
+test('async_hooks sees a request of agent.request() and a drop-in socket by their own types', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent({ keepAlive: true });
+  t.after(() => agent.destroy());
+  const seen = [];
+  const hook = createHook({
+    init(id, type, triggerId) {
+      if (type.startsWith('HYPERAGENT')) seen.push({ type, triggerId });
+    },
+  });
+  hook.enable();
+  let caller;
+  try {
+    caller = executionAsyncId();
+    const res = await agent.request(`${server.url}/promise`);
+    assert.strictEqual(await res.body.text(), 'hello /promise');
+    const { body } = await new Promise((resolve, reject) => {
+      http.get(`${server.url}/drop-in`, { agent }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk) => (text += chunk));
+        res.on('end', () => resolve({ body: text }));
+      }).on('error', reject);
+    });
+    assert.strictEqual(body, 'hello /drop-in');
+  } finally {
+    hook.disable();
+  }
+  const request = seen.filter((r) => r.type === 'HYPERAGENT_REQUEST');
+  assert.strictEqual(request.length, 1);
+  // Made by the request() call itself.
+  assert.strictEqual(request[0].triggerId, caller);
+  assert.ok(seen.some((r) => r.type === 'HYPERAGENT_SOCKET'), JSON.stringify(seen));
 });

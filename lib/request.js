@@ -38,6 +38,8 @@ const INVALID_PATH = /[^\u0021-\u00ff]/;
 const UNSAFE_IN_PATH = /[<>`|"]/g;
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 const DEFAULT_TIMEOUT = 300e3;
+// The type of a request's async context (as async_hooks sees it).
+const CONTEXT_NAME = 'HYPERAGENT_REQUEST';
 // What body.dump() reads at most before it closes the connection instead (undici's default).
 const DUMP_LIMIT = 128 * 1024;
 // Methods that carry no body unless one is given.
@@ -885,8 +887,8 @@ function request(agent, input, options = {}) {
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
     const result = startRequest(
       agent._poolId, key, pending, method,
-      pathOrHead, headerLines, bytes, source !== null, contentLength, expectContinue,
-      headersTimeout, bodyTimeout, agent._replayLimit,
+      pathOrHead, headerLines, bytes, source !== null, contentLength === undefined ? -1 : contentLength,
+      expectContinue, headersTimeout, bodyTimeout, agent._replayLimit, CONTEXT_NAME,
     );
     if (result >= 0) {
       pending.id = result;

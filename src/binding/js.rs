@@ -86,9 +86,21 @@ impl AsyncContext {
     /// `resource` is a live object of `env`; called from the JavaScript call that causes the
     /// later callbacks, so that its context is the one captured.
     pub unsafe fn new(env: sys::napi_env, resource: sys::napi_value, name: &str) -> AsyncContext {
-        let mut ctx = ptr::null_mut();
         // The binding's names are ASCII: a byte per character.
-        let name = latin1(env, name.as_bytes());
+        unsafe { AsyncContext::named_by(env, resource, latin1(env, name.as_bytes())) }
+    }
+
+    /// The same, named by a JavaScript string: a caller that makes one per call passes its
+    /// name in, instead of a string made here each time.
+    ///
+    /// # Safety
+    /// As [`AsyncContext::new`].
+    pub unsafe fn named_by(
+        env: sys::napi_env,
+        resource: sys::napi_value,
+        name: sys::napi_value,
+    ) -> AsyncContext {
+        let mut ctx = ptr::null_mut();
         unsafe { sys::napi_async_init(env, resource, name, &mut ctx) };
         AsyncContext(ctx)
     }

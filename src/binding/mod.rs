@@ -713,13 +713,15 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
 }
 
 /// `agent.request()`'s start as a plain Node-API function, made once per thread: napi-rs's
-/// conversion of its thirteen arguments (a length query and an allocation per string, a
-/// borrow scope per call) took about 8% of the JavaScript thread's time per request.
+/// conversion of its arguments (a length query and an allocation per string, a borrow scope
+/// per call) took about 8% of the JavaScript thread's time per request.
 /// Arguments: `(pool, key, handle, method, path, headers, body, streamed, contentLength,
-/// expectContinue, headersTimeout, bodyTimeout, replayLimit)`; `headers` is
+/// expectContinue, headersTimeout, bodyTimeout, replayLimit, contextName)`; `headers` is
 /// `name\nvalue\n...`, already validated; `path` may instead be a head from [`prepare_head`]
 /// (then `headers` is ignored); `body` a Buffer, a string (sent as UTF-8) or null;
-/// `replayLimit` the largest body sent again after the keep-alive race (negative: never).
+/// `contentLength` negative when there is none; `replayLimit` the largest body sent again
+/// after the keep-alive race (negative: never); `contextName` the name of the request's async
+/// context (a string JavaScript keeps, rather than one made here per request).
 /// Returns the request id, negated when the request waits in the pool's queue (its waiter id
 /// is then `queuedWaiter()`).
 #[napi]
@@ -729,7 +731,7 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
         info: sys::napi_callback_info,
     ) -> sys::napi_value {
         // SAFETY: the runtime's own arguments to this function.
-        let args = unsafe { js::Args::<13>::of(env, info) };
+        let args = unsafe { js::Args::<14>::of(env, info) };
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| request(&args))) {
             Ok(Ok(id)) => js::number(env, id),
             Ok(Err(e)) => js::throw_error(env, e.status.as_ref(), &e.reason),
@@ -799,11 +801,8 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         },
     };
     let streamed = args.bool(7).ok_or_else(|| bad("streamed"))?;
-    let content_length = match args.f64(8) {
-        Some(n) => Some(n),
-        None if args.is_nullish(8) => None,
-        None => return Err(bad("content length")),
-    };
+    let content_length = args.f64(8).ok_or_else(|| bad("content length"))?;
+    let content_length = (content_length >= 0.0).then_some(content_length);
     let expect_continue = args.bool(9).ok_or_else(|| bad("expectContinue"))?;
     let headers_timeout = args.f64(10).ok_or_else(|| bad("headersTimeout"))?;
     let body_timeout = args.f64(11).ok_or_else(|| bad("bodyTimeout"))?;
@@ -893,7 +892,11 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         Some((w, slot)) => (Some(w), Some(slot)),
         None => (None, None),
     };
-    let (req, waiter) = cell.request(KeyId(key), handle, spec, writer, ctl, replay);
+    let js_side = request::JsSide {
+        handle,
+        context_name: args.value(13),
+    };
+    let (req, waiter) = cell.request(KeyId(key), js_side, spec, writer, ctl, replay);
     if let Some(slot) = id_slot {
         slot.store(req.id, std::sync::atomic::Ordering::Release);
     }

@@ -213,13 +213,20 @@ fn header_string(env: sys::napi_env, headers: &HeaderLines) -> sys::napi_value {
     js::latin1(env, headers.as_bytes())
 }
 
+/// A request's JavaScript side, from the `agent.request()` call: the object its events go to,
+/// and the name of its async context.
+pub struct JsSide {
+    pub handle: sys::napi_value,
+    pub context_name: sys::napi_value,
+}
+
 impl PoolCell {
     /// Starts `agent.request()`: a connection of the promise path now, a new one, or a place
     /// in the queue. Returns the request id, and the waiter id when queued.
     pub fn request(
         self: &Rc<Self>,
         key: KeyId,
-        handle: sys::napi_value,
+        js_side: JsSide,
         spec: Spec,
         writer: Option<BodyWriter>,
         ctl: Arc<Control>,
@@ -231,8 +238,8 @@ impl PoolCell {
             pool: self.clone(),
             key,
             // SAFETY: a live object from the current call; the context is this call's.
-            handle: unsafe { Ref::new(env, handle, 1) },
-            ctx: unsafe { AsyncContext::new(env, handle, "HYPERAGENT_REQUEST") },
+            handle: unsafe { Ref::new(env, js_side.handle, 1) },
+            ctx: unsafe { AsyncContext::named_by(env, js_side.handle, js_side.context_name) },
             ctl,
             spec: RefCell::new(Some(spec)),
             writer: RefCell::new(writer),
