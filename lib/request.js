@@ -887,8 +887,8 @@ function request(agent, input, options = {}) {
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
     const result = startRequest(
       agent._poolId, key, pending, method,
-      pathOrHead, headerLines, bytes, source !== null, contentLength === undefined ? -1 : contentLength,
-      expectContinue, headersTimeout, bodyTimeout, agent._replayLimit, CONTEXT_NAME,
+      pathOrHead, headerLines, bytes, source !== null, contentLength ?? -1, expectContinue,
+      headersTimeout, bodyTimeout, agent._replayLimit, CONTEXT_NAME,
     );
     if (result >= 0) {
       pending.id = result;
