@@ -8,17 +8,52 @@
 //! the kernel's receive window to fill; writes beyond [`HIGH_WATER`] report "pending" and the
 //! sink hears [`Event::Drained`] once the pump has caught up.
 
+use std::cell::RefCell;
+use std::future::poll_fn;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::Notify;
 
 use crate::error::Error;
 
 /// Bytes the consumer may queue before a write reports "pending".
 pub const HIGH_WATER: usize = 64 * 1024;
+/// The most one read takes.
 const READ_BUF: usize = 64 * 1024;
+
+thread_local! {
+    /// The buffer every pump on this thread reads into: what a read gets is copied out at once,
+    /// so a connection holds no buffer of its own while it waits (an idle one costs no 64 KiB).
+    static READ_SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_BUF].into_boxed_slice());
+}
+
+/// Reads what has arrived, up to [`READ_BUF`] bytes, as bytes of its own (none at the end of
+/// the stream).
+fn poll_read_owned<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    cx: &mut Context<'_>,
+) -> Poll<std::io::Result<Vec<u8>>> {
+    READ_SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let mut buf = ReadBuf::new(&mut scratch);
+            ready!(Pin::new(rd).poll_read(cx, &mut buf))?;
+            Poll::Ready(Ok(buf.filled().to_vec()))
+        }
+        // Not reached (nothing reads from inside a read); a buffer of its own if it were.
+        Err(_) => {
+            let mut own = vec![0; READ_BUF];
+            let mut buf = ReadBuf::new(&mut own);
+            ready!(Pin::new(rd).poll_read(cx, &mut buf))?;
+            let n = buf.filled().len();
+            own.truncate(n);
+            Poll::Ready(Ok(own))
+        }
+    })
+}
 
 /// What the pump tells its consumer.
 #[derive(Debug)]
@@ -141,7 +176,6 @@ where
     K: Sink,
 {
     let (mut rd, mut wr) = tokio::io::split(stream);
-    let mut buf = vec![0u8; READ_BUF];
     let mut eof = false;
     let mut shut = false;
     loop {
@@ -166,7 +200,7 @@ where
                 // say) closed with an alert: what is already received names the real cause.
                 let received = tokio::select! {
                     biased;
-                    r = rd.read(&mut buf) => r.err(),
+                    r = poll_fn(|cx| poll_read_owned(&mut rd, cx)) => r.err(),
                     _ = std::future::ready(()) => None,
                 };
                 let err = match received {
@@ -191,13 +225,13 @@ where
         tokio::select! {
             biased;
             _ = remote.wake.notified() => {}
-            read = rd.read(&mut buf), if reading => match read {
-                Ok(0) => {
+            read = poll_fn(|cx| poll_read_owned(&mut rd, cx)), if reading => match read {
+                Ok(data) if data.is_empty() => {
                     eof = true;
                     remote.dead.store(true, Ordering::Release);
                     sink.post(Event::Eof);
                 }
-                Ok(n) => sink.post(Event::Data(buf[..n].to_vec())),
+                Ok(data) => sink.post(Event::Data(data)),
                 Err(e) => {
                     remote.dead.store(true, Ordering::Release);
                     sink.post(Event::Error(stream_error(&e, "read")));
@@ -223,7 +257,7 @@ pub fn stream_error(err: &std::io::Error, syscall: &'static str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::duplex;
+    use tokio::io::{duplex, AsyncReadExt};
     use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
     struct Chan(UnboundedSender<Event>);
@@ -295,6 +329,43 @@ mod tests {
         assert!(rx.try_recv().is_err());
         remote.set_reading(true);
         assert!(matches!(rx.recv().await, Some(Event::Data(_))));
+    }
+
+    // Every pump of a thread reads through one buffer: two connections on one thread, each
+    // sent more than a read takes, in turns, get their own bytes and all of them.
+    #[tokio::test]
+    async fn pumps_on_one_thread_each_get_their_own_bytes() {
+        let mut ends = Vec::new();
+        for _ in 0..2 {
+            let (client, server) = duplex(READ_BUF * 4);
+            let remote = Arc::new(Remote::new());
+            let (task, rx) = start(client, &remote);
+            ends.push((server, rx, task, remote));
+        }
+        let total = READ_BUF * 3 + 5;
+        let sent: Vec<Vec<u8>> = (0..2u8)
+            .map(|c| (0..total).map(|i| (i % 251) as u8 ^ (c * 0x55)).collect())
+            .collect();
+        for step in sent[0].chunks(7000).zip(sent[1].chunks(7000)) {
+            ends[0].0.write_all(step.0).await.unwrap();
+            ends[1].0.write_all(step.1).await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        for (i, (server, rx, _task, _remote)) in ends.iter_mut().enumerate() {
+            drop(std::mem::replace(server, duplex(1).0));
+            let mut got = Vec::new();
+            loop {
+                match rx.recv().await {
+                    Some(Event::Data(d)) => {
+                        assert!(!d.is_empty() && d.len() <= READ_BUF);
+                        got.extend_from_slice(&d);
+                    }
+                    Some(Event::Eof) => break,
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            assert_eq!(got, sent[i], "connection {i}");
+        }
     }
 
     #[tokio::test]
