@@ -37,21 +37,20 @@ fn poll_read_owned<R: AsyncRead + Unpin>(
     rd: &mut R,
     cx: &mut Context<'_>,
 ) -> Poll<std::io::Result<Vec<u8>>> {
-    READ_SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
-        Ok(mut scratch) => {
-            let mut buf = ReadBuf::new(&mut scratch);
-            ready!(Pin::new(rd).poll_read(cx, &mut buf))?;
-            Poll::Ready(Ok(buf.filled().to_vec()))
-        }
-        // Not reached (nothing reads from inside a read); a buffer of its own if it were.
-        Err(_) => {
-            let mut own = vec![0; READ_BUF];
-            let mut buf = ReadBuf::new(&mut own);
-            ready!(Pin::new(rd).poll_read(cx, &mut buf))?;
-            let n = buf.filled().len();
-            own.truncate(n);
-            Poll::Ready(Ok(own))
-        }
+    READ_SCRATCH.with(|scratch| {
+        let mut own;
+        let mut held = scratch.try_borrow_mut();
+        // Nothing reads from inside a read, so the buffer is free; a buffer of its own if not.
+        let space: &mut [u8] = match &mut held {
+            Ok(scratch) => scratch,
+            Err(_) => {
+                own = vec![0; READ_BUF];
+                &mut own
+            }
+        };
+        let mut buf = ReadBuf::new(space);
+        ready!(Pin::new(rd).poll_read(cx, &mut buf))?;
+        Poll::Ready(Ok(buf.filled().to_vec()))
     })
 }
 
@@ -335,24 +334,26 @@ mod tests {
     // sent more than a read takes, in turns, get their own bytes and all of them.
     #[tokio::test]
     async fn pumps_on_one_thread_each_get_their_own_bytes() {
-        let mut ends = Vec::new();
+        let mut servers = Vec::new();
+        let mut pumps = Vec::new();
         for _ in 0..2 {
             let (client, server) = duplex(READ_BUF * 4);
             let remote = Arc::new(Remote::new());
-            let (task, rx) = start(client, &remote);
-            ends.push((server, rx, task, remote));
+            servers.push(server);
+            pumps.push((start(client, &remote), remote));
         }
         let total = READ_BUF * 3 + 5;
         let sent: Vec<Vec<u8>> = (0..2u8)
             .map(|c| (0..total).map(|i| (i % 251) as u8 ^ (c * 0x55)).collect())
             .collect();
-        for step in sent[0].chunks(7000).zip(sent[1].chunks(7000)) {
-            ends[0].0.write_all(step.0).await.unwrap();
-            ends[1].0.write_all(step.1).await.unwrap();
+        for (a, b) in sent[0].chunks(7000).zip(sent[1].chunks(7000)) {
+            servers[0].write_all(a).await.unwrap();
+            servers[1].write_all(b).await.unwrap();
             tokio::task::yield_now().await;
         }
-        for (i, (server, rx, _task, _remote)) in ends.iter_mut().enumerate() {
-            drop(std::mem::replace(server, duplex(1).0));
+        // The servers' ends close: each pump reads the rest, then the end.
+        drop(servers);
+        for (i, ((_task, rx), _remote)) in pumps.iter_mut().enumerate() {
             let mut got = Vec::new();
             loop {
                 match rx.recv().await {
