@@ -12,6 +12,7 @@
 
 const fs = require('node:fs');
 const http = require('node:http');
+const https = require('node:https');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { performance } = require('node:perf_hooks');
 const { byId } = require('./rows');
@@ -201,10 +202,12 @@ async function settledMemory() {
   return process.memoryUsage();
 }
 
-function serverStats(port) {
+// The server's counters, over TLS when the workload's server speaks it (`w.ca` given).
+function serverStats(w) {
+  const tls = w.ca ? { ca: fs.readFileSync(w.ca, 'utf8'), servername: 'localhost' } : null;
   return new Promise((resolve, reject) => {
-    http
-      .get({ host: '127.0.0.1', port, path: '/stats', agent: false }, (res) => {
+    (tls ? https : http)
+      .get({ host: '127.0.0.1', port: w.port, path: '/stats', agent: false, ...tls }, (res) => {
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (chunk) => (text += chunk));
@@ -244,7 +247,7 @@ async function idle(setup, w) {
   const run = await openIdle(client, n);
   const after = await settledMemory();
   const held = client.idleHeld();
-  const stats = await serverStats(w.port);
+  const stats = await serverStats(w);
   // The server's open connections, less the one this query uses.
   const serverOpen = stats.open - 1;
   const added = (held ?? serverOpen) - heldBefore;

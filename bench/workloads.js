@@ -27,6 +27,7 @@ const ALL_ROWS = rows.filter((row) => row.protocol === 'http').map((row) => row.
 const HTTPS_ROWS = rows.filter((row) => row.protocol === 'https').map((row) => row.id);
 // The keep-alive pools the idle footprint compares, and the rows of the scale series.
 const KEEP_ALIVE_ROWS = ['node-ka', 'agentkeepalive', 'undici-pool', 'hyperagent'];
+const KEEP_ALIVE_HTTPS_ROWS = ['node-https-ka', 'agentkeepalive-https', 'undici-pool-https', 'hyperagent-https'];
 const SCALE_ROWS = ['node-ka', 'undici-pool', 'hyperagent', 'hyperagent-request'];
 // The rows whose cost of async context propagation is measured.
 const CONTEXT_ROWS = ['node-ka', 'agentkeepalive', 'undici-pool', 'hyperagent', 'hyperagent-request'];
@@ -140,6 +141,19 @@ const workloads = [
     idleTimeout: 300000,
     rows: KEEP_ALIVE_ROWS,
     quick: { connections: 1000, title: '1,000 idle keep-alive connections' },
+  },
+  // The same over TLS (what a connection keeps of its TLS session and buffers), with fewer
+  // connections: Node's agent spends milliseconds of CPU on each handshake.
+  {
+    id: 'https-idle',
+    group: 'idle',
+    title: '1,000 idle keep-alive TLS connections',
+    kind: 'idle',
+    server: 'keep-alive',
+    connections: 1000,
+    idleTimeout: 300000,
+    rows: KEEP_ALIVE_HTTPS_ROWS,
+    quick: { connections: 200, title: '200 idle keep-alive TLS connections' },
   },
   ...[1, 10, 100, 1000].map((c) =>
     throughput(`scale-${c}`, 'scale', `concurrency ${c} (hello world, ${c} connections)`, {
