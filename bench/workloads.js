@@ -25,7 +25,8 @@ const { rows, BASELINES } = require('./rows');
 // compares all clients of its protocol.
 const ALL_ROWS = rows.filter((row) => row.protocol === 'http').map((row) => row.id);
 const HTTPS_ROWS = rows.filter((row) => row.protocol === 'https').map((row) => row.id);
-// The keep-alive pools the idle footprint compares, and the rows of the scale series.
+// The keep-alive pools the idle footprints compare (over HTTP, over TLS), and the rows of the
+// scale series.
 const KEEP_ALIVE_ROWS = ['node-ka', 'agentkeepalive', 'undici-pool', 'hyperagent'];
 const KEEP_ALIVE_HTTPS_ROWS = ['node-https-ka', 'agentkeepalive-https', 'undici-pool-https', 'hyperagent-https'];
 const SCALE_ROWS = ['node-ka', 'undici-pool', 'hyperagent', 'hyperagent-request'];
