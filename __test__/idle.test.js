@@ -161,6 +161,55 @@ test('idle connections do not keep the process alive; in-flight requests do', as
   assert.strictEqual(server.connections.length, 2);
 });
 
+// Runs `script` in a child process; resolves with its exit code and its stdout lines, sorted.
+async function runChild(script) {
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  const [code] = await once(child, 'exit');
+  return { code, lines: out.trim().split('\n').sort() };
+}
+
+// A request given up while its connection is still being made lets go of what kept the process
+// alive for it once, not twice: the other requests in flight keep it alive until they finish.
+test('agent.request() aborted while connecting: the other requests still keep the process alive', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('b done'));
+  const script = `
+    const { Agent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const agent = new Agent();
+    agent.request('${server.url}/b')
+      .then((res) => res.body.text())
+      .then((text) => console.log(text));
+    const controller = new AbortController();
+    agent.request('${server.url}/a', { signal: controller.signal })
+      .catch((err) => console.log('a ' + err.name));
+    controller.abort();
+  `;
+  const { code, lines } = await runChild(script);
+  assert.strictEqual(code, 0);
+  assert.deepStrictEqual(lines, ['a AbortError', 'b done']);
+});
+
+test('a socket destroyed during its lookup: the other requests still keep the process alive', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('b done'));
+  const script = `
+    const http = require('node:http');
+    const { Agent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const agent = new Agent();
+    http.get('${server.url}/b', { agent }, (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => console.log(text));
+    });
+    // A lookup that never answers; the request is destroyed once it has been asked.
+    const a = http.get('${server.url}/a', { agent, lookup: () => process.nextTick(() => a.destroy()) });
+    a.on('error', (err) => console.log('a ' + err.code));
+  `;
+  const { code, lines } = await runChild(script);
+  assert.strictEqual(code, 0);
+  assert.deepStrictEqual(lines, ['a ECONNRESET', 'b done']);
+});
+
 test('socket.unref() lets the process exit during a request', async (t) => {
   const server = await httpServer(t, () => {});
   const script = `

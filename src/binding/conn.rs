@@ -98,6 +98,10 @@ pub struct Conn {
     /// Whether this connection keeps the thread's inbox referenced (a pumped connection
     /// serving a referenced socket keeps the process alive, as an active socket does).
     holding: Cell<bool>,
+    /// A drop-in connect runs on tokio for this connection and keeps the process alive until
+    /// it reports or the connection closes, whichever comes first. A promise-path connect is
+    /// held by its request instead.
+    pub connect_held: Cell<bool>,
     /// Which request path the connection serves: opened by one, it stays with it.
     pub mode: Cell<Mode>,
     /// For the promise path: hyper's request half while the connection is idle (an exchange
@@ -163,6 +167,7 @@ impl Conn {
             pumped: RefCell::new(None),
             tls: RefCell::new(None),
             holding: Cell::new(false),
+            connect_held: Cell::new(false),
             mode: Cell::new(Mode::DropIn),
             hyper: RefCell::new(None),
             lookup: RefCell::new(None),
@@ -539,6 +544,11 @@ impl Conn {
         self.forget_owner(env);
         if let Some(abort) = self.abort.borrow_mut().take() {
             abort.abort();
+        }
+        if self.connect_held.replace(false) {
+            if let Some(pool) = self.pool.upgrade() {
+                pool.ctx.unhold();
+            }
         }
         if let Some(poll) = self.poll.borrow_mut().take() {
             poll.close();

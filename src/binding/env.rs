@@ -640,10 +640,12 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
     let mut batch = ctx.inbox.swap(ctx.spare.take());
     for item in batch.drain(..) {
         match item {
-            Completion::Connected { pool, conn, result } => match ctx.pool(pool) {
-                Some(cell) => cell.finish_connect(conn, result),
-                None => ctx.unhold(),
-            },
+            // A pool that is gone let go of its connects' holds as it went.
+            Completion::Connected { pool, conn, result } => {
+                if let Some(cell) = ctx.pool(pool) {
+                    cell.finish_connect(conn, result);
+                }
+            }
             Completion::Pump {
                 pool,
                 conn,

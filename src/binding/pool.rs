@@ -287,6 +287,7 @@ impl PoolCell {
         let inbox = self.ctx.inbox.clone();
         let pool = self.id;
         self.ctx.hold();
+        conn.connect_held.set(true);
         let task = runtime().spawn(async move {
             let connected = match transport::connect(target, opts).await {
                 Ok(c) => c,
@@ -379,7 +380,9 @@ impl PoolCell {
             }
             return;
         };
-        self.ctx.unhold();
+        if conn.connect_held.replace(false) {
+            self.ctx.unhold();
+        }
         conn.abort.borrow_mut().take();
         let replaying = conn.state.get() == State::Replaying;
         let result = result.and_then(|established| {
@@ -510,10 +513,8 @@ impl PoolCell {
         let grant = {
             let mut st = self.state.borrow_mut();
             match was {
-                State::Connecting | State::Replaying => {
-                    self.ctx.unhold();
-                    st.pool.abandoned(conn.key)
-                }
+                // Its connect's hold, if any, went with `close`.
+                State::Connecting | State::Replaying => st.pool.abandoned(conn.key),
                 State::Active => st.pool.closed(conn.key),
                 State::Idle => st.pool.evict(conn.key, |&c| c == id).and_then(|(_, g)| g),
                 State::Closed => None,
@@ -633,7 +634,8 @@ impl PoolCell {
     /// Closes every connection without telling anyone: the env is going away.
     pub fn shutdown(&self) {
         for conn in self.ctx.drain_conns_of(self.id) {
-            if conn.state.get() == State::Connecting {
+            // Dropping, the cell cannot be reached from the connection: the hold goes here.
+            if conn.connect_held.replace(false) {
                 self.ctx.unhold();
             }
             conn.close(self.env());
