@@ -16,6 +16,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
+const binding = require('../binding.js');
 const { rawServer, eachRequest, until, reset } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
@@ -193,6 +194,7 @@ for (const [protocol, { server: tls, agent: makeAgent, origin: originOf }] of Ob
 for (const [name, send] of Object.entries(paths)) {
   test(`${name}, ${protocol}: a storm of faults, aborts and queueing settles every request as it should`, { timeout: 60_000 }, async (t) => {
     const seed = Number(process.env.STORM_SEED || name.length * 7919 + protocol.length);
+    const [, extraBefore] = binding.heldOperations();
     const server = await stormServer(t, seed, tls);
     const agent = makeAgent({ maxSockets: 6, freeSocketTimeout: 10_000 });
     t.after(() => agent.destroy());
@@ -254,6 +256,9 @@ for (const [name, send] of Object.entries(paths)) {
     assert.ok(idle <= 6, `${idle} idle connections`);
     assert.strictEqual(status.createSocketCount, status.closeSocketCount + idle, JSON.stringify(status));
     assert.ok(status.errorSocketCount > 0, JSON.stringify(status));
+    // Nothing in flight keeps the process alive any more, and nothing let go of what it had
+    // not taken (which would have let a process exit under other requests).
+    assert.deepStrictEqual(binding.heldOperations(), [0, extraBefore]);
 
     // After destroy(), the server sees every connection closed.
     agent.destroy();

@@ -271,8 +271,12 @@ pub struct EnvCtx {
     wake: RefCell<Option<Handle>>,
     /// How many batches of the inbox this thread has delivered (see `on_wake`).
     pub wakes: Cell<u64>,
-    /// Operations in flight on tokio that must keep the process alive (connects).
+    /// Operations in flight on tokio that must keep the process alive (connects, requests,
+    /// TLS connections in use).
     in_flight: Cell<usize>,
+    /// Releases of a hold that was not taken: each one is a bug that let the process exit
+    /// under work in flight (see [`EnvCtx::held`]).
+    unheld_extra: Cell<u32>,
     pools: RefCell<IdMap<Weak<PoolCell>>>,
     next_pool: Cell<u32>,
     /// Every connection of every pool on this thread, by id: the hot-path calls from
@@ -371,6 +375,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         wake: RefCell::new(None),
         wakes: Cell::new(0),
         in_flight: Cell::new(0),
+        unheld_extra: Cell::new(0),
         pools: RefCell::new(IdMap::default()),
         next_pool: Cell::new(1),
         conns: RefCell::new(IdMap::default()),
@@ -613,6 +618,9 @@ impl EnvCtx {
 
     /// Such an operation ended (completed, or abandoned by JavaScript).
     pub fn unhold(&self) {
+        if self.in_flight.get() == 0 {
+            self.unheld_extra.set(self.unheld_extra.get() + 1);
+        }
         let n = self.in_flight.get().saturating_sub(1);
         self.in_flight.set(n);
         if n == 0 {
@@ -620,6 +628,11 @@ impl EnvCtx {
                 wake.set_ref(false);
             }
         }
+    }
+
+    /// The holds taken and not released, and the releases that found none taken.
+    pub fn held(&self) -> (usize, u32) {
+        (self.in_flight.get(), self.unheld_extra.get())
     }
 }
 

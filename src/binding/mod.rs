@@ -911,6 +911,17 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     })
 }
 
+/// For tests: what keeps this thread's process alive for work on tokio, as `[holds,
+/// releases without a hold]`. With nothing in flight both are 0; the second is never anything
+/// else (each such release could have let the process exit under other work).
+#[napi]
+pub fn held_operations() -> Vec<f64> {
+    ctx().map_or(vec![0.0, 0.0], |ctx| {
+        let (held, extra) = ctx.held();
+        vec![held as f64, extra as f64]
+    })
+}
+
 /// The waiter id of the last `request` that was queued.
 #[napi]
 pub fn queued_waiter() -> f64 {
