@@ -601,6 +601,58 @@ test('aborting works while queued, before the head, and during the body', async 
   await assert.rejects(agent.request(server.url, { signal: AbortSignal.abort() }), { name: 'AbortError' });
 });
 
+// The server answers whole before the request's body is all sent (it stops reading it): the
+// response's body is all there, but the exchange is not over. An abort now stops the sending
+// and fails the body with the abort, as undici fails it, whether text() or a loop reads it,
+// before or after the abort; it must not leave the reader waiting.
+test('an abort after an early, complete response fails its body while the request body is still going out', { timeout: 20000 }, async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    let received = 0;
+    req.on('data', (chunk) => {
+      received += chunk.length;
+      if (received > 100_000 && !res.headersSent) {
+        res.end('early');
+        req.pause();
+      }
+    });
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const source = () => Readable.from((function* () {
+    for (let i = 0; i < 4096; i++) yield Buffer.alloc(16384, 1);
+  })());
+  const readers = {
+    'text() then abort': async (res, abort) => {
+      const text = res.body.text();
+      abort();
+      return text;
+    },
+    'abort then text()': async (res, abort) => {
+      abort();
+      return res.body.text();
+    },
+    'a loop then abort': async (res, abort) => {
+      const read = (async () => {
+        for await (const chunk of res.body) assert.ok(chunk.length > 0);
+      })();
+      abort();
+      return read;
+    },
+  };
+  for (const [name, read] of Object.entries(readers)) {
+    const controller = new AbortController();
+    const body = source();
+    const res = await agent.request(server.url, { method: 'POST', body, signal: controller.signal });
+    assert.strictEqual(res.statusCode, 200, name);
+    const reason = new Error(`stop: ${name}`);
+    await assert.rejects(read(res, () => controller.abort(reason)), (err) => err === reason, name);
+    assert.ok(body.destroyed, `${name}: the request's body source is destroyed`);
+  }
+  // The connections went; none was reused mid-request.
+  await until(() => Object.keys(agent.getCurrentStatus().sockets).length === 0, 5000, 'the connections to close');
+  assert.deepStrictEqual(agent.getCurrentStatus().freeSockets, {});
+});
+
 test('agent.destroy() ends agent.request()s: queued, waiting for the head, and mid-body', { timeout: 20000 }, async (t) => {
   const arrived = [];
   let notify = null;

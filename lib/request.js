@@ -698,7 +698,10 @@ class PendingRequest {
     this.dropSource(err);
     if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
     if (this.response === null) this.reject(err);
-    else if (!this.ended) {
+    // A body that has all come fails too when the request is aborted before its exchange is
+    // over (its own body still going out: the response came early), as undici fails it. A
+    // connection's error at that point is not the response's: Done follows, and the body ends.
+    else if (!this.ended || this.aborted) {
       const sink = this.response.body._sink;
       // The body's consumer holds a promise: it hears of the error there, not as 'error'.
       if (sink !== null) {
