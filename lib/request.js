@@ -574,7 +574,9 @@ class PendingRequest {
       switch (kind) {
         case HEAD: return this.onHead(a, b, c, d === null ? null : chunk(d), e, f, g);
         case DATA: return this.onData(chunk(a));
-        case END: return this.onEnd(a);
+        case END:
+          this.onEnd(a);
+          return this.completeIfEarly();
         // A body source that failed is the cause, whatever the connection made of it.
         case ERROR: return this.fail(this.bodyError !== undefined ? this.bodyError : errors.systemError(a));
         case DRAIN: return this.onDrain();
@@ -638,6 +640,7 @@ class PendingRequest {
     if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
     this.resolve(this.response);
     if (verdict !== undefined) this.onDone(verdict, connId);
+    else if (this.ended) this.completeIfEarly();
   }
 
   // The body's end is held until the connection is back in the pool (Done follows at once):
@@ -686,12 +689,31 @@ class PendingRequest {
     this.cleanup();
     this.onDrain();
     if (verdict >= 0) this.agent._serveVerdict(verdict, connId);
-    if (this.ended) {
-      if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
-      const body = this.response.body;
-      if (body._sink !== null) this.finishSink();
-      else if (body._whole === undefined) body.push(null);
-    }
+    if (this.ended) this.complete();
+  }
+
+  // The response has ended while the request's streamed body is still going out: the server
+  // answered early (a 413, say) and may not read the rest. As undici and Node's client take
+  // it, the response is complete now: the sending stops and the connection closes (it is
+  // mid-request, so it cannot carry another), instead of the body's end waiting for a Done
+  // that waits for the upload.
+  completeIfEarly() {
+    if (this.done || this.source === null) return;
+    this.cleanup();
+    const verdict = binding.requestAbort(this.id);
+    this.done = true;
+    this.onDrain();
+    if (verdict >= 0) this.agent._serveVerdict(verdict);
+    this.complete();
+  }
+
+  // The exchange is over with the whole response: its held end goes to the stream, or its
+  // bytes to text()/json()/... (a body that came whole waits for its reader as it is).
+  complete() {
+    if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
+    const body = this.response.body;
+    if (body._sink !== null) this.finishSink();
+    else if (body._whole === undefined) body.push(null);
   }
 
   fail(err) {
