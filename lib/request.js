@@ -699,11 +699,7 @@ class PendingRequest {
   // that waits for the upload.
   completeIfEarly() {
     if (this.done || this.source === null) return;
-    this.cleanup();
-    const verdict = binding.requestAbort(this.id);
-    this.done = true;
-    this.onDrain();
-    if (verdict >= 0) this.agent._serveVerdict(verdict);
+    this.stop();
     this.complete();
   }
 
@@ -721,8 +717,9 @@ class PendingRequest {
     if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
     if (this.response === null) this.reject(err);
     // A body that has all come fails too when the request is aborted before its exchange is
-    // over (its own body still going out: the response came early), as undici fails it. A
-    // connection's error at that point is not the response's: Done follows, and the body ends.
+    // over (a body given whole still being written: the response came early), as undici fails
+    // it. A connection's error at that point is not the response's: Done follows, and the body
+    // ends.
     else if (!this.ended || this.aborted) {
       const sink = this.response.body._sink;
       // The body's consumer holds a promise: it hears of the error there, not as 'error'.
@@ -749,13 +746,19 @@ class PendingRequest {
     if (this.done || this.aborted) return;
     this.aborted = true;
     this.dropSource(reason === null ? undefined : reason);
+    this.stop();
+    if (reason !== null) this.fail(reason);
+  }
+
+  // Ends the request here: its place in the queue or its exchange in Rust (a connection in the
+  // middle of one closes), a waiting writer, and a slot freed for a waiter.
+  stop() {
     this.cleanup();
     if (this.waiter >= 0) this.agent._cancelWaiter(this.waiter);
     const verdict = binding.requestAbort(this.id);
     this.done = true;
     this.onDrain();
     if (verdict >= 0) this.agent._serveVerdict(verdict);
-    if (reason !== null) this.fail(reason);
   }
 
   // The exchange ended before its body was all sent (it failed, was aborted, or the response
