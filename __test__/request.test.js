@@ -514,6 +514,42 @@ test('expect: 100-continue holds the body until the server agrees', async (t) =>
   assert.strictEqual(sawContinueFirst, true, 'the body waited for 100 Continue');
 });
 
+// A server that refuses at once (a final status instead of 100 Continue) still gets the held
+// body afterwards (RFC 9110 lets the client send it), so the connection carries the next request.
+test('expect: 100-continue answered with a final status: the body still goes, the connection is kept', async (t) => {
+  const got = [];
+  const server = await rawServer(t, (socket) => {
+    let buffered = '';
+    let answered = 0;
+    socket.on('data', (chunk) => {
+      buffered += chunk.toString('latin1');
+      got.push(chunk.toString('latin1'));
+      if (answered === 0 && buffered.includes('\r\n\r\n')) {
+        answered = 1;
+        socket.write('HTTP/1.1 413 Payload Too Large\r\ncontent-length: 3\r\n\r\nbig');
+      } else if (answered === 1 && /GET \/next /.test(buffered)) {
+        answered = 2;
+        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nnext');
+      }
+    });
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const url = `http://127.0.0.1:${server.port}`;
+  const res = await agent.request(`${url}/upload`, {
+    method: 'POST',
+    headers: { expect: '100-continue' },
+    body: 'payload',
+  });
+  assert.strictEqual(res.statusCode, 413);
+  assert.strictEqual(await res.body.text(), 'big');
+  const next = await agent.request(`${url}/next`);
+  assert.strictEqual(await next.body.text(), 'next');
+  assert.strictEqual(server.connectionCount, 1);
+  const sent = got.join('');
+  assert.ok(sent.indexOf('payload') > 0 && sent.indexOf('payload') < sent.indexOf('GET /next '), sent);
+});
+
 test('the promise path and http.request share one pool: limits and statistics', async (t) => {
   let inFlight = 0;
   let maxInFlight = 0;

@@ -317,6 +317,7 @@ fn run_exchange(
             sink.post(Event::Done(None));
             return;
         }
+        let gate = spec.expect_continue.clone();
         let sending = sender.hyper.send_request(request_of(
             spec.method,
             &spec.head,
@@ -351,6 +352,12 @@ fn run_exchange(
                 return;
             }
         };
+        // A final response that came instead of 100 Continue (a 413, say): the body held for
+        // it goes now, not after the wait, so that the exchange ends and the connection stays
+        // usable (RFC 9110 §10.1.1 lets the client send it).
+        if let Some(gate) = gate {
+            gate.notify_one();
+        }
         let (headers, scan) = HeaderLines::scan(response.headers());
         let phrase = response.extensions().get::<hyper::ext::ReasonPhrase>();
         if head_size(phrase, &scan) > spec.max_head_size {
