@@ -7,6 +7,7 @@ const http = require('node:http');
 const net = require('node:net');
 const tls = require('node:tls');
 const { once } = require('node:events');
+const { spawn } = require('node:child_process');
 
 // An HTTP server that records every connection it accepted and the remote port of each
 // request. `handler(req, res)` answers; the default says hello with the request URL.
@@ -163,4 +164,27 @@ function closed(socket) {
   return socket.destroyed && socket.closed ? Promise.resolve() : once(socket, 'close');
 }
 
-module.exports = { httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset };
+// Runs `script` in a child Node process. A child that has not exited after CHILD_LIMIT_MS (an
+// exception lost instead of reaching its handler, a request that never settles) is killed, and
+// its stderr says so: no test waits on a hung child.
+const CHILD_LIMIT_MS = 15000;
+
+async function runChild(script, env = {}) {
+  const child = spawn(process.execPath, ['-e', script], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const limit = setTimeout(() => {
+    err += `\n(killed: still running after ${CHILD_LIMIT_MS} ms; stdout: ${JSON.stringify(out)})`;
+    child.kill('SIGKILL');
+  }, CHILD_LIMIT_MS);
+  const [code, signal] = await once(child, 'exit');
+  clearTimeout(limit);
+  return { code, signal, out, err };
+}
+
+module.exports = { httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild };

@@ -7,7 +7,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { once } = require('node:events');
 const { Agent } = require('..');
-const { httpServer, rawServer, readRequest, request, until, closed } = require('./helpers');
+const { httpServer, rawServer, readRequest, request, until, closed, runChild } = require('./helpers');
 
 const RESPONSE = 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok';
 
@@ -161,15 +161,6 @@ test('idle connections do not keep the process alive; in-flight requests do', as
   assert.strictEqual(server.connections.length, 2);
 });
 
-// Runs `script` in a child process; resolves with its exit code and its stdout lines, sorted.
-async function runChild(script) {
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  const [code] = await once(child, 'exit');
-  return { code, lines: out.trim().split('\n').sort() };
-}
-
 // A request given up while its connection is still being made lets go of what kept the process
 // alive for it once, not twice: the other requests in flight keep it alive until they finish.
 test('agent.request() aborted while connecting: the other requests still keep the process alive', async (t) => {
@@ -185,9 +176,9 @@ test('agent.request() aborted while connecting: the other requests still keep th
       .catch((err) => console.log('a ' + err.name));
     controller.abort();
   `;
-  const { code, lines } = await runChild(script);
-  assert.strictEqual(code, 0);
-  assert.deepStrictEqual(lines, ['a AbortError', 'b done']);
+  const { code, out, err } = await runChild(script);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(out.trim().split('\n').sort(), ['a AbortError', 'b done']);
 });
 
 test('a socket destroyed during its lookup: the other requests still keep the process alive', async (t) => {
@@ -205,9 +196,9 @@ test('a socket destroyed during its lookup: the other requests still keep the pr
     const a = http.get('${server.url}/a', { agent, lookup: () => process.nextTick(() => a.destroy()) });
     a.on('error', (err) => console.log('a ' + err.code));
   `;
-  const { code, lines } = await runChild(script);
-  assert.strictEqual(code, 0);
-  assert.deepStrictEqual(lines, ['a ECONNRESET', 'b done']);
+  const { code, out, err } = await runChild(script);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(out.trim().split('\n').sort(), ['a ECONNRESET', 'b done']);
 });
 
 test('socket.unref() lets the process exit during a request', async (t) => {

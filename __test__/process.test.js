@@ -6,34 +6,9 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
-const { once } = require('node:events');
-const { httpServer } = require('./helpers');
+const { httpServer, runChild } = require('./helpers');
 
 const ROOT = JSON.stringify(path.resolve(__dirname, '..'));
-
-// Runs `script` in a child Node process. A child that has not exited after CHILD_LIMIT_MS (an
-// exception lost instead of reaching its handler, a request that never settles) is killed, and
-// its stderr says so: no test waits on a hung child.
-const CHILD_LIMIT_MS = 15000;
-
-async function runChild(script, env = {}) {
-  const child = spawn(process.execPath, ['-e', script], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env },
-  });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (err += d));
-  const limit = setTimeout(() => {
-    err += `\n(killed: still running after ${CHILD_LIMIT_MS} ms; stdout: ${JSON.stringify(out)})`;
-    child.kill('SIGKILL');
-  }, CHILD_LIMIT_MS);
-  const [code, signal] = await once(child, 'exit');
-  clearTimeout(limit);
-  return { code, signal, out, err };
-}
 
 test('the addon works in several worker threads at once, and a worker terminated mid-request ends cleanly', async (t) => {
   const server = await httpServer(t, (req, res) => {
