@@ -4,7 +4,7 @@ const test = require('node:test');
 const assert = require('node:assert');
 const { once } = require('node:events');
 const { Agent, constants } = require('..');
-const { httpServer, request } = require('./helpers');
+const { httpServer, request, until } = require('./helpers');
 
 test("getCurrentStatus has agentkeepalive's keys, in its order", (t) => {
   const agent = new Agent();
@@ -70,4 +70,64 @@ test('the defaults are agentkeepalive\'s', (t) => {
   const custom = new Agent({ freeSocketTimeout: 10000 });
   assert.strictEqual(custom.options.timeout, 20000);
   custom.destroy();
+});
+
+test('empty pool keys are forgotten, as Node deletes a name once its lists are empty; keys in use stay', async (t) => {
+  const { kPool } = require('../lib/agent');
+  // Every host is this server (through the agent's lookup); only `held.test` keeps its
+  // connection, and `slow.test` answers when told.
+  let answerSlow;
+  const slowAnswered = new Promise((resolve) => { answerSlow = resolve; });
+  const server = await httpServer(t, (req, res) => {
+    const host = req.headers.host.split(':')[0];
+    if (host !== 'held.test') res.setHeader('connection', 'close');
+    if (host === 'slow.test') slowAnswered.then(() => res.end('slow'));
+    else res.end(host);
+  });
+  const agent = new Agent({
+    maxSockets: 2,
+    lookup: (host, options, cb) => cb(null, [{ address: '127.0.0.1', family: 4 }]),
+  });
+  t.after(() => agent.destroy());
+  const url = (host, path = '/') => `http://${host}:${server.port}${path}`;
+  const viaRequest = async (host) => (await agent.request(url(host))).body.text();
+  const viaHttp = async (host) => (await request(url(host), { agent })).body;
+
+  assert.strictEqual(await viaHttp('held.test'), 'held.test');
+  const heldPort = server.requestPorts.at(-1);
+  // Two slow requests on their connections, and a third queued behind them.
+  const slow = [viaRequest('slow.test'), viaHttp('slow.test'), viaRequest('slow.test')];
+  const slowName = `slow.test:${server.port}:`;
+  await until(() => {
+    const { sockets, requests } = agent.getCurrentStatus();
+    return sockets[slowName] === 2 && requests[slowName] === 1;
+  }, 5000, 'the slow requests');
+
+  // 700 origins, each closed after one request: half on each path, eight at a time.
+  const hosts = Array.from({ length: 700 }, (_, i) => `h${i}.test`);
+  for (let i = 0; i < hosts.length; i += 8) {
+    const batch = hosts.slice(i, i + 8);
+    const bodies = await Promise.all(batch.map((h, j) => ((i + j) % 2 ? viaRequest(h) : viaHttp(h))));
+    assert.deepStrictEqual(bodies, batch);
+  }
+  await until(() => agent.getCurrentStatus().closeSocketCount === 700, 5000, 'the 700 connections to close');
+  const keys = agent[kPool].keyCount;
+  assert.ok(keys < 300, `${keys} keys kept for 703 names`);
+  assert.ok(keys >= 130, `${keys} keys kept: the most recently used empty ones stay`);
+
+  // The keys in use kept their connections and their requests.
+  assert.deepStrictEqual(agent.getCurrentStatus().freeSockets, { [`held.test:${server.port}:`]: 1 });
+  assert.strictEqual(await viaHttp('held.test'), 'held.test');
+  assert.strictEqual(server.requestPorts.at(-1), heldPort, 'the idle connection was reused');
+  answerSlow();
+  assert.deepStrictEqual(await Promise.all(slow), ['slow', 'slow', 'slow']);
+  // A forgotten origin is a new key again, on both paths, to the right host.
+  assert.strictEqual(await viaHttp('h0.test'), 'h0.test');
+  assert.strictEqual(await viaRequest('h1.test'), 'h1.test');
+  assert.strictEqual(await viaRequest(hosts.at(-1)), hosts.at(-1));
+  const status = agent.getCurrentStatus();
+  // held.test's one, three for slow.test (its connections close too), 700, and three again.
+  assert.strictEqual(status.createSocketCount, 1 + 3 + 700 + 3);
+  assert.deepStrictEqual(status.sockets, {});
+  assert.deepStrictEqual(status.requests, {});
 });

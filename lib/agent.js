@@ -47,6 +47,15 @@ const kUrls = Symbol('hyperagent.urls');
 const kLastTarget = Symbol('hyperagent.lastTarget');
 const kParts = Symbol('hyperagent.parts');
 const kLastParts = Symbol('hyperagent.lastParts');
+const kSweepAt = Symbol('hyperagent.sweepAt');
+
+// Pool keys (one per getName() string: per origin, and per TLS configuration) are forgotten
+// once empty, as Node's agent deletes a name's lists, so that a process reaching many origins
+// over its life does not keep one for each. Not at once: when the keys double since the last
+// sweep (and there are at least SWEEP_KEYS_AT), a sweep forgets every empty key but the
+// KEEP_EMPTY_KEYS most recently used, whose TLS sessions are worth keeping.
+const SWEEP_KEYS_AT = 256;
+const KEEP_EMPTY_KEYS = 128;
 
 binding.setDebug(debug.enabled);
 
@@ -125,6 +134,7 @@ class Agent extends Base {
     this[kLastTarget] = null;
     this[kParts] = new Map();
     this[kLastParts] = null;
+    this[kSweepAt] = SWEEP_KEYS_AT;
     this[kWaiters] = new Map();
     this[kLastStats] = null;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
@@ -464,6 +474,7 @@ class Agent extends Base {
   _keyOf(name, options) {
     let key = this[kKeys].get(name);
     if (key === undefined) {
+      if (this[kKeys].size >= this[kSweepAt]) this._sweepKeys();
       key = this[kPool].key(name);
       debug('pool key %d: %s', key, keyLabel(name));
       if (this[kTls]) {
@@ -474,6 +485,24 @@ class Agent extends Base {
       this[kKeys].set(name, key);
     }
     return key;
+  }
+
+  // Forgets the keys the pool forgets (see SWEEP_KEYS_AT), and the request targets kept per
+  // URL, which carry their keys.
+  _sweepKeys() {
+    const swept = this[kPool].sweepKeys(KEEP_EMPTY_KEYS);
+    if (swept.length > 0) {
+      debug('forget %d empty pool keys', swept.length);
+      const gone = new Set(swept);
+      for (const [name, key] of this[kKeys]) if (gone.has(key)) this[kKeys].delete(name);
+      for (const [origin, key] of this[kOrigins]) if (gone.has(key)) this[kOrigins].delete(origin);
+      for (const key of swept) this[kKeyOptions].delete(key);
+      this[kUrls].clear();
+      this[kParts].clear();
+      this[kLastTarget] = null;
+      this[kLastParts] = null;
+    }
+    this[kSweepAt] = Math.max(SWEEP_KEYS_AT, 2 * this[kKeys].size);
   }
 
   // The pool key of a request target's origin for agent.request(), as addRequest would name

@@ -447,6 +447,18 @@ impl NativePool {
         self.cell.state.borrow_mut().pool.key(&name).0
     }
 
+    /// Keys in use.
+    #[napi(getter)]
+    pub fn key_count(&self) -> u32 {
+        self.cell.state.borrow().pool.key_count() as u32
+    }
+
+    /// Forgets empty keys but the `keep` most recently used; returns their ids.
+    #[napi]
+    pub fn sweep_keys(&self, keep: u32) -> Vec<u32> {
+        self.cell.sweep_keys(keep as usize)
+    }
+
     #[napi]
     pub fn open_granted(&self, key: u32) -> u32 {
         self.cell.open_granted(KeyId(key))

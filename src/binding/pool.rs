@@ -631,6 +631,30 @@ impl PoolCell {
         self.state.borrow().pool.stats
     }
 
+    /// Forgets the empty keys but the `keep` most recently used (see `Pool::sweep`), with
+    /// their TLS configurations and targets; returns their ids, for JavaScript to forget too.
+    /// A key that a connection (even one detached by an upgrade) or an `agent.request()`
+    /// still names stays.
+    pub fn sweep_keys(&self, keep: usize) -> Vec<u32> {
+        let mut named: std::collections::HashSet<KeyId> =
+            self.ctx.conns_of(self.id).iter().map(|c| c.key).collect();
+        named.extend(self.request_keys());
+        let swept = self
+            .state
+            .borrow_mut()
+            .pool
+            .sweep(keep, |k| named.contains(&k));
+        let mut tls = self.tls.borrow_mut();
+        let mut targets = self.targets.borrow_mut();
+        let mut js_lookups = self.js_lookups.borrow_mut();
+        for key in &swept {
+            tls.remove(key);
+            targets.remove(key);
+            js_lookups.remove(key);
+        }
+        swept.into_iter().map(|k| k.0).collect()
+    }
+
     /// Closes every connection without telling anyone: the env is going away.
     pub fn shutdown(&self) {
         for conn in self.ctx.drain_conns_of(self.id) {

@@ -296,6 +296,16 @@ impl PoolCell {
             .collect()
     }
 
+    /// The keys of this pool's `agent.request()`s in flight or queued.
+    pub fn request_keys(&self) -> Vec<KeyId> {
+        self.ctx
+            .requests()
+            .into_iter()
+            .filter(|r| r.pool.id == self.id)
+            .map(|r| r.key)
+            .collect()
+    }
+
     /// Sends a request on an idle connection of the promise path.
     pub fn dispatch(self: &Rc<Self>, req: &Rc<ReqState>, conn_id: u32) {
         let Some(conn) = self.conn(conn_id) else {

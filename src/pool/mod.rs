@@ -16,6 +16,7 @@
 //!   `max_total_sockets`, across keys.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod expiry;
@@ -137,23 +138,38 @@ struct Idle<C> {
 const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 struct Key<C> {
-    name: String,
+    /// Shared with `Pool::by_name`: an HTTPS key's name holds every TLS option (a CA bundle,
+    /// often), so it is kept once.
+    name: Arc<str>,
     idle: VecDeque<Idle<C>>,
     /// Connections being connected or in use.
     busy: usize,
     waiters: VecDeque<WaiterId>,
+    /// When it last served a checkout (the pool's `ticks`): which empty keys a sweep keeps.
+    used: u64,
+    /// Swept (see [`Pool::sweep`]): its slot waits in `Pool::vacant` for the next new key.
+    vacant: bool,
 }
 
 impl<C> Key<C> {
     fn count(&self) -> usize {
         self.busy + self.idle.len()
     }
+
+    /// Nothing connected, idle or waiting.
+    fn is_empty(&self) -> bool {
+        self.count() == 0 && self.waiters.is_empty()
+    }
 }
 
 pub struct Pool<C> {
     limits: Limits,
     keys: Vec<Key<C>>,
-    by_name: HashMap<String, KeyId>,
+    by_name: HashMap<Arc<str>, KeyId>,
+    /// Slots of swept keys, for new keys to take.
+    vacant: Vec<KeyId>,
+    /// Counts checkouts, to date each key's last use.
+    ticks: u64,
     /// Busy plus idle connections across keys.
     total: usize,
     /// Idle deadlines (see `expiry.rs`); `seq` identifies the idle entry.
@@ -171,6 +187,8 @@ impl<C> Pool<C> {
             limits,
             keys: Vec::new(),
             by_name: HashMap::new(),
+            vacant: Vec::new(),
+            ticks: 0,
             total: 0,
             expiry: Expiry::default(),
             waiters: BTreeMap::new(),
@@ -200,15 +218,62 @@ impl<C> Pool<C> {
         if let Some(&id) = self.by_name.get(name) {
             return id;
         }
-        let id = KeyId(self.keys.len() as u32);
-        self.keys.push(Key {
-            name: name.to_owned(),
+        let name: Arc<str> = Arc::from(name);
+        self.ticks += 1;
+        let key = Key {
+            name: name.clone(),
             idle: VecDeque::new(),
             busy: 0,
             waiters: VecDeque::new(),
-        });
-        self.by_name.insert(name.to_owned(), id);
+            used: self.ticks,
+            vacant: false,
+        };
+        let id = match self.vacant.pop() {
+            Some(id) => {
+                self.keys[id.0 as usize] = key;
+                id
+            }
+            None => {
+                self.keys.push(key);
+                KeyId(self.keys.len() as u32 - 1)
+            }
+        };
+        self.by_name.insert(name, id);
         id
+    }
+
+    /// Keys in use (swept ones left out).
+    pub fn key_count(&self) -> usize {
+        self.keys.len() - self.vacant.len()
+    }
+
+    /// Forgets empty keys (nothing connected, idle or waiting) but the `keep` most recently
+    /// used, and any that `referenced` says something still names; returns them. A process
+    /// that reaches many origins over its life would otherwise keep a key, its name and its
+    /// configuration for each (Node's agent deletes a name's lists once they are empty). The
+    /// caller forgets every id returned: each goes to the next new key.
+    pub fn sweep(&mut self, keep: usize, referenced: impl Fn(KeyId) -> bool) -> Vec<KeyId> {
+        let mut empty: Vec<(u64, KeyId)> = self
+            .keys
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| !k.vacant && k.is_empty())
+            .map(|(i, k)| (k.used, KeyId(i as u32)))
+            .filter(|&(_, id)| !referenced(id))
+            .collect();
+        // The most recently used first: those are kept.
+        empty.sort_unstable_by_key(|&(used, _)| std::cmp::Reverse(used));
+        let swept: Vec<KeyId> = empty.into_iter().skip(keep).map(|(_, id)| id).collect();
+        for &id in &swept {
+            let k = &mut self.keys[id.0 as usize];
+            self.by_name.remove(&k.name);
+            k.name = Arc::from("");
+            k.idle = VecDeque::new();
+            k.waiters = VecDeque::new();
+            k.vacant = true;
+            self.vacant.push(id);
+        }
+        swept
     }
 
     pub fn key_name(&self, key: KeyId) -> &str {
@@ -240,6 +305,8 @@ impl<C> Pool<C> {
         discard: &mut Vec<(C, Eviction)>,
     ) -> Checkout<C> {
         let lifo = self.limits.scheduling == Scheduling::Lifo;
+        self.ticks += 1;
+        self.keys[key.0 as usize].used = self.ticks;
         let mut i = 0;
         loop {
             let k = &mut self.keys[key.0 as usize];
@@ -443,10 +510,10 @@ impl<C> Pool<C> {
         self.keys
             .iter()
             .enumerate()
-            .filter(|(_, k)| k.busy + k.idle.len() + k.waiters.len() > 0)
+            .filter(|(_, k)| !k.is_empty())
             .map(|(i, k)| KeySnapshot {
                 key: KeyId(i as u32),
-                name: k.name.clone(),
+                name: k.name.to_string(),
                 busy: k.busy,
                 idle: k.idle.len(),
                 waiting: k.waiters.len(),

@@ -44,6 +44,72 @@ fn same_name_gives_same_key_and_names_stay_apart() {
 }
 
 #[test]
+fn a_sweep_forgets_empty_keys_but_the_most_recently_used() {
+    let mut pool = Pool::new(Limits::default());
+    let now = Instant::now();
+    let names: Vec<String> = (0..6).map(|i| format!("h{i}:80:")).collect();
+    let keys: Vec<KeyId> = names.iter().map(|n| pool.key(n)).collect();
+    // h0 holds an idle connection, h1 a busy one, h2 a waiter (under a limit of one).
+    assert_eq!(checkout(&mut pool, keys[0]), Checkout::Connect);
+    assert_eq!(pool.release(keys[0], 100, KEEP, now), Release::Idle);
+    assert_eq!(checkout(&mut pool, keys[1]), Checkout::Connect);
+    pool.set_limits(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    assert_eq!(checkout(&mut pool, keys[2]), Checkout::Connect);
+    let Checkout::Queued(waiter) = checkout(&mut pool, keys[2]) else {
+        panic!("expected a waiter");
+    };
+    // h3, h4 and h5 are empty; h5 was used last, and h4 is still named by something.
+    checkout(&mut pool, keys[5]);
+    pool.abandoned(keys[5]);
+    let swept = pool.sweep(1, |k| k == keys[4]);
+    assert_eq!(swept, vec![keys[3]]);
+    assert_eq!(pool.key_count(), 5);
+    // The busy one and the waiter's go on as before.
+    assert_eq!(
+        pool.release(keys[2], 7, KEEP, now),
+        Release::Handoff(waiter, 7)
+    );
+    assert_eq!(checkout(&mut pool, keys[0]), Checkout::Reuse(100));
+    // Its name makes a new key in the swept one's slot; the other names keep theirs.
+    let again = pool.key(&names[3]);
+    assert_eq!(again, keys[3]);
+    assert_eq!(pool.key_name(again), names[3]);
+    for (name, key) in names.iter().zip(&keys) {
+        assert_eq!(pool.key(name), *key);
+    }
+    let fresh = pool.key("new:80:");
+    assert_eq!(fresh, KeyId(6));
+    assert_eq!(pool.key_count(), 7);
+}
+
+#[test]
+fn a_swept_slot_serves_its_new_key_alone() {
+    let mut pool = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let now = Instant::now();
+    let old = pool.key("old:80:");
+    assert_eq!(checkout(&mut pool, old), Checkout::Connect);
+    assert_eq!(pool.release(old, 1, KEEP, now), Release::Idle);
+    let mut out = Vec::new();
+    pool.expire(now + Duration::from_secs(5), &mut out);
+    assert_eq!(out, vec![1]);
+    assert_eq!(pool.sweep(0, |_| false), vec![old]);
+    assert!(pool.snapshot().is_empty());
+    let new = pool.key("new:80:");
+    assert_eq!(new, old);
+    assert_eq!(checkout(&mut pool, new), Checkout::Connect);
+    assert!(matches!(checkout(&mut pool, new), Checkout::Queued(_)));
+    let snap = pool.snapshot();
+    assert_eq!(snap.len(), 1);
+    assert_eq!(
+        (snap[0].name.as_str(), snap[0].busy, snap[0].waiting),
+        ("new:80:", 1, 1)
+    );
+    // A name swept with nothing else made meanwhile comes back in a slot of its own.
+    assert_eq!(pool.sweep(0, |_| false), vec![]);
+    assert_ne!(pool.key("old:80:"), new);
+}
+
+#[test]
 fn max_sockets_queues_and_hands_off_in_arrival_order() {
     let mut pool = Pool::new(limits(2, 256, usize::MAX, Scheduling::Lifo));
     let key = pool.key("k");
