@@ -48,6 +48,7 @@ const kLastTarget = Symbol('hyperagent.lastTarget');
 const kParts = Symbol('hyperagent.parts');
 const kLastParts = Symbol('hyperagent.lastParts');
 const kSweepAt = Symbol('hyperagent.sweepAt');
+const kNames = Symbol('hyperagent.names');
 
 // Pool keys (one per getName() string: per origin, and per TLS configuration) are forgotten
 // once empty, as Node's agent deletes a name's lists, so that a process reaching many origins
@@ -487,8 +488,8 @@ class Agent extends Base {
     return key;
   }
 
-  // Forgets the keys the pool forgets (see SWEEP_KEYS_AT), and the request targets kept per
-  // URL, which carry their keys.
+  // Forgets the keys the pool forgets (see SWEEP_KEYS_AT), the request targets kept per URL,
+  // which carry their keys, and the names kept per host (see nameOf).
   _sweepKeys() {
     const swept = this[kPool].sweepKeys(KEEP_EMPTY_KEYS);
     if (swept.length > 0) {
@@ -501,6 +502,8 @@ class Agent extends Base {
       this[kParts].clear();
       this[kLastTarget] = null;
       this[kLastParts] = null;
+      // The names kept per host and port (an HTTPS agent's hold its CA bundle each).
+      this[kNames]?.clear();
     }
     this[kSweepAt] = Math.max(SWEEP_KEYS_AT, 2 * this[kKeys].size);
   }
@@ -784,7 +787,6 @@ function targetOf(parsed, kept) {
 // rest of addRequest. While getName is the one the agent's class inherits from Node, the name
 // is a function of the options it reads: a probe finds those once per class, and the name of
 // the last request to the same host and port is reused while every one of them is the same.
-const kNames = Symbol('hyperagent.names');
 const nameKeysOf = new WeakMap();
 
 function nameOf(agent, options) {
