@@ -13,7 +13,7 @@ const path = require('node:path');
 const { Readable } = require('node:stream');
 const { finished } = require('node:stream/promises');
 const { AsyncLocalStorage } = require('node:async_hooks');
-const { once } = require('node:events');
+const { once, getEventListeners, setMaxListeners } = require('node:events');
 const hyperagent = require('..');
 const { Agent, HttpsAgent } = hyperagent;
 const { httpServer, streamingServer, rawServer, readRequest, eachRequest, request: httpGet, requestError, until } = require('./helpers');
@@ -635,6 +635,52 @@ test('aborting works while queued, before the head, and during the body', async 
   assert.strictEqual(await (await agent.request(`${server.url}/after`)).body.text(), 'ok');
   // An already aborted signal rejects at once.
   await assert.rejects(agent.request(server.url, { signal: AbortSignal.abort() }), { name: 'AbortError' });
+});
+
+test('one signal shared by many requests: the finished ones let go of it, and its abort ends the rest, at every stage', async (t) => {
+  const held = [];
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/fast') return res.end('fast');
+    if (req.url === '/body') {
+      res.writeHead(200);
+      return res.write('start');
+    }
+    return held.push(res);
+  });
+  const agent = new Agent({ maxSockets: 4 });
+  t.after(() => agent.destroy());
+  const ac = new AbortController();
+  const { signal } = ac;
+  setMaxListeners(0, signal);
+  // Finished requests (on other connections of the same pool) leave no listener behind.
+  const other = new Agent();
+  t.after(() => other.destroy());
+  for (let i = 0; i < 20; i++) assert.strictEqual(await (await other.request(`${server.url}/fast`, { signal })).body.text(), 'fast');
+  assert.strictEqual(getEventListeners(signal, 'abort').length, 0);
+
+  // Two bodies being read, two waiting for their heads, 200 queued behind them.
+  const reading = [];
+  for (let i = 0; i < 2; i++) {
+    const res = await agent.request(`${server.url}/body`, { signal });
+    reading.push(new Promise((resolve) => res.body.on('error', resolve)));
+    res.body.resume();
+  }
+  const heads = [agent.request(`${server.url}/head`, { signal }), agent.request(`${server.url}/head`, { signal })];
+  await until(() => held.length === 2, 5000, 'the held requests');
+  const queued = Array.from({ length: 200 }, () => agent.request(`${server.url}/fast`, { signal }));
+  assert.strictEqual(getEventListeners(signal, 'abort').length, 204);
+  const reason = new Error('shut down');
+  ac.abort(reason);
+  for (const err of await Promise.all(reading)) assert.strictEqual(err, reason);
+  for (const outcome of await Promise.allSettled([...heads, ...queued])) {
+    assert.strictEqual(outcome.status, 'rejected');
+    assert.strictEqual(outcome.reason, reason);
+  }
+  assert.strictEqual(getEventListeners(signal, 'abort').length, 0);
+  // Nothing was left waiting, and the pool serves the next request.
+  const status = agent.getCurrentStatus();
+  assert.deepStrictEqual(status.requests, {});
+  assert.strictEqual(await (await agent.request(`${server.url}/fast`)).body.text(), 'fast');
 });
 
 // A server that answers whole once 100 KB of the request have come, then reads no more of it

@@ -775,7 +775,10 @@ class PendingRequest {
   cleanup() {
     this.dropSource();
     if (this.onAbort !== null) {
-      this.signal.removeEventListener('abort', this.onAbort);
+      // An aborted signal has let go of its listeners as it called them (they are `once`):
+      // removing one again would walk its list for each request it ends, a time that grows
+      // with the square of the requests sharing it.
+      if (!this.signal.aborted) this.signal.removeEventListener('abort', this.onAbort);
       this.onAbort = null;
     }
   }
