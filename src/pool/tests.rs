@@ -104,7 +104,7 @@ fn a_swept_slot_serves_its_new_key_alone() {
         (snap[0].name.as_str(), snap[0].busy, snap[0].waiting),
         ("new:80:", 1, 1)
     );
-    // A name swept with nothing else made meanwhile comes back in a slot of its own.
+    // The slot is the new key's while it is in use: the old name, back, gets another.
     assert_eq!(pool.sweep(0, |_| false), vec![]);
     assert_ne!(pool.key("old:80:"), new);
 }
