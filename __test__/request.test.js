@@ -683,6 +683,34 @@ test('one signal shared by many requests: the finished ones let go of it, and it
   assert.strictEqual(await (await agent.request(`${server.url}/fast`)).body.text(), 'fast');
 });
 
+test('a signal listener that stops the abort event\'s propagation does not keep the request or dump() from ending', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/body') {
+      res.writeHead(200);
+      res.write('start');
+    }
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const stopping = () => {
+    const ac = new AbortController();
+    ac.signal.addEventListener('abort', (event) => event.stopImmediatePropagation());
+    return ac;
+  };
+  const head = stopping();
+  const pending = agent.request(`${server.url}/head`, { signal: head.signal });
+  await once(server, 'request');
+  head.abort();
+  await assert.rejects(pending, { name: 'AbortError' });
+
+  const dump = stopping();
+  const res = await agent.request(`${server.url}/body`);
+  const dumped = res.body.dump({ signal: dump.signal });
+  res.body.once('data', () => dump.abort());
+  await assert.rejects(dumped, { name: 'AbortError' });
+  assert.strictEqual(res.body.destroyed, true);
+});
+
 // A server that answers whole once 100 KB of the request have come, then reads no more of it
 // and keeps the connection open (as one refusing an upload may); `url` is its address.
 async function earlyServer(t) {

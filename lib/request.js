@@ -7,6 +7,7 @@
 
 const { Readable, finished } = require('node:stream');
 const diagnostics = require('node:diagnostics_channel');
+const { addAbortListener } = require('node:events');
 const binding = require('../binding.js');
 const errors = require('./errors');
 
@@ -74,6 +75,19 @@ function lengthMismatch(declared, actual, atLeast = false) {
     'CONTENT_LENGTH_MISMATCH',
     `content-length is ${declared} but the body is ${atLeast ? 'at least ' : ''}${actual} bytes`,
   );
+}
+
+// Calls `listener` once `signal` (not aborted yet) aborts; returns what stops that. Through
+// events.addAbortListener where Node has it (20.5 on), as undici and Node's own requests
+// listen: the listener runs even when one registered before it stops the event's propagation,
+// which would otherwise leave the request waiting for a response nobody wants.
+function watchAbort(signal, listener) {
+  if (addAbortListener !== undefined) {
+    const watch = addAbortListener(signal, listener);
+    return () => watch[Symbol.dispose]();
+  }
+  signal.addEventListener('abort', listener, { once: true });
+  return () => signal.removeEventListener('abort', listener);
 }
 
 function abortError(signal) {
@@ -415,12 +429,12 @@ class ResponseBody extends Readable {
     if (this._used || this.closed) return Promise.resolve(null);
     this._used = true;
     return new Promise((resolve, reject) => {
-      const onAbort = () => this.destroy(abortError(signal));
-      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+      const unwatch = signal ? watchAbort(signal, () => this.destroy(abortError(signal))) : noop;
       this.once('close', () => {
         if (!signal) return resolve(null);
-        signal.removeEventListener('abort', onAbort);
-        return signal.aborted ? reject(abortError(signal)) : resolve(null);
+        if (signal.aborted) return reject(abortError(signal));
+        unwatch();
+        return resolve(null);
       });
       // Any error ends it through 'close'.
       this.on('error', noop);
@@ -560,7 +574,8 @@ class PendingRequest {
     this.ended = false;
     this.aborted = false;
     this.drain = null;
-    this.onAbort = null;
+    // Stops listening to the signal.
+    this.unwatch = null;
   }
 
   // `chunk` makes a Buffer of a chunk as Rust sent it (lib/slab.js). A listener that throws
@@ -774,12 +789,12 @@ class PendingRequest {
 
   cleanup() {
     this.dropSource();
-    if (this.onAbort !== null) {
+    if (this.unwatch !== null) {
       // An aborted signal has let go of its listeners as it called them (they are `once`):
       // removing one again would walk its list for each request it ends, a time that grows
       // with the square of the requests sharing it.
-      if (!this.signal.aborted) this.signal.removeEventListener('abort', this.onAbort);
-      this.onAbort = null;
+      if (!this.signal.aborted) this.unwatch();
+      this.unwatch = null;
     }
   }
 
@@ -929,10 +944,7 @@ function request(agent, input, options = {}) {
       pending.waiter = binding.queuedWaiter();
       agent._queuePromise(pending.waiter, pending);
     }
-    if (signal) {
-      pending.onAbort = () => pending.abort(abortError(signal));
-      signal.addEventListener('abort', pending.onAbort, { once: true });
-    }
+    if (signal) pending.unwatch = watchAbort(signal, () => pending.abort(abortError(signal)));
     if (source !== null) {
       pending.source = source;
       pending.declaredLength = contentLength;
