@@ -652,7 +652,7 @@ test('one signal shared by many requests: the finished ones let go of it, and it
   const ac = new AbortController();
   const { signal } = ac;
   setMaxListeners(0, signal);
-  // Finished requests (on other connections of the same pool) leave no listener behind.
+  // Finished requests (here on another agent) leave no listener behind.
   const other = new Agent();
   t.after(() => other.destroy());
   for (let i = 0; i < 20; i++) assert.strictEqual(await (await other.request(`${server.url}/fast`, { signal })).body.text(), 'fast');

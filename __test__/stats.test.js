@@ -89,7 +89,7 @@ test('empty pool keys are forgotten, as Node deletes a name once its lists are e
     lookup: (host, options, cb) => cb(null, [{ address: '127.0.0.1', family: 4 }]),
   });
   t.after(() => agent.destroy());
-  const url = (host, path = '/') => `http://${host}:${server.port}${path}`;
+  const url = (host) => `http://${host}:${server.port}/`;
   const viaRequest = async (host) => (await agent.request(url(host))).body.text();
   const viaHttp = async (host) => (await request(url(host), { agent })).body;
 
@@ -121,7 +121,8 @@ test('empty pool keys are forgotten, as Node deletes a name once its lists are e
   assert.strictEqual(server.requestPorts.at(-1), heldPort, 'the idle connection was reused');
   answerSlow();
   assert.deepStrictEqual(await Promise.all(slow), ['slow', 'slow', 'slow']);
-  // A forgotten origin is a new key again, on both paths, to the right host.
+  // Forgotten origins come back as new keys, on both paths, to the right host; a kept one
+  // serves as before.
   assert.strictEqual(await viaHttp('h0.test'), 'h0.test');
   assert.strictEqual(await viaRequest('h1.test'), 'h1.test');
   assert.strictEqual(await viaRequest(hosts.at(-1)), hosts.at(-1));

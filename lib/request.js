@@ -78,9 +78,9 @@ function lengthMismatch(declared, actual, atLeast = false) {
 }
 
 // Calls `listener` once `signal` (not aborted yet) aborts; returns what stops that. Through
-// events.addAbortListener where Node has it (20.5 on), as undici and Node's own requests
-// listen: the listener runs even when one registered before it stops the event's propagation,
-// which would otherwise leave the request waiting for a response nobody wants.
+// events.addAbortListener where Node has it (20.5 on), as Node's own requests listen: the
+// listener runs even when one registered before it stops the event's propagation, which would
+// otherwise leave the request waiting for a response nobody wants (as undici's request() is).
 function watchAbort(signal, listener) {
   if (addAbortListener !== undefined) {
     const watch = addAbortListener(signal, listener);
