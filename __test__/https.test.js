@@ -78,6 +78,34 @@ test('an HttpsAgent is an https.Agent and an http.Agent', (t) => {
   assert.strictEqual(agent.maxCachedSessions, 100);
 });
 
+test('a CA bundle given as an array or a string serves every new connection\'s chain, on both paths', async (t) => {
+  const server = await httpsServer(t);
+  const roots = require('node:tls').rootCertificates;
+  const bundles = { array: [...roots, CA.toString()], string: `${roots.join('\n')}\n${CA}` };
+  for (const [form, ca] of Object.entries(bundles)) {
+    // A name check of the user's own runs on every new session (none is resumed here), on a
+    // chain completed from `ca`.
+    const seen = [];
+    const checkServerIdentity = (host, cert) => {
+      seen.push(cert.issuerCertificate.issuerCertificate.subject.CN);
+    };
+    const agent = new HttpsAgent({ ca, checkServerIdentity, keepAlive: false, maxCachedSessions: 0 });
+    t.after(() => agent.destroy());
+    for (let i = 0; i < 3; i++) {
+      const r = await get({ host: 'localhost', port: server.port, path: `/${form}${i}`, agent });
+      assert.strictEqual(r.body, `secure /${form}${i}`);
+      assert.strictEqual(r.cert.issuerCertificate.issuerCertificate.subject.CN, 'hyperagent test CA', form);
+      const res = await agent.request(`https://localhost:${server.port}/${form}${i}`);
+      assert.strictEqual(await res.body.text(), `secure /${form}${i}`);
+    }
+    assert.deepStrictEqual(seen, Array(6).fill('hyperagent test CA'), form);
+  }
+  // Another CA of the same shape still fails the chain it did not issue.
+  const other = new HttpsAgent({ ca: [...roots, fixture('other-ca.pem').toString()] });
+  t.after(() => other.destroy());
+  await assert.rejects(other.request(`https://localhost:${server.port}/`), { code: 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY' });
+});
+
 test('requests reuse one verified TLS connection, with TLSSocket-shaped details', async (t) => {
   const server = await httpsServer(t);
   const agent = new HttpsAgent({ ca: CA });

@@ -146,10 +146,32 @@ function normalizeServerName(options, req) {
 
 const PEM_CERT = /-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g;
 
-// The certificates of a `ca` option, parsed by Node.
+// The certificates of a `ca` option, parsed by Node once per value: a new connection's name
+// check looks for its chain's root among them, and parsing a bundle each time (Node's 140 root
+// certificates take ~50 ms) would cost more than the handshake. Kept per object (an array, a
+// Buffer) while it lives, and for the last few strings.
+const parsedCas = new WeakMap();
+const parsedCaStrings = new Map();
+
 function trustedCertificates(ca) {
+  if (ca === undefined || ca === null) return [];
+  const object = typeof ca === 'object';
+  let certs = object ? parsedCas.get(ca) : parsedCaStrings.get(ca);
+  if (certs === undefined) {
+    certs = parseCertificates(ca);
+    if (object) {
+      parsedCas.set(ca, certs);
+    } else {
+      if (parsedCaStrings.size >= 4) parsedCaStrings.clear();
+      parsedCaStrings.set(ca, certs);
+    }
+  }
+  return certs;
+}
+
+function parseCertificates(ca) {
   const out = [];
-  for (const entry of ca === undefined || ca === null ? [] : Array.isArray(ca) ? ca : [ca]) {
+  for (const entry of Array.isArray(ca) ? ca : [ca]) {
     const text = Buffer.isBuffer(entry) || entry instanceof Uint8Array ? Buffer.from(entry).toString('latin1') : String(entry);
     for (const pem of text.match(PEM_CERT) || []) {
       try {
@@ -168,7 +190,9 @@ function verifiedChain(ders, ca) {
   const chain = ders.map((der) => new crypto.X509Certificate(der));
   const top = chain[chain.length - 1];
   if (!top.checkIssued(top)) {
-    const root = trustedCertificates(ca).find((c) => top.checkIssued(c));
+    const trusted = trustedCertificates(ca);
+    // The subject names the likely issuer at once; the check decides.
+    const root = trusted.find((c) => c.subject === top.issuer && top.checkIssued(c)) ?? trusted.find((c) => top.checkIssued(c));
     if (root) chain.push(root);
   }
   return chain;
