@@ -155,6 +155,15 @@ test('family 4 resolves localhost to IPv4 only', async (t) => {
   assert.strictEqual(body, 'IPv4');
 });
 
+test('an IP address is connected to whatever the family asks for, as net connects to it', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end(req.socket.remoteFamily));
+  const agent = new Agent({ family: 6 });
+  t.after(() => agent.destroy());
+  const { body } = await request(`${server.url}/`, { agent });
+  assert.strictEqual(body, 'IPv4');
+  assert.strictEqual(await (await agent.request(`${server.url}/`)).body.text(), 'IPv4');
+});
+
 test('the module is agentkeepalive-shaped: default export, HttpAgent, constants', () => {
   const mod = require('..');
   assert.strictEqual(mod, mod.Agent);

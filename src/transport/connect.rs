@@ -104,12 +104,18 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
         } => {
             let ips = match addresses {
                 Some(ips) => ips,
-                None => {
-                    let lookup_host = host.clone();
-                    tokio::task::spawn_blocking(move || dns::lookup_blocking(&lookup_host, family))
+                // An IP literal needs no resolver, nor the trip to a blocking thread.
+                None => match dns::lookup_literal(&host) {
+                    Some(ips) => ips,
+                    None => {
+                        let lookup_host = host.clone();
+                        tokio::task::spawn_blocking(move || {
+                            dns::lookup_blocking(&lookup_host, family)
+                        })
                         .await
                         .map_err(|_| Error::dns(libc::EAI_FAIL, &host))??
-                }
+                    }
+                },
             };
             let ips: Vec<IpAddr> = ips
                 .into_iter()

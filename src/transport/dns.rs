@@ -23,14 +23,6 @@ impl Family {
             _ => Family::Any,
         }
     }
-
-    pub fn admits(self, ip: &IpAddr) -> bool {
-        match self {
-            Family::Any => true,
-            Family::V4 => ip.is_ipv4(),
-            Family::V6 => ip.is_ipv6(),
-        }
-    }
 }
 
 /// An IP literal, with or without the brackets URLs put around IPv6.
@@ -42,14 +34,16 @@ pub fn parse_ip(host: &str) -> Option<IpAddr> {
     bare.parse().ok()
 }
 
+/// An IP literal's lookup, answered without the resolver and whatever the family asked for, as
+/// Node's `dns.lookup` and `net.connect` answer it; `None` for a name.
+pub fn lookup_literal(host: &str) -> Option<Vec<IpAddr>> {
+    parse_ip(host).map(|ip| vec![ip])
+}
+
 /// Resolves `host` to its addresses, blocking the calling thread.
 pub fn lookup_blocking(host: &str, family: Family) -> Result<Vec<IpAddr>, Error> {
-    if let Some(ip) = parse_ip(host) {
-        return if family.admits(&ip) {
-            Ok(vec![ip])
-        } else {
-            Err(Error::no_address(host))
-        };
+    if let Some(ips) = lookup_literal(host) {
+        return Ok(ips);
     }
     let Ok(name) = CString::new(host) else {
         return Err(Error::dns(libc::EAI_NONAME, host));
@@ -122,10 +116,12 @@ mod tests {
             lookup_blocking("[::1]", Family::V6).unwrap(),
             vec![IpAddr::from(Ipv6Addr::LOCALHOST)]
         );
+        // As Node: a literal is its own answer, whatever the family asked for.
         assert_eq!(
-            lookup_blocking("::1", Family::V4).unwrap_err().code(),
-            "ENOTFOUND"
+            lookup_blocking("::1", Family::V4).unwrap(),
+            vec![IpAddr::from(Ipv6Addr::LOCALHOST)]
         );
+        assert_eq!(lookup_literal("localhost"), None);
     }
 
     #[test]
