@@ -44,6 +44,21 @@ test('an unknown host fails with ENOTFOUND and the hostname', async (t) => {
   assert.strictEqual(err.message, 'getaddrinfo ENOTFOUND no-such-host.invalid');
 });
 
+test('a localAddress of the other family fails at bind with EINVAL, as net reports it, on both paths', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent({ localAddress: '::1' });
+  t.after(() => agent.destroy());
+  const expected = { errno: -22, code: 'EINVAL', syscall: 'bind', address: '::1', message: 'bind EINVAL ::1' };
+  // Node's own agent, for the record of what it reports.
+  const node = await requestError(`${server.url}/`, { agent: new http.Agent(), localAddress: '::1' });
+  const ours = await requestError(`${server.url}/`, { agent });
+  const promised = await agent.request(`${server.url}/`).then(() => null, (err) => err);
+  for (const err of [node, ours, promised]) {
+    assert.deepStrictEqual({ errno: err.errno, code: err.code, syscall: err.syscall, address: err.address, message: err.message }, expected);
+  }
+  assert.strictEqual(server.connections.length, 0);
+});
+
 test('a failed connect lets a queued request try again', async (t) => {
   const agent = new Agent({ maxSockets: 1 });
   t.after(() => agent.destroy());

@@ -102,24 +102,26 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             local_address,
             addresses,
         } => {
-            let ips = match addresses {
-                Some(ips) => ips,
-                // An IP literal needs no resolver, nor the trip to a blocking thread.
-                None => match dns::lookup_literal(&host) {
-                    Some(ips) => ips,
-                    None => {
-                        let lookup_host = host.clone();
-                        tokio::task::spawn_blocking(move || {
-                            dns::lookup_blocking(&lookup_host, family)
-                        })
+            // An IP literal needs no resolver, nor the trip to a blocking thread; as in
+            // net.connect, it is tried whatever `localAddress` (a bind of the other family then
+            // fails with EINVAL), where a name's addresses are those of the local one's family.
+            let literal = dns::lookup_literal(&host).filter(|_| addresses.is_none());
+            let named = literal.is_none();
+            let ips = match (addresses, literal) {
+                (Some(ips), _) => ips,
+                (None, Some(ips)) => ips,
+                (None, None) => {
+                    let lookup_host = host.clone();
+                    tokio::task::spawn_blocking(move || dns::lookup_blocking(&lookup_host, family))
                         .await
                         .map_err(|_| Error::dns(libc::EAI_FAIL, &host))??
-                    }
-                },
+                }
             };
             let ips: Vec<IpAddr> = ips
                 .into_iter()
-                .filter(|ip| local_address.is_none_or(|local| local.is_ipv4() == ip.is_ipv4()))
+                .filter(|ip| {
+                    !named || local_address.is_none_or(|local| local.is_ipv4() == ip.is_ipv4())
+                })
                 .collect();
             if ips.is_empty() {
                 return Err(Error::no_address(&host));
@@ -182,9 +184,14 @@ async fn attempt(addr: SocketAddr, local: Option<IpAddr>) -> Result<TcpStream, E
     }
     .map_err(|e| fail(e, "socket"))?;
     if let Some(local) = local {
-        socket
-            .bind(SocketAddr::new(local, 0))
-            .map_err(|e| Error::io(&e, "bind").with_peer(local.to_string(), None))?;
+        let bind_error =
+            |e: std::io::Error| Error::io(&e, "bind").with_peer(local.to_string(), None);
+        // As net.connect, which reads a `localAddress` of the other family as one of the
+        // target's, and fails: EINVAL.
+        if local.is_ipv4() != addr.is_ipv4() {
+            return Err(bind_error(std::io::Error::from_raw_os_error(libc::EINVAL)));
+        }
+        socket.bind(SocketAddr::new(local, 0)).map_err(bind_error)?;
     }
     socket.connect(addr).await.map_err(|e| fail(e, "connect"))
 }
