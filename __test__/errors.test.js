@@ -187,7 +187,34 @@ test('bad options throw Node-style errors at construction', () => {
 test('a bad port throws ERR_SOCKET_BAD_PORT at once', (t) => {
   const agent = new Agent();
   t.after(() => agent.destroy());
-  assert.throws(() => http.get({ host: '127.0.0.1', port: 70000, agent }), { code: 'ERR_SOCKET_BAD_PORT' });
+  // In Node's words: its own agent's throw is compared.
+  for (const port of [70000, -1, '70000', 'abc', 1.5]) {
+    let expected;
+    try {
+      http.get({ host: '127.0.0.1', port, agent: new http.Agent() });
+    } catch (err) {
+      expected = err;
+    }
+    assert.throws(() => http.get({ host: '127.0.0.1', port, agent }), (err) => {
+      assert.strictEqual(err.code, 'ERR_SOCKET_BAD_PORT');
+      assert.strictEqual(err.name, expected.name);
+      assert.strictEqual(err.message, expected.message);
+      return true;
+    });
+  }
+});
+
+test('a localAddress that is not an IP address throws ERR_INVALID_IP_ADDRESS at once, as net.connect does', (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const expected = { code: 'ERR_INVALID_IP_ADDRESS', name: 'TypeError', message: 'Invalid IP address: abc' };
+  assert.throws(() => http.get({ host: '127.0.0.1', port: 80, agent: new http.Agent(), localAddress: 'abc' }), expected);
+  assert.throws(() => http.get({ host: '127.0.0.1', port: 80, agent, localAddress: 'abc' }), expected);
+  // Nothing was opened or queued for it.
+  assert.strictEqual(agent.totalSocketCount, 0);
+  assert.deepStrictEqual(agent.getCurrentStatus().requests, {});
+  // An agent's own option says so when it is made.
+  assert.throws(() => new Agent({ localAddress: 'abc' }), expected);
 });
 
 test('legacy option names work, with a deprecation warning', async () => {

@@ -151,6 +151,7 @@ class Agent extends Base {
     if (options.socketPath) options.path = options.socketPath;
     // As net.connect does, before anything is queued or opened.
     if (!options.path) options.port = validatePort(options.port ?? this.defaultPort);
+    if (options.localAddress && !net.isIP(options.localAddress)) throw errors.invalidIpAddress(options.localAddress);
     if (this[kTls]) normalizeServerName(options, req);
     const name = nameOf(this, options);
     const key = this._keyOf(name, options);
@@ -842,11 +843,7 @@ function probeNameKeys(getName) {
 function validatePort(port) {
   if (typeof port === 'number' && (port >>> 0) === port && port < 65536) return port;
   const n = typeof port === 'string' && port.trim() !== '' ? Number(port) : port;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 65535) {
-    const err = new RangeError(`Port should be >= 0 and < 65536. Received ${typeof port} (${port}).`);
-    err.code = 'ERR_SOCKET_BAD_PORT';
-    throw err;
-  }
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 65535) throw errors.badPort(port);
   return n;
 }
 

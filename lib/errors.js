@@ -108,12 +108,18 @@ function hyperagentError(code, message, Ctor = Error) {
   return withCode(new Ctor(message), `ERR_HYPERAGENT_${code}`);
 }
 
+// A port net.connect would refuse, in its words.
+function badPort(port) {
+  return withCode(new RangeError(`Port should be >= 0 and < 65536.${describeReceived(port)}.`), 'ERR_SOCKET_BAD_PORT');
+}
+
 // A `lookup` that gave something other than an IP address, as net reports it.
 function invalidIpAddress(address) {
   return withCode(new TypeError(`Invalid IP address: ${address}`), 'ERR_INVALID_IP_ADDRESS');
 }
 
 module.exports = {
+  badPort,
   invalidIpAddress,
   invalidArgType,
   invalidArgValue,

@@ -1,5 +1,7 @@
 'use strict';
 
+const net = require('node:net');
+
 // Agent options: validated once, at construction, with Node's error codes and messages that
 // name the option; agentkeepalive's defaults, duration strings and legacy names.
 
@@ -109,6 +111,8 @@ function normalize(input) {
       throw errors.invalidArgType(`options.${name}`, 'of type string', options[name]);
     }
   }
+  // As net.connect would, at the first request.
+  if (options.localAddress && !net.isIP(options.localAddress)) throw errors.invalidIpAddress(options.localAddress);
   if (options.family !== undefined && ![0, 4, 6].includes(options.family)) {
     throw errors.invalidArgValue('options.family', options.family, 'must be one of: 0, 4, 6');
   }
