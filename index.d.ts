@@ -146,6 +146,8 @@ declare namespace Agent {
 
   /** The response body: a Node Readable with back-pressure, plus body mixins. */
   interface ResponseBody extends Readable {
+    /** Whether anything has read from the body (or destroyed it), as undici's `bodyUsed`. */
+    readonly bodyUsed: boolean;
     text(): Promise<string>;
     json(): Promise<unknown>;
     arrayBuffer(): Promise<ArrayBuffer>;

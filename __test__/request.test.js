@@ -904,6 +904,45 @@ test('a body that came whole reads the same whatever reads it', async (t) => {
   }
 });
 
+test('body.bodyUsed says whether the body was read or destroyed, as undici\'s does', async (t) => {
+  const undici = require('undici');
+  const server = await httpServer(t, (req, res) => res.end(req.url === '/big' ? 'x'.repeat(256 * 1024) : 'hello'));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const pool = new undici.Pool(server.url);
+  t.after(() => pool.close());
+  const ways = {
+    text: (body) => body.text(),
+    'for await': async (body) => {
+      for await (const chunk of body) void chunk;
+    },
+    'one data event': (body) => new Promise((resolve) => body.once('data', () => {
+      body.pause();
+      resolve();
+    })),
+    destroy: async (body) => {
+      body.destroy();
+      await finished(body).catch(() => {});
+    },
+    dump: (body) => body.dump(),
+  };
+  for (const path of ['/', '/big']) {
+    for (const [way, use] of Object.entries(ways)) {
+      const seen = [];
+      for (const res of [await agent.request(`${server.url}${path}`), await pool.request({ path, method: 'GET' })]) {
+        // undici's body emits its abort as an error when destroyed before its end.
+        res.body.on('error', () => {});
+        const before = res.body.bodyUsed;
+        await use(res.body);
+        seen.push([before, res.body.bodyUsed]);
+        res.body.destroy();
+      }
+      assert.deepStrictEqual(seen[0], seen[1], `${way} ${path}: ours against undici's`);
+      assert.deepStrictEqual(seen[0], [false, true], `${way} ${path}`);
+    }
+  }
+});
+
 test('text() and json() drop a leading byte order mark, as undici and fetch do', async (t) => {
   const bom = Buffer.from([0xef, 0xbb, 0xbf]);
   const server = await httpServer(t, (req, res) => res.end(Buffer.concat([bom, Buffer.from('{"a":"é"}')])));

@@ -5,7 +5,7 @@
 // validates the call, starts it in Rust, and turns Rust's events (src/binding/request.rs) into
 // the promise and the body stream.
 
-const { Readable, finished } = require('node:stream');
+const { Readable, finished, isDisturbed } = require('node:stream');
 const diagnostics = require('node:diagnostics_channel');
 const { addAbortListener } = require('node:events');
 const binding = require('../binding.js');
@@ -308,9 +308,17 @@ class ResponseBody extends Readable {
     // When text()/json()/arrayBuffer() consume an untouched body, chunks bypass the stream.
     this._sink = null;
     this._used = false;
+    // Its chunks were handed to a `for await` loop without passing through the stream.
+    this._iterated = false;
     // A body that came whole with its head waits here, out of the stream, until something
     // reads it: a Buffer, an array of them, or null (no bytes). Undefined otherwise.
     this._whole = undefined;
+  }
+
+  // As undici's body: whether anything has read from it (or destroyed it), after which the
+  // body mixins refuse it.
+  get bodyUsed() {
+    return this._used || this._iterated || isDisturbed(this);
   }
 
   _read() {
@@ -457,6 +465,7 @@ class ResponseBody extends Readable {
 class WholeBodyIterator {
   constructor(body) {
     this.body = body;
+    body._iterated = true;
     this.chunks = body._takeWhole();
     this.index = 0;
     this.finished = false;

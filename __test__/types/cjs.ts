@@ -88,15 +88,18 @@ async function promisePath(): Promise<unknown> {
   const cookies: string[] | undefined = res.headers['set-cookie'];
   for await (const chunk of res.body) void (chunk as Buffer);
   const other = await hyperagent.request({ origin: 'http://127.0.0.1', path: '/x' });
+  const unread: boolean = other.body.bodyUsed;
   const text: string = await other.body.text();
   const streamed = await secure.request(new URL('https://127.0.0.1/'), { body: (async function* g() { yield 'x'; })() });
   const bytes: Uint8Array = await streamed.body.bytes();
   await agent.request('http://127.0.0.1/', { method: 'POST', body: new Blob(['x'], { type: 'text/plain' }), headers: new Headers({ a: '1' }) });
   await agent.request('http://127.0.0.1/', { headers: new Map([['a', ['1', '2']]]) });
   const dumped: null = await other.body.dump({ limit: 1024, signal: AbortSignal.timeout(1000) });
+  // @ts-expect-error bodyUsed is read-only
+  other.body.bodyUsed = false;
   // @ts-expect-error dump's limit is a number
   await other.body.dump({ limit: '1k' });
-  void [code, cookies, text, streamed.trailers, bytes, dumped];
+  void [code, cookies, unread, text, streamed.trailers, bytes, dumped];
   // @ts-expect-error body must be bytes, a string or a stream
   await agent.request('http://127.0.0.1/', { body: 42 });
   return res.body.json();
