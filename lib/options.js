@@ -1,10 +1,9 @@
 'use strict';
 
-const net = require('node:net');
-
 // Agent options: validated once, at construction, with Node's error codes and messages that
 // name the option; agentkeepalive's defaults, duration strings and legacy names.
 
+const net = require('node:net');
 const errors = require('./errors');
 
 const UNITS = {
