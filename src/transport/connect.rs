@@ -105,16 +105,17 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             // An IP literal needs no resolver, nor the trip to a blocking thread; as in
             // net.connect, it is tried whatever `localAddress` (a bind of the other family then
             // fails with EINVAL), where a name's addresses are those of the local one's family.
-            let literal = dns::lookup_literal(&host).filter(|_| addresses.is_none());
-            let named = literal.is_none();
-            let ips = match (addresses, literal) {
-                (Some(ips), _) => ips,
-                (None, Some(ips)) => ips,
+            let (ips, named) = match (addresses, dns::lookup_literal(&host)) {
+                (Some(ips), _) => (ips, true),
+                (None, Some(ips)) => (ips, false),
                 (None, None) => {
                     let lookup_host = host.clone();
-                    tokio::task::spawn_blocking(move || dns::lookup_blocking(&lookup_host, family))
-                        .await
-                        .map_err(|_| Error::dns(libc::EAI_FAIL, &host))??
+                    let ips = tokio::task::spawn_blocking(move || {
+                        dns::lookup_blocking(&lookup_host, family)
+                    })
+                    .await
+                    .map_err(|_| Error::dns(libc::EAI_FAIL, &host))??;
+                    (ips, true)
                 }
             };
             let ips: Vec<IpAddr> = ips
