@@ -164,13 +164,14 @@ function closed(socket) {
   return socket.destroyed && socket.closed ? Promise.resolve() : once(socket, 'close');
 }
 
-// Runs `script` in a child Node process. A child that has not exited after CHILD_LIMIT_MS (an
+// Runs `script` in a child Node process (with Node's `flags`; an `env` entry set to undefined
+// is left out of its environment). A child that has not exited after CHILD_LIMIT_MS (an
 // exception lost instead of reaching its handler, a request that never settles) is killed, and
 // its stderr says so: no test waits on a hung child.
 const CHILD_LIMIT_MS = 15000;
 
-async function runChild(script, env = {}) {
-  const child = spawn(process.execPath, ['-e', script], {
+async function runChild(script, env = {}, flags = []) {
+  const child = spawn(process.execPath, [...flags, '-e', script], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
   });

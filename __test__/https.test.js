@@ -7,12 +7,14 @@ const test = require('node:test');
 const assert = require('node:assert');
 const http = require('node:http');
 const https = require('node:https');
+const tls = require('node:tls');
+const os = require('node:os');
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { once } = require('node:events');
 const { HttpsAgent } = require('..');
-const { until, rawServer, readRequest } = require('./helpers');
+const { until, rawServer, readRequest, runChild } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
@@ -476,6 +478,83 @@ test('NODE_EXTRA_CA_CERTS extends the default roots', async (t) => {
   const [code] = await once(child, 'exit');
   assert.strictEqual(out.trim(), 'ok');
   assert.strictEqual(code, 0);
+});
+
+// Node 22.15 and 23.10 on can tell their default trust (tls.getCACertificates); before them
+// the default is Mozilla's roots plus NODE_EXTRA_CA_CERTS (the test above).
+const tellsDefaultCa = typeof tls.getCACertificates === 'function' ? false : 'Node before 22.15 and 23.10 cannot tell its default trust';
+
+test("without `ca`, both paths trust what Node's agent trusts: --use-system-ca, --use-openssl-ca, NODE_EXTRA_CA_CERTS", { skip: tellsDefaultCa }, async (t) => {
+  const server = await httpsServer(t);
+  const caFile = path.join(__dirname, 'fixtures', 'tls', 'ca.pem');
+  // The system's store, as OpenSSL finds it: the test CA alone.
+  const emptyDir = fs.mkdtempSync(path.join(os.tmpdir(), 'hyperagent-ca-'));
+  t.after(() => fs.rmSync(emptyDir, { recursive: true, force: true }));
+  const script = `
+    const https = require('node:https');
+    const { HttpsAgent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const url = 'https://localhost:${server.port}/';
+    const outcome = (p) => p.then((status) => status, (err) => err.code);
+    const viaGet = (agent) => outcome(new Promise((resolve, reject) => {
+      https.get(url, { agent }, (res) => res.resume().on('end', () => resolve(res.statusCode))).on('error', reject);
+    }));
+    (async () => {
+      const node = new https.Agent();
+      const ours = new HttpsAgent();
+      const promise = new HttpsAgent();
+      const seen = [
+        await viaGet(node),
+        await viaGet(ours),
+        await outcome(promise.request(url).then(async (res) => (await res.body.dump(), res.statusCode))),
+      ];
+      for (const agent of [node, ours, promise]) agent.destroy();
+      console.log(JSON.stringify(seen));
+    })();
+  `;
+  const base = { NODE_EXTRA_CA_CERTS: undefined, NODE_USE_SYSTEM_CA: undefined, NODE_OPTIONS: undefined, SSL_CERT_FILE: caFile, SSL_CERT_DIR: emptyDir };
+  // [flags, environment, what Node's agent gives (undefined: whatever it gives, where the
+  // Node running the tests may predate the switch)]
+  const cases = [
+    [[], {}, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY'],
+    [['--use-system-ca'], {}, 200],
+    [[], { NODE_USE_SYSTEM_CA: '1' }, undefined],
+    [['--use-openssl-ca'], {}, 200],
+    [[], { NODE_OPTIONS: '--use-openssl-ca' }, 200],
+    [['--use-openssl-ca'], { SSL_CERT_FILE: undefined, NODE_EXTRA_CA_CERTS: caFile }, 200],
+    [['--use-bundled-ca'], { NODE_EXTRA_CA_CERTS: caFile }, 200],
+    [['--use-bundled-ca'], {}, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY'],
+  ];
+  for (const [flags, env, expected] of cases) {
+    const what = `${flags.join(' ')} ${JSON.stringify(env)}`;
+    const { code, out, err } = await runChild(script, { ...base, ...env }, flags);
+    assert.strictEqual(code, 0, `${what}: ${err}`);
+    const [node, dropIn, promise] = JSON.parse(out);
+    if (expected !== undefined) assert.strictEqual(node, expected, `${what}: Node's agent`);
+    assert.deepStrictEqual([dropIn, promise], [node, node], `${what}: as Node's agent`);
+  }
+});
+
+test('tls.setDefaultCACertificates() sets the trust of the pool keys made afterwards', {
+  skip: typeof tls.setDefaultCACertificates === 'function' ? false : 'this Node has no tls.setDefaultCACertificates()',
+}, async (t) => {
+  const server = await httpsServer(t);
+  const url = `https://localhost:${server.port}/`;
+  const original = tls.getCACertificates('default');
+  t.after(() => tls.setDefaultCACertificates(original));
+  const agents = [];
+  t.after(() => agents.forEach((a) => a.destroy()));
+  const outcomes = async () => {
+    const [node, dropIn, promise] = [new https.Agent(), new HttpsAgent(), new HttpsAgent()];
+    agents.push(node, dropIn, promise);
+    const viaGet = (agent) => get({ host: 'localhost', port: server.port, agent }).then((r) => r.res.statusCode, (e) => e.code);
+    const viaRequest = promise.request(url).then(async (res) => (await res.body.dump(), res.statusCode), (e) => e.code);
+    return [await viaGet(node), await viaGet(dropIn), await viaRequest];
+  };
+  assert.deepStrictEqual(await outcomes(), Array(3).fill('UNABLE_TO_GET_ISSUER_CERT_LOCALLY'));
+  tls.setDefaultCACertificates([...original, CA.toString()]);
+  assert.deepStrictEqual(await outcomes(), [200, 200, 200]);
+  tls.setDefaultCACertificates(original);
+  assert.deepStrictEqual(await outcomes(), Array(3).fill('UNABLE_TO_GET_ISSUER_CERT_LOCALLY'));
 });
 
 test('a change to agent.options between requests changes the pool key (names are not stale)', async (t) => {

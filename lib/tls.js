@@ -6,6 +6,7 @@
 const crypto = require('node:crypto');
 const net = require('node:net');
 const tls = require('node:tls');
+const debug = require('node:util').debuglog('hyperagent');
 const native = require('../binding.js');
 const { NativeSocket, kOptions } = require('./socket');
 const errors = require('./errors');
@@ -87,6 +88,37 @@ const PROTOCOL_METHODS = {
   TLSv1_2_client_method: ['TLSv1.2', 'TLSv1.2'],
 };
 
+// Node's default trust, as PEM strings, where Node can tell it (22.15 and 23.10 on): its bundled
+// roots (with the system's under --use-system-ca or NODE_USE_SYSTEM_CA=1) plus
+// NODE_EXTRA_CA_CERTS, or what tls.setDefaultCACertificates() set last. Node hands out the same
+// array until the set changes; Rust gets it anew then, for the keys made afterwards without
+// `ca`. Before those versions Rust's own default stands in: Mozilla's roots plus
+// NODE_EXTRA_CA_CERTS.
+const defaultCaOf = typeof tls.getCACertificates === 'function' ? () => tls.getCACertificates('default') : null;
+let firstDefaultCa = null;
+let givenDefaultCa = null;
+
+// Whether Node trusts OpenSSL's store in place of its bundled roots: with --use-openssl-ca, or
+// built to (as some distributions build it), unless --use-bundled-ca says otherwise. Node's
+// first default list leaves that store out (it holds NODE_EXTRA_CA_CERTS alone); the store is
+// what Node lists as the system's.
+function opensslStore() {
+  const flags = (process.env.NODE_OPTIONS || '').split(/\s+/).concat(process.execArgv);
+  if (flags.includes('--use-openssl-ca')) return true;
+  return Boolean(process.config.variables.node_use_openssl_ca) && !flags.includes('--use-bundled-ca');
+}
+
+function syncDefaultCa() {
+  if (defaultCaOf === null) return;
+  const set = defaultCaOf();
+  if (set === givenDefaultCa) return;
+  firstDefaultCa ??= set;
+  const trusted = set === firstDefaultCa && opensslStore() ? tls.getCACertificates('system').concat(set) : set;
+  const count = native.setDefaultCa(trusted);
+  debug('default trust: %d certificates, as Node trusts them', count);
+  givenDefaultCa = set;
+}
+
 // The TLS configuration of one pool key, from the merged request and agent options.
 function tlsOptions(agent, options) {
   for (const name of UNSUPPORTED) {
@@ -113,8 +145,10 @@ function tlsOptions(agent, options) {
   if ((certs ? certs.length : 0) !== keys.length) {
     throw errors.invalidArgValue('options.key', '<redacted>', 'must hold one key for each certificate in options.cert');
   }
+  const ca = toBuffers(options.ca, 'options.ca');
+  if (ca === undefined) syncDefaultCa();
   return {
-    ca: toBuffers(options.ca, 'options.ca'),
+    ca,
     certs,
     keys: keys.length ? keys : undefined,
     pfx: pfxList(options.pfx, options.passphrase),

@@ -13,6 +13,7 @@ mod request;
 mod uv;
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -25,7 +26,7 @@ use napi_derive::napi;
 use crate::client;
 use crate::pool::{KeyId, Limits, Scheduling};
 use crate::transport::dns::{parse_ip, Family};
-use crate::transport::tls::TlsOptions;
+use crate::transport::tls::{TlsOptions, Trust};
 use crate::transport::{ConnectOptions, Peer, Target};
 use pool::PoolCell;
 
@@ -292,6 +293,23 @@ pub fn take(env: &Env, id: u32) -> Result<Unknown<'_>> {
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) })
 }
 
+thread_local! {
+    /// Node's default trust on this JavaScript thread (see [`set_default_ca`]); none until
+    /// given, and on Node versions that cannot tell it.
+    static DEFAULT_TRUST: RefCell<Option<Arc<Trust>>> = const { RefCell::new(None) };
+}
+
+/// Sets the trust of TLS configurations made from now on without `ca`: Node's default set
+/// (`tls.getCACertificates('default')`, PEM), given again whenever it changes. Returns how
+/// many certificates it holds.
+#[napi]
+pub fn set_default_ca(certs: Vec<String>) -> u32 {
+    let trust = Trust::node_default(&certs);
+    let n = trust.certificates() as u32;
+    DEFAULT_TRUST.with(|t| *t.borrow_mut() = Some(Arc::new(trust)));
+    n
+}
+
 /// Turns the `NODE_DEBUG=hyperagent` lines of the Rust side on or off.
 #[napi]
 pub fn set_debug(on: bool) {
@@ -489,6 +507,7 @@ impl NativePool {
                 .into_iter()
                 .map(|p| (p.buf.to_vec(), p.passphrase))
                 .collect(),
+            default_trust: DEFAULT_TRUST.with(|t| t.borrow().clone()),
             reject_unauthorized: options.reject_unauthorized,
             min_version: options.min_version,
             max_version: options.max_version,

@@ -41,6 +41,9 @@ pub use names::{alert_error, cipher_names, handshake_alert_error};
 pub struct TlsOptions {
     /// `ca`: PEM (or DER) blobs; replaces the default roots when present.
     pub ca: Option<Vec<Vec<u8>>>,
+    /// The default trust without `ca`: Node's own set where JavaScript can read it (see
+    /// [`Trust::node_default`]); otherwise Mozilla's roots plus `NODE_EXTRA_CA_CERTS`.
+    pub default_trust: Option<Arc<Trust>>,
     /// `cert`/`key` pairs (PEM; a cert blob may carry its chain).
     pub identities: Vec<(Vec<u8>, Vec<u8>)>,
     /// `pfx`: PKCS#12 files with their passphrases; the first one's identity is used, over
@@ -133,24 +136,78 @@ tokio::task_local! {
     static VERIFY_FAILURE: Cell<Option<VerifyFailure>>;
 }
 
-/// The Mozilla roots (as Node bundles them) plus `NODE_EXTRA_CA_CERTS`, built once.
-fn default_roots() -> Arc<RootCertStore> {
-    static ROOTS: OnceLock<Arc<RootCertStore>> = OnceLock::new();
-    ROOTS
+/// The Mozilla roots plus `NODE_EXTRA_CA_CERTS`, built once: the default trust where Node
+/// cannot tell its own (before Node 22.15 and 23.10).
+fn builtin_trust() -> Trust {
+    static TRUST: OnceLock<Trust> = OnceLock::new();
+    TRUST
         .get_or_init(|| {
             let mut roots = RootCertStore::empty();
             roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            let mut extra = Vec::new();
             if let Some(path) = std::env::var_os("NODE_EXTRA_CA_CERTS") {
                 // As Node: a file that cannot be read is ignored (Node warns and goes on).
                 if let Ok(pem) = std::fs::read(path) {
                     for cert in CertificateDer::pem_slice_iter(&pem).flatten() {
-                        let _ = roots.add(cert);
+                        let _ = roots.add(cert.clone());
+                        extra.push(cert);
                     }
                 }
             }
-            Arc::new(roots)
+            Trust {
+                roots: Arc::new(roots),
+                certs: extra.into(),
+            }
         })
         .clone()
+}
+
+/// Certificates trusted as roots: webpki's trust anchors, and the certificates themselves (one
+/// presented as the server's own certificate is trusted as OpenSSL trusts it, even where
+/// webpki refuses it as an anchor: a self-signed internal service).
+#[derive(Clone, Debug)]
+pub struct Trust {
+    roots: Arc<RootCertStore>,
+    certs: Arc<[CertificateDer<'static>]>,
+}
+
+impl Trust {
+    fn of(certs: Vec<CertificateDer<'static>>) -> Trust {
+        let mut roots = RootCertStore::empty();
+        for cert in &certs {
+            let _ = roots.add(cert.clone());
+        }
+        Trust {
+            roots: Arc::new(roots),
+            certs: certs.into(),
+        }
+    }
+
+    /// The trust of a `ca` option's blobs (PEM, any number of certificates each, or DER).
+    pub fn from_ca(blobs: &[Vec<u8>]) -> Result<Trust, Error> {
+        let mut certs = Vec::new();
+        for blob in blobs {
+            certs.extend(certificates(blob, "ca")?);
+        }
+        Ok(Trust::of(certs))
+    }
+
+    /// Node's default trust, as `tls.getCACertificates('default')` lists it (PEM): Node's
+    /// bundled roots, or the system's with `--use-system-ca`, plus `NODE_EXTRA_CA_CERTS`, or
+    /// what `tls.setDefaultCACertificates()` set. Node has read each one already; one that
+    /// does not read here is left out.
+    pub fn node_default(pems: &[String]) -> Trust {
+        let certs = pems
+            .iter()
+            .flat_map(|pem| CertificateDer::pem_slice_iter(pem.as_bytes()).flatten())
+            .collect();
+        Trust::of(certs)
+    }
+
+    /// How many certificates it trusts (beside webpki's built-in roots, for the default).
+    pub fn certificates(&self) -> usize {
+        self.certs.len()
+    }
 }
 
 /// Certificates in a `ca`/`cert` value: PEM (any number) or a single DER certificate.
@@ -190,30 +247,24 @@ impl TlsConfig {
             .iter()
             .map(|(data, passphrase)| pkcs12::read(data, passphrase))
             .collect::<Result<Vec<_>, _>>()?;
-        let (mut roots, mut trusted) = match &opts.ca {
-            Some(blobs) => {
-                let mut roots = RootCertStore::empty();
-                let mut trusted = Vec::new();
-                for blob in blobs {
-                    for cert in certificates(blob, "ca")? {
-                        // webpki refuses some certificates as anchors that OpenSSL accepts; those
-                        // still count as trusted when presented as the server's certificate.
-                        let _ = roots.add(cert.clone());
-                        trusted.push(cert);
-                    }
-                }
-                (Arc::new(roots), trusted)
-            }
-            None => (default_roots(), Vec::new()),
+        let Trust {
+            mut roots,
+            certs: mut trusted,
+        } = match (&opts.ca, &opts.default_trust) {
+            (Some(blobs), _) => Trust::from_ca(blobs)?,
+            (None, Some(trust)) => (**trust).clone(),
+            (None, None) => builtin_trust(),
         };
         // As Node: the certificates that come with a PFX's key are trusted too.
         if pfx.iter().any(|id| !id.authorities.is_empty()) {
             let mut extended = (*roots).clone();
+            let mut certs = trusted.to_vec();
             for cert in pfx.iter().flat_map(|id| &id.authorities) {
                 let _ = extended.add(cert.clone());
-                trusted.push(cert.clone());
+                certs.push(cert.clone());
             }
             roots = Arc::new(extended);
+            trusted = certs.into();
         }
 
         let mut provider = ring::default_provider();
@@ -557,9 +608,9 @@ pub fn read_error(err: &std::io::Error) -> Error {
 #[derive(Debug)]
 struct NodeVerifier {
     roots: Arc<RootCertStore>,
-    /// Certificates the user listed in `ca`: one of these presented as the server's own
+    /// The certificates trusted (see [`Trust`]): one of these presented as the server's own
     /// certificate is trusted as OpenSSL trusts it (a self-signed internal service).
-    trusted: Vec<CertificateDer<'static>>,
+    trusted: Arc<[CertificateDer<'static>]>,
     algs: WebPkiSupportedAlgorithms,
     reject: bool,
     /// With `crl`: the same chain check, with the revocation of each certificate checked too.

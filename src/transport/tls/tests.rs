@@ -192,6 +192,39 @@ async fn a_self_signed_certificate_given_as_ca_is_trusted_as_node_trusts_it() {
 }
 
 #[tokio::test]
+async fn node_default_trust_replaces_the_builtin_roots_and_trusts_as_ca_trusts() {
+    let pem = |name: &str| String::from_utf8(fixture(name)).unwrap();
+    // As `tls.getCACertificates('default')` lists them, with one Node read and we cannot.
+    let trust = Trust::node_default(&[pem("ca.pem"), pem("self-signed.pem"), "junk".into()]);
+    assert_eq!(trust.certificates(), 2);
+    let opts = TlsOptions {
+        default_trust: Some(Arc::new(trust)),
+        ..options(&[])
+    };
+    let config = TlsConfig::new(&opts).unwrap();
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(1)
+        .await;
+    connect(port, &config, Some("localhost")).await.unwrap();
+    // A self-signed certificate in the default set is trusted as OpenSSL trusts it.
+    let port = Server::new("self-signed.pem", "self-signed-key.pem")
+        .start(1)
+        .await;
+    connect(port, &config, Some("localhost")).await.unwrap();
+    // `ca` still replaces the default.
+    let opts = TlsOptions {
+        default_trust: opts.default_trust.clone(),
+        ..options(&["self-signed.pem"])
+    };
+    let config = TlsConfig::new(&opts).unwrap();
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(1)
+        .await;
+    let err = connect(port, &config, Some("localhost")).await.unwrap_err();
+    assert_eq!(err.code(), "UNABLE_TO_GET_ISSUER_CERT_LOCALLY");
+}
+
+#[tokio::test]
 async fn verification_failures_carry_openssl_codes() {
     let cases = [
         (
