@@ -13,6 +13,8 @@ import { Readable } from 'node:stream';
 declare class Agent extends http.Agent {
   constructor(options?: Agent.AgentOptions);
   readonly options: Agent.AgentOptions & { keepAlive: boolean; freeSocketTimeout: number; timeout: number; socketActiveTTL: number };
+  /** How much sooner (ms) than a server's `Keep-Alive: timeout=N` hint a connection stops idling. */
+  agentKeepAliveTimeoutBuffer: number;
   readonly sockets: NodeJS.ReadOnlyDict<net.Socket[]>;
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
   readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
@@ -26,6 +28,8 @@ interface Agent extends Agent.Members {}
 declare class HttpsAgent extends https.Agent {
   constructor(options?: Agent.HttpsAgentOptions);
   readonly options: Agent.HttpsAgentOptions & { keepAlive: boolean; freeSocketTimeout: number; timeout: number; socketActiveTTL: number };
+  /** How much sooner (ms) than a server's `Keep-Alive: timeout=N` hint a connection stops idling. */
+  agentKeepAliveTimeoutBuffer: number;
   readonly sockets: NodeJS.ReadOnlyDict<tls.TLSSocket[]>;
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
   readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
@@ -81,6 +85,8 @@ declare namespace Agent {
     timeout?: Duration | undefined;
     /** Maximum lifetime of a connection; it is closed at the first release after this. Default: none. */
     socketActiveTTL?: Duration | undefined;
+    /** How much sooner (ms) than a server's `Keep-Alive: timeout=N` a connection stops idling; with nothing left, it is not kept. Default: `1000`. */
+    agentKeepAliveTimeoutBuffer?: number | undefined;
     /** Disable Nagle's algorithm on new connections. Default: `true`. */
     noDelay?: boolean | undefined;
     /** Send an idempotent request again when a reused connection dies before answering. Default: `true`. */
@@ -95,7 +101,7 @@ declare namespace Agent {
 
   /**
    * `https.Agent` options plus the agent options above. TLS options follow `tls.connect`:
-   * `ca` replaces the default roots (Mozilla's, plus `NODE_EXTRA_CA_CERTS`); `cert`/`key`
+   * `ca` replaces the default roots (what Node trusts by default: see the README); `cert`/`key`
    * (PEM, several pairs allowed; `passphrase` for encrypted keys) or `pfx` (PKCS#12, with
    * `passphrase`) for mutual TLS; `crl` for revocation checks; TLS 1.2 and 1.3 only;
    * `secureContext` is not supported (`ERR_HYPERAGENT_UNSUPPORTED`).

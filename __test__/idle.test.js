@@ -63,6 +63,39 @@ test('a hint of one second or less means the connection is not kept', async (t) 
   assert.strictEqual(agent.getCurrentStatus().closeSocketCount, 1);
 });
 
+test("agentKeepAliveTimeoutBuffer sets how much sooner than the server's hint a connection stops idling, on both paths", async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.setHeader('keep-alive', 'timeout=1');
+    res.end('ok');
+  });
+  const url = `${server.url}/`;
+  const idle = (agent) => Object.values(agent.getCurrentStatus().freeSockets).reduce((a, b) => a + b, 0);
+  // Whether the one connection a request leaves is kept idle, or closed.
+  const settled = (agent) => until(() => idle(agent) === 1 || agent.getCurrentStatus().closeSocketCount === 1, 5000, 'kept or closed');
+  // Node's agent reads the option in recent versions: there, it must agree.
+  const nodeReads = new http.Agent({ agentKeepAliveTimeoutBuffer: 5 }).agentKeepAliveTimeoutBuffer === 5;
+  // [option, as Node reads it]: what is not a finite number of at least 0 is the default, a second.
+  const cases = [[0, 0], [500, 500], [1000, 1000], [undefined, 1000], [-1, 1000], ['0', 1000], [Infinity, 1000]];
+  for (const [given, buffer] of cases) {
+    const kept = buffer < 1000;
+    const dropIn = new Agent({ agentKeepAliveTimeoutBuffer: given });
+    const promise = new Agent({ agentKeepAliveTimeoutBuffer: given });
+    t.after(() => [dropIn, promise].forEach((a) => a.destroy()));
+    assert.strictEqual(dropIn.agentKeepAliveTimeoutBuffer, buffer, String(given));
+    await idleOnce(dropIn, url);
+    await (await promise.request(url)).body.text();
+    await settled(dropIn);
+    await settled(promise);
+    assert.deepStrictEqual([idle(dropIn), idle(promise)], kept ? [1, 1] : [0, 0], `${given}: kept`);
+    if (nodeReads) {
+      const node = new http.Agent({ keepAlive: true, agentKeepAliveTimeoutBuffer: given });
+      t.after(() => node.destroy());
+      await idleOnce(node, url);
+      assert.strictEqual(Object.keys(node.freeSockets).length, kept ? 1 : 0, `${given}: as Node's agent`);
+    }
+  }
+});
+
 test('socketActiveTTL retires a connection at its first release after the TTL', async (t) => {
   const server = await httpServer(t, (req, res) => setTimeout(() => res.end('slow'), 20));
   const agent = new Agent({ socketActiveTTL: 10 });

@@ -91,6 +91,7 @@ function limitsOf(agent) {
     activeTtlMs: agent.options.socketActiveTTL || undefined,
     // A promise-path connection that takes longer than this to open (TLS included) fails.
     connectTimeoutMs: agent.options.timeout > 0 ? agent.options.timeout : undefined,
+    hintBufferMs: agent.agentKeepAliveTimeoutBuffer,
   };
 }
 
@@ -126,6 +127,9 @@ class Agent extends Base {
     this[kSocketClass] = secure ? NativeTlsSocket : NativeSocket;
     // Node's constructor registered its own pool logic on 'free'; ours replaces it.
     this.removeAllListeners('free');
+    // How much sooner than a server's `Keep-Alive: timeout=N` a connection stops idling: Node's
+    // option and rule (recent versions' agents read it), on every version.
+    this.agentKeepAliveTimeoutBuffer = hintBuffer(opts.agentKeepAliveTimeoutBuffer);
     this[kKeys] = new Map();
     this[kOrigins] = new Map();
     // agent.request()'s connection options per pool key (its TLS connections' names are
@@ -697,8 +701,8 @@ function idleFor(agent, rawHeaders, custom) {
   if (hint) {
     const m = /^timeout=(\d+)/.exec(hint);
     if (m) {
-      // Expire a second before the server says it will, as Node does, to avoid the race.
-      const serverIdle = Number(m[1]) * 1000 - 1000;
+      // Expire before the server says it will (a second, by default), as Node does.
+      const serverIdle = Number(m[1]) * 1000 - agent.agentKeepAliveTimeoutBuffer;
       if (serverIdle <= 0) return 0;
       idle = Math.min(idle, serverIdle);
     }
@@ -714,6 +718,12 @@ function keepAliveHeader(raw) {
     if (name.length === 10 && name.toLowerCase() === 'keep-alive') return raw[i + 1];
   }
   return undefined;
+}
+
+// Node's reading of `agentKeepAliveTimeoutBuffer`: a finite number of milliseconds, at least 0;
+// anything else is the default, a second.
+function hintBuffer(value) {
+  return typeof value === 'number' && value >= 0 && Number.isFinite(value) ? value : 1000;
 }
 
 function defaultIdle(agent) {

@@ -12,7 +12,9 @@ const agent = new hyperagent.Agent({
   freeSocketTimeout: '4s',
   timeout: 8000,
   socketActiveTTL: '10m',
+  agentKeepAliveTimeoutBuffer: 500,
 });
+const hintBuffer: number = agent.agentKeepAliveTimeoutBuffer;
 const asDefault: hyperagent.Agent = new hyperagent({ keepAlive: false });
 const asHttpAgent: http.Agent = new hyperagent.HttpAgent();
 

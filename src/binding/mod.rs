@@ -82,6 +82,8 @@ pub struct PoolOptions {
     /// The agent's `timeout`: how long a promise-path connection may take to open (the drop-in
     /// path's sockets time out in JavaScript); absent: no limit.
     pub connect_timeout_ms: Option<f64>,
+    /// `agentKeepAliveTimeoutBuffer` (ms, default 1000).
+    pub hint_buffer_ms: Option<f64>,
 }
 
 /// A duration in milliseconds from JavaScript: none unless positive and finite.
@@ -96,6 +98,12 @@ fn release_policy(opts: &PoolOptions) -> pool::ReleasePolicy {
         keep_alive: opts.keep_alive.unwrap_or(true),
         idle: millis(opts.idle_ms),
         ttl: millis(opts.active_ttl_ms),
+        hint_buffer: opts
+            .hint_buffer_ms
+            .filter(|ms| *ms >= 0.0 && ms.is_finite())
+            .map_or(Duration::from_secs(1), |ms| {
+                Duration::from_micros((ms * 1000.0) as u64)
+            }),
     }
 }
 

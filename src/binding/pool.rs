@@ -66,6 +66,9 @@ pub struct ReleasePolicy {
     pub idle: Option<Duration>,
     /// `socketActiveTTL`; `None`: no limit.
     pub ttl: Option<Duration>,
+    /// `agentKeepAliveTimeoutBuffer`: how much sooner than a server's `Keep-Alive: timeout`
+    /// hint a connection stops idling.
+    pub hint_buffer: Duration,
 }
 
 impl Default for ReleasePolicy {
@@ -74,6 +77,7 @@ impl Default for ReleasePolicy {
             keep_alive: true,
             idle: None,
             ttl: None,
+            hint_buffer: Duration::from_secs(1),
         }
     }
 }
