@@ -85,6 +85,13 @@ declare namespace Agent {
     timeout?: Duration | undefined;
     /** Maximum lifetime of a connection; it is closed at the first release after this. Default: none. */
     socketActiveTTL?: Duration | undefined;
+    /**
+     * Environment variables that name an HTTP proxy (`HTTP_PROXY` / `http_proxy` for `Agent`,
+     * `HTTPS_PROXY` / `https_proxy` for `HttpsAgent`; `NO_PROXY` / `no_proxy` for the hosts
+     * that bypass it), as Node's agents take them (Node 24.5 on, later 22.x releases; where Node ignores it, so does the agent).
+     * Only `http:` proxies: an `https:` one throws `ERR_HYPERAGENT_UNSUPPORTED`.
+     */
+    proxyEnv?: { [name: string]: string | undefined } | undefined;
     /** How much sooner (ms) than a server's `Keep-Alive: timeout=N` a connection stops idling; with nothing left, it is not kept. Default: `1000`. */
     agentKeepAliveTimeoutBuffer?: number | undefined;
     /** Disable Nagle's algorithm on new connections. Default: `true`. */
@@ -260,6 +267,7 @@ declare namespace Agent {
     | 'ERR_INVALID_IP_ADDRESS'
     | 'EPROTO'
     | 'ERR_SOCKET_TIMEOUT'
+    | 'ERR_PROXY_TUNNEL'
     | 'ECONNREFUSED'
     | 'ECONNRESET'
     | 'ETIMEDOUT'
@@ -282,6 +290,8 @@ declare namespace Agent {
     timeout?: number;
     /** A request that failed before any response: whether any of it was sent. */
     requestSent?: boolean;
+    /** For `ERR_PROXY_TUNNEL`: the status the proxy refused the tunnel with. */
+    statusCode?: number;
     /** For `ERR_TLS_CERT_ALTNAME_INVALID`: why, for which host, and the peer's certificate. */
     reason?: string;
     host?: string;

@@ -8,7 +8,6 @@ import https from 'node:https';
 import zlib from 'node:zlib';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import axios from 'axios';
 import got from 'got';
@@ -16,6 +15,7 @@ import fetch from 'node-fetch';
 import superagent from 'superagent';
 import needle from 'needle';
 import { Agent, HttpsAgent } from 'hyperagent';
+import helpers from './helpers.js';
 
 const fixture = (name) => fs.readFileSync(fileURLToPath(new URL(`./fixtures/tls/${name}`, import.meta.url)));
 const CA = fixture('ca.pem');
@@ -71,13 +71,7 @@ async function start(t, secure) {
     server.maxOpen = Math.max(server.maxOpen, open);
     socket.on('close', () => open--);
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  return server;
+  return helpers.listen(t, server);
 }
 
 // Each client as a uniform function: (url, { method, body, agent }) -> { status, text }.

@@ -164,6 +164,17 @@ function closed(socket) {
   return socket.destroyed && socket.closed ? Promise.resolve() : once(socket, 'close');
 }
 
+// Listens on a loopback port; the server and its connections close when the test ends.
+async function listen(t, server) {
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  return server;
+}
+
 // Runs `script` in a child Node process (with Node's `flags`; an `env` entry set to undefined
 // is left out of its environment). A child that has not exited after CHILD_LIMIT_MS (an
 // exception lost instead of reaching its handler, a request that never settles) is killed, and
@@ -188,4 +199,4 @@ async function runChild(script, env = {}, flags = []) {
   return { code, signal, out, err };
 }
 
-module.exports = { httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild };
+module.exports = { listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild };

@@ -49,6 +49,7 @@ const kParts = Symbol('hyperagent.parts');
 const kLastParts = Symbol('hyperagent.lastParts');
 const kSweepAt = Symbol('hyperagent.sweepAt');
 const kNames = Symbol('hyperagent.names');
+const kProxy = Symbol('hyperagent.proxy');
 
 // Pool keys (one per getName() string: per origin, and per TLS configuration) are forgotten
 // once empty, as Node's agent deletes a name's lists, so that a process reaching many origins
@@ -130,6 +131,7 @@ class Agent extends Base {
     // How much sooner than a server's `Keep-Alive: timeout=N` a connection stops idling: Node's
     // option and rule (recent versions' agents read it), on every version.
     this.agentKeepAliveTimeoutBuffer = hintBuffer(opts.agentKeepAliveTimeoutBuffer);
+    this[kProxy] = proxyConfigOf(this);
     this[kKeys] = new Map();
     this[kOrigins] = new Map();
     // agent.request()'s connection options per pool key (its TLS connections' names are
@@ -354,6 +356,13 @@ class Agent extends Base {
     }
     const host = options.host || 'localhost';
     const port = options.port;
+    const proxy = proxiedTo(this, options);
+    if (proxy !== null) {
+      // As Node's agent with a proxy: the proxy is connected to (its own host and port, none of
+      // the request's connection options), and for HTTPS a tunnel opened through it.
+      pool.connect(id, proxyTarget(this, proxy, host, port, servername));
+      return;
+    }
     const family = familyOf(options);
     const localAddress = options.localAddress || undefined;
     if (typeof options.lookup !== 'function') {
@@ -434,7 +443,7 @@ class Agent extends Base {
       if (typeof origin === 'string' && typeof path === 'string') return this._partsTarget(origin, path, parse);
     }
     // Not a URL: parse() throws the error that says why.
-    return targetOf(parse(input), false);
+    return targetOf(parse(input), false, this);
   }
 
   _keptTarget(input, parse) {
@@ -443,7 +452,7 @@ class Agent extends Base {
     if (last !== null && last.input === input) return last.target;
     let target = this[kUrls].get(input);
     if (target === undefined) {
-      target = targetOf(parse(input), true);
+      target = targetOf(parse(input), true, this);
       if (this[kUrls].size >= 1024) this[kUrls].clear();
       this[kUrls].set(input, target);
     }
@@ -457,7 +466,7 @@ class Agent extends Base {
     let paths = this[kParts].get(origin);
     let target = paths === undefined ? undefined : paths.get(path);
     if (target === undefined) {
-      target = targetOf(parse({ origin, path }), true);
+      target = targetOf(parse({ origin, path }), true, this);
       if (paths === undefined) {
         if (this[kParts].size >= 64) this[kParts].clear();
         paths = new Map();
@@ -526,11 +535,11 @@ class Agent extends Base {
       const o = { __proto__: null, ...this.options, host, port };
       if (this[kTls] && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
       key = this._keyOf(this.getName(o), o);
-      const family = familyOf(o);
-      this[kPool].setTarget(key, {
+      const proxy = o.socketPath ? null : proxiedTo(this, o);
+      this[kPool].setTarget(key, proxy !== null ? proxyTarget(this, proxy, host, port, o.servername) : {
         host,
         port,
-        family,
+        family: familyOf(o),
         localAddress: o.localAddress || undefined,
         path: o.socketPath || undefined,
         servername: this[kTls] ? o.servername : undefined,
@@ -720,6 +729,60 @@ function keepAliveHeader(raw) {
   return undefined;
 }
 
+// The proxy of an agent made with `proxyEnv` (Node 24.5 on, later 22.x releases; where Node
+// ignores the option, so does the agent): Node's own configuration, which its constructor leaves
+// on the agent, so that which hosts go through it (NO_PROXY) is decided as Node decides. A proxy
+// spoken to over TLS (an https: URL) is refused at once rather than bypassed.
+function proxyConfigOf(agent) {
+  const symbol = Object.getOwnPropertySymbols(agent).find((s) => s.description === 'kProxyConfig');
+  const config = symbol === undefined ? null : agent[symbol] ?? null;
+  if (config !== null && config.protocol !== 'http:') {
+    throw errors.hyperagentError('UNSUPPORTED',
+      `The proxy ${config.href} is reached over ${config.protocol.slice(0, -1).toUpperCase()}; hyperagent goes through http: proxies only`);
+  }
+  return config;
+}
+
+// The agent's proxy, if a request to `options`'s host and port goes through it (Node's rule:
+// not for a Unix socket, nor for a host NO_PROXY names).
+function proxiedTo(agent, options) {
+  const proxy = agent[kProxy];
+  if (proxy === null || options.socketPath) return null;
+  let host = options.host || 'localhost';
+  if (host.startsWith('[')) host = host.slice(1, -1);
+  const port = options.port ? Number(options.port) : agent.defaultPort;
+  return proxy.shouldUseProxy(host || 'localhost', port) ? proxy : null;
+}
+
+// The header lines a plain-HTTP request through the proxy carries, as Node's http.request adds
+// them.
+function proxyLinesOf(agent) {
+  const proxy = agent[kProxy];
+  const lines = proxy.auth ? ['proxy-authorization', proxy.auth] : [];
+  lines.push('proxy-connection', agent.keepAlive ? 'keep-alive' : 'close');
+  return lines;
+}
+
+// Where a connection to `host`:`port` through `proxy` goes: the proxy, and for HTTPS the tunnel
+// to open (the CONNECT request Node's https.Agent writes). The TLS session is the origin's: an IP
+// address names it when no server name does.
+function proxyTarget(agent, proxy, host, port, servername) {
+  const { host: proxyHost, port: proxyPort } = proxy.proxyConnectionOptions;
+  if (!agent[kTls]) return { host: proxyHost, port: proxyPort };
+  const origin = `${net.isIPv6(host) ? `[${host}]` : host}:${port}`;
+  let request = `CONNECT ${origin} HTTP/1.1\r\n`;
+  if (proxy.auth) request += `proxy-authorization: ${proxy.auth}\r\n`;
+  if (agent.keepAlive || agent.maxSockets !== Infinity) request += 'proxy-connection: keep-alive\r\n';
+  request += `host: ${origin}\r\n\r\n`;
+  return {
+    host: proxyHost,
+    port: proxyPort,
+    servername: servername || host,
+    tunnelRequest: request,
+    tunnelRefused: `Failed to establish tunnel to ${origin} via ${proxy.href}: `,
+  };
+}
+
 // Node's reading of `agentKeepAliveTimeoutBuffer`: a finite number of milliseconds, at least 0;
 // anything else is the default, a second.
 function hintBuffer(value) {
@@ -765,27 +828,36 @@ const MAX_TARGET = 65534;
 
 // What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
 // `key` is the pool key of its origin, filled on first use (`_requestKey`).
-function targetOf(parsed, kept) {
+function targetOf(parsed, kept, agent) {
   // A URL, or (`{ origin, path }`) the origin's URL and the path to send as it is.
   const { url, path } = parsed instanceof URL ? { url: parsed, path: parsed.pathname + parsed.search } : parsed;
-  if (path.length > MAX_TARGET) {
+  // Through an HTTP proxy, a plain-HTTP request names its whole URL, and carries the proxy's
+  // lines, as Node's http.request sends it through an agent with a proxy.
+  const proxied = url.protocol === 'http:' && proxiedTo(agent, { host: url.hostname, port: url.port }) !== null;
+  const requestTarget = proxied ? `${url.protocol}//${url.host}${path}` : path;
+  if (requestTarget.length > MAX_TARGET) {
     throw errors.invalidArgValue('url', `${url.href.slice(0, 64)}...`,
-      `has a path and query of ${path.length} characters; agent.request() sends at most ${MAX_TARGET}`);
+      `has a ${proxied ? 'request target (its whole URL, through the proxy)' : 'path and query'} of ${requestTarget.length} characters; agent.request() sends at most ${MAX_TARGET}`);
   }
   // Credentials in the URL go as basic authorization, as Node's http.request sends them.
   const auth = url.username || url.password
     ? `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`
     : null;
+  const proxyLines = proxied ? proxyLinesOf(agent) : null;
+  // The header lines every request to it carries, as they cross to Rust (lib/request.js):
+  // the host, the authorization of the URL's credentials, and the proxy's.
+  let baseLines = auth === null ? `host\n${url.host}` : `host\n${url.host}\nauthorization\n${auth}`;
+  if (proxyLines !== null) baseLines += `\n${proxyLines.join('\n')}`;
   return {
     url,
     protocol: url.protocol,
     host: url.host,
     auth,
-    // The header lines every request to it carries, as they cross to Rust (lib/request.js):
-    // the host, and the authorization of the URL's credentials.
-    baseLines: auth === null ? `host\n${url.host}` : `host\n${url.host}\nauthorization\n${auth}`,
+    proxyLines,
+    baseLines,
     origin: url.origin,
     path,
+    requestTarget,
     key: -1,
     // A target kept for its URL string has its request head (path and base lines) parsed in
     // Rust once, on first use (null until then); others have none (undefined).

@@ -61,6 +61,7 @@ function systemError(desc) {
   if (desc.port !== undefined) err.port = desc.port;
   if (desc.requestSent !== undefined) err.requestSent = desc.requestSent;
   if (desc.timeout !== undefined) err.timeout = desc.timeout;
+  if (desc.statusCode !== undefined) err.statusCode = desc.statusCode;
   return err;
 }
 

@@ -881,6 +881,8 @@ function request(agent, input, options = {}) {
   }
   if (own && list.host < 0) headers.push('host', target.host);
   if (own && target.auth !== null && list.authorization < 0) headers.push('authorization', target.auth);
+  // Through the agent's HTTP proxy: its lines, as Node's http.request adds them.
+  if (target.proxyLines !== null) headers.push(...target.proxyLines);
   let contentLength;
   const declared = own ? list.contentLength : -1;
   if (declared >= 0) {
@@ -912,12 +914,12 @@ function request(agent, input, options = {}) {
   let headerLines;
   // What crosses as the path: the target's head parsed once, when the request has no header
   // lines but the target's base lines (see targetOf in agent.js).
-  let pathOrHead = target.path;
+  let pathOrHead = target.requestTarget;
   if (own || typed || closing) {
     headerLines = headers.join('\n');
   } else if (contentLength === undefined) {
     headerLines = target.baseLines;
-    if (target.head === null) target.head = binding.prepareHead(target.path, target.baseLines);
+    if (target.head === null) target.head = binding.prepareHead(target.requestTarget, target.baseLines);
     if (target.head !== undefined) pathOrHead = target.head;
   } else {
     headerLines = `${target.baseLines}\ncontent-length\n${contentLength}`;

@@ -44,6 +44,8 @@ struct Inner {
     /// The connection itself failed (a reset, a TLS alert), as a socket's 'error' reports:
     /// not a malformed message, a timeout, or the peer closing.
     socket_fault: bool,
+    /// For `ERR_PROXY_TUNNEL`: the status the proxy answered with.
+    status_code: Option<u16>,
 }
 
 impl Error {
@@ -60,6 +62,7 @@ impl Error {
                 request_sent: None,
                 timeout_ms: None,
                 socket_fault: false,
+                status_code: None,
             }),
         }
     }
@@ -125,6 +128,18 @@ impl Error {
         let mut err = Error::tls("ERR_SOCKET_TIMEOUT", "Socket timeout");
         err.inner.timeout_ms = Some(limit.as_millis() as u64);
         err
+    }
+
+    /// Node's `ERR_PROXY_TUNNEL`: a proxy's tunnel that did not open (with the status the
+    /// proxy answered, when it answered).
+    pub fn proxy_tunnel(message: impl Into<String>, status_code: Option<u16>) -> Self {
+        let mut err = Error::tls("ERR_PROXY_TUNNEL", message);
+        err.inner.status_code = status_code;
+        err
+    }
+
+    pub fn status_code(&self) -> Option<u16> {
+        self.inner.status_code
     }
 
     pub fn timeout_ms(&self) -> Option<u64> {

@@ -13,6 +13,7 @@ const agent = new hyperagent.Agent({
   timeout: 8000,
   socketActiveTTL: '10m',
   agentKeepAliveTimeoutBuffer: 500,
+  proxyEnv: process.env,
 });
 const hintBuffer: number = agent.agentKeepAliveTimeoutBuffer;
 const asDefault: hyperagent.Agent = new hyperagent({ keepAlive: false });

@@ -339,6 +339,9 @@ pub fn error_descriptor(env: sys::napi_env, err: &Error) -> sys::napi_value {
     if let Some(ms) = err.timeout_ms() {
         set(env, obj, "timeout", number(env, ms as f64));
     }
+    if let Some(status) = err.status_code() {
+        set(env, obj, "statusCode", number(env, status as f64));
+    }
     obj
 }
 

@@ -27,7 +27,7 @@ use crate::client;
 use crate::pool::{KeyId, Limits, Scheduling};
 use crate::transport::dns::{parse_ip, Family};
 use crate::transport::tls::{TlsOptions, Trust};
-use crate::transport::{ConnectOptions, Peer, Target};
+use crate::transport::{ConnectOptions, Peer, Target, Tunnel};
 use pool::PoolCell;
 
 /// Registers the JavaScript functions Rust calls on this thread. Called once by `index.js`.
@@ -122,6 +122,10 @@ pub struct ConnectTarget {
     /// The promise path resolves the host through the user's `lookup` function (in
     /// JavaScript) before each connection.
     pub js_lookup: Option<bool>,
+    /// Through an HTTP proxy (`host` and `port` name it): the `CONNECT` request that opens the
+    /// tunnel to the origin, and what a refusal's message starts with.
+    pub tunnel_request: Option<String>,
+    pub tunnel_refused: Option<String>,
 }
 
 /// `tls.connect` options of an HTTPS key, already normalised by `lib/tls.js`.
@@ -238,6 +242,10 @@ fn connect_target(target: ConnectTarget) -> Result<Target> {
         family: Family::from_node(target.family.unwrap_or(0)),
         local_address,
         addresses,
+        tunnel: target.tunnel_request.map(|request| Tunnel {
+            request,
+            refused: target.tunnel_refused.unwrap_or_default(),
+        }),
     })
 }
 

@@ -23,10 +23,27 @@ pub enum Target {
         local_address: Option<IpAddr>,
         /// Addresses already resolved (by a user's `lookup` function); skips DNS.
         addresses: Option<Vec<IpAddr>>,
+        /// An HTTP proxy (`host`, `port`) to open a tunnel through to the origin, first.
+        tunnel: Option<Tunnel>,
     },
     /// Node's `socketPath`.
     Unix { path: String },
 }
+
+/// A tunnel through an HTTP proxy (`CONNECT`), as Node's https.Agent opens one for an agent
+/// with a proxy: the request goes out as JavaScript wrote it, and the connection is the
+/// origin's once the proxy answers 200.
+#[derive(Clone, Debug)]
+pub struct Tunnel {
+    /// The whole `CONNECT` request.
+    pub request: String,
+    /// What a refusal's message starts with (`Failed to establish tunnel to <origin> via
+    /// <proxy>: `); the proxy's status line follows.
+    pub refused: String,
+}
+
+/// The longest response head a proxy may answer a `CONNECT` with.
+const MAX_TUNNEL_HEAD: usize = 16 * 1024;
 
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectOptions {
@@ -101,6 +118,7 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             family,
             local_address,
             addresses,
+            tunnel,
         } => {
             // An IP literal needs no resolver, nor the trip to a blocking thread; as in
             // net.connect, it is tried whatever `localAddress` (a bind of the other family then
@@ -132,7 +150,7 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                     .map(|ip| SocketAddr::new(ip, port))
                     .collect(),
             );
-            let stream = connect_any(addrs, local_address, opts.attempt_delay).await?;
+            let mut stream = connect_any(addrs, local_address, opts.attempt_delay).await?;
             let peer = stream.peer_addr().ok();
             stream
                 .set_nodelay(opts.no_delay)
@@ -143,6 +161,9 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                     .set_tcp_keepalive(&keepalive)
                     .map_err(|e| Error::io(&e, "setsockopt"))?;
             }
+            if let Some(tunnel) = &tunnel {
+                open_tunnel(&mut stream, tunnel).await?;
+            }
             let local = stream.local_addr().ok();
             let remote = peer.unwrap_or(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port));
             Ok(Connected {
@@ -152,6 +173,74 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             })
         }
     }
+}
+
+/// Sends the `CONNECT` request and reads the proxy's answer, to the end of its head and not a
+/// byte further (what follows is the origin's). Fails as Node fails: `ERR_PROXY_TUNNEL`, with
+/// the `statusCode` of an answer other than 200.
+async fn open_tunnel(stream: &mut TcpStream, tunnel: &Tunnel) -> Result<(), Error> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ended = || {
+        Error::proxy_tunnel(
+            "Connection to establish proxy tunnel ended unexpectedly",
+            None,
+        )
+    };
+    stream
+        .write_all(tunnel.request.as_bytes())
+        .await
+        .map_err(|e| Error::io(&e, "write"))?;
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    loop {
+        // Peeked first: the head's end may come with nothing after it, or with the start of
+        // what the origin sends, which must stay in the socket.
+        let n = match stream.peek(&mut buf).await {
+            Ok(0) => return Err(ended()),
+            Ok(n) => n,
+            Err(e) => return Err(Error::io(&e, "read")),
+        };
+        let from = head.len().saturating_sub(3);
+        head.extend_from_slice(&buf[..n]);
+        let end = head[from..]
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|at| from + at + 4);
+        let take = match end {
+            Some(end) => n - (head.len() - end),
+            None => n,
+        };
+        stream
+            .read_exact(&mut buf[..take])
+            .await
+            .map_err(|e| Error::io(&e, "read"))?;
+        if let Some(end) = end {
+            head.truncate(end);
+            break;
+        }
+        if head.len() > MAX_TUNNEL_HEAD {
+            return Err(Error::proxy_tunnel(
+                format!(
+                    "{}response head over {MAX_TUNNEL_HEAD} bytes",
+                    tunnel.refused
+                ),
+                None,
+            ));
+        }
+    }
+    let line_end = head
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(head.len());
+    let status_line = String::from_utf8_lossy(&head[..line_end]);
+    let status = status_line.split(' ').nth(1).unwrap_or("");
+    if status == "200" {
+        return Ok(());
+    }
+    Err(Error::proxy_tunnel(
+        format!("{}{status_line}", tunnel.refused),
+        Some(status.parse().unwrap_or(0)),
+    ))
 }
 
 /// Alternates address families, starting with the resolver's first choice (RFC 8305 §4).
@@ -256,6 +345,7 @@ mod tests {
             family: Family::Any,
             local_address: None,
             addresses: None,
+            tunnel: None,
         }
     }
 
@@ -318,6 +408,7 @@ mod tests {
                 IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
                 IpAddr::from([127, 0, 0, 1]),
             ]),
+            tunnel: None,
         };
         let conn = connect(target, ConnectOptions::default()).await.unwrap();
         assert_eq!(
@@ -336,6 +427,7 @@ mod tests {
             family: Family::Any,
             local_address: Some(IpAddr::from([127, 0, 0, 2])),
             addresses: None,
+            tunnel: None,
         };
         let conn = connect(target, ConnectOptions::default()).await.unwrap();
         assert_eq!(conn.local.unwrap().ip(), IpAddr::from([127, 0, 0, 2]));
@@ -371,6 +463,94 @@ mod tests {
         assert_eq!(err.code(), "ENOENT");
         assert_eq!(err.message(), format!("connect ENOENT {path_str}"));
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A proxy on loopback that reads the CONNECT request, then writes `answer` in the pieces
+    /// given; returns the request it read.
+    async fn proxy(answer: Vec<&'static [u8]>) -> (u16, tokio::task::JoinHandle<Vec<u8>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            while !request.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                socket.read_exact(&mut byte).await.unwrap();
+                request.push(byte[0]);
+            }
+            for piece in answer {
+                socket.write_all(piece).await.unwrap();
+                socket.flush().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            request
+        });
+        (port, task)
+    }
+
+    fn through(port: u16) -> Target {
+        Target::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+            family: Family::Any,
+            local_address: None,
+            addresses: None,
+            tunnel: Some(Tunnel {
+                request: "CONNECT origin:443 HTTP/1.1\r\nhost: origin:443\r\n\r\n".into(),
+                refused: "Failed to establish tunnel to origin:443 via http://proxy: ".into(),
+            }),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_tunnel_opens_and_leaves_the_origins_bytes_in_the_socket() {
+        use tokio::io::AsyncReadExt;
+        // The head's end split across writes, and the origin's first bytes in the same write.
+        let answer: Vec<&'static [u8]> = vec![
+            b"HTTP/1.1 200 Connection Established\r\n\r",
+            b"\nfrom origin",
+        ];
+        let (port, proxy) = proxy(answer).await;
+        let conn = connect(through(port), ConnectOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            proxy.await.unwrap(),
+            b"CONNECT origin:443 HTTP/1.1\r\nhost: origin:443\r\n\r\n"
+        );
+        let Socket::Tcp(mut stream) = conn.socket else {
+            panic!("not TCP")
+        };
+        let mut rest = [0u8; 11];
+        stream.read_exact(&mut rest).await.unwrap();
+        assert_eq!(&rest, b"from origin");
+    }
+
+    #[tokio::test]
+    async fn a_refused_or_unanswered_tunnel_fails_as_node_fails() {
+        let (port, _) = proxy(vec![b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n"]).await;
+        let err = connect(through(port), ConnectOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "ERR_PROXY_TUNNEL");
+        assert_eq!(err.status_code(), Some(407));
+        assert_eq!(
+            err.message(),
+            "Failed to establish tunnel to origin:443 via http://proxy: HTTP/1.1 407 Proxy Authentication Required"
+        );
+        let (port, _) = proxy(vec![b"HTTP/1.1 200 OK\r\n"]).await;
+        let err = connect(through(port), ConnectOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.code(), err.status_code(), err.message().as_str()),
+            (
+                "ERR_PROXY_TUNNEL",
+                None,
+                "Connection to establish proxy tunnel ended unexpectedly"
+            )
+        );
     }
 
     #[test]

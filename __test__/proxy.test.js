@@ -1,0 +1,226 @@
+'use strict';
+
+// Agents made with `proxyEnv` (Node 24.5 on, later 22.x releases) go through the HTTP proxy it
+// names, as Node's own agents do: plain HTTP in absolute form, HTTPS through a CONNECT tunnel,
+// NO_PROXY honoured. Each case runs through Node's agent, the drop-in path and agent.request()
+// side by side, against a real forwarding proxy on loopback.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const https = require('node:https');
+const net = require('node:net');
+const fs = require('node:fs');
+const path = require('node:path');
+const { once } = require('node:events');
+const { Agent, HttpsAgent } = require('..');
+const { httpServer, listen } = require('./helpers');
+
+const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+const CA = fixture('ca.pem');
+const AUTH = `Basic ${Buffer.from('user:pa@ss').toString('base64')}`;
+
+// A forwarding proxy: absolute-form requests are sent on to their origin, CONNECT opens a
+// tunnel; with `auth`, anything without that proxy-authorization is refused with 407. It notes
+// what it is asked (method, target, the proxy's own headers) and counts its connections.
+async function proxyServer(t, { auth } = {}) {
+  const seen = [];
+  const note = (req) => seen.push({
+    method: req.method,
+    target: req.url,
+    authorization: req.headers['proxy-authorization'],
+    connection: req.headers['proxy-connection'],
+    host: req.headers.host,
+  });
+  const server = http.createServer((req, res) => {
+    note(req);
+    if (auth && req.headers['proxy-authorization'] !== auth) {
+      res.writeHead(407, { 'proxy-authenticate': 'Basic' }).end('proxy says no');
+      return;
+    }
+    // Hop-by-hop lines stay on their hop (RFC 9110 §7.6.1).
+    const hop = (headers) => {
+      const out = { ...headers };
+      for (const name of ['connection', 'keep-alive', 'proxy-authorization', 'proxy-connection']) delete out[name];
+      return out;
+    };
+    const url = new URL(req.url);
+    const options = { host: url.hostname, port: url.port, path: url.pathname + url.search, method: req.method, headers: hop(req.headers), agent: false };
+    const upstream = http.request(options, (up) => {
+      res.writeHead(up.statusCode, hop(up.headers));
+      up.pipe(res);
+    });
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  server.on('connect', (req, socket, head) => {
+    note(req);
+    socket.on('error', () => {});
+    if (auth && req.headers['proxy-authorization'] !== auth) {
+      socket.end('HTTP/1.1 407 Proxy Authentication Required\r\nproxy-authenticate: Basic\r\n\r\n');
+      return;
+    }
+    const at = req.url.lastIndexOf(':');
+    const upstream = net.connect(Number(req.url.slice(at + 1)), req.url.slice(0, at).replace(/^\[|\]$/g, ''), () => {
+      socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      upstream.write(head);
+      upstream.pipe(socket);
+      socket.pipe(upstream);
+    });
+    upstream.on('error', () => socket.destroy());
+  });
+  server.connections = 0;
+  server.on('connection', () => server.connections++);
+  await listen(t, server);
+  server.seen = seen;
+  server.url = `http://127.0.0.1:${server.address().port}`;
+  return server;
+}
+
+function httpsOrigin(t) {
+  const tls = { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') };
+  return listen(t, https.createServer(tls, (req, res) => res.end(`secure ${req.url}`)));
+}
+
+// One request through `agent`: with http(s).get for Node's agent and the drop-in path, with
+// agent.request() for 'promise'. Resolves with [status, body], or the error's fields.
+function through(kind, agent, url) {
+  const outcome = (err) => ({ code: err.code, message: err.message, statusCode: err.statusCode });
+  if (kind === 'promise') {
+    return agent.request(url).then(async (res) => [res.statusCode, await res.body.text()], outcome);
+  }
+  const get = url.startsWith('https:') ? https.get : http.get;
+  return new Promise((resolve) => {
+    get(url, { agent }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (d) => (body += d)).on('end', () => resolve([res.statusCode, body]));
+    }).on('error', (err) => resolve(outcome(err)));
+  });
+}
+
+// Node's agent, the drop-in path and agent.request(), each on its own agent made with `options`.
+function agentsOf(t, secure, options) {
+  const agents = secure
+    ? { node: new https.Agent({ keepAlive: true, ...options }), dropIn: new HttpsAgent(options), promise: new HttpsAgent(options) }
+    : { node: new http.Agent({ keepAlive: true, ...options }), dropIn: new Agent(options), promise: new Agent(options) };
+  t.after(() => Object.values(agents).forEach((a) => a.destroy()));
+  return agents;
+}
+
+async function nodeUsesProxyEnv(t) {
+  const proxy = await proxyServer(t);
+  const origin = await httpServer(t);
+  const agent = new http.Agent({ proxyEnv: { HTTP_PROXY: proxy.url } });
+  await through('node', agent, `${origin.url}/`);
+  agent.destroy();
+  return proxy.seen.length === 1;
+}
+
+test('plain HTTP goes through the proxy in absolute form, with its credentials, on both paths as with Node\'s agent', async (t) => {
+  if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
+  const origin = await httpServer(t, (req, res) => res.end(`origin ${req.url}`));
+  for (const kind of ['node', 'dropIn', 'promise']) {
+    const proxy = await proxyServer(t, { auth: AUTH });
+    const proxyUrl = proxy.url.replace('//', '//user:pa%40ss@');
+    const agent = agentsOf(t, false, { proxyEnv: { HTTP_PROXY: proxyUrl } })[kind];
+    const urls = [`${origin.url}/a?x=1`, `${origin.url}/b`];
+    const got = [];
+    for (const url of urls) got.push(await through(kind, agent, url));
+    assert.deepStrictEqual(got, [[200, 'origin /a?x=1'], [200, 'origin /b']], kind);
+    assert.deepStrictEqual(proxy.seen, urls.map((url) => ({
+      method: 'GET', target: url, authorization: AUTH, connection: 'keep-alive', host: new URL(url).host,
+    })), kind);
+    assert.strictEqual(proxy.connections, 1, `${kind}: one kept connection to the proxy`);
+  }
+});
+
+test('HTTPS goes through a CONNECT tunnel, verified for the origin, on both paths as with Node\'s agent', async (t) => {
+  if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
+  const origin = await httpsOrigin(t);
+  const port = origin.address().port;
+  for (const kind of ['node', 'dropIn', 'promise']) {
+    const proxy = await proxyServer(t, { auth: AUTH });
+    const proxyUrl = proxy.url.replace('//', '//user:pa%40ss@');
+    const agent = agentsOf(t, true, { ca: CA, proxyEnv: { HTTPS_PROXY: proxyUrl } })[kind];
+    const got = [];
+    for (const p of ['/a', '/b']) got.push(await through(kind, agent, `https://localhost:${port}${p}`));
+    assert.deepStrictEqual(got, [[200, 'secure /a'], [200, 'secure /b']], kind);
+    // One tunnel, kept for the second request.
+    assert.deepStrictEqual(proxy.seen, [{
+      method: 'CONNECT', target: `localhost:${port}`, authorization: AUTH, connection: 'keep-alive', host: `localhost:${port}`,
+    }], kind);
+    // The origin's certificate is checked against the origin's name, not the proxy's.
+    const wrongCa = agentsOf(t, true, { proxyEnv: { HTTPS_PROXY: proxyUrl } })[kind];
+    const refused = await through(kind, wrongCa, `https://localhost:${port}/`);
+    assert.strictEqual(refused.code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', kind);
+  }
+});
+
+test('a tunnel the proxy refuses fails with ERR_PROXY_TUNNEL and its status, as Node\'s agent fails', async (t) => {
+  if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
+  const origin = await httpsOrigin(t);
+  const proxy = await proxyServer(t, { auth: AUTH });
+  const url = `https://localhost:${origin.address().port}/`;
+  const agents = agentsOf(t, true, { ca: CA, proxyEnv: { HTTPS_PROXY: proxy.url } });
+  const seen = {};
+  for (const kind of Object.keys(agents)) seen[kind] = await through(kind, agents[kind], url);
+  assert.strictEqual(seen.node.code, 'ERR_PROXY_TUNNEL');
+  assert.strictEqual(seen.node.statusCode, 407);
+  assert.match(seen.node.message, /^Failed to establish tunnel to localhost:\d+ via http:\/\/127\.0\.0\.1:\d+\/?: HTTP\/1\.1 407 Proxy Authentication Required$/);
+  assert.deepStrictEqual(seen.dropIn, seen.node);
+  assert.deepStrictEqual(seen.promise, seen.node);
+  // The origin's errors stay the origin's: its 407 over plain HTTP is a response like any.
+  const plainOrigin = await httpServer(t);
+  const plain = agentsOf(t, false, { proxyEnv: { HTTP_PROXY: proxy.url } });
+  for (const kind of Object.keys(plain)) {
+    assert.deepStrictEqual(await through(kind, plain[kind], `${plainOrigin.url}/`), [407, 'proxy says no'], kind);
+  }
+});
+
+test('NO_PROXY and an unreachable proxy: as Node\'s agent decides and fails', async (t) => {
+  if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
+  const origin = await httpServer(t, (req, res) => res.end('direct'));
+  const proxy = await proxyServer(t);
+  const port = origin.address().port;
+  // localhost is named by NO_PROXY: straight to the origin; 127.0.0.1 is not: through the proxy.
+  const agents = agentsOf(t, false, { proxyEnv: { HTTP_PROXY: proxy.url, NO_PROXY: 'example.com, localhost' } });
+  for (const kind of Object.keys(agents)) {
+    const before = proxy.seen.length;
+    assert.deepStrictEqual(await through(kind, agents[kind], `http://localhost:${port}/`), [200, 'direct'], kind);
+    assert.strictEqual(proxy.seen.length, before, `${kind}: localhost bypasses the proxy`);
+    assert.deepStrictEqual(await through(kind, agents[kind], `http://127.0.0.1:${port}/`), [200, 'direct'], kind);
+    assert.strictEqual(proxy.seen.length, before + 1, `${kind}: 127.0.0.1 goes through it`);
+  }
+  // A proxy nobody listens on: the connect to it fails, naming it.
+  const gone = net.createServer().listen(0, '127.0.0.1');
+  await once(gone, 'listening');
+  const deadPort = gone.address().port;
+  gone.close();
+  for (const secure of [false, true]) {
+    const env = secure ? { HTTPS_PROXY: `http://127.0.0.1:${deadPort}` } : { HTTP_PROXY: `http://127.0.0.1:${deadPort}` };
+    const dead = agentsOf(t, secure, { ca: CA, proxyEnv: env });
+    const url = secure ? `https://localhost:${port}/` : `http://127.0.0.1:${port}/`;
+    const seen = {};
+    for (const kind of Object.keys(dead)) seen[kind] = await through(kind, dead[kind], url);
+    assert.strictEqual(seen.node.code, 'ECONNREFUSED', `secure ${secure}`);
+    assert.deepStrictEqual([seen.dropIn, seen.promise], [seen.node, seen.node], `secure ${secure}`);
+    assert.strictEqual(dead.dropIn.getCurrentStatus().createSocketErrorCount, 1);
+  }
+});
+
+test('a proxy reached over TLS is refused when the agent is made, never bypassed', () => {
+  const proxyEnv = { HTTPS_PROXY: 'https://127.0.0.1:9', HTTP_PROXY: 'https://127.0.0.1:9' };
+  const probe = new http.Agent({ proxyEnv });
+  const nodeProxies = Object.getOwnPropertySymbols(probe).some((s) => s.description === 'kProxyConfig');
+  probe.destroy();
+  if (!nodeProxies) {
+    // Node ignores the option: so does the agent, as Node's own.
+    new Agent({ proxyEnv }).destroy();
+    return;
+  }
+  for (const Class of [Agent, HttpsAgent]) {
+    assert.throws(() => new Class({ proxyEnv }), { code: 'ERR_HYPERAGENT_UNSUPPORTED', message: /https:\/\/127\.0\.0\.1:9.*http: proxies only/ });
+  }
+  // Without a proxy for the agent's protocol (or with a malformed one, as Node), nothing to refuse.
+  new Agent({ proxyEnv: { HTTPS_PROXY: 'https://127.0.0.1:9' } }).destroy();
+});
