@@ -14,7 +14,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
-const { httpServer, listen } = require('./helpers');
+const { httpServer, listen, runChild } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
@@ -223,4 +223,30 @@ test('a proxy reached over TLS is refused when the agent is made, never bypassed
   }
   // Without a proxy for the agent's protocol (or with a malformed one, as Node), nothing to refuse.
   new Agent({ proxyEnv: { HTTPS_PROXY: 'https://127.0.0.1:9' } }).destroy();
+});
+
+test("the module's request() goes through the environment's proxy where Node's global agent does (NODE_USE_ENV_PROXY)", async (t) => {
+  if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
+  const origin = await httpServer(t, (req, res) => res.end('origin'));
+  const proxy = await proxyServer(t);
+  const url = `${origin.url}/env`;
+  const script = `
+    const http = require('node:http');
+    const { request } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    http.get(${JSON.stringify(url)}, (res) => {
+      res.resume().on('end', async () => {
+        const ours = await request(${JSON.stringify(url)});
+        console.log(JSON.stringify([res.statusCode, ours.statusCode, await ours.body.text()]));
+        process.exit(0);
+      });
+    });
+  `;
+  for (const [env, through] of [[{ NODE_USE_ENV_PROXY: '1' }, true], [{ NODE_USE_ENV_PROXY: undefined }, false]]) {
+    const before = proxy.seen.length;
+    const { code, out, err } = await runChild(script, { ...env, HTTP_PROXY: proxy.url, NO_PROXY: undefined, no_proxy: undefined, http_proxy: undefined });
+    assert.strictEqual(code, 0, err);
+    assert.deepStrictEqual(JSON.parse(out), [200, 200, 'origin']);
+    // Both Node's global agent and the default agent, or neither.
+    assert.strictEqual(proxy.seen.length - before, through ? 2 : 0, JSON.stringify(env));
+  }
 });
