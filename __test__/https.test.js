@@ -480,6 +480,51 @@ test('NODE_EXTRA_CA_CERTS extends the default roots', async (t) => {
   assert.strictEqual(code, 0);
 });
 
+test("without `ca`, a server's chain reaches its root in the default trust, as Node's documentation walks it to pin it", async (t) => {
+  const server = await httpsServer(t);
+  const script = `
+    const https = require('node:https');
+    const tls = require('node:tls');
+    const { HttpsAgent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const url = 'https://localhost:${server.port}/';
+    // Node's documentation's pinning loop: up the issuers to the self-signed root.
+    const walk = (cert) => {
+      const names = [];
+      let last;
+      do {
+        names.push(cert.subject.CN);
+        last = cert.fingerprint256;
+        cert = cert.issuerCertificate;
+      } while (cert.fingerprint256 !== last);
+      return names.join(' > ');
+    };
+    const walked = [];
+    const checkServerIdentity = (host, cert) => {
+      walked.push(walk(cert));
+      return tls.checkServerIdentity(host, cert);
+    };
+    const viaGet = (agent) => new Promise((resolve, reject) => {
+      https.get(url, { agent, checkServerIdentity }, (res) => {
+        walked.push(walk(res.socket.getPeerCertificate(true)));
+        res.resume().on('end', resolve);
+      }).on('error', reject);
+    });
+    (async () => {
+      const agents = [new https.Agent(), new HttpsAgent(), new HttpsAgent({ checkServerIdentity })];
+      await viaGet(agents[0]);
+      await viaGet(agents[1]);
+      await (await agents[2].request(url)).body.dump();
+      agents.forEach((a) => a.destroy());
+      console.log(JSON.stringify(walked));
+    })();
+  `;
+  const { code, out, err } = await runChild(script, { NODE_EXTRA_CA_CERTS: path.join(__dirname, 'fixtures', 'tls', 'ca.pem') });
+  assert.strictEqual(code, 0, err);
+  const chain = 'localhost > hyperagent test intermediate CA > hyperagent test CA';
+  // Node's agent (check, then socket), the drop-in path (the same), agent.request() (check).
+  assert.deepStrictEqual(JSON.parse(out), Array(5).fill(chain));
+});
+
 // Node 22.15 and 23.10 on can tell their default trust (tls.getCACertificates); before them
 // the default is Mozilla's roots plus NODE_EXTRA_CA_CERTS (the test above).
 const tellsDefaultCa = typeof tls.getCACertificates === 'function' ? false : 'Node before 22.15 and 23.10 cannot tell its default trust';

@@ -4,6 +4,7 @@
 // and NativeTlsSocket, the TLSSocket-shaped face of a connection whose TLS runs in Rust.
 
 const crypto = require('node:crypto');
+const fs = require('node:fs');
 const net = require('node:net');
 const tls = require('node:tls');
 const debug = require('node:util').debuglog('hyperagent');
@@ -88,15 +89,34 @@ const PROTOCOL_METHODS = {
   TLSv1_2_client_method: ['TLSv1.2', 'TLSv1.2'],
 };
 
-// Node's default trust, as PEM strings, where Node can tell it (22.15 and 23.10 on): its bundled
+// Node's default trust, as PEM strings, as Node tells it (22.15 and 23.10 on): its bundled
 // roots (with the system's under --use-system-ca or NODE_USE_SYSTEM_CA=1) plus
 // NODE_EXTRA_CA_CERTS, or what tls.setDefaultCACertificates() set last. Node hands out the same
 // array until the set changes; Rust gets it anew then, for the keys made afterwards without
-// `ca`. Before those versions Rust's own default stands in: Mozilla's roots plus
-// NODE_EXTRA_CA_CERTS.
-const defaultCaOf = typeof tls.getCACertificates === 'function' ? () => tls.getCACertificates('default') : null;
+// `ca` (and to complete their servers' chains: see verifiedChain).
+const defaultCaOf = typeof tls.getCACertificates === 'function' ? () => tls.getCACertificates('default') : olderDefaultCa;
 let firstDefaultCa = null;
 let givenDefaultCa = null;
+let olderSet;
+
+// Before Node 22.15 and 23.10: Node's bundled roots (tls.rootCertificates) and the certificates
+// of NODE_EXTRA_CA_CERTS, which Node read from the same file; none (Rust's own default stands in)
+// where Node trusts OpenSSL's store instead, which it cannot list.
+function olderDefaultCa() {
+  if (olderSet === undefined) olderSet = opensslStore() ? null : tls.rootCertificates.concat(extraCaCertificates());
+  return olderSet;
+}
+
+function extraCaCertificates() {
+  const file = process.env.NODE_EXTRA_CA_CERTS;
+  if (!file) return [];
+  try {
+    return fs.readFileSync(file, 'latin1').match(PEM_CERT) || [];
+  } catch {
+    // As Node, which warns once and goes on without them.
+    return [];
+  }
+}
 
 // Whether Node trusts OpenSSL's store in place of its bundled roots: with --use-openssl-ca, or
 // built to (as some distributions build it), unless --use-bundled-ca says otherwise. Node's
@@ -109,9 +129,8 @@ function opensslStore() {
 }
 
 function syncDefaultCa() {
-  if (defaultCaOf === null) return;
   const set = defaultCaOf();
-  if (set === givenDefaultCa) return;
+  if (set === null || set === givenDefaultCa) return;
   firstDefaultCa ??= set;
   const trusted = set === firstDefaultCa && opensslStore() ? tls.getCACertificates('system').concat(set) : set;
   const count = native.setDefaultCa(trusted);
@@ -218,15 +237,38 @@ function parseCertificates(ca) {
   return out;
 }
 
+// Roots of the default trust, parsed once each (a server's chain ends at one of a few).
+const parsedRoots = new Map();
+
+function parsedRoot(der) {
+  const id = der.toString('base64');
+  let cert = parsedRoots.get(id);
+  if (cert === undefined) {
+    if (parsedRoots.size >= 64) parsedRoots.clear();
+    cert = new crypto.X509Certificate(der);
+    parsedRoots.set(id, cert);
+  }
+  return cert;
+}
+
 // A peer's chain (DER, leaf first) as OpenSSL's verified chain: up to the trusted root, when
-// the root is one of `ca`.
-function verifiedChain(ders, ca) {
+// the root is one of `ca`; without `ca`, when `complete` asks for it (a user's
+// checkServerIdentity or getPeerCertificate(true) may walk to the root, as Node's documentation
+// does to pin it; Node's own check reads the leaf alone, and the lookup costs a parse), from the
+// default trust.
+function verifiedChain(ders, ca, complete) {
   const chain = ders.map((der) => new crypto.X509Certificate(der));
   const top = chain[chain.length - 1];
   if (!top.checkIssued(top)) {
-    const trusted = trustedCertificates(ca);
-    // The subject names the likely issuer at once; the check decides.
-    const root = trusted.find((c) => c.subject === top.issuer && top.checkIssued(c)) ?? trusted.find((c) => top.checkIssued(c));
+    let root;
+    if (ca !== undefined && ca !== null) {
+      const trusted = trustedCertificates(ca);
+      // The subject names the likely issuer at once; the check decides.
+      root = trusted.find((c) => c.subject === top.issuer && top.checkIssued(c)) ?? trusted.find((c) => top.checkIssued(c));
+    } else if (complete) {
+      // Rust finds the default trust's certificates named as the issuer.
+      root = native.trustedIssuers(ders[ders.length - 1]).map(parsedRoot).find((c) => top.checkIssued(c));
+    }
     if (root) chain.push(root);
   }
   return chain;
@@ -265,7 +307,7 @@ function identityError(options, peerCertificate) {
 // check is Node's own, as on the drop-in path.
 function serverNameError(options, info) {
   if (info.nameKnown && !customIdentityCheck(options)) return null;
-  const cert = info.peerChain.length === 0 ? {} : legacyCertificate(verifiedChain(info.peerChain, options.ca), true);
+  const cert = info.peerChain.length === 0 ? {} : legacyCertificate(verifiedChain(info.peerChain, options.ca, customIdentityCheck(options)), true);
   return identityError(options, cert);
 }
 
@@ -297,7 +339,7 @@ class NativeTlsSocket extends NativeSocket {
     // unchecked, and, when the check is Node's own, on a new session too (TlsConfig's `named`
     // in Rust).
     if (!verifyError && !(info.nameKnown && (info.resumed || !customIdentityCheck(options)))) {
-      verifyError = identityError(options, this.getPeerCertificate(true));
+      verifyError = identityError(options, legacyCertificate(this._peerChain(customIdentityCheck(options)), true));
       if (verifyError === null) native.tlsNameVerified(this._connectionId);
     }
     if (verifyError) {
@@ -340,13 +382,24 @@ class NativeTlsSocket extends NativeSocket {
   getPeerCertificate(detailed) {
     const info = this[kInfo];
     if (!info || info.peerChain.length === 0) return {};
-    if (this[kPeerCerts] === null) this[kPeerCerts] = verifiedChain(info.peerChain, this[kOptions].ca);
-    return legacyCertificate(this[kPeerCerts], detailed && (this.authorized || this.authorizationError === null));
+    const verified = this.authorized || this.authorizationError === null;
+    return legacyCertificate(this._peerChain(detailed && verified), detailed && verified);
   }
 
   getPeerX509Certificate() {
-    this.getPeerCertificate(false);
-    return this[kPeerCerts] ? this[kPeerCerts][0] : undefined;
+    const info = this[kInfo];
+    if (!info || info.peerChain.length === 0) return undefined;
+    return this._peerChain(false)[0];
+  }
+
+  // The peer's chain, parsed once; completed from the default trust once something asks for
+  // its root (see verifiedChain).
+  _peerChain(complete) {
+    const kept = this[kPeerCerts];
+    if (kept !== null && (kept.complete || !complete)) return kept.chain;
+    const chain = verifiedChain(this[kInfo].peerChain, this[kOptions].ca, complete);
+    this[kPeerCerts] = { chain, complete };
+    return chain;
   }
 
   getCertificate() {

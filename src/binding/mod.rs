@@ -326,6 +326,21 @@ pub fn set_default_ca(certs: Vec<String>) -> u32 {
     n
 }
 
+/// The certificates of this thread's default trust that may have issued `top` (DER, the last
+/// certificate a server sent): JavaScript completes the chain with the one that did, as the
+/// verified chain OpenSSL reports ends at the trusted root.
+#[napi]
+pub fn trusted_issuers(top: Buffer) -> Vec<Buffer> {
+    DEFAULT_TRUST.with(|t| match &*t.borrow() {
+        Some(trust) => trust
+            .issuers_of(&top)
+            .into_iter()
+            .map(|c| Buffer::from(c.as_ref().to_vec()))
+            .collect(),
+        None => Vec::new(),
+    })
+}
+
 /// Turns the `NODE_DEBUG=hyperagent` lines of the Rust side on or off.
 #[napi]
 pub fn set_debug(on: bool) {

@@ -208,6 +208,18 @@ impl Trust {
     pub fn certificates(&self) -> usize {
         self.certs.len()
     }
+
+    /// The certificates it trusts whose subject is the issuer of `der`: where a chain that
+    /// stops short of its root ends (the caller checks which one signed it).
+    pub fn issuers_of(&self, der: &[u8]) -> Vec<&CertificateDer<'static>> {
+        let Some(issuer) = der::parse(der).map(|f| f.issuer) else {
+            return Vec::new();
+        };
+        self.certs
+            .iter()
+            .filter(|c| der::parse(c).is_some_and(|f| f.subject == issuer))
+            .collect()
+    }
 }
 
 /// Certificates in a `ca`/`cert` value: PEM (any number) or a single DER certificate.

@@ -224,6 +224,19 @@ async fn node_default_trust_replaces_the_builtin_roots_and_trusts_as_ca_trusts()
     assert_eq!(err.code(), "UNABLE_TO_GET_ISSUER_CERT_LOCALLY");
 }
 
+#[test]
+fn the_default_trust_names_the_issuer_where_a_chain_stops() {
+    let pem = |name: &str| String::from_utf8(fixture(name)).unwrap();
+    let trust = Trust::node_default(&[pem("self-signed.pem"), pem("ca.pem")]);
+    let sent = chain("localhost-chain.pem");
+    // The server sends its leaf and the intermediate; the root is the test CA.
+    let issuers = trust.issuers_of(&sent[1]);
+    assert_eq!(issuers, vec![&chain("ca.pem")[0]]);
+    // The leaf's issuer (the intermediate) is not in the trust.
+    assert!(trust.issuers_of(&sent[0]).is_empty());
+    assert!(trust.issuers_of(b"not a certificate").is_empty());
+}
+
 #[tokio::test]
 async fn verification_failures_carry_openssl_codes() {
     let cases = [
