@@ -525,6 +525,43 @@ test("without `ca`, a server's chain reaches its root in the default trust, as N
   assert.deepStrictEqual(JSON.parse(out), Array(5).fill(chain));
 });
 
+test("NODE_TLS_REJECT_UNAUTHORIZED=0 lets an unverified server through where the options say nothing, as Node's agent, with Node's warning", async (t) => {
+  const server = await httpsServer(t);
+  const script = `
+    const https = require('node:https');
+    const { HttpsAgent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const url = 'https://localhost:${server.port}/';
+    const viaGet = (agent, options) => new Promise((resolve) => {
+      https.get(url, { agent, ...options }, (res) => {
+        const seen = [res.statusCode, res.socket.authorized, res.socket.authorizationError];
+        res.resume().on('end', () => resolve(seen));
+      }).on('error', (err) => resolve(err.code));
+    });
+    (async () => {
+      const seen = [];
+      for (const options of [{}, { rejectUnauthorized: true }, { rejectUnauthorized: undefined }]) {
+        const agents = [new https.Agent(), new HttpsAgent()];
+        seen.push([await viaGet(agents[0], options), await viaGet(agents[1], options)]);
+        const promise = new HttpsAgent(options);
+        seen.push(await promise.request(url).then(async (res) => (await res.body.dump(), res.statusCode), (err) => err.code));
+        [...agents, promise].forEach((a) => a.destroy());
+      }
+      console.log(JSON.stringify(seen));
+    })();
+  `;
+  const { code, out, err } = await runChild(script, { NODE_TLS_REJECT_UNAUTHORIZED: '0', NODE_EXTRA_CA_CERTS: undefined });
+  assert.strictEqual(code, 0, err);
+  const unverified = [200, false, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY'];
+  const refused = 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY';
+  assert.deepStrictEqual(JSON.parse(out), [
+    [unverified, unverified], 200,
+    [refused, refused], refused,
+    [refused, refused], refused,
+  ]);
+  // Node's warning (emitted by Node's agent) and ours, each once.
+  assert.strictEqual(err.match(/NODE_TLS_REJECT_UNAUTHORIZED environment variable to '0' makes TLS connections/g).length, 2, err);
+});
+
 // Node 22.15 and 23.10 on can tell their default trust (tls.getCACertificates); before them
 // the default is Mozilla's roots plus NODE_EXTRA_CA_CERTS (the test above).
 const tellsDefaultCa = typeof tls.getCACertificates === 'function' ? false : 'Node before 22.15 and 23.10 cannot tell its default trust';

@@ -11,7 +11,7 @@ const { AsyncResource } = require('node:async_hooks');
 const { debuglog } = require('node:util');
 const binding = require('../binding.js');
 const { NativeSocket, kId, kName, kOptions } = require('./socket');
-const { tlsOptions, normalizeServerName, serverNameError, NativeTlsSocket } = require('./tls');
+const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, NativeTlsSocket } = require('./tls');
 const { request } = require('./request');
 const net = require('node:net');
 const errors = require('./errors');
@@ -559,7 +559,7 @@ class Agent extends Base {
     const options = this[kKeyOptions].get(key);
     const err = serverNameError(options, info);
     if (err === null) return 1;
-    return options.rejectUnauthorized === false ? 2 : err;
+    return rejectsUnauthorized(options) ? err : 2;
   }
 
   // A new agent.request() connection to the origin of `key` resolves its host through the

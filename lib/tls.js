@@ -138,6 +138,21 @@ function syncDefaultCa() {
   givenDefaultCa = set;
 }
 
+// Whether a server that fails verification is refused, as tls.connect decides: by
+// `rejectUnauthorized` where the options have it (an explicit undefined refuses), else unless
+// NODE_TLS_REJECT_UNAUTHORIZED is '0' (which Node warns about, once).
+let warnedUnauthorized = false;
+
+function rejectsUnauthorized(options) {
+  if ('rejectUnauthorized' in options) return options.rejectUnauthorized !== false;
+  if (process.env.NODE_TLS_REJECT_UNAUTHORIZED !== '0') return true;
+  if (!warnedUnauthorized) {
+    warnedUnauthorized = true;
+    process.emitWarning("Setting the NODE_TLS_REJECT_UNAUTHORIZED environment variable to '0' makes TLS connections and HTTPS requests insecure by disabling certificate verification.");
+  }
+  return false;
+}
+
 // The TLS configuration of one pool key, from the merged request and agent options.
 function tlsOptions(agent, options) {
   for (const name of UNSUPPORTED) {
@@ -172,7 +187,7 @@ function tlsOptions(agent, options) {
     keys: keys.length ? keys : undefined,
     pfx: pfxList(options.pfx, options.passphrase),
     crl: toBuffers(options.crl, 'options.crl'),
-    rejectUnauthorized: options.rejectUnauthorized !== false,
+    rejectUnauthorized: rejectsUnauthorized(options),
     minVersion: minVersion ?? tls.DEFAULT_MIN_VERSION,
     maxVersion: maxVersion ?? tls.DEFAULT_MAX_VERSION,
     ciphers,
@@ -344,7 +359,7 @@ class NativeTlsSocket extends NativeSocket {
     }
     if (verifyError) {
       this.authorizationError = verifyError.code || verifyError.message;
-      if (options.rejectUnauthorized !== false) {
+      if (rejectsUnauthorized(options)) {
         // As Node's https.Agent evicts the session of a socket that failed: the next
         // connection makes a new one, and is checked again (a resumed one is not).
         native.forgetTlsSessions(this._connectionId);
@@ -419,4 +434,4 @@ class NativeTlsSocket extends NativeSocket {
   }
 }
 
-module.exports = { tlsOptions, normalizeServerName, serverNameError, NativeTlsSocket };
+module.exports = { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, NativeTlsSocket };
