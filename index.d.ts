@@ -264,6 +264,7 @@ declare namespace Agent {
     | 'ERR_INVALID_CHAR'
     | 'ERR_UNESCAPED_CHARACTERS'
     | 'ERR_INVALID_PROTOCOL'
+    | 'ERR_INVALID_URL'
     | 'ERR_INVALID_IP_ADDRESS'
     | 'EPROTO'
     | 'ERR_SOCKET_TIMEOUT'

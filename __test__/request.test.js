@@ -1486,7 +1486,11 @@ test('bad input is refused at once with Node\'s codes', async (t) => {
   assert.throws(() => agent.request(url, { method: 'GE T' }), { code: 'ERR_INVALID_HTTP_TOKEN' });
   assert.throws(() => agent.request(url, { headers: { 'bad name': 'x' } }), { code: 'ERR_INVALID_HTTP_TOKEN' });
   assert.throws(() => agent.request(url, { headers: { 'x-a': 'line\r\nbreak' } }), { code: 'ERR_INVALID_CHAR' });
-  assert.throws(() => agent.request('not a url'), { code: 'ERR_INVALID_ARG_VALUE' });
+  // A URL that does not parse: URL's own error, as Node's http.request and undici's request().
+  const invalidUrl = { name: 'TypeError', code: 'ERR_INVALID_URL', input: 'not a url' };
+  assert.throws(() => http.get('not a url'), invalidUrl);
+  assert.throws(() => agent.request('not a url'), invalidUrl);
+  assert.throws(() => agent.request({ origin: 'not a url', path: '/' }), invalidUrl);
   assert.throws(() => agent.request(42), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => agent.request('https://127.0.0.1/'), { code: 'ERR_INVALID_PROTOCOL' });
   assert.throws(() => agent.request(url, { body: 42 }), { code: 'ERR_INVALID_ARG_TYPE' });

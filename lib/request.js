@@ -98,13 +98,9 @@ function abortError(signal) {
 // The URL as a string, a URL, or { origin, path }.
 function parseUrl(input) {
   if (input instanceof URL) return input;
-  if (typeof input === 'string') {
-    try {
-      return new URL(input);
-    } catch {
-      throw errors.invalidArgValue('url', input, 'is not a valid URL');
-    }
-  }
+  // A string that does not parse throws URL's own TypeError (ERR_INVALID_URL, with `input`), as
+  // Node's http.request and undici's request() throw it.
+  if (typeof input === 'string') return new URL(input);
   // The path goes to the origin as given, as undici sends it: never resolved against the
   // origin, which would send `//other.host/x` or `http://other.host/` to another host.
   if (input && typeof input === 'object' && typeof input.origin === 'string') {
@@ -116,12 +112,7 @@ function parseUrl(input) {
       err.code = 'ERR_UNESCAPED_CHARACTERS';
       throw err;
     }
-    let url;
-    try {
-      url = new URL(input.origin);
-    } catch {
-      throw errors.invalidArgValue('url.origin', input.origin, 'is not a valid URL');
-    }
+    const url = new URL(input.origin);
     if (url.pathname !== '/' || url.search !== '' || url.hash !== '') {
       throw errors.invalidArgValue('url.origin', input.origin, 'must be an origin, without a path');
     }
