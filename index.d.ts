@@ -145,6 +145,8 @@ declare namespace Agent {
       | Record<string, string | number | readonly string[] | undefined>
       | readonly string[]
       | Iterable<readonly [string, string | number | readonly string[] | undefined]>;
+    /** Added to the path as undici adds it (`querystring.stringify`); the URL must then have no query of its own. */
+    query?: Record<string, string | number | boolean | bigint | readonly (string | number | boolean | bigint)[] | null | undefined>;
     /** Sent with `content-length` when its length is known (a Blob's too, with its type as `content-type`), chunked otherwise. */
     body?: RequestBody;
     /** Aborts at any stage; the promise rejects (or the body errors) with the signal's reason. */

@@ -1479,6 +1479,31 @@ test('long methods, paths and header lines cross whole; header values go as lati
   });
 });
 
+test("undici's query option: serialised as undici serialises it, after a path without a query", async (t) => {
+  const undici = require('undici');
+  const server = await httpServer(t, (req, res) => res.end(req.url));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const queries = [
+    { a: 1, b: ['2', '3'], c: 'ä &=/?', d: undefined, e: null, f: true },
+    {},
+    { 'key with space': '' },
+  ];
+  for (const query of queries) {
+    const theirs = await (await undici.request(`${server.url}/x`, { query })).body.text();
+    const ours = await (await agent.request(`${server.url}/x`, { query })).body.text();
+    assert.strictEqual(ours, theirs, JSON.stringify(query));
+    // With the origin and path given apart, and with header lines of its own.
+    const parts = await agent.request({ origin: server.url, path: '/x' }, { query, headers: { 'x-a': '1' } });
+    assert.strictEqual(await parts.body.text(), theirs);
+  }
+  assert.throws(() => agent.request(`${server.url}/x?y=1`, { query: { a: 1 } }), { code: 'ERR_INVALID_ARG_VALUE' });
+  assert.throws(() => agent.request(`${server.url}/x`, { query: 'a=1' }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => agent.request(`${server.url}/x`, { query: { a: 'q'.repeat(70000) } }), { code: 'ERR_INVALID_ARG_VALUE' });
+  // A URL with a query and an empty one: nothing to add.
+  assert.strictEqual(await (await agent.request(`${server.url}/x?y=1`, { query: {} })).body.text(), '/x?y=1');
+});
+
 test('bad input is refused at once with Node\'s codes', async (t) => {
   const agent = new Agent();
   t.after(() => agent.destroy());

@@ -12,7 +12,7 @@ const { debuglog } = require('node:util');
 const binding = require('../binding.js');
 const { NativeSocket, kId, kName, kOptions } = require('./socket');
 const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, NativeTlsSocket } = require('./tls');
-const { request } = require('./request');
+const { request, MAX_TARGET } = require('./request');
 const net = require('node:net');
 const errors = require('./errors');
 const { normalize } = require('./options');
@@ -822,9 +822,6 @@ function notAnAddress(addresses) {
   const bad = addresses.find((a) => typeof a !== 'string' || net.isIP(a) === 0);
   return bad === undefined ? null : bad;
 }
-
-// The longest request target (path and query) hyper's request line takes.
-const MAX_TARGET = 65534;
 
 // What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
 // `key` is the pool key of its origin, filled on first use (`_requestKey`).

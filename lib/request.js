@@ -8,6 +8,7 @@
 const { Readable, finished, isDisturbed } = require('node:stream');
 const diagnostics = require('node:diagnostics_channel');
 const { addAbortListener } = require('node:events');
+const querystring = require('node:querystring');
 const binding = require('../binding.js');
 const errors = require('./errors');
 
@@ -93,6 +94,26 @@ function watchAbort(signal, listener) {
 function abortError(signal) {
   if (signal && signal.reason !== undefined) return signal.reason;
   return new DOMException('This operation was aborted', 'AbortError');
+}
+
+// The longest request target (path and query) hyper's request line takes.
+const MAX_TARGET = 65534;
+
+// undici's `query` option: an object serialised as Node's querystring does, after a path that
+// has no query of its own. Empty: nothing to add.
+function queryOf(query, target) {
+  if (typeof query !== 'object') throw errors.invalidArgType('options.query', 'of type object', query);
+  const serialized = querystring.stringify(query);
+  if (serialized === '') return '';
+  if (target.path.includes('?') || target.path.includes('#')) {
+    throw errors.invalidArgValue('options.query', query, 'cannot be given with a URL that has a query or a fragment');
+  }
+  const requestTarget = `${target.requestTarget}?${serialized}`;
+  if (requestTarget.length > MAX_TARGET) {
+    throw errors.invalidArgValue('options.query', `${serialized.slice(0, 64)}...`,
+      `makes a request target of ${requestTarget.length} characters; agent.request() sends at most ${MAX_TARGET}`);
+  }
+  return serialized;
 }
 
 // The URL as a string, a URL, or { origin, path }.
@@ -861,6 +882,7 @@ function request(agent, input, options = {}) {
   if (signal !== undefined && signal !== null && (typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
     throw errors.invalidArgType('options.signal', 'an instance of AbortSignal', signal);
   }
+  const query = options.query === undefined || options.query === null ? '' : queryOf(options.query, target);
   const headersTimeout = duration(options.headersTimeout, 'headersTimeout');
   const bodyTimeout = duration(options.bodyTimeout, 'bodyTimeout');
   if (options.maxResponseHeaderSize !== undefined) {
@@ -905,13 +927,15 @@ function request(agent, input, options = {}) {
   let headerLines;
   // What crosses as the path: the target's head parsed once, when the request has no header
   // lines but the target's base lines (see targetOf in agent.js).
-  let pathOrHead = target.requestTarget;
+  let pathOrHead = query === '' ? target.requestTarget : `${target.requestTarget}?${query}`;
   if (own || typed || closing) {
     headerLines = headers.join('\n');
-  } else if (contentLength === undefined) {
+  } else if (contentLength === undefined && query === '') {
     headerLines = target.baseLines;
     if (target.head === null) target.head = binding.prepareHead(target.requestTarget, target.baseLines);
     if (target.head !== undefined) pathOrHead = target.head;
+  } else if (contentLength === undefined) {
+    headerLines = target.baseLines;
   } else {
     headerLines = `${target.baseLines}\ncontent-length\n${contentLength}`;
   }
@@ -930,7 +954,7 @@ function request(agent, input, options = {}) {
       reject(abortError(signal));
       return promise;
     }
-    const info = { origin: target.origin, method, path: target.path, headers };
+    const info = { origin: target.origin, method, path: query === '' ? target.path : `${target.path}?${query}`, headers };
     if (channels.created.hasSubscribers) channels.created.publish({ request: info });
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
     const result = startRequest(
@@ -966,4 +990,4 @@ function captureSettlers(resolve, reject) {
   settlers.reject = reject;
 }
 
-module.exports = { request, PendingRequest };
+module.exports = { request, PendingRequest, MAX_TARGET };

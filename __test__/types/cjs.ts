@@ -82,6 +82,7 @@ async function promisePath(): Promise<unknown> {
   const res: hyperagent.Response = await agent.request('http://127.0.0.1/', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
+    query: { page: 2, tags: ['a', 'b'], draft: false },
     body: JSON.stringify({ a: 1 }),
     signal: AbortSignal.timeout(5000),
     headersTimeout: 1000,
