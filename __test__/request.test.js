@@ -1479,6 +1479,29 @@ test('long methods, paths and header lines cross whole; header values go as lati
   });
 });
 
+test('header lines go as undici sends them: the host first, a null value empty, an undefined one left out', async (t) => {
+  const undici = require('undici');
+  // The request's header lines as the server read them, but those of the body's framing.
+  const server = await httpServer(t, (req, res) => {
+    const lines = [];
+    for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i].toLowerCase()}: ${req.rawHeaders[i + 1]}`);
+    res.end(JSON.stringify(lines.filter((l) => !/^(connection|content-length|transfer-encoding):/.test(l))));
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const cases = [
+    { 'x-a': undefined, 'x-b': null, 'x-c': '', 'x-d': 0, 'x-e': true },
+    { host: 'other.test', 'x-f': ['1', '2'], 'x-g': [] },
+    { 'X-H': '1', 'x-h': '2' },
+    ['x-i', 'a', 'x-i', 'b'],
+  ];
+  for (const headers of cases) {
+    const theirs = await (await undici.request(`${server.url}/`, { headers })).body.text();
+    const ours = await (await agent.request(`${server.url}/`, { headers })).body.text();
+    assert.deepStrictEqual(JSON.parse(ours), JSON.parse(theirs), JSON.stringify(headers));
+  }
+});
+
 test("undici's query option: serialised as undici serialises it, after a path without a query", async (t) => {
   const undici = require('undici');
   const server = await httpServer(t, (req, res) => res.end(req.url));

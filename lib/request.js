@@ -173,7 +173,8 @@ class HeaderList {
     this.connection = -1;
   }
 
-  // An array value repeats the name; undefined values are left out.
+  // An array value repeats the name; undefined values are left out, null ones are empty (as
+  // undici sends them).
   add(name, value) {
     if (typeof name !== 'string') name = String(name);
     const lower = lowerName(name);
@@ -186,7 +187,7 @@ class HeaderList {
 
   addOne(name, lower, value) {
     if (value === undefined) return;
-    const s = typeof value === 'string' ? value : String(value);
+    const s = typeof value === 'string' ? value : value === null ? '' : String(value);
     if (BAD_VALUE.test(s)) throw invalidChar(name);
     const at = this.flat.length;
     this.flat.push(name, s);
@@ -200,6 +201,18 @@ class HeaderList {
       case 'connection': if (this.connection < 0) this.connection = at; break;
       default: break;
     }
+  }
+
+  // The target's host put before the list's own lines (there was none): the indexes move.
+  hostFirst(host) {
+    this.flat.unshift('host', host);
+    this.host = 0;
+    if (this.authorization >= 0) this.authorization += 2;
+    if (this.contentLength >= 0) this.contentLength += 2;
+    if (this.contentType >= 0) this.contentType += 2;
+    if (this.expect >= 0) this.expect += 2;
+    if (this.upgrade >= 0) this.upgrade += 2;
+    if (this.connection >= 0) this.connection += 2;
   }
 }
 
@@ -892,7 +905,8 @@ function request(agent, input, options = {}) {
   if (own && list.upgrade >= 0) {
     throw errors.invalidArgValue('options.headers', options.headers, 'has an upgrade header, which agent.request() does not support; use http.request() with the agent');
   }
-  if (own && list.host < 0) headers.push('host', target.host);
+  // The target's host goes first when the headers have none (RFC 9110 §7.2), as undici sends it.
+  if (own && list.host < 0) list.hostFirst(target.host);
   if (own && target.auth !== null && list.authorization < 0) headers.push('authorization', target.auth);
   // Through the agent's HTTP proxy: its lines, as Node's http.request adds them.
   if (target.proxyLines !== null) headers.push(...target.proxyLines);
