@@ -944,14 +944,15 @@ function request(agent, input, options = {}) {
   let pathOrHead = query === '' ? target.requestTarget : `${target.requestTarget}?${query}`;
   if (own || typed || closing) {
     headerLines = headers.join('\n');
-  } else if (contentLength === undefined && query === '') {
-    headerLines = target.baseLines;
-    if (target.head === null) target.head = binding.prepareHead(target.requestTarget, target.baseLines);
-    if (target.head !== undefined) pathOrHead = target.head;
-  } else if (contentLength === undefined) {
-    headerLines = target.baseLines;
-  } else {
+  } else if (contentLength !== undefined) {
     headerLines = `${target.baseLines}\ncontent-length\n${contentLength}`;
+  } else {
+    headerLines = target.baseLines;
+    // The prepared head carries the target's own path: not one with a query added.
+    if (query === '') {
+      if (target.head === null) target.head = binding.prepareHead(target.requestTarget, target.baseLines);
+      if (target.head !== undefined) pathOrHead = target.head;
+    }
   }
 
   const key = agent._requestKey(target);
