@@ -89,7 +89,7 @@ test("diagnostics_channel's request is one object per request, with its origin a
   }
   assert.deepStrictEqual(requests.created.map(({ origin, method, path, headers }) => ({ origin, method, path, headers })), [
     { origin: server.url, method: 'GET', path: '/plain', headers: ['host', host] },
-    { origin: server.url, method: 'POST', path: '/post', headers: ['X-A', '1', 'host', host, 'content-length', '3'] },
+    { origin: server.url, method: 'POST', path: '/post', headers: ['host', host, 'X-A', '1', 'content-length', '3'] },
     {
       origin: server.url,
       method: 'PUT',
