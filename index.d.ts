@@ -89,7 +89,7 @@ declare namespace Agent {
      * Environment variables that name an HTTP proxy (`HTTP_PROXY` / `http_proxy` for `Agent`,
      * `HTTPS_PROXY` / `https_proxy` for `HttpsAgent`; `NO_PROXY` / `no_proxy` for the hosts
      * that bypass it), as Node's agents take them (Node 24.5 on, later 22.x releases; where Node ignores it, so does the agent).
-     * Only `http:` proxies: an `https:` one throws `ERR_HYPERAGENT_UNSUPPORTED`.
+     * A proxy with an `https:` URL is reached over TLS, checked against the default trust.
      */
     proxyEnv?: { [name: string]: string | undefined } | undefined;
     /** How much sooner (ms) than a server's `Keep-Alive: timeout=N` a connection stops idling; with nothing left, it is not kept. Default: `1000`. */

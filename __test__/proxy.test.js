@@ -9,6 +9,7 @@ const test = require('node:test');
 const assert = require('node:assert');
 const http = require('node:http');
 const https = require('node:https');
+const tls = require('node:tls');
 const net = require('node:net');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -23,7 +24,7 @@ const AUTH = `Basic ${Buffer.from('user:pa@ss').toString('base64')}`;
 // A forwarding proxy: absolute-form requests are sent on to their origin, CONNECT opens a
 // tunnel; with `auth`, anything without that proxy-authorization is refused with 407. It notes
 // what it is asked (method, target, the proxy's own headers) and counts its connections.
-async function proxyServer(t, { auth } = {}) {
+async function proxyServer(t, { auth, cert } = {}) {
   const seen = [];
   const note = (req) => seen.push({
     method: req.method,
@@ -32,7 +33,8 @@ async function proxyServer(t, { auth } = {}) {
     connection: req.headers['proxy-connection'],
     host: req.headers.host,
   });
-  const server = http.createServer((req, res) => {
+  // With `cert` (a fixture name, with its key), a proxy reached over TLS, as localhost.
+  const onRequest = (req, res) => {
     note(req);
     if (auth && req.headers['proxy-authorization'] !== auth) {
       res.writeHead(407, { 'proxy-authenticate': 'Basic' }).end('proxy says no');
@@ -52,7 +54,10 @@ async function proxyServer(t, { auth } = {}) {
     });
     upstream.on('error', () => res.destroy());
     req.pipe(upstream);
-  });
+  };
+  const server = cert
+    ? https.createServer({ cert: fixture(`${cert}.pem`), key: fixture(`${cert.replace(/-chain$/, '')}-key.pem`) }, onRequest)
+    : http.createServer(onRequest);
   server.on('connect', (req, socket, head) => {
     note(req);
     socket.on('error', () => {});
@@ -73,7 +78,7 @@ async function proxyServer(t, { auth } = {}) {
   server.on('connection', () => server.connections++);
   await listen(t, server);
   server.seen = seen;
-  server.url = `http://127.0.0.1:${server.address().port}`;
+  server.url = cert ? `https://localhost:${server.address().port}` : `http://127.0.0.1:${server.address().port}`;
   return server;
 }
 
@@ -208,21 +213,40 @@ test('NO_PROXY and an unreachable proxy: as Node\'s agent decides and fails', as
   }
 });
 
-test('a proxy reached over TLS is refused when the agent is made, never bypassed', () => {
-  const proxyEnv = { HTTPS_PROXY: 'https://127.0.0.1:9', HTTP_PROXY: 'https://127.0.0.1:9' };
-  const probe = new http.Agent({ proxyEnv });
-  const nodeProxies = Object.getOwnPropertySymbols(probe).some((s) => s.description === 'kProxyConfig');
-  probe.destroy();
-  if (!nodeProxies) {
-    // Node ignores the option: so does the agent, as Node's own.
-    new Agent({ proxyEnv }).destroy();
-    return;
+test('a proxy reached over TLS: plain HTTP inside its session, HTTPS through a tunnel inside it, as with Node\'s agent', async (t) => {
+  if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
+  if (typeof tls.setDefaultCACertificates !== 'function') return t.skip('this Node cannot add the test CA to its default trust');
+  // The proxy's certificate is checked against the default trust, as tls.connect checks it.
+  const original = tls.getCACertificates('default');
+  t.after(() => tls.setDefaultCACertificates(original));
+  tls.setDefaultCACertificates([...original, CA.toString()]);
+  const origin = await httpServer(t, (req, res) => res.end(`origin ${req.url}`));
+  const secureOrigin = await httpsOrigin(t);
+  const port = secureOrigin.address().port;
+  for (const kind of ['node', 'dropIn', 'promise']) {
+    const proxy = await proxyServer(t, { auth: AUTH, cert: 'localhost-chain' });
+    const proxyUrl = proxy.url.replace('//', '//user:pa%40ss@');
+    const plain = agentsOf(t, false, { proxyEnv: { HTTP_PROXY: proxyUrl } })[kind];
+    const secure = agentsOf(t, true, { ca: CA, proxyEnv: { HTTPS_PROXY: proxyUrl } })[kind];
+    const got = [];
+    for (const p of ['/a', '/b']) got.push(await through(kind, plain, `${origin.url}${p}`));
+    for (const p of ['/c', '/d']) got.push(await through(kind, secure, `https://localhost:${port}${p}`));
+    assert.deepStrictEqual(got, [[200, 'origin /a'], [200, 'origin /b'], [200, 'secure /c'], [200, 'secure /d']], kind);
+    assert.deepStrictEqual(proxy.seen.map((r) => [r.method, r.target, r.authorization]), [
+      ['GET', `${origin.url}/a`, AUTH], ['GET', `${origin.url}/b`, AUTH], ['CONNECT', `localhost:${port}`, AUTH],
+    ], kind);
+    assert.strictEqual(proxy.connections, 2, `${kind}: one kept session to the proxy per agent`);
   }
-  for (const Class of [Agent, HttpsAgent]) {
-    assert.throws(() => new Class({ proxyEnv }), { code: 'ERR_HYPERAGENT_UNSUPPORTED', message: /https:\/\/127\.0\.0\.1:9.*http: proxies only/ });
+  // A proxy whose certificate names another host, or that the default trust does not know.
+  for (const cert of ['wrong-host', 'self-signed']) {
+    const proxy = await proxyServer(t, { cert });
+    const agents = agentsOf(t, false, { proxyEnv: { HTTP_PROXY: proxy.url } });
+    const seen = {};
+    for (const kind of Object.keys(agents)) seen[kind] = (await through(kind, agents[kind], `${origin.url}/`)).code;
+    assert.ok(seen.node, `${cert}: Node's agent refuses the proxy`);
+    assert.deepStrictEqual([seen.dropIn, seen.promise], [seen.node, seen.node], cert);
+    assert.strictEqual(proxy.seen.length, 0, `${cert}: nothing was asked of it`);
   }
-  // Without a proxy for the agent's protocol (or with a malformed one, as Node), nothing to refuse.
-  new Agent({ proxyEnv: { HTTPS_PROXY: 'https://127.0.0.1:9' } }).destroy();
 });
 
 test("the module's request() goes through the environment's proxy where Node's global agent does (NODE_USE_ENV_PROXY)", async (t) => {

@@ -11,7 +11,7 @@ const { AsyncResource } = require('node:async_hooks');
 const { debuglog } = require('node:util');
 const binding = require('../binding.js');
 const { NativeSocket, kId, kName, kOptions } = require('./socket');
-const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, NativeTlsSocket } = require('./tls');
+const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket } = require('./tls');
 const { request, MAX_TARGET } = require('./request');
 const net = require('node:net');
 const errors = require('./errors');
@@ -731,16 +731,10 @@ function keepAliveHeader(raw) {
 
 // The proxy of an agent made with `proxyEnv` (Node 24.5 on, later 22.x releases; where Node
 // ignores the option, so does the agent): Node's own configuration, which its constructor leaves
-// on the agent, so that which hosts go through it (NO_PROXY) is decided as Node decides. A proxy
-// spoken to over TLS (an https: URL) is refused at once rather than bypassed.
+// on the agent, so that which hosts go through it (NO_PROXY) is decided as Node decides.
 function proxyConfigOf(agent) {
   const symbol = Object.getOwnPropertySymbols(agent).find((s) => s.description === 'kProxyConfig');
-  const config = symbol === undefined ? null : agent[symbol] ?? null;
-  if (config !== null && config.protocol !== 'http:') {
-    throw errors.hyperagentError('UNSUPPORTED',
-      `The proxy ${config.href} is reached over ${config.protocol.slice(0, -1).toUpperCase()}; hyperagent goes through http: proxies only`);
-  }
-  return config;
+  return symbol === undefined ? null : agent[symbol] ?? null;
 }
 
 // The agent's proxy, if a request to `options`'s host and port goes through it (Node's rule:
@@ -763,24 +757,28 @@ function proxyLinesOf(agent) {
   return lines;
 }
 
-// Where a connection to `host`:`port` through `proxy` goes: the proxy, and for HTTPS the tunnel
-// to open (the CONNECT request Node's https.Agent writes). The TLS session is the origin's: an IP
+// Where a connection to `host`:`port` through `proxy` goes: the proxy (over TLS for an https:
+// one, as tls.connect with no options of its own reaches it), and for HTTPS the tunnel to open
+// (the CONNECT request Node's https.Agent writes). The TLS session inside is the origin's: an IP
 // address names it when no server name does.
 function proxyTarget(agent, proxy, host, port, servername) {
   const { host: proxyHost, port: proxyPort } = proxy.proxyConnectionOptions;
-  if (!agent[kTls]) return { host: proxyHost, port: proxyPort };
+  const to = { host: proxyHost, port: proxyPort };
+  if (proxy.protocol === 'https:') {
+    syncDefaultCa();
+    to.proxyTls = true;
+    to.proxyRejectUnauthorized = rejectsUnauthorized({});
+  }
+  if (!agent[kTls]) return to;
   const origin = `${net.isIPv6(host) ? `[${host}]` : host}:${port}`;
   let request = `CONNECT ${origin} HTTP/1.1\r\n`;
   if (proxy.auth) request += `proxy-authorization: ${proxy.auth}\r\n`;
   if (agent.keepAlive || agent.maxSockets !== Infinity) request += 'proxy-connection: keep-alive\r\n';
   request += `host: ${origin}\r\n\r\n`;
-  return {
-    host: proxyHost,
-    port: proxyPort,
-    servername: servername || host,
-    tunnelRequest: request,
-    tunnelRefused: `Failed to establish tunnel to ${origin} via ${proxy.href}: `,
-  };
+  to.servername = servername || host;
+  to.tunnelRequest = request;
+  to.tunnelRefused = `Failed to establish tunnel to ${origin} via ${proxy.href}: `;
+  return to;
 }
 
 // Node's reading of `agentKeepAliveTimeoutBuffer`: a finite number of milliseconds, at least 0;

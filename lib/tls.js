@@ -434,4 +434,4 @@ class NativeTlsSocket extends NativeSocket {
   }
 }
 
-module.exports = { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, NativeTlsSocket };
+module.exports = { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket };

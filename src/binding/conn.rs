@@ -215,10 +215,10 @@ impl Conn {
         Ok(())
     }
 
-    /// Takes over a TLS connection pumped on tokio.
-    pub fn attach_pumped(&self, ctx: &EnvCtx, remote: Arc<Remote>, info: Box<TlsInfo>) {
+    /// Takes over a connection pumped on tokio (a TLS one, with its session's details).
+    pub fn attach_pumped(&self, ctx: &EnvCtx, remote: Arc<Remote>, info: Option<Box<TlsInfo>>) {
         *self.pumped.borrow_mut() = Some(remote);
-        *self.tls.borrow_mut() = Some(info);
+        *self.tls.borrow_mut() = info;
         self.state.set(State::Active);
         self.sync_ref_with(ctx);
     }

@@ -107,8 +107,9 @@ pub struct Established {
 pub enum Link {
     /// A plain socket, driven on the JavaScript thread's loop.
     Fd(OwnedFd),
-    /// A TLS connection pumped on tokio, and its session's details.
-    Tls(Arc<Remote>, Box<TlsInfo>),
+    /// A connection pumped on tokio (a TLS one, with its session's details, or one through a
+    /// proxy reached over TLS).
+    Pumped(Arc<Remote>, Option<Box<TlsInfo>>),
 }
 
 /// Delivers a pumped connection's events through the thread's inbox.

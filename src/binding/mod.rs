@@ -26,8 +26,8 @@ use napi_derive::napi;
 use crate::client;
 use crate::pool::{KeyId, Limits, Scheduling};
 use crate::transport::dns::{parse_ip, Family};
-use crate::transport::tls::{TlsOptions, Trust};
-use crate::transport::{ConnectOptions, Peer, Target, Tunnel};
+use crate::transport::tls::{TlsConfig, TlsOptions, Trust};
+use crate::transport::{ConnectOptions, Peer, ProxyTls, Target, Tunnel};
 use pool::PoolCell;
 
 /// Registers the JavaScript functions Rust calls on this thread. Called once by `index.js`.
@@ -126,6 +126,10 @@ pub struct ConnectTarget {
     /// tunnel to the origin, and what a refusal's message starts with.
     pub tunnel_request: Option<String>,
     pub tunnel_refused: Option<String>,
+    /// The proxy (`host`, `port`) is reached over TLS; `rejectUnauthorized` for its session
+    /// (Node's default for `tls.connect`: the environment may turn it off).
+    pub proxy_tls: Option<bool>,
+    pub proxy_reject_unauthorized: Option<bool>,
 }
 
 /// `tls.connect` options of an HTTPS key, already normalised by `lib/tls.js`.
@@ -236,12 +240,21 @@ fn connect_target(target: ConnectTarget) -> Result<Target> {
         ),
         None => None,
     };
+    let host = target.host.unwrap_or_else(|| "localhost".into());
+    let proxy_tls = match target.proxy_tls {
+        Some(true) => Some(ProxyTls {
+            config: proxy_tls_config(target.proxy_reject_unauthorized != Some(false))?,
+            host: host.clone(),
+        }),
+        _ => None,
+    };
     Ok(Target::Tcp {
-        host: target.host.unwrap_or_else(|| "localhost".into()),
+        host,
         port: target.port.unwrap_or(80) as u16,
         family: Family::from_node(target.family.unwrap_or(0)),
         local_address,
         addresses,
+        proxy_tls,
         tunnel: target.tunnel_request.map(|request| Tunnel {
             request,
             refused: target.tunnel_refused.unwrap_or_default(),
@@ -313,6 +326,32 @@ thread_local! {
     /// Node's default trust on this JavaScript thread (see [`set_default_ca`]); none until
     /// given, and on Node versions that cannot tell it.
     static DEFAULT_TRUST: RefCell<Option<Arc<Trust>>> = const { RefCell::new(None) };
+    /// The TLS configurations for sessions to proxies (with and without `rejectUnauthorized`),
+    /// made on first use with the default trust, and again after it changes.
+    static PROXY_TLS: RefCell<[Option<Arc<TlsConfig>>; 2]> = const { RefCell::new([None, None]) };
+}
+
+/// The configuration of a session to a proxy reached over TLS: what `tls.connect` with no
+/// options of its own uses (the default trust, sessions kept for resumption).
+fn proxy_tls_config(reject_unauthorized: bool) -> Result<Arc<TlsConfig>> {
+    PROXY_TLS.with(|configs| {
+        let mut configs = configs.borrow_mut();
+        let slot = &mut configs[usize::from(reject_unauthorized)];
+        if let Some(config) = slot {
+            return Ok(config.clone());
+        }
+        let opts = TlsOptions {
+            default_trust: DEFAULT_TRUST.with(|t| t.borrow().clone()),
+            reject_unauthorized,
+            max_cached_sessions: 100,
+            ..TlsOptions::default()
+        };
+        let config = Arc::new(
+            TlsConfig::new(&opts).map_err(|e| Error::new(Status::GenericFailure, e.message()))?,
+        );
+        *slot = Some(config.clone());
+        Ok(config)
+    })
 }
 
 /// Sets the trust of TLS configurations made from now on without `ca`: Node's default set
@@ -323,6 +362,7 @@ pub fn set_default_ca(certs: Vec<String>) -> u32 {
     let trust = Trust::node_default(&certs);
     let n = trust.certificates() as u32;
     DEFAULT_TRUST.with(|t| *t.borrow_mut() = Some(Arc::new(trust)));
+    PROXY_TLS.with(|configs| *configs.borrow_mut() = [None, None]);
     n
 }
 

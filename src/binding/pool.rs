@@ -304,10 +304,43 @@ impl PoolCell {
                     return;
                 }
             };
+            let Connected {
+                socket,
+                local,
+                remote,
+            } = connected;
+            let sink = PumpSink {
+                inbox: inbox.clone(),
+                pool,
+                conn: id,
+                link,
+            };
+            // Reports the connection established, its bytes pumped on tokio, and pumps them.
+            macro_rules! pumped {
+                ($stream:expr, $info:expr) => {{
+                    let pumped = Arc::new(Remote::new());
+                    inbox.post(Completion::Connected {
+                        pool,
+                        conn: id,
+                        result: Ok(Established {
+                            local,
+                            remote,
+                            link: Link::Pumped(pumped.clone(), $info),
+                        }),
+                    });
+                    pump::pump($stream, pumped, sink).await;
+                }};
+            }
             let Some(config) = tls else {
-                let result = connected.socket.into_fd().map(|fd| Established {
-                    local: connected.local,
-                    remote: connected.remote,
+                // Plain HTTP through a proxy reached over TLS: tokio keeps the session to the
+                // proxy, and pumps the connection as it pumps a TLS one.
+                if let Socket::Proxied(stream) = socket {
+                    pumped!(*stream, None);
+                    return;
+                }
+                let result = socket.into_fd().map(|fd| Established {
+                    local,
+                    remote,
                     link: Link::Fd(fd),
                 });
                 inbox.post(Completion::Connected {
@@ -317,40 +350,16 @@ impl PoolCell {
                 });
                 return;
             };
-            let Connected {
-                socket,
-                local,
-                remote,
-            } = connected;
             let peer_ip = match &remote {
                 Peer::Tcp(addr) => addr.ip(),
                 Peer::Unix(_) => std::net::IpAddr::from([127, 0, 0, 1]),
             };
             let server = tls::server_name(servername.as_deref(), peer_ip);
-            let sink = PumpSink {
-                inbox: inbox.clone(),
-                pool,
-                conn: id,
-                link,
-            };
             // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
             macro_rules! secure {
                 ($io:expr) => {
                     match tls::handshake($io, &config, server).await {
-                        Ok((stream, info)) => {
-                            let pumped = Arc::new(Remote::new());
-                            let link = Link::Tls(pumped.clone(), Box::new(info));
-                            inbox.post(Completion::Connected {
-                                pool,
-                                conn: id,
-                                result: Ok(Established {
-                                    local,
-                                    remote,
-                                    link,
-                                }),
-                            });
-                            pump::pump(stream, pumped, sink).await;
-                        }
+                        Ok((stream, info)) => pumped!(stream, Some(Box::new(info))),
                         Err(err) => inbox.post(Completion::Connected {
                             pool,
                             conn: id,
@@ -362,6 +371,7 @@ impl PoolCell {
             match socket {
                 Socket::Tcp(tcp) => secure!(tcp),
                 Socket::Unix(unix) => secure!(unix),
+                Socket::Proxied(stream) => secure!(*stream),
             }
         });
         *conn.abort.borrow_mut() = Some(task.abort_handle());
@@ -376,7 +386,7 @@ impl PoolCell {
             // Closed while connecting: `close` already released the hold and the slot. What
             // connected anyway is closed here (dropping the descriptor, or stopping the pump).
             if let Ok(Established {
-                link: Link::Tls(pumped, _),
+                link: Link::Pumped(pumped, _),
                 ..
             }) = result
             {
@@ -394,7 +404,7 @@ impl PoolCell {
             *conn.remote.borrow_mut() = Some(established.remote);
             match established.link {
                 Link::Fd(fd) => conn.attach(&self.ctx, fd),
-                Link::Tls(pumped, info) => {
+                Link::Pumped(pumped, info) => {
                     conn.attach_pumped(&self.ctx, pumped, info);
                     Ok(())
                 }

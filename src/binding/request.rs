@@ -423,6 +423,7 @@ impl PoolCell {
                 let ((sender, connection), info) = match socket {
                     Socket::Tcp(tcp) => start!(tcp),
                     Socket::Unix(unix) => start!(unix),
+                    Socket::Proxied(stream) => start!(*stream),
                 };
                 Ok::<_, Error>((sender, connection, local, remote, info))
             };

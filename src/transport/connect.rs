@@ -4,12 +4,14 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpSocket, TcpStream, UnixStream};
 use tokio::task::JoinSet;
 
 use super::dns::{self, Family};
+use super::tls::{self, ClientStream, TlsConfig};
 use crate::error::Error;
 
 /// Where to connect.
@@ -23,6 +25,8 @@ pub enum Target {
         local_address: Option<IpAddr>,
         /// Addresses already resolved (by a user's `lookup` function); skips DNS.
         addresses: Option<Vec<IpAddr>>,
+        /// For a proxy reached over TLS (an `https:` proxy URL): the session to it, first.
+        proxy_tls: Option<ProxyTls>,
         /// An HTTP proxy (`host`, `port`) to open a tunnel through to the origin, first.
         tunnel: Option<Tunnel>,
     },
@@ -40,6 +44,23 @@ pub struct Tunnel {
     /// What a refusal's message starts with (`Failed to establish tunnel to <origin> via
     /// <proxy>: `); the proxy's status line follows.
     pub refused: String,
+}
+
+/// The TLS session to a proxy reached over TLS, as Node's agent opens it: the default trust,
+/// the proxy's own name checked as `tls.checkServerIdentity` checks it.
+#[derive(Clone)]
+pub struct ProxyTls {
+    pub config: Arc<TlsConfig>,
+    /// The proxy's host: its SNI when it is a name, and the name its certificate must hold.
+    pub host: String,
+}
+
+impl std::fmt::Debug for ProxyTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxyTls")
+            .field("host", &self.host)
+            .finish()
+    }
 }
 
 /// The longest response head a proxy may answer a `CONNECT` with.
@@ -74,18 +95,32 @@ pub enum Peer {
 }
 
 /// A connected socket, still registered with tokio.
-#[derive(Debug)]
 pub enum Socket {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// Through a proxy reached over TLS: the session to the proxy (and, for HTTPS, the tunnel
+    /// inside it), which tokio must keep driving.
+    Proxied(Box<ClientStream<TcpStream>>),
+}
+
+impl std::fmt::Debug for Socket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Socket::Tcp(_) => "Socket::Tcp",
+            Socket::Unix(_) => "Socket::Unix",
+            Socket::Proxied(_) => "Socket::Proxied",
+        })
+    }
 }
 
 impl Socket {
-    /// Leaves tokio: the plain non-blocking descriptor, for another loop to drive.
+    /// Leaves tokio: the plain non-blocking descriptor, for another loop to drive (a proxied
+    /// one has none: its bytes go through TLS on tokio).
     pub fn into_fd(self) -> Result<OwnedFd, Error> {
         match self {
             Socket::Tcp(s) => s.into_std().map(OwnedFd::from),
             Socket::Unix(s) => s.into_std().map(OwnedFd::from),
+            Socket::Proxied(_) => return Err(Error::os(libc::EINVAL, "connect")),
         }
         .map_err(|e| Error::io(&e, "connect"))
     }
@@ -118,6 +153,7 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             family,
             local_address,
             addresses,
+            proxy_tls,
             tunnel,
         } => {
             // An IP literal needs no resolver, nor the trip to a blocking thread; as in
@@ -161,13 +197,25 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                     .set_tcp_keepalive(&keepalive)
                     .map_err(|e| Error::io(&e, "setsockopt"))?;
             }
-            if let Some(tunnel) = &tunnel {
-                open_tunnel(&mut stream, tunnel).await?;
-            }
             let local = stream.local_addr().ok();
             let remote = peer.unwrap_or(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port));
+            let socket = match proxy_tls {
+                None => {
+                    if let Some(tunnel) = &tunnel {
+                        open_tunnel(&mut stream, tunnel).await?;
+                    }
+                    Socket::Tcp(stream)
+                }
+                Some(proxy) => {
+                    let mut secure = proxy_session(stream, &proxy, remote.ip()).await?;
+                    if let Some(tunnel) = &tunnel {
+                        open_tunnel_within(&mut secure, tunnel).await?;
+                    }
+                    Socket::Proxied(Box::new(secure))
+                }
+            };
             Ok(Connected {
-                socket: Socket::Tcp(stream),
+                socket,
                 local,
                 remote: Peer::Tcp(remote),
             })
@@ -175,17 +223,88 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
     }
 }
 
+/// The TLS session to a proxy reached over TLS; its certificate must name the proxy, unless
+/// `rejectUnauthorized` is off (then, as Node, the failure is only reported, and not here).
+async fn proxy_session(
+    stream: TcpStream,
+    proxy: &ProxyTls,
+    ip: IpAddr,
+) -> Result<ClientStream<TcpStream>, Error> {
+    let server = tls::server_name(Some(&proxy.host), ip);
+    let (secure, info) = tls::handshake(stream, &proxy.config, server.clone()).await?;
+    if proxy.config.rejects_unauthorized() {
+        tls::check_name(&info, &server)?;
+    }
+    Ok(secure)
+}
+
+fn tunnel_ended() -> Error {
+    Error::proxy_tunnel(
+        "Connection to establish proxy tunnel ended unexpectedly",
+        None,
+    )
+}
+
+/// The proxy's answer to `CONNECT`, from its head: through on 200, otherwise Node's
+/// `ERR_PROXY_TUNNEL` with the status.
+fn tunnel_answer(head: &[u8], tunnel: &Tunnel) -> Result<(), Error> {
+    let line_end = head
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .unwrap_or(head.len());
+    let status_line = String::from_utf8_lossy(&head[..line_end]);
+    let status = status_line.split(' ').nth(1).unwrap_or("");
+    if status == "200" {
+        return Ok(());
+    }
+    Err(Error::proxy_tunnel(
+        format!("{}{status_line}", tunnel.refused),
+        Some(status.parse().unwrap_or(0)),
+    ))
+}
+
+fn tunnel_head_too_long(tunnel: &Tunnel) -> Error {
+    Error::proxy_tunnel(
+        format!(
+            "{}response head over {MAX_TUNNEL_HEAD} bytes",
+            tunnel.refused
+        ),
+        None,
+    )
+}
+
+/// [`open_tunnel`] inside a TLS session to the proxy: the answer is read a byte at a time (from
+/// the session's buffer, not the socket), so that nothing of the origin's is taken with it.
+async fn open_tunnel_within<S>(stream: &mut S, tunnel: &Tunnel) -> Result<(), Error>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream
+        .write_all(tunnel.request.as_bytes())
+        .await
+        .map_err(|e| Error::io(&e, "write"))?;
+    stream.flush().await.map_err(|e| Error::io(&e, "write"))?;
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > MAX_TUNNEL_HEAD {
+            return Err(tunnel_head_too_long(tunnel));
+        }
+        let mut byte = [0u8; 1];
+        match stream.read(&mut byte).await {
+            Ok(0) => return Err(tunnel_ended()),
+            Ok(_) => head.push(byte[0]),
+            Err(e) => return Err(Error::io(&e, "read")),
+        }
+    }
+    tunnel_answer(&head, tunnel)
+}
+
 /// Sends the `CONNECT` request and reads the proxy's answer, to the end of its head and not a
 /// byte further (what follows is the origin's). Fails as Node fails: `ERR_PROXY_TUNNEL`, with
 /// the `statusCode` of an answer other than 200.
 async fn open_tunnel(stream: &mut TcpStream, tunnel: &Tunnel) -> Result<(), Error> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let ended = || {
-        Error::proxy_tunnel(
-            "Connection to establish proxy tunnel ended unexpectedly",
-            None,
-        )
-    };
     stream
         .write_all(tunnel.request.as_bytes())
         .await
@@ -196,7 +315,7 @@ async fn open_tunnel(stream: &mut TcpStream, tunnel: &Tunnel) -> Result<(), Erro
         // Peeked first: the head's end may come with nothing after it, or with the start of
         // what the origin sends, which must stay in the socket.
         let n = match stream.peek(&mut buf).await {
-            Ok(0) => return Err(ended()),
+            Ok(0) => return Err(tunnel_ended()),
             Ok(n) => n,
             Err(e) => return Err(Error::io(&e, "read")),
         };
@@ -219,28 +338,10 @@ async fn open_tunnel(stream: &mut TcpStream, tunnel: &Tunnel) -> Result<(), Erro
             break;
         }
         if head.len() > MAX_TUNNEL_HEAD {
-            return Err(Error::proxy_tunnel(
-                format!(
-                    "{}response head over {MAX_TUNNEL_HEAD} bytes",
-                    tunnel.refused
-                ),
-                None,
-            ));
+            return Err(tunnel_head_too_long(tunnel));
         }
     }
-    let line_end = head
-        .windows(2)
-        .position(|w| w == b"\r\n")
-        .unwrap_or(head.len());
-    let status_line = String::from_utf8_lossy(&head[..line_end]);
-    let status = status_line.split(' ').nth(1).unwrap_or("");
-    if status == "200" {
-        return Ok(());
-    }
-    Err(Error::proxy_tunnel(
-        format!("{}{status_line}", tunnel.refused),
-        Some(status.parse().unwrap_or(0)),
-    ))
+    tunnel_answer(&head, tunnel)
 }
 
 /// Alternates address families, starting with the resolver's first choice (RFC 8305 §4).
@@ -345,6 +446,7 @@ mod tests {
             family: Family::Any,
             local_address: None,
             addresses: None,
+            proxy_tls: None,
             tunnel: None,
         }
     }
@@ -408,6 +510,7 @@ mod tests {
                 IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
                 IpAddr::from([127, 0, 0, 1]),
             ]),
+            proxy_tls: None,
             tunnel: None,
         };
         let conn = connect(target, ConnectOptions::default()).await.unwrap();
@@ -427,6 +530,7 @@ mod tests {
             family: Family::Any,
             local_address: Some(IpAddr::from([127, 0, 0, 2])),
             addresses: None,
+            proxy_tls: None,
             tunnel: None,
         };
         let conn = connect(target, ConnectOptions::default()).await.unwrap();
@@ -496,6 +600,7 @@ mod tests {
             family: Family::Any,
             local_address: None,
             addresses: None,
+            proxy_tls: None,
             tunnel: Some(Tunnel {
                 request: "CONNECT origin:443 HTTP/1.1\r\nhost: origin:443\r\n\r\n".into(),
                 refused: "Failed to establish tunnel to origin:443 via http://proxy: ".into(),

@@ -7,4 +7,4 @@ pub mod liveness;
 pub mod pump;
 pub mod tls;
 
-pub use connect::{connect, ConnectOptions, Connected, Peer, Socket, Target, Tunnel};
+pub use connect::{connect, ConnectOptions, Connected, Peer, ProxyTls, Socket, Target, Tunnel};

@@ -123,6 +123,7 @@ pub struct TlsConfig {
     /// known certificate unchecked on a new session when the check is Node's own function
     /// (its verdict depends only on the certificate and the name, the pool key's).
     named: std::sync::Mutex<Vec<Vec<u8>>>,
+    reject: bool,
 }
 
 /// How many leaf certificates a configuration remembers as named right (one server has one,
@@ -381,7 +382,14 @@ impl TlsConfig {
             base: Arc::new(config),
             sessions,
             named: std::sync::Mutex::new(Vec::new()),
+            reject: opts.reject_unauthorized,
         })
+    }
+
+    /// `rejectUnauthorized`: a chain (or, where Rust checks it, a name) that fails ends the
+    /// handshake.
+    pub fn rejects_unauthorized(&self) -> bool {
+        self.reject
     }
 
     fn connector(&self) -> TlsConnector {
@@ -447,6 +455,31 @@ pub struct TlsInfo {
     /// The server's certificate is one whose name was found right before (see
     /// [`TlsConfig::name_verified`]).
     pub name_known: bool,
+}
+
+/// Whether the server's certificate names `server`, as `tls.checkServerIdentity` asks (where
+/// Rust checks a name itself: a proxy's). Node's error: `ERR_TLS_CERT_ALTNAME_INVALID`.
+pub fn check_name(info: &TlsInfo, server: &ServerName<'_>) -> Result<(), Error> {
+    let leaf = info
+        .peer_chain
+        .first()
+        .map(|der| CertificateDer::from(der.as_slice()));
+    let named = leaf.as_ref().is_some_and(|leaf| {
+        ParsedCertificate::try_from(leaf)
+            .is_ok_and(|cert| rustls::client::verify_server_name(&cert, server).is_ok())
+    });
+    if named {
+        return Ok(());
+    }
+    let host = match server {
+        ServerName::DnsName(name) => format!("Host: {}.", name.as_ref()),
+        ServerName::IpAddress(ip) => format!("IP: {}", std::net::IpAddr::from(*ip)),
+        _ => String::new(),
+    };
+    Err(Error::tls(
+        "ERR_TLS_CERT_ALTNAME_INVALID",
+        format!("Hostname/IP does not match certificate's altnames: {host} is not in the cert's altnames"),
+    ))
 }
 
 /// The name rustls checks sessions and SNI against: the `servername` when it is a DNS name

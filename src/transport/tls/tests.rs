@@ -297,6 +297,18 @@ async fn names_are_left_to_check_server_identity() {
     let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
     let info = connect(port, &config, Some("localhost")).await.unwrap();
     assert_eq!(info.authorization_error, None);
+    // Where Rust checks a name itself (a proxy's), it fails as checkServerIdentity does.
+    let err = check_name(&info, &server_name(Some("localhost"), LOCALHOST)).unwrap_err();
+    assert_eq!(err.code(), "ERR_TLS_CERT_ALTNAME_INVALID");
+    assert_eq!(
+        err.message(),
+        "Hostname/IP does not match certificate's altnames: Host: localhost. is not in the cert's altnames"
+    );
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(1)
+        .await;
+    let info = connect(port, &config, Some("localhost")).await.unwrap();
+    check_name(&info, &server_name(Some("localhost"), LOCALHOST)).unwrap();
 }
 
 #[tokio::test]
