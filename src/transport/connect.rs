@@ -570,7 +570,8 @@ mod tests {
     }
 
     /// A proxy on loopback that reads the CONNECT request, then writes `answer` in the pieces
-    /// given; returns the request it read.
+    /// given, a few milliseconds apart (pacing only, so that they tend to arrive in separate
+    /// reads: the tests hold as well when they arrive together); returns the request it read.
     async fn proxy(answer: Vec<&'static [u8]>) -> (u16, tokio::task::JoinHandle<Vec<u8>>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
