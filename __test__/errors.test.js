@@ -59,6 +59,33 @@ test('a localAddress of the other family fails at bind with EINVAL, as net repor
   assert.strictEqual(server.connections.length, 0);
 });
 
+test('localPort binds the connection\'s local port on both paths, and a failed connect names it, as net does', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end(String(req.socket.remotePort)));
+  const dropIn = new Agent();
+  const promise = new Agent({ localPort: await closedPort() });
+  t.after(() => [dropIn, promise].forEach((a) => a.destroy()));
+  const localPort = await closedPort();
+  assert.strictEqual((await request(`${server.url}/`, { agent: dropIn, localPort })).body, String(localPort));
+  assert.strictEqual(await (await promise.request(`${server.url}/`)).body.text(), String(promise.options.localPort));
+  // A refused connect from a given port: Node's message and fields, on both paths.
+  const port = await closedPort();
+  const from = await closedPort();
+  const fields = (err) => ({ code: err.code, message: err.message, localAddress: err.localAddress, localPort: err.localPort });
+  const node = fields(await requestError(`http://127.0.0.1:${port}/`, { agent: new http.Agent(), localPort: from }));
+  assert.deepStrictEqual(node, {
+    code: 'ECONNREFUSED', message: `connect ECONNREFUSED 127.0.0.1:${port} - Local (0.0.0.0:${from})`, localAddress: '0.0.0.0', localPort: from,
+  });
+  assert.deepStrictEqual(fields(await requestError(`http://127.0.0.1:${port}/`, { agent: dropIn, localPort: from })), node);
+  const refused = new Agent({ localPort: from });
+  t.after(() => refused.destroy());
+  assert.deepStrictEqual(fields(await refused.request(`http://127.0.0.1:${port}/`).then(() => null, (err) => err)), node);
+  // Not a number: refused at once, as net.connect refuses it.
+  const typeError = { code: 'ERR_INVALID_ARG_TYPE', message: /"options.localPort" property must be of type number/ };
+  assert.throws(() => http.get({ host: '127.0.0.1', port, localPort: '1', agent: new http.Agent() }), typeError);
+  assert.throws(() => http.get({ host: '127.0.0.1', port, localPort: '1', agent: dropIn }), typeError);
+  assert.throws(() => new Agent({ localPort: '1' }), typeError);
+});
+
 test('a failed connect lets a queued request try again', async (t) => {
   const agent = new Agent({ maxSockets: 1 });
   t.after(() => agent.destroy());

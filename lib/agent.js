@@ -158,6 +158,7 @@ class Agent extends Base {
     // As net.connect does, before anything is queued or opened.
     if (!options.path) options.port = validatePort(options.port ?? this.defaultPort);
     if (options.localAddress && !net.isIP(options.localAddress)) throw errors.invalidIpAddress(options.localAddress);
+    errors.checkLocalPort(options.localPort);
     if (this[kTls]) normalizeServerName(options, req);
     const name = nameOf(this, options);
     const key = this._keyOf(name, options);
@@ -365,8 +366,9 @@ class Agent extends Base {
     }
     const family = familyOf(options);
     const localAddress = options.localAddress || undefined;
+    const localPort = options.localPort || undefined;
     if (typeof options.lookup !== 'function') {
-      pool.connect(id, { host, port, family, localAddress, servername });
+      pool.connect(id, { host, port, family, localAddress, localPort, servername });
       return;
     }
     // A user's lookup runs here, as net runs it; the addresses it gives skip Rust's resolver.
@@ -379,7 +381,7 @@ class Agent extends Base {
         socket._lookupFailed(err || errors.invalidIpAddress(bad));
         return;
       }
-      pool.connect(id, { host, port, family, localAddress, addresses, servername });
+      pool.connect(id, { host, port, family, localAddress, localPort, addresses, servername });
     });
   }
 
@@ -541,6 +543,7 @@ class Agent extends Base {
         port,
         family: familyOf(o),
         localAddress: o.localAddress || undefined,
+        localPort: o.localPort || undefined,
         path: o.socketPath || undefined,
         servername: this[kTls] ? o.servername : undefined,
         jsLookup: typeof o.lookup === 'function' && !o.socketPath,

@@ -62,6 +62,8 @@ function systemError(desc) {
   if (desc.requestSent !== undefined) err.requestSent = desc.requestSent;
   if (desc.timeout !== undefined) err.timeout = desc.timeout;
   if (desc.statusCode !== undefined) err.statusCode = desc.statusCode;
+  if (desc.localAddress !== undefined) err.localAddress = desc.localAddress;
+  if (desc.localPort !== undefined) err.localPort = desc.localPort;
   return err;
 }
 
@@ -114,6 +116,13 @@ function badPort(port) {
   return withCode(new RangeError(`Port should be >= 0 and < 65536.${describeReceived(port)}.`), 'ERR_SOCKET_BAD_PORT');
 }
 
+// net.connect's check of `localPort` (a number when given), and a range it leaves to bind.
+function checkLocalPort(port) {
+  if (!port) return;
+  if (typeof port !== 'number') throw invalidArgType('options.localPort', 'of type number', port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw badPort(port);
+}
+
 // A `lookup` that gave something other than an IP address, as net reports it.
 function invalidIpAddress(address) {
   return withCode(new TypeError(`Invalid IP address: ${address}`), 'ERR_INVALID_IP_ADDRESS');
@@ -121,6 +130,7 @@ function invalidIpAddress(address) {
 
 module.exports = {
   badPort,
+  checkLocalPort,
   invalidIpAddress,
   invalidArgType,
   invalidArgValue,

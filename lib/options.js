@@ -112,6 +112,7 @@ function normalize(input) {
   }
   // As net.connect would, at the first request.
   if (options.localAddress && !net.isIP(options.localAddress)) throw errors.invalidIpAddress(options.localAddress);
+  errors.checkLocalPort(options.localPort);
   if (options.family !== undefined && ![0, 4, 6].includes(options.family)) {
     throw errors.invalidArgValue('options.family', options.family, 'must be one of: 0, 4, 6');
   }

@@ -46,6 +46,8 @@ struct Inner {
     socket_fault: bool,
     /// For `ERR_PROXY_TUNNEL`: the status the proxy answered with.
     status_code: Option<u16>,
+    /// A connect from a given local port: the local end (`localAddress`, `localPort`).
+    local: Option<(String, u16)>,
 }
 
 impl Error {
@@ -63,6 +65,7 @@ impl Error {
                 timeout_ms: None,
                 socket_fault: false,
                 status_code: None,
+                local: None,
             }),
         }
     }
@@ -140,6 +143,16 @@ impl Error {
 
     pub fn status_code(&self) -> Option<u16> {
         self.inner.status_code
+    }
+
+    /// Names the local end the failed connect was made from.
+    pub fn with_local(mut self, address: String, port: u16) -> Self {
+        self.inner.local = Some((address, port));
+        self
+    }
+
+    pub fn local(&self) -> Option<(&str, u16)> {
+        self.inner.local.as_ref().map(|(a, p)| (a.as_str(), *p))
     }
 
     pub fn timeout_ms(&self) -> Option<u64> {

@@ -342,6 +342,10 @@ pub fn error_descriptor(env: sys::napi_env, err: &Error) -> sys::napi_value {
     if let Some(status) = err.status_code() {
         set(env, obj, "statusCode", number(env, status as f64));
     }
+    if let Some((address, port)) = err.local() {
+        set(env, obj, "localAddress", string(env, address));
+        set(env, obj, "localPort", number(env, port as f64));
+    }
     obj
 }
 

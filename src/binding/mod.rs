@@ -113,6 +113,7 @@ pub struct ConnectTarget {
     pub port: Option<u32>,
     pub family: Option<u32>,
     pub local_address: Option<String>,
+    pub local_port: Option<u32>,
     /// A Unix socket path (`socketPath`).
     pub path: Option<String>,
     /// Addresses from a user's `lookup`, in order.
@@ -253,6 +254,7 @@ fn connect_target(target: ConnectTarget) -> Result<Target> {
         port: target.port.unwrap_or(80) as u16,
         family: Family::from_node(target.family.unwrap_or(0)),
         local_address,
+        local_port: target.local_port.map(|p| p as u16),
         addresses,
         proxy_tls,
         tunnel: target.tunnel_request.map(|request| Tunnel {

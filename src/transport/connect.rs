@@ -23,6 +23,8 @@ pub enum Target {
         family: Family,
         /// Node's `localAddress`: the local IP to bind before connecting.
         local_address: Option<IpAddr>,
+        /// Node's `localPort`: the local port to bind before connecting.
+        local_port: Option<u16>,
         /// Addresses already resolved (by a user's `lookup` function); skips DNS.
         addresses: Option<Vec<IpAddr>>,
         /// For a proxy reached over TLS (an `https:` proxy URL): the session to it, first.
@@ -152,6 +154,7 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             port,
             family,
             local_address,
+            local_port,
             addresses,
             proxy_tls,
             tunnel,
@@ -186,7 +189,11 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                     .map(|ip| SocketAddr::new(ip, port))
                     .collect(),
             );
-            let mut stream = connect_any(addrs, local_address, opts.attempt_delay).await?;
+            let local = Local {
+                ip: local_address,
+                port: local_port,
+            };
+            let mut stream = connect_any(addrs, local, opts.attempt_delay).await?;
             let peer = stream.peer_addr().ok();
             stream
                 .set_nodelay(opts.no_delay)
@@ -363,7 +370,14 @@ fn interleave(addrs: Vec<SocketAddr>) -> Vec<SocketAddr> {
     }
 }
 
-async fn attempt(addr: SocketAddr, local: Option<IpAddr>) -> Result<TcpStream, Error> {
+/// Where a connection is bound before it connects: Node's `localAddress` and `localPort`.
+#[derive(Clone, Copy, Debug)]
+struct Local {
+    ip: Option<IpAddr>,
+    port: Option<u16>,
+}
+
+async fn attempt(addr: SocketAddr, local: Local) -> Result<TcpStream, Error> {
     let ip = addr.ip().to_string();
     let fail = |e: std::io::Error, syscall| {
         Error::io(&e, syscall).with_peer(ip.clone(), Some(addr.port()))
@@ -374,24 +388,45 @@ async fn attempt(addr: SocketAddr, local: Option<IpAddr>) -> Result<TcpStream, E
         TcpSocket::new_v6()
     }
     .map_err(|e| fail(e, "socket"))?;
-    if let Some(local) = local {
-        let bind_error =
-            |e: std::io::Error| Error::io(&e, "bind").with_peer(local.to_string(), None);
-        // As net.connect, which reads a `localAddress` of the other family as one of the
-        // target's, and fails: EINVAL.
-        if local.is_ipv4() != addr.is_ipv4() {
-            return Err(bind_error(std::io::Error::from_raw_os_error(libc::EINVAL)));
-        }
-        socket.bind(SocketAddr::new(local, 0)).map_err(bind_error)?;
+    if local.ip.is_none() && local.port.is_none() {
+        return socket.connect(addr).await.map_err(|e| fail(e, "connect"));
     }
-    socket.connect(addr).await.map_err(|e| fail(e, "connect"))
+    // A port alone binds the family's any-address, as net.connect does.
+    let local_ip = local.ip.unwrap_or(match addr {
+        SocketAddr::V4(_) => IpAddr::from(std::net::Ipv4Addr::UNSPECIFIED),
+        SocketAddr::V6(_) => IpAddr::from(std::net::Ipv6Addr::UNSPECIFIED),
+    });
+    let bind_error =
+        |e: std::io::Error| Error::io(&e, "bind").with_peer(local_ip.to_string(), local.port);
+    // As net.connect, which reads a `localAddress` of the other family as one of the
+    // target's, and fails: EINVAL.
+    if local_ip.is_ipv4() != addr.is_ipv4() {
+        return Err(bind_error(std::io::Error::from_raw_os_error(libc::EINVAL)));
+    }
+    if local.port.is_some() {
+        // As libuv binds a TCP socket.
+        socket.set_reuseaddr(true).map_err(bind_error)?;
+    }
+    socket
+        .bind(SocketAddr::new(local_ip, local.port.unwrap_or(0)))
+        .map_err(bind_error)?;
+    socket.connect(addr).await.map_err(|e| {
+        let err = fail(e, "connect");
+        // With a local port, Node's error names the local end too.
+        match local.port {
+            Some(port) => err
+                .with_detail(format!("- Local ({local_ip}:{port})"))
+                .with_local(local_ip.to_string(), port),
+            None => err,
+        }
+    })
 }
 
 /// Tries `addrs` in order, starting the next attempt when the previous one has run alone for
 /// `delay` or has failed; the first to connect wins and the others are dropped.
 async fn connect_any(
     addrs: Vec<SocketAddr>,
-    local: Option<IpAddr>,
+    local: Local,
     delay: Duration,
 ) -> Result<TcpStream, Error> {
     if addrs.len() == 1 {
@@ -445,6 +480,7 @@ mod tests {
             port,
             family: Family::Any,
             local_address: None,
+            local_port: None,
             addresses: None,
             proxy_tls: None,
             tunnel: None,
@@ -506,6 +542,7 @@ mod tests {
             port,
             family: Family::Any,
             local_address: None,
+            local_port: None,
             addresses: Some(vec![
                 IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
                 IpAddr::from([127, 0, 0, 1]),
@@ -529,12 +566,29 @@ mod tests {
             port,
             family: Family::Any,
             local_address: Some(IpAddr::from([127, 0, 0, 2])),
+            local_port: None,
             addresses: None,
             proxy_tls: None,
             tunnel: None,
         };
         let conn = connect(target, ConnectOptions::default()).await.unwrap();
         assert_eq!(conn.local.unwrap().ip(), IpAddr::from([127, 0, 0, 2]));
+        // A port alone: the family's any-address, that port.
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let local_port = free.local_addr().unwrap().port();
+        drop(free);
+        let target = Target::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+            family: Family::Any,
+            local_address: None,
+            local_port: Some(local_port),
+            addresses: None,
+            proxy_tls: None,
+            tunnel: None,
+        };
+        let conn = connect(target, ConnectOptions::default()).await.unwrap();
+        assert_eq!(conn.local.unwrap().port(), local_port);
     }
 
     #[tokio::test]
@@ -600,6 +654,7 @@ mod tests {
             port,
             family: Family::Any,
             local_address: None,
+            local_port: None,
             addresses: None,
             proxy_tls: None,
             tunnel: Some(Tunnel {
