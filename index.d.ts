@@ -92,6 +92,8 @@ declare namespace Agent {
      * A proxy with an `https:` URL is reached over TLS, checked against the default trust.
      */
     proxyEnv?: { [name: string]: string | undefined } | undefined;
+    /** Addresses not to connect to, as `net.connect` takes it (`ERR_IP_BLOCKED`). */
+    blockList?: net.BlockList | undefined;
     /** How much sooner (ms) than a server's `Keep-Alive: timeout=N` a connection stops idling; with nothing left, it is not kept. Default: `1000`. */
     agentKeepAliveTimeoutBuffer?: number | undefined;
     /** Disable Nagle's algorithm on new connections. Default: `true`. */
@@ -268,6 +270,7 @@ declare namespace Agent {
     | 'ERR_INVALID_PROTOCOL'
     | 'ERR_INVALID_URL'
     | 'ERR_INVALID_IP_ADDRESS'
+    | 'ERR_IP_BLOCKED'
     | 'EPROTO'
     | 'ERR_SOCKET_TIMEOUT'
     | 'ERR_PROXY_TUNNEL'

@@ -86,6 +86,37 @@ test('localPort binds the connection\'s local port on both paths, and a failed c
   assert.throws(() => new Agent({ localPort: '1' }), typeError);
 });
 
+test('a blockList keeps both paths from the addresses it blocks, as net.connect does', async (t) => {
+  const server = await httpServer(t);
+  const blockList = new net.BlockList();
+  blockList.addAddress('127.0.0.1');
+  const elsewhere = new net.BlockList();
+  elsewhere.addAddress('10.0.0.1');
+  const port = new URL(server.url).port;
+  const outcome = (p) => p.then((r) => r.body, (err) => `${err.code}: ${err.message}`);
+  const blocked = 'ERR_IP_BLOCKED: IP(127.0.0.1) is blocked by net.BlockList';
+  // Node's own agent takes the option from Node 22.13 on: there, it must agree.
+  const nodeTakes = typeof net.BlockList.isBlockList === 'function';
+  for (const host of ['127.0.0.1', 'localhost']) {
+    const url = `http://${host}:${port}/`;
+    const agents = [new Agent(), new Agent({ blockList })];
+    t.after(() => agents.forEach((a) => a.destroy()));
+    assert.strictEqual(await outcome(request(url, { agent: agents[0], blockList })), blocked, host);
+    assert.strictEqual(await outcome(request(url, { agent: agents[1] })), blocked, host);
+    assert.strictEqual(await outcome(agents[1].request(url).then(async (r) => ({ body: await r.body.text() }))), blocked, host);
+    if (nodeTakes) assert.strictEqual(await outcome(request(url, { agent: new http.Agent(), blockList })), blocked, `${host}: Node's agent`);
+  }
+  assert.strictEqual(server.connections.length, 0, 'nothing reached the server');
+  // A list that blocks other addresses lets the request through.
+  const open = new Agent({ blockList: elsewhere });
+  t.after(() => open.destroy());
+  assert.strictEqual((await request(`${server.url}/a`, { agent: open })).body, 'hello /a');
+  assert.strictEqual(await (await open.request(`${server.url}/b`)).body.text(), 'hello /b');
+  // Not a BlockList: refused at once.
+  assert.throws(() => http.get({ host: '127.0.0.1', port, agent: new Agent(), blockList: 'x' }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => new Agent({ blockList: {} }), { code: 'ERR_INVALID_ARG_TYPE' });
+});
+
 test('a failed connect lets a queued request try again', async (t) => {
   const agent = new Agent({ maxSockets: 1 });
   t.after(() => agent.destroy());

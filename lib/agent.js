@@ -5,6 +5,7 @@
 // that lives in Rust. This file decides nothing about limits or order: it asks the pool, and
 // does what the pool answers (bind a socket, connect, queue, serve a waiter).
 
+const dns = require('node:dns');
 const http = require('node:http');
 const https = require('node:https');
 const { AsyncResource } = require('node:async_hooks');
@@ -159,6 +160,7 @@ class Agent extends Base {
     if (!options.path) options.port = validatePort(options.port ?? this.defaultPort);
     if (options.localAddress && !net.isIP(options.localAddress)) throw errors.invalidIpAddress(options.localAddress);
     errors.checkLocalPort(options.localPort);
+    blockListOf(options);
     if (this[kTls]) normalizeServerName(options, req);
     const name = nameOf(this, options);
     const key = this._keyOf(name, options);
@@ -367,18 +369,19 @@ class Agent extends Base {
     const family = familyOf(options);
     const localAddress = options.localAddress || undefined;
     const localPort = options.localPort || undefined;
-    if (typeof options.lookup !== 'function') {
+    const blockList = blockListOf(options);
+    if (typeof options.lookup !== 'function' && blockList === null) {
       pool.connect(id, { host, port, family, localAddress, localPort, servername });
       return;
     }
-    // A user's lookup runs here, as net runs it; the addresses it gives skip Rust's resolver.
-    userLookup(options, host, (err, addresses, addrFamily) => {
-      socket.emit('lookup', err, addresses && addresses[0], addrFamily, host);
+    // A user's lookup runs here, as net runs it, and so does the resolving of a host whose
+    // addresses a `blockList` must pass; the addresses skip Rust's resolver.
+    resolve(options, host, blockList, (err, addresses, addrFamily, looked) => {
+      if (looked) socket.emit('lookup', err, addresses && addresses[0], addrFamily, host);
       if (socket.destroyed || socket[kId] !== id) return;
-      const bad = err ? undefined : notAnAddress(addresses);
-      if (err || bad !== null) {
+      if (err) {
         pool.countConnectError();
-        socket._lookupFailed(err || errors.invalidIpAddress(bad));
+        socket._lookupFailed(err);
         return;
       }
       pool.connect(id, { host, port, family, localAddress, localPort, addresses, servername });
@@ -546,7 +549,7 @@ class Agent extends Base {
         localPort: o.localPort || undefined,
         path: o.socketPath || undefined,
         servername: this[kTls] ? o.servername : undefined,
-        jsLookup: typeof o.lookup === 'function' && !o.socketPath,
+        jsLookup: (typeof o.lookup === 'function' || blockListOf(o) !== null) && !o.socketPath,
       });
       this[kOrigins].set(origin, key);
       this[kKeyOptions].set(key, o);
@@ -570,11 +573,7 @@ class Agent extends Base {
   // not IP addresses being an error.
   _lookup(key, done) {
     const o = this[kKeyOptions].get(key);
-    userLookup(o, o.host, (err, addresses) => {
-      if (err) return done(err);
-      const bad = notAnAddress(addresses);
-      return bad === null ? done(null, addresses) : done(errors.invalidIpAddress(bad));
-    });
+    resolve(o, o.host, blockListOf(o), (err, addresses) => done(err, err ? undefined : addresses));
   }
 
   // agent.request()'s `maxResponseHeaderSize`: the largest response head of the pool from now on.
@@ -806,14 +805,42 @@ function familyOf(options) {
   return options.family === 4 || options.family === 6 ? options.family : 0;
 }
 
-// Runs the user's `lookup` of `options` for `host` as net.connect runs it (all addresses, of
-// the options' family and hints): `done(err, addresses, family)`, `family` as the lookup gave
-// it for a single address.
-function userLookup(options, host, done) {
-  options.lookup(host, { family: familyOf(options), hints: options.hints || 0, all: true }, (err, address, family) => {
-    if (err) done(err, undefined, family);
-    else done(null, Array.isArray(address) ? address.map((a) => a.address) : [address], family);
+// net.connect's `blockList` (Node 22.13 on; taken on every version here, where net.BlockList
+// is): addresses it blocks are not connected to.
+function blockListOf(options) {
+  const list = options.blockList;
+  if (list === undefined || list === null) return null;
+  const isBlockList = net.BlockList.isBlockList ?? ((value) => value instanceof net.BlockList);
+  if (!isBlockList(list)) throw errors.invalidArgType('options.blockList', 'an instance of net.BlockList', list);
+  return list;
+}
+
+// The addresses to connect to for `host`: from the user's `lookup` (called as net.connect calls
+// it), or from dns.lookup when a `blockList` must see them (an IP address is its own), those the
+// block list blocks left out (all of them: ERR_IP_BLOCKED, as net reports it).
+// `done(err, addresses, family, looked)`, `looked` when a lookup ran (net emits 'lookup' then).
+function resolve(options, host, blockList, done) {
+  const user = typeof options.lookup === 'function';
+  if (!user && net.isIP(host)) {
+    done(blocked(blockList, [host]), [host], net.isIP(host), false);
+    return;
+  }
+  const lookup = user ? options.lookup : dns.lookup;
+  lookup(host, { family: familyOf(options), hints: options.hints || 0, all: true }, (err, address, family) => {
+    if (err) return done(err, undefined, family, true);
+    const addresses = Array.isArray(address) ? address.map((a) => a.address) : [address];
+    const bad = notAnAddress(addresses);
+    if (bad !== null) return done(errors.invalidIpAddress(bad), undefined, family, true);
+    const allowed = blockList === null ? addresses : addresses.filter((a) => blocked(blockList, [a]) === null);
+    done(allowed.length > 0 ? null : blocked(blockList, addresses), allowed, family, true);
   });
+}
+
+// ERR_IP_BLOCKED for the first of `addresses` the block list blocks, or null.
+function blocked(blockList, addresses) {
+  if (blockList === null) return null;
+  const hit = addresses.find((a) => blockList.check(a, net.isIPv6(a) ? 'ipv6' : 'ipv4'));
+  return hit === undefined ? null : errors.ipBlocked(hit);
 }
 
 // What a lookup gave that is not an IP address (the first such, or undefined for none at all),

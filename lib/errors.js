@@ -123,6 +123,11 @@ function checkLocalPort(port) {
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw badPort(port);
 }
 
+// net.connect's refusal of an address its `blockList` blocks.
+function ipBlocked(address) {
+  return withCode(new Error(`IP(${address}) is blocked by net.BlockList`), 'ERR_IP_BLOCKED');
+}
+
 // A `lookup` that gave something other than an IP address, as net reports it.
 function invalidIpAddress(address) {
   return withCode(new TypeError(`Invalid IP address: ${address}`), 'ERR_INVALID_IP_ADDRESS');
@@ -131,6 +136,7 @@ function invalidIpAddress(address) {
 module.exports = {
   badPort,
   checkLocalPort,
+  ipBlocked,
   invalidIpAddress,
   invalidArgType,
   invalidArgValue,

@@ -113,6 +113,9 @@ function normalize(input) {
   // As net.connect would, at the first request.
   if (options.localAddress && !net.isIP(options.localAddress)) throw errors.invalidIpAddress(options.localAddress);
   errors.checkLocalPort(options.localPort);
+  if (options.blockList !== undefined && options.blockList !== null && !(options.blockList instanceof net.BlockList)) {
+    throw errors.invalidArgType('options.blockList', 'an instance of net.BlockList', options.blockList);
+  }
   if (options.family !== undefined && ![0, 4, 6].includes(options.family)) {
     throw errors.invalidArgValue('options.family', options.family, 'must be one of: 0, 4, 6');
   }
