@@ -137,8 +137,9 @@ tokio::task_local! {
     static VERIFY_FAILURE: Cell<Option<VerifyFailure>>;
 }
 
-/// The Mozilla roots plus `NODE_EXTRA_CA_CERTS`, built once: the default trust where Node
-/// cannot tell its own (before Node 22.15 and 23.10).
+/// The Mozilla roots plus `NODE_EXTRA_CA_CERTS`, built once: the default trust until JavaScript
+/// hands Node's own (see `lib/tls.js`), and where it cannot (a Node before 22.15 that trusts
+/// OpenSSL's store, which it cannot list).
 fn builtin_trust() -> Trust {
     static TRUST: OnceLock<Trust> = OnceLock::new();
     TRUST
