@@ -561,34 +561,20 @@ mod tests {
     async fn binds_the_local_address() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let target = Target::Tcp {
-            host: "127.0.0.1".into(),
-            port,
-            family: Family::Any,
-            local_address: Some(IpAddr::from([127, 0, 0, 2])),
-            local_port: None,
-            addresses: None,
-            proxy_tls: None,
-            tunnel: None,
-        };
+        let mut target = tcp("127.0.0.1", port);
+        if let Target::Tcp { local_address, .. } = &mut target {
+            *local_address = Some(IpAddr::from([127, 0, 0, 2]));
+        }
         let conn = connect(target, ConnectOptions::default()).await.unwrap();
         assert_eq!(conn.local.unwrap().ip(), IpAddr::from([127, 0, 0, 2]));
         // A port alone: the family's any-address, that port.
-        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let local_port = free.local_addr().unwrap().port();
-        drop(free);
-        let target = Target::Tcp {
-            host: "127.0.0.1".into(),
-            port,
-            family: Family::Any,
-            local_address: None,
-            local_port: Some(local_port),
-            addresses: None,
-            proxy_tls: None,
-            tunnel: None,
-        };
+        let free = closed_port();
+        let mut target = tcp("127.0.0.1", port);
+        if let Target::Tcp { local_port, .. } = &mut target {
+            *local_port = Some(free);
+        }
         let conn = connect(target, ConnectOptions::default()).await.unwrap();
-        assert_eq!(conn.local.unwrap().port(), local_port);
+        assert_eq!(conn.local.unwrap().port(), free);
     }
 
     #[tokio::test]
@@ -649,19 +635,14 @@ mod tests {
     }
 
     fn through(port: u16) -> Target {
-        Target::Tcp {
-            host: "127.0.0.1".into(),
-            port,
-            family: Family::Any,
-            local_address: None,
-            local_port: None,
-            addresses: None,
-            proxy_tls: None,
-            tunnel: Some(Tunnel {
+        let mut target = tcp("127.0.0.1", port);
+        if let Target::Tcp { tunnel, .. } = &mut target {
+            *tunnel = Some(Tunnel {
                 request: "CONNECT origin:443 HTTP/1.1\r\nhost: origin:443\r\n\r\n".into(),
                 refused: "Failed to establish tunnel to origin:443 via http://proxy: ".into(),
-            }),
+            });
         }
+        target
     }
 
     #[tokio::test]
