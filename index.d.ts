@@ -298,6 +298,8 @@ declare namespace Agent {
     requestSent?: boolean;
     /** For `ERR_PROXY_TUNNEL`: the status the proxy refused the tunnel with. */
     statusCode?: number;
+    /** For `ERR_PROXY_TUNNEL`: the timeout the tunnel did not open within, in ms. */
+    proxyTunnelTimeout?: number;
     /** For `ERR_TLS_CERT_ALTNAME_INVALID`: why, for which host, and the peer's certificate. */
     reason?: string;
     host?: string;

@@ -82,6 +82,24 @@ async function proxyServer(t, { auth, cert } = {}) {
   return server;
 }
 
+// A scripted proxy on a raw socket: `answer(socket)` once the CONNECT request has come.
+async function rawProxy(t, answer) {
+  const sockets = new Set();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => {});
+    socket.once('data', () => answer(socket));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    for (const socket of sockets) socket.destroy();
+    server.close();
+  });
+  return server;
+}
+
 function httpsOrigin(t) {
   const tls = { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') };
   return listen(t, https.createServer(tls, (req, res) => res.end(`secure ${req.url}`)));
@@ -90,7 +108,7 @@ function httpsOrigin(t) {
 // One request through `agent`: with http(s).get for Node's agent and the drop-in path, with
 // agent.request() for 'promise'. Resolves with [status, body], or the error's fields.
 function through(kind, agent, url) {
-  const outcome = (err) => ({ code: err.code, message: err.message, statusCode: err.statusCode });
+  const outcome = (err) => ({ code: err.code, message: err.message, statusCode: err.statusCode, proxyTunnelTimeout: err.proxyTunnelTimeout });
   if (kind === 'promise') {
     return agent.request(url).then(async (res) => [res.statusCode, await res.body.text()], outcome);
   }
@@ -139,6 +157,42 @@ test('plain HTTP goes through the proxy in absolute form, with its credentials, 
   }
 });
 
+test("a request's own proxy-authorization and proxy-connection lines give way to the agent's proxy's, as Node's http.request sets them", async (t) => {
+  if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
+  const origin = await httpServer(t, (req, res) => res.end('origin'));
+  const headers = { 'proxy-authorization': 'Basic theirs', 'proxy-connection': 'close', 'x-other': 'kept' };
+  // With credentials in the proxy's URL, they replace the caller's; without, the caller's go.
+  for (const [credentials, expected] of [[true, AUTH], [false, 'Basic theirs']]) {
+    for (const kind of ['node', 'dropIn', 'promise']) {
+      const proxy = await proxyServer(t, { auth: expected });
+      const lines = [];
+      proxy.on('request', (req) => {
+        for (let i = 0; i < req.rawHeaders.length; i += 2) {
+          if (/^(proxy-|x-other)/i.test(req.rawHeaders[i])) lines.push(req.rawHeaders[i].toLowerCase(), req.rawHeaders[i + 1]);
+        }
+      });
+      const proxyUrl = credentials ? proxy.url.replace('//', '//user:pa%40ss@') : proxy.url;
+      const agent = agentsOf(t, false, { proxyEnv: { HTTP_PROXY: proxyUrl } })[kind];
+      const url = `${origin.url}/`;
+      let status;
+      if (kind === 'promise') {
+        const res = await agent.request(url, { headers });
+        await res.body.text();
+        status = res.statusCode;
+      } else {
+        status = await new Promise((resolve, reject) => {
+          http.get(url, { agent, headers }, (res) => res.resume().on('end', () => resolve(res.statusCode))).on('error', reject);
+        });
+      }
+      assert.strictEqual(status, 200, `${kind}, credentials ${credentials}`);
+      assert.deepStrictEqual(lines.filter((_, i) => i % 2 === 0).sort(), ['proxy-authorization', 'proxy-connection', 'x-other'], kind);
+      const value = (name) => lines[lines.indexOf(name) + 1];
+      assert.strictEqual(value('proxy-authorization'), expected, kind);
+      assert.strictEqual(value('proxy-connection'), 'keep-alive', kind);
+    }
+  }
+});
+
 test('HTTPS goes through a CONNECT tunnel, verified for the origin, on both paths as with Node\'s agent', async (t) => {
   if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
   const origin = await httpsOrigin(t);
@@ -179,6 +233,49 @@ test('a tunnel the proxy refuses fails with ERR_PROXY_TUNNEL and its status, as 
   const plain = agentsOf(t, false, { proxyEnv: { HTTP_PROXY: proxy.url } });
   for (const kind of Object.keys(plain)) {
     assert.deepStrictEqual(await through(kind, plain[kind], `${plainOrigin.url}/`), [407, 'proxy says no'], kind);
+  }
+});
+
+test('a tunnel that stalls, is cut short or answers with too long a head fails with ERR_PROXY_TUNNEL, as Node\'s agent fails', async (t) => {
+  if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
+  // Scripted proxies: each reads the CONNECT request and answers it so.
+  const answers = {
+    stalls: () => {},
+    'stalls mid-head': (socket) => socket.write('HTTP/1.1 200 Connection Established\r\n'),
+    'is cut short': (socket) => socket.end('HTTP/1.1 200 Conn'),
+    'answers with too long a head': (socket) => socket.write(`HTTP/1.1 200 OK\r\nx-pad: ${'a'.repeat(20000)}\r\n\r\n`),
+  };
+  const expected = {
+    stalls: 'Connection to establish proxy tunnel timed out after 200ms',
+    'stalls mid-head': 'Connection to establish proxy tunnel timed out after 200ms',
+    'is cut short': 'Connection to establish proxy tunnel ended unexpectedly',
+    'answers with too long a head': 'Proxy response headers exceeded 16384 bytes',
+  };
+  for (const [name, answer] of Object.entries(answers)) {
+    const proxy = await rawProxy(t, answer);
+    // The agents' timeout bounds the tunnel, as the request's own does for Node's agent.
+    const env = { HTTPS_PROXY: `http://127.0.0.1:${proxy.address().port}` };
+    const agents = agentsOf(t, true, { ca: CA, timeout: 200, proxyEnv: env });
+    const seen = {};
+    for (const kind of Object.keys(agents)) seen[kind] = await through(kind, agents[kind], 'https://localhost:9/');
+    const stalled = name.startsWith('stalls');
+    assert.deepStrictEqual(seen.node, {
+      code: 'ERR_PROXY_TUNNEL', message: expected[name], statusCode: undefined, proxyTunnelTimeout: stalled ? 200 : undefined,
+    }, name);
+    assert.deepStrictEqual([seen.dropIn, seen.promise], [seen.node, seen.node], name);
+    for (const agent of Object.values(agents)) agent.destroy();
+  }
+  // A request's own timeout bounds it on the drop-in path, as on Node's: 'timeout' first, then
+  // the error, listened to or not.
+  const proxy = await rawProxy(t, answers.stalls);
+  const agents = agentsOf(t, true, { ca: CA, proxyEnv: { HTTPS_PROXY: `http://127.0.0.1:${proxy.address().port}` } });
+  for (const kind of ['node', 'dropIn']) {
+    const events = [];
+    const req = https.get('https://localhost:9/', { agent: agents[kind], timeout: 150 });
+    req.on('timeout', () => events.push('timeout'));
+    const [err] = await once(req, 'error');
+    events.push(`${err.code} ${err.proxyTunnelTimeout}`);
+    assert.deepStrictEqual(events, ['timeout', 'ERR_PROXY_TUNNEL 150'], kind);
   }
 });
 

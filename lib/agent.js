@@ -51,6 +51,7 @@ const kLastParts = Symbol('hyperagent.lastParts');
 const kSweepAt = Symbol('hyperagent.sweepAt');
 const kNames = Symbol('hyperagent.names');
 const kProxy = Symbol('hyperagent.proxy');
+const kTunnel = Symbol('hyperagent.tunnel');
 
 // Pool keys (one per getName() string: per origin, and per TLS configuration) are forgotten
 // once empty, as Node's agent deletes a name's lists, so that a process reaching many origins
@@ -125,6 +126,7 @@ class Agent extends Base {
   constructor(options) {
     const opts = normalize(options);
     super(opts);
+    refuseOwnConnect(this);
     this[kTls] = secure;
     this[kSocketClass] = secure ? NativeTlsSocket : NativeSocket;
     // Node's constructor registered its own pool logic on 'free'; ours replaces it.
@@ -152,6 +154,7 @@ class Agent extends Base {
   // ---- Node's http.Agent contract -----------------------------------------------------------
 
   addRequest(req, options, port, localAddress) {
+    refuseOwnConnect(this);
     // Legacy signature: addRequest(req, host, port, localAddress)
     if (typeof options === 'string') options = { host: options, port, localAddress };
     options = { __proto__: null, ...options, ...this.options };
@@ -194,13 +197,6 @@ class Agent extends Base {
   reuseSocket(socket, req) {
     req.reusedSocket = true;
     socket.ref();
-  }
-
-  createConnection() {
-    throw errors.hyperagentError(
-      'UNSUPPORTED',
-      'hyperagent opens its connections in Rust; createConnection() cannot be used or overridden',
-    );
   }
 
   destroy() {
@@ -363,7 +359,9 @@ class Agent extends Base {
     if (proxy !== null) {
       // As Node's agent with a proxy: the proxy is connected to (its own host and port, none of
       // the request's connection options), and for HTTPS a tunnel opened through it.
-      pool.connect(id, proxyTarget(this, proxy, host, port, servername));
+      const to = proxyTarget(this, proxy, host, port, servername);
+      socket[kTunnel] = to.tunnelRequest !== undefined;
+      pool.connect(id, to);
       return;
     }
     const family = familyOf(options);
@@ -441,6 +439,7 @@ class Agent extends Base {
   // and path for `{ origin, path }`: an application calls the same few URLs over and over.
   // A URL object is kept by its serialization (it may change between calls).
   _target(input, parse) {
+    refuseOwnConnect(this);
     if (typeof input === 'string') return this._keptTarget(input, parse);
     if (input instanceof URL) return this._keptTarget(input.href, parse);
     if (input !== null && typeof input === 'object') {
@@ -673,7 +672,13 @@ class Agent extends Base {
     const req = socket._httpMessage;
     const listening = req ? req.listenerCount('timeout') : 0;
     socket.emit('timeout');
-    if (listening === 0 && !socket.destroyed) {
+    if (socket.destroyed) return;
+    if (socket.connecting && socket[kTunnel] === true) {
+      // A tunnel through the proxy that has not opened fails, listened to or not, as Node's
+      // agent fails it.
+      debug('tunnel for %s not open after %d ms', socket[kName], socket.timeout);
+      socket.destroy(errors.proxyTunnelTimeout(socket.timeout));
+    } else if (listening === 0) {
       debug('socket of %s timed out after %d ms with no listener', socket[kName], socket.timeout);
       socket.destroy(errors.socketTimeoutError(socket.timeout));
     }
@@ -689,7 +694,32 @@ for (const [name, fallback] of [
 ]) {
   Object.defineProperty(Agent.prototype, name, limitAccessor(name, fallback));
 }
+// Non-enumerable, as a class's methods are.
+Object.defineProperty(Agent.prototype, 'createConnection', {
+  configurable: true, writable: true, value: createConnection,
+});
 return Agent;
+}
+
+// Connections are opened in Rust: Node's createConnection() hook is never called, and calling
+// it throws.
+function createConnection() {
+  throw errors.hyperagentError(
+    'UNSUPPORTED',
+    'hyperagent opens its connections in Rust; createConnection() cannot be used or overridden',
+  );
+}
+
+// A createConnection() of the user's (a subclass's, or one assigned to the agent) would be
+// left uncalled, and requests would connect without it: refused when the agent is made and
+// when a request is made, instead.
+function refuseOwnConnect(agent) {
+  if (agent.createConnection !== createConnection) {
+    throw errors.hyperagentError(
+      'UNSUPPORTED',
+      'hyperagent opens its connections in Rust; createConnection() cannot be overridden',
+    );
+  }
 }
 
 const Agent = defineAgent(http.Agent, false);

@@ -60,7 +60,8 @@ function systemError(desc) {
   if (desc.address !== undefined) err.address = desc.address;
   if (desc.port !== undefined) err.port = desc.port;
   if (desc.requestSent !== undefined) err.requestSent = desc.requestSent;
-  if (desc.timeout !== undefined) err.timeout = desc.timeout;
+  // A tunnel that did not open in time names its limit as Node's does.
+  if (desc.timeout !== undefined) err[desc.code === 'ERR_PROXY_TUNNEL' ? 'proxyTunnelTimeout' : 'timeout'] = desc.timeout;
   if (desc.statusCode !== undefined) err.statusCode = desc.statusCode;
   if (desc.localAddress !== undefined) err.localAddress = desc.localAddress;
   if (desc.localPort !== undefined) err.localPort = desc.localPort;
@@ -91,6 +92,14 @@ function socketTimeoutError(timeout) {
   const err = new Error('Socket timeout');
   err.code = 'ERR_SOCKET_TIMEOUT';
   err.timeout = timeout;
+  return err;
+}
+
+// Node's error for a tunnel through a proxy that has not opened within `timeout` ms.
+function proxyTunnelTimeout(timeout) {
+  const err = new Error(`Connection to establish proxy tunnel timed out after ${timeout}ms`);
+  err.code = 'ERR_PROXY_TUNNEL';
+  err.proxyTunnelTimeout = timeout;
   return err;
 }
 
@@ -145,6 +154,7 @@ module.exports = {
   errnoError,
   connResetError,
   socketTimeoutError,
+  proxyTunnelTimeout,
   prematureClose,
   abortError,
   hyperagentError,

@@ -171,6 +171,8 @@ class HeaderList {
     this.expect = -1;
     this.upgrade = -1;
     this.connection = -1;
+    // A proxy-authorization or proxy-connection line is there.
+    this.proxy = false;
   }
 
   // An array value repeats the name; undefined values are left out, null ones are empty (as
@@ -199,8 +201,22 @@ class HeaderList {
       case 'expect': if (this.expect < 0) this.expect = at; break;
       case 'upgrade': if (this.upgrade < 0) this.upgrade = at; break;
       case 'connection': if (this.connection < 0) this.connection = at; break;
+      case 'proxy-authorization': case 'proxy-connection': this.proxy = true; break;
       default: break;
     }
+  }
+
+  // The same lines less those whose names `lines` (name, value, ...) has.
+  without(lines) {
+    const drop = new Set();
+    for (let i = 0; i < lines.length; i += 2) drop.add(lines[i]);
+    const list = new HeaderList();
+    const flat = this.flat;
+    for (let i = 0; i < flat.length; i += 2) {
+      const lower = lowerName(flat[i]);
+      if (!drop.has(lower)) list.addOne(flat[i], lower, flat[i + 1]);
+    }
+    return list;
   }
 
   // The target's host put before the list's own lines (there was none): the indexes move.
@@ -884,7 +900,7 @@ function request(agent, input, options = {}) {
   // No headers given (the common case): only the target's lines (host, and the URL's
   // credentials), and a length, go.
   const own = options.headers !== undefined && options.headers !== null;
-  const list = own ? headerList(options.headers) : null;
+  let list = own ? headerList(options.headers) : null;
   let headers;
   if (own) headers = list.flat;
   else if (target.auth === null) headers = ['host', target.host];
@@ -904,6 +920,12 @@ function request(agent, input, options = {}) {
 
   if (own && list.upgrade >= 0) {
     throw errors.invalidArgValue('options.headers', options.headers, 'has an upgrade header, which agent.request() does not support; use http.request() with the agent');
+  }
+  // Through the agent's HTTP proxy, its lines take the place of the caller's of the same names,
+  // as Node's http.request sets them.
+  if (own && list.proxy && target.proxyLines !== null) {
+    list = list.without(target.proxyLines);
+    headers = list.flat;
   }
   // The target's host goes first when the headers have none (RFC 9110 §7.2), as undici sends it.
   if (own && list.host < 0) list.hostFirst(target.host);

@@ -141,6 +141,18 @@ impl Error {
         err
     }
 
+    /// Node's `ERR_PROXY_TUNNEL` for a tunnel not open within `limit` (its
+    /// `proxyTunnelTimeout`, in ms).
+    pub fn proxy_tunnel_timeout(limit: std::time::Duration) -> Self {
+        let ms = limit.as_millis() as u64;
+        let mut err = Error::proxy_tunnel(
+            format!("Connection to establish proxy tunnel timed out after {ms}ms"),
+            None,
+        );
+        err.inner.timeout_ms = Some(ms);
+        err
+    }
+
     pub fn status_code(&self) -> Option<u16> {
         self.inner.status_code
     }

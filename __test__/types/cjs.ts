@@ -43,6 +43,7 @@ const timeoutMs: number = agent.options.timeout;
 
 function onError(err: hyperagent.HyperagentError) {
   if (err.code === 'ERR_SOCKET_TIMEOUT' || err.code === 'ECONNREFUSED') return err.syscall;
+  if (err.code === 'ERR_PROXY_TUNNEL') return [err.statusCode, err.proxyTunnelTimeout];
   // A lookup's answer that is not an IP address, and the agent's own fallbacks.
   if (err.code === 'ERR_INVALID_IP_ADDRESS' || err.code === 'ERR_HYPERAGENT_INTERNAL') return err.message;
   // A malformed chunked body.

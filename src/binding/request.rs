@@ -9,6 +9,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -377,7 +378,16 @@ impl PoolCell {
         let ctl = req.ctl.clone();
         let max_header = self.max_header_size.get();
         let connect_timeout = self.connect_timeout.get();
+        let tunneled = matches!(
+            &target,
+            Target::Tcp {
+                tunnel: Some(_),
+                ..
+            }
+        );
         let task = runtime().spawn(async move {
+            // Set once the connect (through a proxy's tunnel, when there is one) is done.
+            let connected = AtomicBool::new(false);
             let sink: Arc<dyn Sink> = Arc::new(ReqSink {
                 inbox: inbox.clone(),
                 req: req_id,
@@ -404,6 +414,7 @@ impl PoolCell {
                     local,
                     remote,
                 } = transport::connect(target, opts).await?;
+                connected.store(true, Ordering::Relaxed);
                 let peer_ip = match &remote {
                     Peer::Tcp(addr) => addr.ip(),
                     Peer::Unix(_) => std::net::IpAddr::from([127, 0, 0, 1]),
@@ -428,11 +439,17 @@ impl PoolCell {
                 Ok::<_, Error>((sender, connection, local, remote, info))
             };
             // Opening the connection (resolving, connecting, the TLS handshake) is bounded by
-            // the agent's timeout, failing as a drop-in socket with nobody listening would.
+            // the agent's timeout, failing as a drop-in socket with nobody listening would; a
+            // proxy's tunnel not open by then fails as Node's agent fails it.
             let established = match connect_timeout {
                 Some(t) => tokio::time::timeout(t, established)
                     .await
-                    .unwrap_or_else(|_| Err(Error::socket_timeout(t))),
+                    .unwrap_or_else(|_| {
+                        Err(match tunneled && !connected.load(Ordering::Relaxed) {
+                            true => Error::proxy_tunnel_timeout(t),
+                            false => Error::socket_timeout(t),
+                        })
+                    }),
                 None => established.await,
             };
             match established {

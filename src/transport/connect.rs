@@ -270,12 +270,9 @@ fn tunnel_answer(head: &[u8], tunnel: &Tunnel) -> Result<(), Error> {
     ))
 }
 
-fn tunnel_head_too_long(tunnel: &Tunnel) -> Error {
+fn tunnel_head_too_long() -> Error {
     Error::proxy_tunnel(
-        format!(
-            "{}response head over {MAX_TUNNEL_HEAD} bytes",
-            tunnel.refused
-        ),
+        format!("Proxy response headers exceeded {MAX_TUNNEL_HEAD} bytes"),
         None,
     )
 }
@@ -295,7 +292,7 @@ where
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
         if head.len() > MAX_TUNNEL_HEAD {
-            return Err(tunnel_head_too_long(tunnel));
+            return Err(tunnel_head_too_long());
         }
         let mut byte = [0u8; 1];
         match stream.read(&mut byte).await {
@@ -345,7 +342,7 @@ async fn open_tunnel(stream: &mut TcpStream, tunnel: &Tunnel) -> Result<(), Erro
             break;
         }
         if head.len() > MAX_TUNNEL_HEAD {
-            return Err(tunnel_head_too_long(tunnel));
+            return Err(tunnel_head_too_long());
         }
     }
     tunnel_answer(&head, tunnel)
