@@ -134,6 +134,8 @@ declare namespace Agent {
     | Uint8Array
     | ArrayBuffer
     | Blob
+    | FormData
+    | URLSearchParams
     | NodeJS.ReadableStream
     | AsyncIterable<Uint8Array | ArrayBuffer | string>
     | Iterable<Uint8Array | ArrayBuffer | string>
@@ -149,7 +151,7 @@ declare namespace Agent {
       | Iterable<readonly [string, string | number | readonly string[] | undefined]>;
     /** Added to the path as undici adds it (`querystring.stringify`); the URL must then have no query of its own. */
     query?: Record<string, string | number | boolean | bigint | readonly (string | number | boolean | bigint)[] | null | undefined>;
-    /** Sent with `content-length` when its length is known (a Blob's too, with its type as `content-type`), chunked otherwise. */
+    /** Sent with `content-length` when its length is known (a Blob's too, with its type as `content-type`; a `FormData` or `URLSearchParams` as fetch sends it), chunked otherwise. */
     body?: RequestBody;
     /** Aborts at any stage; the promise rejects (or the body errors) with the signal's reason. */
     signal?: AbortSignal;

@@ -9,6 +9,7 @@ const { Readable, finished, isDisturbed } = require('node:stream');
 const diagnostics = require('node:diagnostics_channel');
 const { addAbortListener } = require('node:events');
 const querystring = require('node:querystring');
+const crypto = require('node:crypto');
 const binding = require('../binding.js');
 const errors = require('./errors');
 
@@ -277,15 +278,50 @@ function bodyOf(body) {
   if (Buffer.isBuffer(body)) return bufferBody(body);
   if (ArrayBuffer.isView(body)) return bufferBody(Buffer.from(body.buffer, body.byteOffset, body.byteLength));
   if (body instanceof ArrayBuffer) return bufferBody(Buffer.from(body));
-  if (body instanceof Blob) return sourceBody(body.stream(), body.size, body.type);
+  if (body instanceof Blob) return blobBody(body);
+  // Forms, as fetch sends them (a FormData of undici's own too).
+  if (body instanceof URLSearchParams) {
+    const bytes = Buffer.from(body.toString());
+    return { bytes, size: bytes.length, source: null, length: undefined, type: URLENCODED };
+  }
+  if (body[Symbol.toStringTag] === 'FormData') return blobBody(multipart(body));
   if (typeof body[Symbol.asyncIterator] === 'function' || typeof body[Symbol.iterator] === 'function') {
     return sourceBody(body, undefined, undefined);
   }
   throw errors.invalidArgType(
     'options.body',
-    'a string, Buffer, Uint8Array, ArrayBuffer, Blob, Readable or async iterable',
+    'a string, Buffer, Uint8Array, ArrayBuffer, Blob, FormData, URLSearchParams, Readable or async iterable',
     body,
   );
+}
+
+// Streamed, with its size as the length and its type as the content type.
+function blobBody(blob) {
+  return sourceBody(blob.stream(), blob.size, blob.type);
+}
+
+const URLENCODED = 'application/x-www-form-urlencoded;charset=UTF-8';
+
+// A FormData in the multipart/form-data encoding (the HTML standard's algorithm, as fetch
+// sends it), as a Blob of its parts: a file's bytes are read only as they are sent, and the
+// length is known before. Line breaks in names and text values become CRLF; in names and file
+// names, CR, LF and the double quote are percent-escaped.
+function multipart(form) {
+  const boundary = `----hyperagent-${crypto.randomBytes(12).toString('hex')}`;
+  const escape = (text) => text.replace(/[\r\n"]/g, (c) => (c === '\r' ? '%0D' : c === '\n' ? '%0A' : '%22'));
+  const crlf = (text) => text.replace(/\r\n|\r|\n/g, '\r\n');
+  const parts = [];
+  for (const [name, value] of form) {
+    const disposition = `--${boundary}\r\nContent-Disposition: form-data; name="${escape(crlf(name))}"`;
+    if (typeof value === 'string') {
+      parts.push(`${disposition}\r\n\r\n${crlf(value)}\r\n`);
+    } else {
+      const type = value.type || 'application/octet-stream';
+      parts.push(`${disposition}; filename="${escape(value.name ?? 'blob')}"\r\nContent-Type: ${type}\r\n\r\n`, value, '\r\n');
+    }
+  }
+  parts.push(`--${boundary}--\r\n`);
+  return new Blob(parts, { type: `multipart/form-data; boundary=${boundary}` });
 }
 
 // A number option validated as Node validates one: another type is ERR_INVALID_ARG_TYPE, a

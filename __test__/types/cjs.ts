@@ -98,6 +98,8 @@ async function promisePath(): Promise<unknown> {
   const streamed = await secure.request(new URL('https://127.0.0.1/'), { body: (async function* g() { yield 'x'; })() });
   const bytes: Uint8Array = await streamed.body.bytes();
   await agent.request('http://127.0.0.1/', { method: 'POST', body: new Blob(['x'], { type: 'text/plain' }), headers: new Headers({ a: '1' }) });
+  await agent.request('http://127.0.0.1/', { method: 'POST', body: new FormData() });
+  await agent.request('http://127.0.0.1/', { method: 'POST', body: new URLSearchParams({ a: '1' }) });
   await agent.request('http://127.0.0.1/', { headers: new Map([['a', ['1', '2']]]) });
   const dumped: null = await other.body.dump({ limit: 1024, signal: AbortSignal.timeout(1000) });
   // @ts-expect-error bodyUsed is read-only
