@@ -113,6 +113,31 @@ test('requests over a Unix socket (socketPath) reuse their connection', async (t
   assert.strictEqual(connections, 1);
 });
 
+test("a request's options with the agent's over them reach getName and the connection, as Node's addRequest merges them", async (t) => {
+  const server = await httpServer(t);
+  const tag = Symbol('tag');
+  const seen = {};
+  for (const [kind, Base] of [['node', http.Agent], ['ours', Agent]]) {
+    class Capturing extends Base {
+      getName(options) {
+        // The first call's, as a spread sees them (own enumerable keys and symbols).
+        seen[kind] ??= { ...options };
+        return super.getName(options);
+      }
+    }
+    const agent = new Capturing({ keepAlive: true, family: 4, localAddress: '127.0.0.1', headers: { from: 'agent' } });
+    t.after(() => agent.destroy());
+    const { res } = await request({ host: 'localhost', port: server.port, path: '/x', agent, family: 6, headers: { from: 'request' }, [tag]: 'kept' });
+    assert.strictEqual(res.statusCode, 200, kind);
+    assert.strictEqual(Object.keys(agent.freeSockets).length, 1, kind);
+  }
+  // The agent's family, local address and headers over the request's (and its path: null, not
+  // the request's); the request's own keys and its symbol kept.
+  const picked = (o) => [o.family, o.localAddress, o.headers, o.path, o.host, o.port, o.keepAlive, o[tag]];
+  assert.deepStrictEqual(picked(seen.ours), [4, '127.0.0.1', { from: 'agent' }, null, 'localhost', server.port, true, 'kept']);
+  assert.deepStrictEqual(picked(seen.ours), picked(seen.node));
+});
+
 test('localAddress binds the local side and is part of the pool key', async (t) => {
   const server = await httpServer(t, (req, res) => res.end(req.socket.remoteAddress));
   const agent = new Agent();

@@ -157,7 +157,7 @@ class Agent extends Base {
     refuseOwnConnect(this);
     // Legacy signature: addRequest(req, host, port, localAddress)
     if (typeof options === 'string') options = { host: options, port, localAddress };
-    options = { __proto__: null, ...options, ...this.options };
+    options = mergeOptions(options, this.options);
     if (options.socketPath) options.path = options.socketPath;
     // As net.connect does, before anything is queued or opened.
     if (!options.path) options.port = validatePort(options.port ?? this.defaultPort);
@@ -726,6 +726,29 @@ const Agent = defineAgent(http.Agent, false);
 
 // HTTPS: TLS in Rust (rustls) off the JavaScript thread; an instance of https.Agent.
 class HttpsAgent extends defineAgent(https.Agent, true) {}
+
+// The request's options with the agent's over them, as Node's addRequest merges them
+// (`{ __proto__: null, ...options, ...agent.options }`: own enumerable properties, symbols
+// too), copied one by one into an object whose prototype is empty: spreading Node's
+// null-prototype options objects costs a few microseconds a request, several times this.
+function MergedOptions() {}
+MergedOptions.prototype = Object.create(null);
+
+function mergeOptions(options, own) {
+  const out = new MergedOptions();
+  copyOwn(out, options);
+  copyOwn(out, own);
+  return out;
+}
+
+function copyOwn(to, from) {
+  const keys = Object.keys(from);
+  for (let i = 0; i < keys.length; i++) to[keys[i]] = from[keys[i]];
+  const symbols = Object.getOwnPropertySymbols(from);
+  for (let i = 0; i < symbols.length; i++) {
+    if (Object.prototype.propertyIsEnumerable.call(from, symbols[i])) to[symbols[i]] = from[symbols[i]];
+  }
+}
 
 // How long a freed connection may idle: freeSocketTimeout (or the socket's own, as urllib
 // sets it), shortened by the server's `Keep-Alive: timeout=N` hint as Node shortens it.
