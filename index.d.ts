@@ -81,7 +81,7 @@ declare namespace Agent {
     scheduling?: 'fifo' | 'lifo' | undefined;
     /** How long a connection may stay idle in the pool. Default: `4000` ms. */
     freeSocketTimeout?: Duration | undefined;
-    /** Inactivity timeout of a connection in use; for `agent.request()`, the time a new connection may take to open. Default: `max(2 × freeSocketTimeout, 8000)` ms. */
+    /** Inactivity timeout of a connection in use; for `agent.request()`, the time a new connection may take to open (10 s when `0`). Default: `max(2 × freeSocketTimeout, 8000)` ms. */
     timeout?: Duration | undefined;
     /** Maximum lifetime of a connection; it is closed at the first release after this. Default: none. */
     socketActiveTTL?: Duration | undefined;

@@ -1729,7 +1729,7 @@ test('HTTPS through HttpsAgent#request, verified for real', async (t) => {
   await assert.rejects(untrusted.request(`${url}/`), { code: 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY' });
 });
 
-test('a connection that does not open within the agent\'s timeout fails with ERR_SOCKET_TIMEOUT', { timeout: 20000 }, async (t) => {
+test('a connection that does not open within the agent\'s timeout (10 s without one) fails with ERR_SOCKET_TIMEOUT', { timeout: 30000 }, async (t) => {
   // Accepts TCP, then never answers the TLS handshake.
   const silent = net.createServer((socket) => socket.on('error', () => {}));
   silent.listen(0, '127.0.0.1');
@@ -1741,8 +1741,8 @@ test('a connection that does not open within the agent\'s timeout fails with ERR
   await assert.rejects(agent.request(url), { code: 'ERR_SOCKET_TIMEOUT', message: 'Socket timeout', timeout: 200 });
   const status = agent.getCurrentStatus();
   assert.deepStrictEqual([status.createSocketErrorCount, status.sockets, status.requests], [1, {}, {}]);
-  // The limit follows the agent's options as the limits do, and 0 removes it: then only a
-  // signal ends the wait.
+  // The limit follows the agent's options as the limits do; with 0 (no inactivity timeout),
+  // an open is still bounded, by undici's connect timeout (10 s); a signal ends it sooner.
   agent.options.timeout = 0;
   agent.maxSockets = 10;
   await assert.rejects(agent.request(url, { signal: AbortSignal.timeout(500) }), { name: 'TimeoutError' });
@@ -1751,6 +1751,7 @@ test('a connection that does not open within the agent\'s timeout fails with ERR
     [agent.createSocketCount, agent.closeSocketCount, agent.createSocketErrorCount],
     [0, 0, 1],
   );
+  await assert.rejects(agent.request(url), { code: 'ERR_SOCKET_TIMEOUT', timeout: 10000 });
   // A connection still opening when the agent is destroyed: the same.
   const opening = agent.request(url);
   await once(silent, 'connection');

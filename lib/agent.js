@@ -92,11 +92,17 @@ function limitsOf(agent) {
     keepAlive: l.keepAlive,
     idleMs: defaultIdle(agent),
     activeTtlMs: agent.options.socketActiveTTL || undefined,
-    // A promise-path connection that takes longer than this to open (TLS included) fails.
-    connectTimeoutMs: agent.options.timeout > 0 ? agent.options.timeout : undefined,
+    // A promise-path connection that takes longer than this to open (TLS included) fails:
+    // the agent's timeout, or without one undici's connect timeout, so that no open waits
+    // forever on a peer that accepted and went quiet.
+    connectTimeoutMs: agent.options.timeout > 0 ? agent.options.timeout : OPEN_TIMEOUT_MS,
     hintBufferMs: agent.agentKeepAliveTimeoutBuffer,
   };
 }
+
+// How long an agent.request() connection may take to open when the agent has no timeout
+// (undici's connect timeout).
+const OPEN_TIMEOUT_MS = 10_000;
 
 // Accessors for the limits Node lets users assign at any time (`agent.maxSockets = 10`):
 // the pool in Rust follows every change.
