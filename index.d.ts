@@ -60,6 +60,7 @@ declare namespace Agent {
      * Sends a request with HTTP spoken by hyper in Rust, on this agent's pool (limits and
      * statistics shared with `http.request`). Resolves when the response head arrives.
      */
+    request(url: RequestUrl, options: RequestOptions & { responseHeaders: 'raw' }): Promise<RawHeadersResponse>;
     request(url: RequestUrl, options?: RequestOptions): Promise<Response>;
   }
 
@@ -161,6 +162,12 @@ declare namespace Agent {
     bodyTimeout?: number;
     /** Largest response head accepted, in bytes; the agent keeps it for its later requests. Default: `16384`. */
     maxResponseHeaderSize?: number;
+    /** As undici's: handed back as `res.opaque`. */
+    opaque?: unknown;
+    /** As undici's: `true` sends `connection: close` (unless a connection header is given), and the connection is not used again. */
+    reset?: boolean | null;
+    /** As undici's: `'raw'` makes `res.headers` the `[name, value, ...]` list (`res.rawHeaders`). */
+    responseHeaders?: 'raw' | null;
   }
 
   /** The response body: a Node Readable with back-pressure, plus body mixins. */
@@ -185,6 +192,10 @@ declare namespace Agent {
   interface Response {
     statusCode: number;
     statusMessage: string;
+    /** The same, by undici's name. */
+    readonly statusText: string;
+    /** The request's `opaque` option; `null` without one. */
+    opaque: unknown;
     /** Lower-case names; duplicates joined as Node joins them, `set-cookie` an array. */
     headers: http.IncomingHttpHeaders;
     /** `[name, value, ...]`, names lower-case; a repeated name's values together, in the order each name first came. */
@@ -192,6 +203,11 @@ declare namespace Agent {
     /** Filled when the body ends. */
     trailers: NodeJS.Dict<string>;
     body: ResponseBody;
+  }
+
+  /** A response to a request made with `responseHeaders: 'raw'`. */
+  interface RawHeadersResponse extends Omit<Response, 'headers'> {
+    headers: string[];
   }
 
   /** agentkeepalive's statistics, with the same keys in the same order. */
@@ -337,6 +353,7 @@ declare namespace Agent {
   type HttpsOptions = HttpsAgentOptions;
   const constants: Constants;
   /** `agent.request()` on a default `Agent` or `HttpsAgent`, by the URL's protocol. */
+  function request(url: RequestUrl, options: RequestOptions & { responseHeaders: 'raw' }): Promise<RawHeadersResponse>;
   function request(url: RequestUrl, options?: RequestOptions): Promise<Response>;
 }
 

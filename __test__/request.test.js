@@ -1547,6 +1547,49 @@ test('header lines go as undici sends them: the host first, a null value empty, 
   }
 });
 
+test("undici's opaque, reset and responseHeaders options do as in undici; maxRedirections and throwOnError are refused, not ignored", async (t) => {
+  const sockets = new Set();
+  const seen = [];
+  const server = await httpServer(t, (req, res) => {
+    sockets.add(req.socket);
+    seen.push(req.headers.connection);
+    res.setHeader('x-a', ['1', '2']);
+    res.end(req.url === '/moved' ? '' : 'ok');
+  });
+  const agent = new Agent({ keepAlive: true });
+  t.after(() => agent.destroy());
+  // opaque comes back on the response (null without it); statusText is statusMessage.
+  let res = await agent.request(`${server.url}/`, { opaque: { id: 7 } });
+  assert.deepStrictEqual([res.opaque, res.statusText, await res.body.text()], [{ id: 7 }, 'OK', 'ok']);
+  res = await agent.request(`${server.url}/`);
+  assert.deepStrictEqual([res.opaque, res.headers['x-a']], [null, '1, 2']);
+  await res.body.dump();
+  // responseHeaders: 'raw' gives the list.
+  res = await agent.request(`${server.url}/`, { responseHeaders: 'raw' });
+  assert.ok(Array.isArray(res.headers));
+  assert.deepStrictEqual(res.headers, res.rawHeaders);
+  assert.deepStrictEqual(res.headers.slice(0, 4), ['x-a', '1', 'x-a', '2']);
+  await res.body.dump();
+  assert.strictEqual(sockets.size, 1, 'one kept connection so far');
+  // reset: the request says connection: close and its connection is not used again (the first
+  // takes the kept one, which then closes; the second needs a new one).
+  for (let i = 0; i < 2; i++) await (await agent.request(`${server.url}/`, { reset: true })).body.dump();
+  assert.deepStrictEqual(seen.slice(-2), ['close', 'close']);
+  assert.strictEqual(sockets.size, 2);
+  await (await agent.request(`${server.url}/`, { reset: false })).body.dump();
+  assert.strictEqual(sockets.size, 3, 'the last reset connection was not kept');
+  await (await agent.request(`${server.url}/`)).body.dump();
+  assert.strictEqual(sockets.size, 3);
+  assert.deepStrictEqual([agent.createSocketCount, agent.closeSocketCount], [3, 2]);
+  // What undici no longer does (it follows no redirect, throws on no status) is refused.
+  assert.throws(() => agent.request(`${server.url}/moved`, { maxRedirections: 2 }), { code: 'ERR_INVALID_ARG_VALUE', message: /maxRedirections/ });
+  assert.throws(() => agent.request(`${server.url}/`, { throwOnError: true }), { code: 'ERR_INVALID_ARG_VALUE', message: /throwOnError/ });
+  assert.throws(() => agent.request(`${server.url}/`, { reset: 'yes' }), { code: 'ERR_INVALID_ARG_TYPE', message: /reset/ });
+  for (const options of [{ maxRedirections: 0 }, { throwOnError: false }, { reset: null }]) {
+    await (await agent.request(`${server.url}/`, options)).body.dump();
+  }
+});
+
 test("undici's query option: serialised as undici serialises it, after a path without a query", async (t) => {
   const undici = require('undici');
   const server = await httpServer(t, (req, res) => res.end(req.url));

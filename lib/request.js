@@ -616,6 +616,12 @@ class WholeBodyIterator {
   }
 }
 
+// undici's request options of a response: `opaque` as given, the headers as the raw list.
+function withExtras(response, { opaque, raw }) {
+  if (opaque !== undefined) response.opaque = opaque;
+  if (raw) Object.defineProperty(response, 'headers', { value: response.rawHeaders, enumerable: true });
+}
+
 class Response {
   constructor(statusCode, statusMessage, raw, body) {
     this.statusCode = statusCode;
@@ -637,7 +643,14 @@ class Response {
     if (this._headers === null) this._headers = headerObject(this.rawHeaders);
     return this._headers;
   }
+
+  // undici's name for it.
+  get statusText() {
+    return this.statusMessage;
+  }
 }
+// As undici's response has it: the request's `opaque`, null when none was given.
+Response.prototype.opaque = null;
 
 // One request in flight: receives Rust's events (its `_onEvent`) in the context of the
 // request() call.
@@ -662,6 +675,8 @@ class PendingRequest {
     this.drain = null;
     // Stops listening to the signal.
     this.unwatch = null;
+    // undici's `opaque` and `responseHeaders` when given: { opaque, raw }.
+    this.extras = null;
   }
 
   // `chunk` makes a Buffer of a chunk as Rust sent it (lib/slab.js). A listener that throws
@@ -734,6 +749,7 @@ class PendingRequest {
   onHead(status, reason, raw, chunk, trailers, verdict, connId) {
     const body = new ResponseBody(this);
     this.response = new Response(status, reason, raw, body);
+    if (this.extras !== null) withExtras(this.response, this.extras);
     // All of it is here: it enters the stream only if the stream is read.
     if (trailers !== null && verdict !== undefined) body._whole = chunk;
     else if (chunk !== null) pushChunk(body, chunk);
@@ -953,6 +969,20 @@ function request(agent, input, options = {}) {
   if (options.maxResponseHeaderSize !== undefined) {
     numberOption(options.maxResponseHeaderSize, 'options.maxResponseHeaderSize', 1, 'an integer >= 1', true);
   }
+  // undici's: what no longer does what it did there is refused rather than ignored.
+  const { maxRedirections, throwOnError, reset } = options;
+  if (maxRedirections !== undefined && maxRedirections !== null && maxRedirections !== 0) {
+    throw errors.invalidArgValue('options.maxRedirections', maxRedirections, 'is not supported: agent.request() returns redirect responses as they are');
+  }
+  if (throwOnError !== undefined && throwOnError !== null && throwOnError !== false) {
+    throw errors.invalidArgValue('options.throwOnError', throwOnError, 'is not supported: check res.statusCode');
+  }
+  if (reset !== undefined && reset !== null && typeof reset !== 'boolean') {
+    throw errors.invalidArgType('options.reset', 'of type boolean', reset);
+  }
+  const extras = options.opaque !== undefined || options.responseHeaders === 'raw'
+    ? { opaque: options.opaque, raw: options.responseHeaders === 'raw' }
+    : null;
 
   if (own && list.upgrade >= 0) {
     throw errors.invalidArgValue('options.headers', options.headers, 'has an upgrade header, which agent.request() does not support; use http.request() with the agent');
@@ -993,8 +1023,9 @@ function request(agent, input, options = {}) {
   // A Blob's type is its content-type, unless one is given (as undici sends it).
   const typed = body.type !== undefined && body.type !== '' && (!own || list.contentType < 0);
   if (typed) headers.push('content-type', body.type);
-  // An agent that keeps no connection says so to the server, as Node's does (RFC 9112 §9.6).
-  const closing = !agent.keepAlive && (!own || list.connection < 0);
+  // An agent that keeps no connection says so to the server, as Node's does (RFC 9112 §9.6);
+  // so does a request with undici's `reset`, whose connection is not used again.
+  const closing = (!agent.keepAlive || reset === true) && (!own || list.connection < 0);
   if (closing) headers.push('connection', 'close');
   let headerLines;
   // What crosses as the path: the target's head parsed once, when the request has no header
@@ -1030,6 +1061,7 @@ function request(agent, input, options = {}) {
     const info = { origin: target.origin, method, path: query === '' ? target.path : `${target.path}?${query}`, headers };
     if (channels.created.hasSubscribers) channels.created.publish({ request: info });
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
+    pending.extras = extras;
     const result = startRequest(
       agent._poolId, key, pending, method,
       pathOrHead, headerLines, bytes, source !== null, contentLength ?? -1, expectContinue,

@@ -94,6 +94,9 @@ async function promisePath(): Promise<unknown> {
   for await (const chunk of res.body) void (chunk as Buffer);
   const other = await hyperagent.request({ origin: 'http://127.0.0.1', path: '/x' });
   const unread: boolean = other.body.bodyUsed;
+  const raw = await agent.request('http://127.0.0.1/', { responseHeaders: 'raw', opaque: { id: 1 }, reset: true });
+  const rawHeaders: string[] = raw.headers;
+  const [opaque, statusText]: [unknown, string] = [raw.opaque, other.statusText];
   const text: string = await other.body.text();
   const streamed = await secure.request(new URL('https://127.0.0.1/'), { body: (async function* g() { yield 'x'; })() });
   const bytes: Uint8Array = await streamed.body.bytes();
