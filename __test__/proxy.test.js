@@ -263,6 +263,15 @@ test('a tunnel that stalls, is cut short or answers with too long a head fails w
       code: 'ERR_PROXY_TUNNEL', message: expected[name], statusCode: undefined, proxyTunnelTimeout: stalled ? 200 : undefined,
     }, name);
     assert.deepStrictEqual([seen.dropIn, seen.promise], [seen.node, seen.node], name);
+    // A connect that failed, on both paths alike; a timeout too when it stalled.
+    for (const kind of ['dropIn', 'promise']) {
+      const { createSocketCount, createSocketErrorCount, errorSocketCount, timeoutSocketCount } = agents[kind].getCurrentStatus();
+      assert.deepStrictEqual(
+        [createSocketCount, createSocketErrorCount, errorSocketCount, timeoutSocketCount],
+        [0, 1, 0, stalled ? 1 : 0],
+        `${name}: ${kind}`,
+      );
+    }
     for (const agent of Object.values(agents)) agent.destroy();
   }
   // A request's own timeout bounds it on the drop-in path, as on Node's: 'timeout' first, then

@@ -1783,7 +1783,14 @@ test('a connection that does not open within the agent\'s timeout (10 s without 
   const url = `https://127.0.0.1:${silent.address().port}/`;
   await assert.rejects(agent.request(url), { code: 'ERR_SOCKET_TIMEOUT', message: 'Socket timeout', timeout: 200 });
   const status = agent.getCurrentStatus();
-  assert.deepStrictEqual([status.createSocketErrorCount, status.sockets, status.requests], [1, {}, {}]);
+  assert.deepStrictEqual([status.createSocketErrorCount, status.timeoutSocketCount, status.sockets, status.requests], [1, 1, {}, {}]);
+  // The drop-in path counts it alike.
+  const dropIn = new HttpsAgent({ timeout: 200 });
+  t.after(() => dropIn.destroy());
+  const err = await new Promise((resolve) => https.get(url, { agent: dropIn }).on('error', resolve));
+  assert.strictEqual(err.code, 'ERR_SOCKET_TIMEOUT');
+  const { createSocketCount, createSocketErrorCount, errorSocketCount, timeoutSocketCount } = dropIn.getCurrentStatus();
+  assert.deepStrictEqual([createSocketCount, createSocketErrorCount, errorSocketCount, timeoutSocketCount], [0, 1, 0, 1]);
   // The limit follows the agent's options as the limits do; with 0 (no inactivity timeout),
   // an open is still bounded, by undici's connect timeout (10 s); a signal ends it sooner.
   agent.options.timeout = 0;

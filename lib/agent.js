@@ -664,9 +664,11 @@ class Agent extends Base {
     this[kPool].countError();
   }
 
-  // A socket was destroyed: `failed` when by an error on an established connection.
-  _socketClosed(socket, id, failed) {
-    if (failed) this[kPool].countError();
+  // A socket was destroyed: `failure` is 'connect' when by an error before it was
+  // established, 'established' when by one after, null otherwise.
+  _socketClosed(socket, id, failure) {
+    if (failure === 'established') this[kPool].countError();
+    else if (failure === 'connect') this[kPool].countConnectError();
     if (id === 0) return;
     const verdict = binding.close(id);
     if (verdict >= 0) this[kServe](verdict, 0);

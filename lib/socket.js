@@ -28,6 +28,7 @@ const kOptions = Symbol('hyperagent.options');
 const kFree = Symbol('hyperagent.free');
 const kTimerMs = Symbol('hyperagent.timerMs');
 const kSelf = Symbol('hyperagent.self');
+const kOpening = Symbol('hyperagent.opening');
 
 class NativeSocket extends Duplex {
   constructor(agent, name, options) {
@@ -45,6 +46,9 @@ class NativeSocket extends Duplex {
     this[kInfo] = null;
     this[kRef] = true;
     this[kConnectError] = false;
+    // Its connection is being opened in Rust (until Rust reports the connect, which for TLS is
+    // before the server's name is checked here).
+    this[kOpening] = false;
     this.connecting = false;
     this.timeout = 0;
     this._hadError = false;
@@ -64,6 +68,7 @@ class NativeSocket extends Duplex {
   // Binds this socket to a connection (already open, or being opened).
   _attach(id, connecting) {
     this[kId] = id;
+    this[kOpening] = connecting;
     this.connecting = connecting;
   }
 
@@ -115,7 +120,13 @@ class NativeSocket extends Duplex {
     this.destroy(err);
   }
 
+  // Rust has reported the connect, whatever came of it.
+  _opened() {
+    this[kOpening] = false;
+  }
+
   _onConnect(desc) {
+    this._opened();
     if (desc !== null) {
       this[kConnectError] = true;
       this[kId] = 0;
@@ -214,10 +225,13 @@ class NativeSocket extends Duplex {
     this._clearTimer();
     const id = this[kId];
     this[kId] = 0;
+    // An error before the connection was opened (its connect timed out) is a failed connect,
+    // as one Rust reports; an error after it, one of an established socket.
+    const failure = !err || this[kConnectError] ? null : this[kOpening] ? 'connect' : 'established';
     this.connecting = false;
     const pending = this[kWriteCb];
     this[kWriteCb] = null;
-    this[kAgent]._socketClosed(this, id, err && !this[kConnectError]);
+    this[kAgent]._socketClosed(this, id, failure);
     if (pending !== null) pending(err || errors.connResetError('socket closed'));
     cb(err);
   }

@@ -340,6 +340,7 @@ class NativeTlsSocket extends NativeSocket {
   }
 
   _onConnect(desc, info) {
+    this._opened();
     if (desc !== null || !info) {
       super._onConnect(desc);
       return;

@@ -535,7 +535,14 @@ impl PoolCell {
             Err(err) => {
                 self.ctx.remove_conn(conn_id);
                 conn.close(self.ctx.env);
-                let grant = self.state.borrow_mut().pool.connect_failed(conn.key);
+                let grant = {
+                    let mut st = self.state.borrow_mut();
+                    // Not open within the agent's timeout: a timeout too, as on the drop-in path.
+                    if err.timeout_ms().is_some() {
+                        st.pool.stats.timeout_socket_count += 1;
+                    }
+                    st.pool.connect_failed(conn.key)
+                };
                 if let Some(req) = self.ctx.request(req_id) {
                     req.conn.set(0);
                     let desc = js::error_descriptor(self.ctx.env, &err);
