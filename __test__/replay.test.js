@@ -7,6 +7,8 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const https = require('node:https');
+const net = require('node:net');
+const { once } = require('node:events');
 const { Readable } = require('node:stream');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -289,3 +291,55 @@ test('https.request: a GET on a reused TLS connection that closes between its ch
   assert.deepStrictEqual(seen.slice(0, 2), ['GET /warm HTTP/1.1', 'GET /get HTTP/1.1']);
   assert.ok(seen.length === 2 || (seen.length === 3 && error.code === 'ECONNRESET'), seen.join(', '));
 });
+
+test("https.request: a replay whose new connection does not open within the agent's timeout fails as the first attempt would have", async (t) => {
+  // The TLS server answers a connection's first request and drops the connection at its second.
+  const origin = await rawServer(t, async (socket) => {
+    let n = 0;
+    for await (const req of eachRequest(socket)) {
+      if (n++ > 0 || !req) {
+        socket.destroy();
+        return;
+      }
+      socket.write(OK('first'));
+    }
+  }, { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') });
+  // In front of it: the first connection goes through; later ones are accepted and never
+  // answered (a TLS handshake that stalls, as behind a proxy's tunnel that never opens).
+  const held = [];
+  const front = net.createServer((socket) => {
+    socket.on('error', () => {});
+    if (held.length === 0 && !front.passed) {
+      front.passed = true;
+      const up = net.connect(origin.port, '127.0.0.1');
+      up.on('error', () => socket.destroy());
+      socket.on('close', () => up.destroy());
+      socket.pipe(up).pipe(socket);
+    } else {
+      held.push(socket);
+    }
+  });
+  front.listen(0, '127.0.0.1');
+  await once(front, 'listening');
+  t.after(() => {
+    for (const socket of held) socket.destroy();
+    front.close();
+  });
+  const agent = new HttpsAgent({ ca: fixture('ca.pem'), timeout: 300 });
+  t.after(() => agent.destroy());
+  const url = `https://localhost:${front.address().port}`;
+  const freed = new Promise((resolve) => agent.once('free', resolve));
+  assert.strictEqual((await request(`${url}/warm`, { agent })).body, 'first');
+  await freed;
+  // The caller listens for 'timeout' and leaves the request be (as Node leaves it to them): only
+  // the replay's own bound ends the wait.
+  const err = await new Promise((resolve) => {
+    const req = https.get(`${url}/again`, { agent }, () => resolve(new Error('a response came')));
+    req.on('timeout', () => {});
+    req.on('error', resolve);
+  });
+  assert.deepStrictEqual([err.code, err.message], ['ECONNRESET', 'socket hang up']);
+  assert.strictEqual(agent.replayCount, 1);
+  assert.strictEqual(held.length, 1, 'the replay reached the server');
+});
+

@@ -260,7 +260,7 @@ impl PoolCell {
             return;
         }
         *conn.target.borrow_mut() = Some((target.clone(), servername.clone()));
-        self.spawn_connect(&conn, target, servername);
+        self.spawn_connect(&conn, target, servername, None);
     }
 
     /// A drop-in connection died before answering a replayable request (see `crate::replay`):
@@ -280,10 +280,21 @@ impl PoolCell {
             return;
         };
         conn.next_link();
-        self.spawn_connect(conn, target, servername);
+        // Its socket is open as far as JavaScript knows (no connect timeout of its own runs):
+        // the new connection must open within the promise path's bound, or the request fails
+        // as the first attempt did, rather than wait on a peer (a proxy's tunnel) that never
+        // answers.
+        self.spawn_connect(conn, target, servername, self.connect_timeout.get());
     }
 
-    fn spawn_connect(self: &Rc<Self>, conn: &Rc<Conn>, target: Target, servername: Option<String>) {
+    /// Opens `conn`'s connection (TLS included); `bound` limits how long that may take.
+    fn spawn_connect(
+        self: &Rc<Self>,
+        conn: &Rc<Conn>,
+        target: Target,
+        servername: Option<String>,
+        bound: Option<Duration>,
+    ) {
         let id = conn.id;
         let link = conn.link();
         let opts = self.state.borrow().connect_opts;
@@ -293,7 +304,8 @@ impl PoolCell {
         self.ctx.hold();
         conn.connect_held.set(true);
         let task = runtime().spawn(async move {
-            let connected = match transport::connect(target, opts).await {
+            let deadline = bound.map(|limit| (tokio::time::Instant::now() + limit, limit));
+            let connected = match within(deadline, transport::connect(target, opts)).await {
                 Ok(c) => c,
                 Err(err) => {
                     inbox.post(Completion::Connected {
@@ -358,7 +370,7 @@ impl PoolCell {
             // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
             macro_rules! secure {
                 ($io:expr) => {
-                    match tls::handshake($io, &config, server).await {
+                    match within(deadline, tls::handshake($io, &config, server)).await {
                         Ok((stream, info)) => pumped!(stream, Some(Box::new(info))),
                         Err(err) => inbox.post(Completion::Connected {
                             pool,
@@ -705,4 +717,18 @@ unsafe extern "C" fn on_timer(handle: *mut uv::RawHandle) {
     };
     let _scope = js::HandleScope::open(cell.ctx.env);
     cell.expire();
+}
+
+/// `step`, failing as a socket timeout once `deadline` (the instant, and the limit it came
+/// from) has passed.
+async fn within<T>(
+    deadline: Option<(tokio::time::Instant, Duration)>,
+    step: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match deadline {
+        Some((at, limit)) => tokio::time::timeout_at(at, step)
+            .await
+            .unwrap_or_else(|_| Err(Error::socket_timeout(limit))),
+        None => step.await,
+    }
 }
