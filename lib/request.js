@@ -619,7 +619,7 @@ class WholeBodyIterator {
 // undici's request options of a response: `opaque` as given, the headers as the raw list.
 function withExtras(response, { opaque, raw }) {
   if (opaque !== undefined) response.opaque = opaque;
-  if (raw) Object.defineProperty(response, 'headers', { value: response.rawHeaders, enumerable: true });
+  if (raw) Object.defineProperty(response, 'headers', { value: response.rawHeaders, enumerable: true, writable: true, configurable: true });
 }
 
 class Response {
@@ -649,8 +649,9 @@ class Response {
     return this.statusMessage;
   }
 }
-// As undici's response has it: the request's `opaque`, null when none was given.
-Response.prototype.opaque = null;
+// As undici's response has it: the request's `opaque`, null when none was given (a default
+// on the prototype, as the class's getters are: not enumerable).
+Object.defineProperty(Response.prototype, 'opaque', { value: null, writable: true, configurable: true });
 
 // One request in flight: receives Rust's events (its `_onEvent`) in the context of the
 // request() call.
