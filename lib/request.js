@@ -26,6 +26,7 @@ const DRAIN = 4;
 const DONE = 5;
 const VERIFY = 6;
 const LOOKUP = 7;
+const ANSWERED = 8;
 
 // diagnostics_channel events of agent.request(), as undici publishes its own.
 const channels = {
@@ -672,6 +673,9 @@ class PendingRequest {
     this.response = null;
     this.done = false;
     this.ended = false;
+    // The response was complete while the request was still going out: its body has ended,
+    // and the exchange goes on until the rest is sent (Done).
+    this.answered = false;
     this.aborted = false;
     this.drain = null;
     // Stops listening to the signal.
@@ -700,6 +704,7 @@ class PendingRequest {
         case DONE: return this.onDone(a, b);
         case VERIFY: return this.onVerify(a, b);
         case LOOKUP: return this.onLookup(a, b);
+        case ANSWERED: return this.onAnswered();
         default: return undefined;
       }
     } catch (thrown) {
@@ -775,7 +780,7 @@ class PendingRequest {
 
   // text()/json()/arrayBuffer() took the body over: finish now if it is all here.
   sinkAttached() {
-    if (this.ended && this.done) this.finishSink();
+    if (this.ended && (this.done || this.answered)) this.finishSink();
     else this.pull();
   }
 
@@ -807,7 +812,16 @@ class PendingRequest {
     this.cleanup();
     this.onDrain();
     if (verdict >= 0) this.agent._serveVerdict(verdict, connId);
-    if (this.ended) this.complete();
+    if (this.ended && !this.answered) this.complete();
+  }
+
+  // The server answered before reading all of a body given whole, and may read no more: the
+  // response is complete now, as Node's and undici's are; the connection goes back only once
+  // the rest is sent.
+  onAnswered() {
+    if (this.done || this.answered) return;
+    this.answered = true;
+    this.complete();
   }
 
   // The response has ended while the request's streamed body is still going out: the server
@@ -835,10 +849,10 @@ class PendingRequest {
     if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
     if (this.response === null) this.reject(err);
     // A body that has all come fails too when the request is aborted before its exchange is
-    // over (a body given whole still being written: the response came early), as undici fails
-    // it. A connection's error at that point is not the response's: Done follows, and the body
-    // ends.
-    else if (!this.ended || this.aborted) {
+    // over, unless the response is already complete (Answered: what is left is the request's
+    // sending, which the abort stops). A connection's error at that point is not the
+    // response's: Done follows, and the body ends.
+    else if (!this.answered && (!this.ended || this.aborted)) {
       const sink = this.response.body._sink;
       // The body's consumer holds a promise: it hears of the error there, not as 'error'.
       if (sink !== null) {

@@ -44,6 +44,9 @@ pub mod kind {
     /// A new connection's host is to be resolved by the user's `lookup` (JavaScript answers
     /// through `lookupDone`).
     pub const LOOKUP: u32 = 7;
+    /// The response is complete before the request has all gone out (see
+    /// [`Event::Answered`]): its body ends now.
+    pub const ANSWERED: u32 = 8;
 }
 
 /// One `agent.request()` in flight (or waiting for a connection).
@@ -796,6 +799,9 @@ impl EnvCtx {
             }
             Event::BodyDrain => {
                 req.emit(kind::DRAIN, &[]);
+            }
+            Event::Answered => {
+                req.emit(kind::ANSWERED, &[]);
             }
             Event::Done(sender) if req.retrying.borrow().is_some() => {
                 let err = req.retrying.borrow_mut().take();

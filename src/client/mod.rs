@@ -173,6 +173,11 @@ pub enum Event {
     Unsent(Error),
     /// A streamed request body can take more.
     BodyDrain,
+    /// The response is complete while the request is still going out: the server answered
+    /// before reading all of it (a 413, say). The response is over for its consumer, as
+    /// Node's and undici's are then; `Done` follows once the rest is sent or the connection
+    /// is given up.
+    Answered,
     /// The exchange is over. The connection comes back when it can carry another request.
     Done(Option<Sender>),
 }
@@ -318,6 +323,7 @@ fn run_exchange(
             return;
         }
         let gate = spec.expect_continue.clone();
+        let has_body = !spec.body.is_end_stream();
         let sending = sender.hyper.send_request(request_of(
             spec.method,
             &spec.head,
@@ -453,8 +459,29 @@ fn run_exchange(
             sink.post(Event::Done(None));
             return;
         }
-        // The response is complete: the connection can go back if hyper keeps it open.
-        let reusable = sender.hyper.ready().await.is_ok();
+        // The response is complete: the connection can go back if hyper keeps it open, once
+        // it has sent the request's body.
+        let reusable = match now(sender.hyper.ready()).await {
+            Some(ready) => ready.is_ok(),
+            None if has_body => {
+                sink.post(Event::Answered);
+                // A server that answered early may never read the rest: the connection waits
+                // for it no longer than for a body's next bytes. Boxed, as it is rare.
+                // It counts as a body timeout; the response, complete, is not failed by it.
+                let sent = sender.hyper.ready();
+                match spec.body_timeout {
+                    Some(t) => match Box::pin(tokio::time::timeout(t, sent)).await {
+                        Ok(ready) => ready.is_ok(),
+                        Err(_) => {
+                            sink.post(Event::Error(errors::body_timeout(t)));
+                            false
+                        }
+                    },
+                    None => Box::pin(sent).await.is_ok(),
+                }
+            }
+            None => sender.hyper.ready().await.is_ok(),
+        };
         sink.post(Event::Done(reusable.then_some(sender)));
     }
 }
