@@ -305,7 +305,8 @@ impl PoolCell {
         conn.connect_held.set(true);
         let task = runtime().spawn(async move {
             let deadline = bound.map(|limit| (tokio::time::Instant::now() + limit, limit));
-            let connected = match within(deadline, transport::connect(target, opts)).await {
+            let connected = match within(deadline, Box::pin(transport::connect(target, opts))).await
+            {
                 Ok(c) => c,
                 Err(err) => {
                     inbox.post(Completion::Connected {
@@ -340,7 +341,7 @@ impl PoolCell {
                             link: Link::Pumped(pumped.clone(), $info),
                         }),
                     });
-                    pump::pump($stream, pumped, sink).await;
+                    Box::pin(pump::pump($stream, pumped, sink)).await;
                 }};
             }
             let Some(config) = tls else {
@@ -362,29 +363,36 @@ impl PoolCell {
                 });
                 return;
             };
-            let peer_ip = match &remote {
-                Peer::Tcp(addr) => addr.ip(),
-                Peer::Unix(_) => std::net::IpAddr::from([127, 0, 0, 1]),
-            };
-            let server = tls::server_name(servername.as_deref(), peer_ip);
-            // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
-            macro_rules! secure {
-                ($io:expr) => {
-                    match within(deadline, tls::handshake($io, &config, server)).await {
-                        Ok((stream, info)) => pumped!(stream, Some(Box::new(info))),
-                        Err(err) => inbox.post(Completion::Connected {
-                            pool,
-                            conn: id,
-                            result: Err(err),
-                        }),
-                    }
+            // The TLS session and its pump run in a future of their own, made here on tokio's
+            // thread: the spawned one, which the JavaScript thread allocates (and tokio frees)
+            // for every connect, stays small.
+            Box::pin(async move {
+                let peer_ip = match &remote {
+                    Peer::Tcp(addr) => addr.ip(),
+                    Peer::Unix(_) => std::net::IpAddr::from([127, 0, 0, 1]),
                 };
-            }
-            match socket {
-                Socket::Tcp(tcp) => secure!(tcp),
-                Socket::Unix(unix) => secure!(unix),
-                Socket::Proxied(stream) => secure!(*stream),
-            }
+                let server = tls::server_name(servername.as_deref(), peer_ip);
+                // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
+                macro_rules! secure {
+                    ($io:expr) => {
+                        match within(deadline, Box::pin(tls::handshake($io, &config, server))).await
+                        {
+                            Ok((stream, info)) => pumped!(stream, Some(Box::new(info))),
+                            Err(err) => inbox.post(Completion::Connected {
+                                pool,
+                                conn: id,
+                                result: Err(err),
+                            }),
+                        }
+                    };
+                }
+                match socket {
+                    Socket::Tcp(tcp) => secure!(tcp),
+                    Socket::Unix(unix) => secure!(unix),
+                    Socket::Proxied(stream) => secure!(*stream),
+                }
+            })
+            .await;
         });
         *conn.abort.borrow_mut() = Some(task.abort_handle());
     }

@@ -395,7 +395,9 @@ impl PoolCell {
                 inbox: inbox.clone(),
                 req: req_id,
             });
-            let established = async {
+            // Boxed, as the connect's steps are: made here on tokio's thread, while the spawned
+            // future, which the JavaScript thread allocates for every connection, stays small.
+            let established = Box::pin(async {
                 let mut target = target;
                 // The user's `lookup` resolves the host, in JavaScript, as on the drop-in path;
                 // should it fail, JavaScript fails the request and closes this connection.
@@ -416,7 +418,7 @@ impl PoolCell {
                     socket,
                     local,
                     remote,
-                } = transport::connect(target, opts).await?;
+                } = Box::pin(transport::connect(target, opts)).await?;
                 connected.store(true, Ordering::Relaxed);
                 let peer_ip = match &remote {
                     Peer::Tcp(addr) => addr.ip(),
@@ -427,10 +429,14 @@ impl PoolCell {
                         match &tls {
                             Some(config) => {
                                 let server = tls::server_name(servername.as_deref(), peer_ip);
-                                let (stream, info) = tls::handshake($io, config, server).await?;
-                                (client::handshake(stream, max_header).await?, Some(info))
+                                let (stream, info) =
+                                    Box::pin(tls::handshake($io, config, server)).await?;
+                                (
+                                    Box::pin(client::handshake(stream, max_header)).await?,
+                                    Some(info),
+                                )
                             }
-                            None => (client::handshake($io, max_header).await?, None),
+                            None => (Box::pin(client::handshake($io, max_header)).await?, None),
                         }
                     }};
                 }
@@ -440,7 +446,7 @@ impl PoolCell {
                     Socket::Proxied(stream) => start!(*stream),
                 };
                 Ok::<_, Error>((sender, connection, local, remote, info))
-            };
+            });
             // Opening the connection (resolving, connecting, the TLS handshake) is bounded by
             // the agent's timeout, failing as a drop-in socket with nobody listening would; a
             // proxy's tunnel not open by then fails as Node's agent fails it.
