@@ -330,7 +330,11 @@ impl PoolCell {
         });
         let ctl = req.ctl.clone();
         let task = match sender {
-            Some(sender) => runtime().spawn(client::exchange(sender, spec, ctl, sink)),
+            // The exchange's state is boxed once the task runs, on tokio's thread, which also
+            // frees it: the JavaScript thread allocates only the task.
+            Some(sender) => {
+                runtime().spawn(async move { client::exchange(sender, spec, ctl, sink).await })
+            }
             None => {
                 // Closed since the checkout looked: the exchange reports a hang-up.
                 sink.post(Event::Error(Error::tls("ECONNRESET", "socket hang up")));
