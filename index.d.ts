@@ -158,7 +158,11 @@ declare namespace Agent {
     signal?: AbortSignal;
     /** Time allowed for the response head once the request is on its connection, in ms (over 1000, checked every 500 ms). Default: `300000` (as undici). */
     headersTimeout?: number;
-    /** Time allowed between body chunks, in ms. Default: `300000` (as undici). */
+    /**
+     * Time allowed between body chunks, in ms; also how long the rest of a request body may take
+     * to go out once the response is complete (the connection is closed after it). Default:
+     * `300000` (as undici).
+     */
     bodyTimeout?: number;
     /** Largest response head accepted, in bytes; the agent keeps it for its later requests. Default: `16384`. */
     maxResponseHeaderSize?: number;
