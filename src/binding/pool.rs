@@ -728,7 +728,8 @@ unsafe extern "C" fn on_timer(handle: *mut uv::RawHandle) {
 }
 
 /// `step`, failing as a socket timeout once `deadline` (the instant, and the limit it came
-/// from) has passed.
+/// from) has passed. Its future keeps `step` twice (as given, and inside the timer), so the
+/// callers hand it a boxed one.
 async fn within<T>(
     deadline: Option<(tokio::time::Instant, Duration)>,
     step: impl std::future::Future<Output = Result<T, Error>>,

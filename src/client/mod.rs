@@ -466,8 +466,8 @@ fn run_exchange(
             None if has_body => {
                 sink.post(Event::Answered);
                 // A server that answered early may never read the rest: the connection waits
-                // for it no longer than for a body's next bytes. Boxed, as it is rare.
-                // It counts as a body timeout; the response, complete, is not failed by it.
+                // for it no longer than for a body's next bytes (the timer boxed, as it is
+                // rare). It counts as a body timeout; the response, complete, is not failed.
                 let sent = sender.hyper.ready();
                 match spec.body_timeout {
                     Some(t) => match Box::pin(tokio::time::timeout(t, sent)).await {
@@ -477,7 +477,7 @@ fn run_exchange(
                             false
                         }
                     },
-                    None => Box::pin(sent).await.is_ok(),
+                    None => sent.await.is_ok(),
                 }
             }
             None => sender.hyper.ready().await.is_ok(),
