@@ -305,8 +305,7 @@ impl PoolCell {
         conn.connect_held.set(true);
         let task = runtime().spawn(async move {
             let deadline = bound.map(|limit| (tokio::time::Instant::now() + limit, limit));
-            let connected = match within(deadline, Box::pin(transport::connect(target, opts))).await
-            {
+            let connected = match within(deadline, transport::connect(target, opts)).await {
                 Ok(c) => c,
                 Err(err) => {
                     inbox.post(Completion::Connected {
@@ -375,8 +374,7 @@ impl PoolCell {
                 // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
                 macro_rules! secure {
                     ($io:expr) => {
-                        match within(deadline, Box::pin(tls::handshake($io, &config, server))).await
-                        {
+                        match within(deadline, tls::handshake($io, &config, server)).await {
                             Ok((stream, info)) => pumped!(stream, Some(Box::new(info))),
                             Err(err) => inbox.post(Completion::Connected {
                                 pool,
@@ -728,16 +726,19 @@ unsafe extern "C" fn on_timer(handle: *mut uv::RawHandle) {
 }
 
 /// `step`, failing as a socket timeout once `deadline` (the instant, and the limit it came
-/// from) has passed. Its future keeps `step` twice (as given, and inside the timer), so the
-/// callers hand it a boxed one.
-async fn within<T>(
+/// from) has passed. `step` is boxed where it starts: a connect's steps are large, and the
+/// future that awaits this one keeps only the box.
+fn within<T>(
     deadline: Option<(tokio::time::Instant, Duration)>,
     step: impl std::future::Future<Output = Result<T, Error>>,
-) -> Result<T, Error> {
-    match deadline {
-        Some((at, limit)) => tokio::time::timeout_at(at, step)
-            .await
-            .unwrap_or_else(|_| Err(Error::socket_timeout(limit))),
-        None => step.await,
+) -> impl std::future::Future<Output = Result<T, Error>> {
+    let step = Box::pin(step);
+    async move {
+        match deadline {
+            Some((at, limit)) => tokio::time::timeout_at(at, step)
+                .await
+                .unwrap_or_else(|_| Err(Error::socket_timeout(limit))),
+            None => step.await,
+        }
     }
 }
