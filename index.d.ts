@@ -33,6 +33,15 @@ declare class HttpsAgent extends https.Agent {
   readonly sockets: NodeJS.ReadOnlyDict<tls.TLSSocket[]>;
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
   readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
+  /**
+   * `'keylog'`: a TLS handshake's key material, one line (NSS key log format, its line feed
+   * included) per event, as Node's `https.Agent` emits it; `socket` is `null` for a connection
+   * of `agent.request()`. Keys are kept once a listener is added, for later handshakes.
+   */
+  on(event: 'keylog', listener: (line: Buffer, socket: tls.TLSSocket | null) => void): this;
+  on(event: string | symbol, listener: (...args: any[]) => void): this;
+  once(event: 'keylog', listener: (line: Buffer, socket: tls.TLSSocket | null) => void): this;
+  once(event: string | symbol, listener: (...args: any[]) => void): this;
 }
 /** `request()` speaks TLS (rustls) here. */
 interface HttpsAgent extends Agent.Members {}

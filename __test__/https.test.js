@@ -422,6 +422,98 @@ test('TLS 1.2 and its cipher names, ALPN negotiation', async (t) => {
   assert.strictEqual(r.alpnProtocol, 'http/1.1');
 });
 
+// The key log lines of a server's handshakes, as Node's TLS server writes them (OpenSSL's):
+// the client's lines must be the same text.
+function serverKeylog(server) {
+  const lines = [];
+  server.on('keylog', (line) => lines.push(line.toString('latin1')));
+  return lines;
+}
+
+const TLS13_LABELS = ['CLIENT_HANDSHAKE_TRAFFIC_SECRET', 'CLIENT_TRAFFIC_SECRET_0', 'EXPORTER_SECRET',
+  'SERVER_HANDSHAKE_TRAFFIC_SECRET', 'SERVER_TRAFFIC_SECRET_0'];
+
+// The lines of one handshake, by the client random they name.
+function ofHandshake(lines, random) {
+  return lines.filter((l) => l.split(' ')[1] === random).sort();
+}
+
+test("'keylog': each handshake's keys on the agent with its socket and on the socket, before 'secureConnect', as the server logs them", async (t) => {
+  const server = await httpsServer(t, { tls: { maxVersion: 'TLSv1.3' } });
+  const logged = serverKeylog(server);
+  const agent = new HttpsAgent({ ca: CA, keepAlive: true });
+  t.after(() => agent.destroy());
+  const seen = [];
+  agent.on('keylog', (line, socket) => seen.push({ line, socket }));
+  const order = [];
+  let reqSocket = null;
+  const req = https.get({ host: 'localhost', port: server.port, agent });
+  req.on('socket', (socket) => {
+    reqSocket = socket;
+    socket.on('keylog', (line) => order.push(`keylog ${line.toString().split(' ')[0]}`));
+    socket.on('secureConnect', () => order.push('secureConnect'));
+  });
+  const res = await once(req, 'response').then(([r]) => r);
+  res.resume();
+  await once(res, 'end');
+  assert.strictEqual(seen.length, 5);
+  for (const { line, socket } of seen) {
+    assert.ok(Buffer.isBuffer(line));
+    assert.strictEqual(socket, reqSocket);
+    assert.strictEqual(line.at(-1), 0x0a, 'a line ends with its line feed');
+  }
+  const lines = seen.map((s) => s.line.toString('latin1'));
+  const random = lines[0].split(' ')[1];
+  assert.match(random, /^[0-9a-f]{64}$/);
+  assert.deepStrictEqual(lines.map((l) => l.split(' ')[0]).sort(), TLS13_LABELS);
+  assert.deepStrictEqual(lines.slice().sort(), ofHandshake(logged, random));
+  assert.deepStrictEqual(order, [...lines.map((l) => `keylog ${l.split(' ')[0]}`), 'secureConnect']);
+
+  // agent.request()'s connections have no socket: the agent's event says null.
+  seen.length = 0;
+  const r = await agent.request(`https://localhost:${server.port}/`, { reset: true });
+  assert.strictEqual(await r.body.text(), 'secure /');
+  assert.strictEqual(seen.length, 5);
+  assert.ok(seen.every((s) => s.socket === null));
+  const promised = seen.map((s) => s.line.toString('latin1'));
+  assert.notStrictEqual(promised[0].split(' ')[1], random, 'a new connection, a new handshake');
+  assert.deepStrictEqual(promised.slice().sort(), ofHandshake(logged, promised[0].split(' ')[1]));
+});
+
+test("'keylog' over TLS 1.2, on a socket's own listener, and on an agent that was already connected", async (t) => {
+  const server = await httpsServer(t, { tls: { maxVersion: 'TLSv1.2' } });
+  const logged = serverKeylog(server);
+  const agent = new HttpsAgent({ ca: CA, keepAlive: true, maxSockets: 1 });
+  t.after(() => agent.destroy());
+  // Nobody listens: the first connection's keys are not reported.
+  const first = await get({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(first.body, 'secure /');
+  assert.strictEqual(first.socket.listenerCount('keylog'), 0);
+  // A listener on the socket of a request whose connection is new (the idle one is dropped).
+  agent.destroy();
+  await until(() => server.connections.every((s) => s.destroyed), 5000, 'the server to see the close');
+  const own = [];
+  const req = https.get({ host: 'localhost', port: server.port, agent });
+  req.on('socket', (socket) => socket.on('keylog', (line) => own.push(line.toString('latin1'))));
+  const [res] = await once(req, 'response');
+  res.resume();
+  await once(res, 'end');
+  assert.strictEqual(own.length, 1);
+  assert.match(own[0], /^CLIENT_RANDOM [0-9a-f]{64} [0-9a-f]{96}\n$/);
+  assert.ok(logged.includes(own[0]), 'the server logged the same master secret');
+  // A listener added to the agent while a connection is open (Node 20's own agent throws here)
+  // reports the handshakes that come after.
+  const later = [];
+  agent.on('keylog', (line, socket) => later.push([line.toString('latin1'), socket]));
+  agent.destroy();
+  await until(() => server.connections.every((s) => s.destroyed), 5000, 'the server to see the close');
+  const third = await get({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(later.length, 1);
+  assert.strictEqual(later[0][1], third.socket);
+  assert.ok(logged.includes(later[0][0]));
+  assert.notStrictEqual(later[0][0], own[0]);
+});
+
 test('a server that only speaks TLS 1.3 fails a TLS 1.2 client with a protocol error', async (t) => {
   const server = await httpsServer(t, { tls: { minVersion: 'TLSv1.3' } });
   const agent = new HttpsAgent({ ca: CA, maxVersion: 'TLSv1.2' });

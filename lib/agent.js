@@ -12,7 +12,7 @@ const { AsyncResource } = require('node:async_hooks');
 const { debuglog } = require('node:util');
 const binding = require('../binding.js');
 const { NativeSocket, kId, kName, kOptions } = require('./socket');
-const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket } = require('./tls');
+const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines } = require('./tls');
 const { request, MAX_TARGET } = require('./request');
 const net = require('node:net');
 const errors = require('./errors');
@@ -52,6 +52,7 @@ const kSweepAt = Symbol('hyperagent.sweepAt');
 const kNames = Symbol('hyperagent.names');
 const kProxy = Symbol('hyperagent.proxy');
 const kTunnel = Symbol('hyperagent.tunnel');
+const kKeylog = Symbol('hyperagent.keylog');
 
 // Pool keys (one per getName() string: per origin, and per TLS configuration) are forgotten
 // once empty, as Node's agent deletes a name's lists, so that a process reaching many origins
@@ -75,6 +76,7 @@ binding.init(
   // one Rust announces its slabs to), even for requests made by another instance of this file.
   (pending, kind, a, b, c, d, e, f, g) => pending._onEvent(slab.chunk, kind, a, b, c, d, e, f, g),
   slab.setSlab,
+  (target, lines) => target._onKeylog(lines),
 );
 
 function limitsOf(agent) {
@@ -127,6 +129,12 @@ function limitAccessor(name, fallback) {
 
 // One implementation for both agents: `Base` is http.Agent or https.Agent (so that
 // `instanceof` holds for the class users replace), `secure` turns on TLS.
+function enableKeylog(event) {
+  if (event !== 'keylog') return;
+  this.removeListener('newListener', enableKeylog);
+  this._logKeys();
+}
+
 function defineAgent(Base, secure) {
 class Agent extends Base {
   constructor(options) {
@@ -155,6 +163,28 @@ class Agent extends Base {
     this[kLastStats] = null;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
     this[kPoolId] = this[kPool].id;
+    this[kKeylog] = false;
+    if (secure) {
+      // Node's https.Agent turns key logging on for the sockets it makes once 'keylog' is
+      // listened to; ours has Rust keep the keys of its handshakes from then on.
+      for (const listener of this.listeners('newListener')) {
+        if (listener.name === 'maybeEnableKeylog') this.removeListener('newListener', listener);
+      }
+      this.on('newListener', enableKeylog);
+    }
+  }
+
+  // Key material from now on: the handshakes of this agent's connections report it (see
+  // _onKeylog here and on NativeTlsSocket).
+  _logKeys() {
+    if (this[kKeylog]) return;
+    this[kKeylog] = true;
+    this[kPool].logKeys();
+  }
+
+  // The key log lines of a connection of agent.request(), which has no socket to emit them on.
+  _onKeylog(lines) {
+    for (const line of keylogLines(lines)) this.emit('keylog', line, null);
   }
 
   // ---- Node's http.Agent contract -----------------------------------------------------------

@@ -399,4 +399,4 @@ function onAgentRemove() {
   this[kAgent]._socketRemoved(this);
 }
 
-module.exports = { NativeSocket, kId, kName, kOptions };
+module.exports = { NativeSocket, kId, kName, kOptions, kAgent };

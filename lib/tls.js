@@ -9,7 +9,7 @@ const net = require('node:net');
 const tls = require('node:tls');
 const debug = require('node:util').debuglog('hyperagent');
 const native = require('../binding.js');
-const { NativeSocket, kOptions } = require('./socket');
+const { NativeSocket, kOptions, kAgent } = require('./socket');
 const errors = require('./errors');
 
 const kInfo = Symbol('hyperagent.tlsInfo');
@@ -326,6 +326,20 @@ function serverNameError(options, info) {
   return identityError(options, cert);
 }
 
+// The lines of a key log as Rust reports them (NSS key log format, each ending in a line
+// feed): one Buffer each, its line feed included, as Node's 'keylog' events carry them.
+function keylogLines(lines) {
+  const out = [];
+  let start = 0;
+  while (start < lines.length) {
+    const end = lines.indexOf(0x0a, start);
+    const stop = end === -1 ? lines.length : end + 1;
+    out.push(lines.subarray(start, stop));
+    start = stop;
+  }
+  return out;
+}
+
 // The face of a TLS connection: a NativeSocket with TLSSocket's properties and methods.
 class NativeTlsSocket extends NativeSocket {
   constructor(agent, name, options) {
@@ -372,6 +386,34 @@ class NativeTlsSocket extends NativeSocket {
     }
     super._onConnect(null);
     this.emit('secureConnect');
+  }
+
+  // Key material of this connection's handshake (Rust reports it when the agent logs keys,
+  // just before the connect): one 'keylog' event per line, and on the agent with this socket,
+  // as Node's TLSSocket and https.Agent emit them.
+  _onKeylog(lines) {
+    const agent = this[kAgent];
+    for (const line of keylogLines(lines)) {
+      this.emit('keylog', line);
+      agent.emit('keylog', line, this);
+    }
+  }
+
+  // A 'keylog' listener on the socket has the agent log keys, as one on a Node TLSSocket turns
+  // key logging on for it (added before the handshake, as in Node's 'socket' event, it sees
+  // every line of it).
+  on(event, listener) {
+    if (event === 'keylog') this[kAgent]._logKeys();
+    return super.on(event, listener);
+  }
+
+  addListener(event, listener) {
+    return this.on(event, listener);
+  }
+
+  prependListener(event, listener) {
+    if (event === 'keylog') this[kAgent]._logKeys();
+    return super.prependListener(event, listener);
   }
 
   _failHandshake(err) {
@@ -435,4 +477,4 @@ class NativeTlsSocket extends NativeSocket {
   }
 }
 
-module.exports = { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket };
+module.exports = { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines };

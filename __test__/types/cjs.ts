@@ -63,6 +63,13 @@ const secure = new hyperagent.HttpsAgent({ ca: 'PEM', rejectUnauthorized: true, 
 new hyperagent.HttpsAgent({ pfx: [{ buf: Buffer.from(''), passphrase: 'secret' }], crl: ['PEM'] });
 const asHttps: https.Agent = secure;
 https.get('https://127.0.0.1/', { agent: secure });
+secure.on('keylog', (line, socket) => {
+  const from: string | undefined = socket?.remoteAddress;
+  // @ts-expect-error a key log line is a Buffer
+  const n: number = line;
+  return [line.length, from, n];
+});
+secure.on('free', (socket: unknown) => socket);
 function onTlsError(err: hyperagent.HyperagentError) {
   if (err.code === 'ERR_TLS_CERT_ALTNAME_INVALID') return [err.reason, err.host, err.cert?.subject];
   if (err.code === 'DEPTH_ZERO_SELF_SIGNED_CERT' || err.code === 'ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE') return [];

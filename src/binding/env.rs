@@ -48,6 +48,10 @@ pub struct Callbacks {
     pub on_request: Ref,
     /// `setSlab(arrayBuffer)`: the slab later small chunks are cut from (see [`EnvCtx::chunk`]).
     pub set_slab: Ref,
+    /// `onKeylog(target, lines)`: a TLS handshake's key material (NSS key log lines, see
+    /// `PoolCell::log_keys`); `target` is the connection's socket, or the agent for a
+    /// connection of `agent.request()`.
+    pub on_keylog: Ref,
 }
 
 /// Work finished on tokio, to be applied on the JavaScript thread.
@@ -352,6 +356,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
             callbacks.on_grant,
             callbacks.on_request,
             callbacks.set_slab,
+            callbacks.on_keylog,
         ] {
             r.delete(env);
         }
@@ -746,6 +751,7 @@ unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
         cb.on_grant,
         cb.on_request,
         cb.set_slab,
+        cb.on_keylog,
     ] {
         r.delete(ctx.env);
     }

@@ -42,6 +42,7 @@ pub fn init(
     on_grant: Unknown,
     on_request: Unknown,
     set_slab: Unknown,
+    on_keylog: Unknown,
 ) -> Result<()> {
     let raw = env.raw();
     // SAFETY: live function values from this call.
@@ -56,6 +57,7 @@ pub fn init(
             on_grant: r(&on_grant),
             on_request: r(&on_request),
             set_slab: r(&set_slab),
+            on_keylog: r(&on_keylog),
         },
     )?;
     Ok(())
@@ -595,6 +597,15 @@ impl NativePool {
                 code: e.code().to_owned(),
                 message: e.message(),
             })
+    }
+
+    /// From now on, the TLS handshakes of this pool's connections report their key material
+    /// (Node's 'keylog' events); for good, as Node's agents do once asked.
+    #[napi]
+    pub fn log_keys(&self) {
+        self.cell
+            .keylog
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Where the promise path connects for `key`.

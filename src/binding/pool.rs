@@ -8,6 +8,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,6 +103,9 @@ pub struct PoolCell {
     /// How long a promise-path connection may take to open, TLS handshake included (the
     /// agent's `timeout`); `None`: no limit.
     pub connect_timeout: std::cell::Cell<Option<Duration>>,
+    /// Whether TLS handshakes keep their key material for 'keylog' events; read by each
+    /// handshake as its secrets come (see `transport::tls::handshake`).
+    pub keylog: Arc<AtomicBool>,
     timer: RefCell<Option<Handle>>,
     /// The JavaScript agent, weakly: the agent owns the pool, not the other way round.
     agent: Ref,
@@ -132,6 +136,7 @@ impl PoolCell {
             replay_limit: std::cell::Cell::new(64 * 1024),
             policy: std::cell::Cell::new(ReleasePolicy::default()),
             connect_timeout: std::cell::Cell::new(None),
+            keylog: Arc::new(AtomicBool::new(false)),
             agent,
         });
         ctx.register_pool(&cell);
@@ -299,6 +304,7 @@ impl PoolCell {
         let link = conn.link();
         let opts = self.state.borrow().connect_opts;
         let tls = self.tls.borrow().get(&conn.key).cloned();
+        let keylog = self.keylog.clone();
         let inbox = self.ctx.inbox.clone();
         let pool = self.id;
         self.ctx.hold();
@@ -374,7 +380,9 @@ impl PoolCell {
                 // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
                 macro_rules! secure {
                     ($io:expr) => {
-                        match within(deadline, tls::handshake($io, &config, server)).await {
+                        match within(deadline, tls::handshake($io, &config, server, Some(keylog)))
+                            .await
+                        {
                             Ok((stream, info)) => pumped!(stream, Some(Box::new(info))),
                             Err(err) => inbox.post(Completion::Connected {
                                 pool,
@@ -417,17 +425,27 @@ impl PoolCell {
         }
         conn.abort.borrow_mut().take();
         let replaying = conn.state.get() == State::Replaying;
+        let mut keylog = Vec::new();
         let result = result.and_then(|established| {
             conn.local.set(established.local);
             *conn.remote.borrow_mut() = Some(established.remote);
             match established.link {
                 Link::Fd(fd) => conn.attach(&self.ctx, fd),
-                Link::Pumped(pumped, info) => {
+                Link::Pumped(pumped, mut info) => {
+                    if let Some(info) = info.as_mut() {
+                        keylog = std::mem::take(&mut info.keylog);
+                    }
                     conn.attach_pumped(&self.ctx, pumped, info);
                     Ok(())
                 }
             }
         });
+        // The handshake's keys, before the socket hears of the connection (a replay's too: its
+        // socket is the one the request already has), as Node emits 'keylog' during the
+        // handshake.
+        if result.is_ok() {
+            self.emit_keylog(Some(conn.as_ref()), keylog);
+        }
         match result {
             Ok(()) if replaying => {
                 self.state.borrow_mut().pool.connected(conn.key);
@@ -632,6 +650,27 @@ impl PoolCell {
     }
 
     /// Tells the agent which waiters may now connect (outside any JavaScript call).
+    /// Hands a handshake's key log lines to JavaScript: to the socket of `conn` (the drop-in
+    /// path), or to the agent (`agent.request()`'s connections have no socket).
+    pub fn emit_keylog(&self, conn: Option<&Conn>, lines: Vec<u8>) {
+        if lines.is_empty() {
+            return;
+        }
+        let env = self.env();
+        let buffer = js::buffer_copy(env, &lines);
+        match conn {
+            Some(conn) => conn.call_owner(&self.ctx, self.ctx.callbacks.on_keylog, &[buffer]),
+            None => {
+                let agent = self.agent.get(env);
+                if agent.is_null() {
+                    return;
+                }
+                let func = self.ctx.callbacks.on_keylog.get(env);
+                js::make_callback(env, None, agent, func, &[agent, buffer]);
+            }
+        }
+    }
+
     pub fn notify_grants(&self, grants: impl Iterator<Item = Grant>) {
         for grant in grants {
             let agent = self.agent.get(self.env());

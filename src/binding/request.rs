@@ -379,6 +379,7 @@ impl PoolCell {
         };
         let opts = self.state.borrow().connect_opts;
         let tls = self.tls_config(req.key);
+        let keylog = self.keylog.clone();
         let js_lookup = self.js_lookup(req.key);
         let inbox = self.ctx.inbox.clone();
         let (pool, conn_id, req_id) = (self.id, conn.id, req.id);
@@ -433,8 +434,13 @@ impl PoolCell {
                         match &tls {
                             Some(config) => {
                                 let server = tls::server_name(servername.as_deref(), peer_ip);
-                                let (stream, info) =
-                                    Box::pin(tls::handshake($io, config, server)).await?;
+                                let (stream, info) = Box::pin(tls::handshake(
+                                    $io,
+                                    config,
+                                    server,
+                                    Some(keylog.clone()),
+                                ))
+                                .await?;
                                 (
                                     Box::pin(client::handshake(stream, max_header)).await?,
                                     Some(info),
@@ -520,7 +526,13 @@ impl PoolCell {
             return;
         };
         match result {
-            Ok((local, remote, info, verify)) => {
+            Ok((local, remote, mut info, verify)) => {
+                // The handshake's keys go to the agent's 'keylog' listeners once the connection
+                // is in place (they may call into the agent).
+                let keylog = info
+                    .as_mut()
+                    .map(|info| std::mem::take(&mut info.keylog))
+                    .unwrap_or_default();
                 conn.local.set(local);
                 *conn.remote.borrow_mut() = Some(remote);
                 *conn.tls.borrow_mut() = info;
@@ -538,12 +550,14 @@ impl PoolCell {
                         let grant = self.state.borrow_mut().pool.closed(conn.key);
                         self.notify_grants(grant.into_iter());
                     }
+                    self.emit_keylog(None, keylog);
                     return;
                 };
                 self.ctx.arm_headers_deadline(&req);
                 if let Some(verify) = verify {
                     self.verify_server(&req, &conn, verify);
                 }
+                self.emit_keylog(None, keylog);
             }
             Err(err) => {
                 self.ctx.remove_conn(conn_id);

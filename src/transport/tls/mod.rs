@@ -10,9 +10,11 @@ pub mod der;
 mod names;
 mod pkcs12;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 
@@ -135,6 +137,58 @@ tokio::task_local! {
     /// verifier writes it here, the handshake reads it (a per-connection verifier would
     /// defeat resumption).
     static VERIFY_FAILURE: Cell<Option<VerifyFailure>>;
+
+    /// The key material of the handshake running in this task, as lines of the NSS key log
+    /// format (what Node's 'keylog' events carry), when its agent logs keys: the shared
+    /// configuration's [`TaskKeyLog`] writes them here.
+    static KEY_LOG: KeyLogLines;
+}
+
+/// A handshake's key log: written only while `wanted` is set (the agent, or a socket of it, has
+/// a 'keylog' listener; read as each secret comes, so a listener added while the handshake
+/// runs gets the secrets still to come).
+struct KeyLogLines {
+    wanted: Option<Arc<AtomicBool>>,
+    lines: RefCell<Vec<u8>>,
+}
+
+impl KeyLogLines {
+    fn wanted(&self) -> bool {
+        self.wanted
+            .as_ref()
+            .is_some_and(|w| w.load(Ordering::Relaxed))
+    }
+}
+
+/// The configurations' key log: hands each secret to the handshake of the task it runs in
+/// (one configuration serves every connection of a pool key, which may log or not).
+#[derive(Debug)]
+struct TaskKeyLog;
+
+impl rustls::KeyLog for TaskKeyLog {
+    fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
+        let _ = KEY_LOG.try_with(|log| {
+            if !log.wanted() {
+                return;
+            }
+            let mut lines = log.lines.borrow_mut();
+            let mut line =
+                String::with_capacity(label.len() + 2 * (client_random.len() + secret.len()) + 3);
+            line.push_str(label);
+            for (sep, bytes) in [(' ', client_random), (' ', secret)] {
+                line.push(sep);
+                for b in bytes {
+                    let _ = write!(line, "{b:02x}");
+                }
+            }
+            line.push('\n');
+            lines.extend_from_slice(line.as_bytes());
+        });
+    }
+
+    fn will_log(&self, _label: &str) -> bool {
+        KEY_LOG.try_with(KeyLogLines::wanted).unwrap_or(false)
+    }
 }
 
 /// The Mozilla roots plus `NODE_EXTRA_CA_CERTS`, built once: the default trust until JavaScript
@@ -373,6 +427,7 @@ impl TlsConfig {
             }
         };
         config.alpn_protocols = opts.alpn.clone();
+        config.key_log = Arc::new(TaskKeyLog);
         let sessions = (opts.max_cached_sessions > 0)
             .then(|| Arc::new(ClientSessionMemoryCache::new(opts.max_cached_sessions)));
         config.resumption = match &sessions {
@@ -456,6 +511,9 @@ pub struct TlsInfo {
     /// The server's certificate is one whose name was found right before (see
     /// [`TlsConfig::name_verified`]).
     pub name_known: bool,
+    /// The handshake's key material (NSS key log lines), when asked for: taken by the first
+    /// report of the session to JavaScript, and not kept.
+    pub keylog: Vec<u8>,
 }
 
 /// Whether the server's certificate names `server`, as `tls.checkServerIdentity` asks (where
@@ -548,11 +606,13 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ClientStream<IO> {
     }
 }
 
-/// Runs the client handshake on a connected socket.
+/// Runs the client handshake on a connected socket. Its key material is kept in the session's
+/// `keylog` while `keylog` is set.
 pub async fn handshake<IO>(
     io: IO,
     config: &TlsConfig,
     server: ServerName<'static>,
+    keylog: Option<Arc<AtomicBool>>,
 ) -> Result<(ClientStream<IO>, TlsInfo), Error>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
@@ -562,11 +622,19 @@ where
         ServerName::DnsName(name) => Some(name.as_ref().to_owned()),
         _ => None,
     };
-    let (result, failure) = VERIFY_FAILURE
-        .scope(Cell::new(None), async {
-            let result = connector.connect(server.clone(), io).await;
-            (result, VERIFY_FAILURE.with(Cell::get))
-        })
+    let lines = KeyLogLines {
+        wanted: keylog,
+        lines: RefCell::new(Vec::new()),
+    };
+    let (result, failure, keylog) = KEY_LOG
+        .scope(
+            lines,
+            VERIFY_FAILURE.scope(Cell::new(None), async {
+                let result = connector.connect(server.clone(), io).await;
+                let keylog = KEY_LOG.with(|log| log.lines.take());
+                (result, VERIFY_FAILURE.with(Cell::get), keylog)
+            }),
+        )
         .await;
     let stream = match result {
         Ok(stream) => stream,
@@ -596,6 +664,7 @@ where
         servername,
         server,
         name_known,
+        keylog,
     };
     Ok((ClientStream(stream), info))
 }

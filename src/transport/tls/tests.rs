@@ -117,8 +117,19 @@ async fn connect(
     config: &TlsConfig,
     servername: Option<&str>,
 ) -> Result<TlsInfo, Error> {
+    connect_logging(port, config, servername, None).await
+}
+
+/// [`connect`], keeping the handshake's keys while `keylog` is set.
+async fn connect_logging(
+    port: u16,
+    config: &TlsConfig,
+    servername: Option<&str>,
+    keylog: Option<Arc<AtomicBool>>,
+) -> Result<TlsInfo, Error> {
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (mut stream, info) = handshake(tcp, config, server_name(servername, LOCALHOST)).await?;
+    let (mut stream, info) =
+        handshake(tcp, config, server_name(servername, LOCALHOST), keylog).await?;
     stream.write_all(b"ping").await.unwrap();
     let mut buf = [0u8; 4];
     stream.read_exact(&mut buf).await.unwrap();
@@ -167,6 +178,65 @@ async fn sessions_resume_on_the_next_connection() {
             .unwrap()
             .resumed
     );
+}
+
+/// The labels and client randoms of a key log, checking each line's shape.
+fn keylog_lines(log: &[u8]) -> Vec<(String, String)> {
+    let text = std::str::from_utf8(log).unwrap();
+    assert!(text.ends_with('\n'), "{text:?}");
+    text.lines()
+        .map(|line| {
+            let parts: Vec<&str> = line.split(' ').collect();
+            assert_eq!(parts.len(), 3, "{line}");
+            assert_eq!(parts[1].len(), 64, "{line}");
+            assert!(parts[2].len() >= 64, "{line}");
+            assert!(parts[1..].iter().all(|h| h
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())));
+            (parts[0].to_owned(), parts[1].to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn keys_are_logged_for_the_handshakes_that_ask_only() {
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(4)
+        .await;
+    let mut opts = options(&["ca.pem"]);
+    opts.max_cached_sessions = 0;
+    let config = TlsConfig::new(&opts).unwrap();
+    let on = Arc::new(AtomicBool::new(true));
+    let off = Arc::new(AtomicBool::new(false));
+    // Handshakes of one configuration at once, in one task: each keeps its own keys.
+    let (a, b, c, d) = tokio::join!(
+        connect_logging(port, &config, Some("localhost"), Some(on.clone())),
+        connect_logging(port, &config, Some("localhost"), Some(on.clone())),
+        connect_logging(port, &config, Some("localhost"), Some(off)),
+        connect(port, &config, Some("localhost")),
+    );
+    let (a, b) = (
+        keylog_lines(&a.unwrap().keylog),
+        keylog_lines(&b.unwrap().keylog),
+    );
+    assert!(c.unwrap().keylog.is_empty());
+    assert!(d.unwrap().keylog.is_empty());
+    for lines in [&a, &b] {
+        let mut labels: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();
+        labels.sort_unstable();
+        assert_eq!(
+            labels,
+            [
+                "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+                "CLIENT_TRAFFIC_SECRET_0",
+                "EXPORTER_SECRET",
+                "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+                "SERVER_TRAFFIC_SECRET_0",
+            ]
+        );
+        assert!(lines.iter().all(|(_, random)| *random == lines[0].1));
+    }
+    assert_ne!(a[0].1, b[0].1, "two handshakes, two client randoms");
 }
 
 #[tokio::test]
@@ -419,8 +489,13 @@ async fn client_certificates_are_presented_when_asked() {
     let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let outcome = async {
-        let (mut stream, _) =
-            handshake(tcp, &config, server_name(Some("localhost"), LOCALHOST)).await?;
+        let (mut stream, _) = handshake(
+            tcp,
+            &config,
+            server_name(Some("localhost"), LOCALHOST),
+            None,
+        )
+        .await?;
         // TLS 1.3 reports the server's refusal after the handshake, on the first read.
         stream
             .write_all(b"ping")
