@@ -104,6 +104,10 @@ declare namespace Agent {
     proxyEnv?: { [name: string]: string | undefined } | undefined;
     /** Addresses not to connect to, as `net.connect` takes it (`ERR_IP_BLOCKED`). */
     blockList?: net.BlockList | undefined;
+    /** Happy Eyeballs over a name's addresses, as `net.connect`; `false`: the first address only. Default: `net.getDefaultAutoSelectFamily()`. */
+    autoSelectFamily?: boolean | undefined;
+    /** How long (ms, at least 10) each address is tried alone before the next. Default: `net.getDefaultAutoSelectFamilyAttemptTimeout()`. */
+    autoSelectFamilyAttemptTimeout?: number | undefined;
     /** How much sooner (ms) than a server's `Keep-Alive: timeout=N` a connection stops idling; with nothing left, it is not kept. Default: `1000`. */
     agentKeepAliveTimeoutBuffer?: number | undefined;
     /** Disable Nagle's algorithm on new connections. Default: `true`. */

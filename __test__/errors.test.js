@@ -303,6 +303,52 @@ test('a localAddress that is not an IP address throws ERR_INVALID_IP_ADDRESS at 
   assert.throws(() => new Agent({ localAddress: 'abc' }), expected);
 });
 
+test('autoSelectFamily and autoSelectFamilyAttemptTimeout: bad values throw at once, as net.connect throws them', (t) => {
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (const bad of [{ autoSelectFamily: 1 }, { autoSelectFamilyAttemptTimeout: '5' }, { autoSelectFamilyAttemptTimeout: 0 },
+    { autoSelectFamilyAttemptTimeout: 1.5 }, { autoSelectFamilyAttemptTimeout: 2 ** 31 }]) {
+    let expected;
+    try {
+      net.connect({ host: '127.0.0.1', port: 9, ...bad }).on('error', () => {});
+      assert.fail('net.connect took it');
+    } catch (err) {
+      expected = { code: err.code, name: err.name, message: err.message };
+    }
+    assert.throws(() => http.get({ host: '127.0.0.1', port: 9, agent, ...bad }), expected);
+    assert.throws(() => new Agent(bad), expected);
+  }
+  assert.strictEqual(agent.totalSocketCount, 0);
+});
+
+test('autoSelectFamily: false connects to the first address only, as Node; by default the next ones are tried, on both paths', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('v4'));
+  const { port } = server.address();
+  // A name with an IPv6 address first, where nothing listens, then the server's.
+  const lookup = (host, options, cb) => {
+    if (options.all) cb(null, [{ address: '::1', family: 6 }, { address: '127.0.0.1', family: 4 }]);
+    else cb(null, '::1', 6);
+  };
+  const url = `http://dual.test:${port}/`;
+  const nodeError = await requestError(url, { agent: new http.Agent(), lookup, autoSelectFamily: false });
+  assert.strictEqual(nodeError.address, '::1');
+  const ours = new Agent({ lookup, autoSelectFamily: false });
+  const either = new Agent({ lookup });
+  t.after(() => { ours.destroy(); either.destroy(); });
+  const err = await requestError(url, { agent: ours });
+  assert.strictEqual(err.code, nodeError.code);
+  assert.strictEqual(err.address, '::1');
+  await assert.rejects(ours.request(url), { code: nodeError.code, address: '::1' });
+  // The agent's option counts over the request's, as Node's agent merges them.
+  const nodeAgent = new http.Agent({ lookup, autoSelectFamily: false });
+  t.after(() => nodeAgent.destroy());
+  assert.strictEqual((await requestError(url, { agent: nodeAgent, autoSelectFamily: true })).address, '::1');
+  assert.strictEqual((await requestError(url, { agent: ours, autoSelectFamily: true })).address, '::1');
+  assert.strictEqual((await request(url, { agent: new http.Agent(), lookup })).body, 'v4');
+  assert.strictEqual((await request(url, { agent: either })).body, 'v4');
+  assert.strictEqual(await (await either.request(url)).body.text(), 'v4');
+});
+
 test('legacy option names work, with a deprecation warning', async () => {
   const warnings = [];
   const onWarning = (w) => warnings.push(w);

@@ -139,6 +139,7 @@ function defineAgent(Base, secure) {
 class Agent extends Base {
   constructor(options) {
     const opts = normalize(options);
+    if (opts.autoSelectFamily != null || opts.autoSelectFamilyAttemptTimeout != null) checkAutoSelect(opts);
     super(opts);
     refuseOwnConnect(this);
     this[kTls] = secure;
@@ -198,6 +199,7 @@ class Agent extends Base {
     // As net.connect does, before anything is queued or opened.
     if (!options.path) options.port = validatePort(options.port ?? this.defaultPort);
     if (options.localAddress && !net.isIP(options.localAddress)) throw errors.invalidIpAddress(options.localAddress);
+    if (options.autoSelectFamily != null || options.autoSelectFamilyAttemptTimeout != null) checkAutoSelect(options);
     errors.checkLocalPort(options.localPort);
     blockListOf(options);
     if (this[kTls]) normalizeServerName(options, req);
@@ -404,8 +406,9 @@ class Agent extends Base {
     const localAddress = options.localAddress || undefined;
     const localPort = options.localPort || undefined;
     const blockList = blockListOf(options);
+    const { attemptDelayMs, order } = addressChoice(options);
     if (typeof options.lookup !== 'function' && blockList === null) {
-      pool.connect(id, { host, port, family, localAddress, localPort, servername });
+      pool.connect(id, { host, port, family, localAddress, localPort, servername, attemptDelayMs, order });
       return;
     }
     // A user's lookup runs here, as net runs it, and so does the resolving of a host whose
@@ -418,7 +421,7 @@ class Agent extends Base {
         socket._lookupFailed(err);
         return;
       }
-      pool.connect(id, { host, port, family, localAddress, localPort, addresses, servername });
+      pool.connect(id, { host, port, family, localAddress, localPort, addresses, servername, attemptDelayMs, order });
     });
   }
 
@@ -585,6 +588,7 @@ class Agent extends Base {
         path: o.socketPath || undefined,
         servername: this[kTls] ? o.servername : undefined,
         jsLookup: (typeof o.lookup === 'function' || blockListOf(o) !== null) && !o.socketPath,
+        ...addressChoice(o),
       });
       this[kOrigins].set(origin, key);
       this[kKeyOptions].set(key, o);
@@ -889,6 +893,32 @@ function setRequestSocket(agent, req, socket) {
   const agentTimeout = agent.options.timeout || 0;
   if (req.timeout === undefined || req.timeout === agentTimeout) return;
   socket.setTimeout(req.timeout);
+}
+
+// How net.connect tries the addresses of a name: Happy Eyeballs unless `autoSelectFamily` is
+// false, each attempt alone for `autoSelectFamilyAttemptTimeout` (at least 10 ms), in the
+// resolver's order (`dns.setDefaultResultOrder()`); Node's process-wide defaults where the
+// options say nothing, read for each new connection as net.connect reads them.
+function addressChoice(options) {
+  const auto = options.autoSelectFamily ?? net.getDefaultAutoSelectFamily();
+  const wait = options.autoSelectFamilyAttemptTimeout ?? net.getDefaultAutoSelectFamilyAttemptTimeout();
+  return {
+    attemptDelayMs: auto ? Math.max(wait, 10) : 0,
+    order: typeof dns.getDefaultResultOrder === 'function' ? dns.getDefaultResultOrder() : 'verbatim',
+  };
+}
+
+// The two options as net.connect checks them, before anything is queued or opened.
+function checkAutoSelect(options) {
+  const { autoSelectFamily: auto, autoSelectFamilyAttemptTimeout: wait } = options;
+  if (auto != null && typeof auto !== 'boolean') {
+    throw errors.invalidArgType('options.autoSelectFamily', 'of type boolean', auto);
+  }
+  if (wait == null) return;
+  const name = 'options.autoSelectFamilyAttemptTimeout';
+  if (typeof wait !== 'number') throw errors.invalidArgType(name, 'of type number', wait);
+  if (!Number.isInteger(wait)) throw errors.outOfRange(name, 'an integer', wait);
+  if (wait < 1 || wait > 2147483647) throw errors.outOfRange(name, '>= 1 && <= 2147483647', wait);
 }
 
 // Node's `family` option as a connection takes it: 4, 6, or 0 for either.

@@ -124,3 +124,6 @@ async function promisePath(): Promise<unknown> {
 
 agent.destroy();
 void [promisePath, asHttps, onTlsError, asDefault, asHttpAgent, counts, free, changed, name, timeoutMs, onError];
+new hyperagent.Agent({ autoSelectFamily: false, autoSelectFamilyAttemptTimeout: 500 });
+// @ts-expect-error autoSelectFamily is a boolean
+new hyperagent.Agent({ autoSelectFamily: 'yes' });

@@ -27,7 +27,7 @@ use crate::client;
 use crate::pool::{KeyId, Limits, Scheduling};
 use crate::transport::dns::{parse_ip, Family};
 use crate::transport::tls::{TlsConfig, TlsOptions, Trust};
-use crate::transport::{ConnectOptions, Peer, ProxyTls, Target, Tunnel};
+use crate::transport::{AddressChoice, ConnectOptions, Order, Peer, ProxyTls, Target, Tunnel};
 use pool::PoolCell;
 
 /// Registers the JavaScript functions Rust calls on this thread. Called once by `index.js`.
@@ -133,6 +133,12 @@ pub struct ConnectTarget {
     /// (Node's default for `tls.connect`: the environment may turn it off).
     pub proxy_tls: Option<bool>,
     pub proxy_reject_unauthorized: Option<bool>,
+    /// How a name's addresses are tried, as net.connect tries them: Happy Eyeballs with this
+    /// attempt timeout (`autoSelectFamilyAttemptTimeout`), or 0 for the first address only
+    /// (`autoSelectFamily: false`); absent: Node's defaults.
+    pub attempt_delay_ms: Option<u32>,
+    /// `dns.getDefaultResultOrder()` for the resolver's answers.
+    pub order: Option<String>,
 }
 
 /// `tls.connect` options of an HTTPS key, already normalised by `lib/tls.js`.
@@ -263,6 +269,13 @@ fn connect_target(target: ConnectTarget) -> Result<Target> {
             request,
             refused: target.tunnel_refused.unwrap_or_default(),
         }),
+        choice: match target.attempt_delay_ms {
+            None => AddressChoice::default(),
+            Some(ms) => AddressChoice {
+                attempt_delay: (ms > 0).then(|| Duration::from_millis(ms as u64)),
+                order: Order::from_node(target.order.as_deref()),
+            },
+        },
     })
 }
 
@@ -515,7 +528,6 @@ impl NativePool {
             keep_alive: options
                 .keep_alive_msecs
                 .map(|ms| Duration::from_millis(ms.max(0.0) as u64)),
-            ..ConnectOptions::default()
         };
         let cell = PoolCell::new(ctx()?, agent.raw(), limits(&options), connect_opts);
         cell.policy.set(release_policy(&options));

@@ -31,9 +31,59 @@ pub enum Target {
         proxy_tls: Option<ProxyTls>,
         /// An HTTP proxy (`host`, `port`) to open a tunnel through to the origin, first.
         tunnel: Option<Tunnel>,
+        /// How the addresses of a name are tried.
+        choice: AddressChoice,
     },
     /// Node's `socketPath`.
     Unix { path: String },
+}
+
+/// How net.connect picks among a name's addresses, as Node's options and defaults say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddressChoice {
+    /// Happy Eyeballs (`autoSelectFamily`): how long an attempt runs alone before the next
+    /// address is tried beside it (`autoSelectFamilyAttemptTimeout`, RFC 8305). `None`: the
+    /// first address only, as Node connects with `autoSelectFamily: false`.
+    pub attempt_delay: Option<Duration>,
+    /// The order of the resolver's answers (`dns.setDefaultResultOrder()`).
+    pub order: Order,
+}
+
+impl Default for AddressChoice {
+    fn default() -> Self {
+        AddressChoice {
+            attempt_delay: Some(Duration::from_millis(250)),
+            order: Order::Verbatim,
+        }
+    }
+}
+
+/// `dns.getDefaultResultOrder()`: as the resolver answered, or one family first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    Verbatim,
+    Ipv4First,
+    Ipv6First,
+}
+
+impl Order {
+    /// Node's names; anything else is the resolver's own order.
+    pub fn from_node(name: Option<&str>) -> Order {
+        match name {
+            Some("ipv4first") => Order::Ipv4First,
+            Some("ipv6first") => Order::Ipv6First,
+            _ => Order::Verbatim,
+        }
+    }
+
+    fn apply(self, ips: &mut [IpAddr]) {
+        match self {
+            Order::Verbatim => {}
+            // Stable: each family keeps the resolver's order.
+            Order::Ipv4First => ips.sort_by_key(|ip| !ip.is_ipv4()),
+            Order::Ipv6First => ips.sort_by_key(|ip| ip.is_ipv4()),
+        }
+    }
 }
 
 /// A tunnel through an HTTP proxy (`CONNECT`), as Node's https.Agent opens one for an agent
@@ -74,9 +124,6 @@ pub struct ConnectOptions {
     pub no_delay: bool,
     /// SO_KEEPALIVE with this initial delay (`keepAliveMsecs`).
     pub keep_alive: Option<Duration>,
-    /// How long an attempt runs alone before the next address is tried beside it
-    /// (RFC 8305; Node's `autoSelectFamilyAttemptTimeout` is 250 ms).
-    pub attempt_delay: Duration,
 }
 
 impl Default for ConnectOptions {
@@ -84,7 +131,6 @@ impl Default for ConnectOptions {
         ConnectOptions {
             no_delay: true,
             keep_alive: None,
-            attempt_delay: Duration::from_millis(250),
         }
     }
 }
@@ -158,6 +204,7 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             addresses,
             proxy_tls,
             tunnel,
+            choice,
         } => {
             // An IP literal needs no resolver, nor the trip to a blocking thread; as in
             // net.connect, it is tried whatever `localAddress` (a bind of the other family then
@@ -172,10 +219,12 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                     })
                     .await
                     .map_err(|_| Error::dns(libc::EAI_FAIL, &host))??;
+                    let mut ips = ips;
+                    choice.order.apply(&mut ips);
                     (ips, true)
                 }
             };
-            let ips: Vec<IpAddr> = ips
+            let mut ips: Vec<IpAddr> = ips
                 .into_iter()
                 .filter(|ip| {
                     !named || local_address.is_none_or(|local| local.is_ipv4() == ip.is_ipv4())
@@ -183,6 +232,9 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                 .collect();
             if ips.is_empty() {
                 return Err(Error::no_address(&host));
+            }
+            if choice.attempt_delay.is_none() {
+                ips.truncate(1);
             }
             let addrs = interleave(
                 ips.into_iter()
@@ -193,7 +245,8 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                 ip: local_address,
                 port: local_port,
             };
-            let mut stream = connect_any(addrs, local, opts.attempt_delay).await?;
+            let delay = choice.attempt_delay.unwrap_or_default();
+            let mut stream = connect_any(addrs, local, delay).await?;
             let peer = stream.peer_addr().ok();
             stream
                 .set_nodelay(opts.no_delay)
@@ -481,6 +534,7 @@ mod tests {
             addresses: None,
             proxy_tls: None,
             tunnel: None,
+            choice: AddressChoice::default(),
         }
     }
 
@@ -546,12 +600,53 @@ mod tests {
             ]),
             proxy_tls: None,
             tunnel: None,
+            choice: AddressChoice::default(),
         };
-        let conn = connect(target, ConnectOptions::default()).await.unwrap();
+        let conn = connect(target.clone(), ConnectOptions::default())
+            .await
+            .unwrap();
         assert_eq!(
             conn.remote,
             Peer::Tcp(SocketAddr::from(([127, 0, 0, 1], port)))
         );
+        // `autoSelectFamily: false`: the first address only, as net.connect.
+        let mut single = target;
+        if let Target::Tcp { choice, .. } = &mut single {
+            choice.attempt_delay = None;
+        }
+        let Err(err) = connect(single, ConnectOptions::default()).await else {
+            panic!("the first address has no listener");
+        };
+        assert_eq!(err.address(), Some("::1"), "{}", err.message());
+    }
+
+    #[test]
+    fn the_result_order_puts_a_family_first_and_keeps_each_familys_order() {
+        let ips: Vec<IpAddr> = ["::1", "10.0.0.1", "::2", "10.0.0.2"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let ordered = |order: Order| {
+            let mut v = ips.clone();
+            order.apply(&mut v);
+            v.iter().map(|ip| ip.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ordered(Order::Verbatim),
+            ["::1", "10.0.0.1", "::2", "10.0.0.2"]
+        );
+        assert_eq!(
+            ordered(Order::Ipv4First),
+            ["10.0.0.1", "10.0.0.2", "::1", "::2"]
+        );
+        assert_eq!(
+            ordered(Order::Ipv6First),
+            ["::1", "::2", "10.0.0.1", "10.0.0.2"]
+        );
+        assert_eq!(Order::from_node(Some("ipv4first")), Order::Ipv4First);
+        assert_eq!(Order::from_node(Some("ipv6first")), Order::Ipv6First);
+        assert_eq!(Order::from_node(Some("verbatim")), Order::Verbatim);
+        assert_eq!(Order::from_node(None), Order::Verbatim);
     }
 
     #[tokio::test]

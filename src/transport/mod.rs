@@ -7,4 +7,7 @@ pub mod liveness;
 pub mod pump;
 pub mod tls;
 
-pub use connect::{connect, ConnectOptions, Connected, Peer, ProxyTls, Socket, Target, Tunnel};
+pub use connect::{
+    connect, AddressChoice, ConnectOptions, Connected, Order, Peer, ProxyTls, Socket, Target,
+    Tunnel,
+};
