@@ -480,6 +480,29 @@ test("'keylog': each handshake's keys on the agent with its socket and on the so
   assert.deepStrictEqual(promised.slice().sort(), ofHandshake(logged, promised[0].split(' ')[1]));
 });
 
+test("'keylog': a handshake that fails reports the keys it had before its error, on both paths", async (t) => {
+  const server = await httpsServer(t, { tls: { maxVersion: 'TLSv1.3' } });
+  const logged = serverKeylog(server);
+  // Another CA: the server's certificate fails after the handshake's keys were made.
+  const agent = new HttpsAgent({ ca: fixture('other-ca.pem') });
+  t.after(() => agent.destroy());
+  const order = [];
+  agent.on('keylog', (line) => order.push(line.toString('latin1')));
+  const err = await getError({ host: 'localhost', port: server.port, agent });
+  order.push(err.code);
+  await assert.rejects(agent.request(`https://localhost:${server.port}/`), { code: err.code });
+  order.push(err.code);
+  const labels = order.map((l) => l.split(' ')[0]);
+  const handshake = ['CLIENT_HANDSHAKE_TRAFFIC_SECRET', 'SERVER_HANDSHAKE_TRAFFIC_SECRET'];
+  assert.deepStrictEqual(labels.slice(0, 2).sort(), handshake);
+  assert.deepStrictEqual(labels.slice(3, 5).sort(), handshake);
+  assert.deepStrictEqual([labels[2], labels[5]], [err.code, err.code]);
+  assert.strictEqual(err.code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
+  for (const line of [...order.slice(0, 2), ...order.slice(3, 5)]) {
+    assert.ok(logged.includes(line), `the server logged ${line.slice(0, 40)}`);
+  }
+});
+
 test("'keylog' over TLS 1.2, on a socket's own listener, and on an agent that was already connected", async (t) => {
   const server = await httpsServer(t, { tls: { maxVersion: 'TLSv1.2' } });
   const logged = serverKeylog(server);

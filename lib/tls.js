@@ -389,8 +389,8 @@ class NativeTlsSocket extends NativeSocket {
   }
 
   // Key material of this connection's handshake (Rust reports it when the agent logs keys,
-  // just before the connect): one 'keylog' event per line, and on the agent with this socket,
-  // as Node's TLSSocket and https.Agent emit them.
+  // as the handshake ends and before its outcome, a failed one's too): one 'keylog' event per
+  // line, and on the agent with this socket, as Node's TLSSocket and https.Agent emit them.
   _onKeylog(lines) {
     const agent = this[kAgent];
     for (const line of keylogLines(lines)) {

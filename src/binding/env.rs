@@ -61,6 +61,13 @@ pub enum Completion {
         conn: u32,
         result: Result<Established, Error>,
     },
+    /// The key material of connection `conn`'s TLS handshake (NSS key log lines), before its
+    /// outcome is reported.
+    Keylog {
+        pool: u32,
+        conn: u32,
+        lines: Vec<u8>,
+    },
     /// Something happened on a connection whose bytes stay on tokio (TLS).
     Pump {
         pool: u32,
@@ -699,6 +706,11 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
             } => {
                 if let Some(cell) = ctx.pool(pool) {
                     cell.hyper_lookup(conn, req, reply);
+                }
+            }
+            Completion::Keylog { pool, conn, lines } => {
+                if let Some(cell) = ctx.pool(pool) {
+                    cell.emit_keylog(conn, &lines);
                 }
             }
         }

@@ -379,10 +379,19 @@ impl PoolCell {
                 let server = tls::server_name(servername.as_deref(), peer_ip);
                 // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
                 macro_rules! secure {
-                    ($io:expr) => {
-                        match within(deadline, tls::handshake($io, &config, server, Some(keylog)))
-                            .await
-                        {
+                    ($io:expr) => {{
+                        let handshake = within(deadline, tls::handshake($io, &config, server));
+                        let (result, lines) = tls::logging_keys(keylog, handshake).await;
+                        // The keys reach the socket before the connect's outcome, as Node
+                        // emits 'keylog' during the handshake (a failed one's too).
+                        if !lines.is_empty() {
+                            inbox.post(Completion::Keylog {
+                                pool,
+                                conn: id,
+                                lines,
+                            });
+                        }
+                        match result {
                             Ok((stream, info)) => pumped!(stream, Some(Box::new(info))),
                             Err(err) => inbox.post(Completion::Connected {
                                 pool,
@@ -390,7 +399,7 @@ impl PoolCell {
                                 result: Err(err),
                             }),
                         }
-                    };
+                    }};
                 }
                 match socket {
                     Socket::Tcp(tcp) => secure!(tcp),
@@ -425,27 +434,17 @@ impl PoolCell {
         }
         conn.abort.borrow_mut().take();
         let replaying = conn.state.get() == State::Replaying;
-        let mut keylog = Vec::new();
         let result = result.and_then(|established| {
             conn.local.set(established.local);
             *conn.remote.borrow_mut() = Some(established.remote);
             match established.link {
                 Link::Fd(fd) => conn.attach(&self.ctx, fd),
-                Link::Pumped(pumped, mut info) => {
-                    if let Some(info) = info.as_mut() {
-                        keylog = std::mem::take(&mut info.keylog);
-                    }
+                Link::Pumped(pumped, info) => {
                     conn.attach_pumped(&self.ctx, pumped, info);
                     Ok(())
                 }
             }
         });
-        // The handshake's keys, before the socket hears of the connection (a replay's too: its
-        // socket is the one the request already has), as Node emits 'keylog' during the
-        // handshake.
-        if result.is_ok() {
-            self.emit_keylog(Some(conn.as_ref()), keylog);
-        }
         match result {
             Ok(()) if replaying => {
                 self.state.borrow_mut().pool.connected(conn.key);
@@ -650,24 +649,20 @@ impl PoolCell {
     }
 
     /// Tells the agent which waiters may now connect (outside any JavaScript call).
-    /// Hands a handshake's key log lines to JavaScript: to the socket of `conn` (the drop-in
-    /// path), or to the agent (`agent.request()`'s connections have no socket).
-    pub fn emit_keylog(&self, conn: Option<&Conn>, lines: Vec<u8>) {
-        if lines.is_empty() {
+    /// Hands the key log lines of connection `id`'s handshake to JavaScript: to its socket (a
+    /// drop-in connection's, a replay's included), or to the agent (`agent.request()`'s
+    /// connections have no socket).
+    pub fn emit_keylog(&self, id: u32, lines: &[u8]) {
+        let env = self.env();
+        let buffer = js::buffer_copy(env, lines);
+        let on_keylog = self.ctx.callbacks.on_keylog;
+        if let Some(conn) = self.conn(id).filter(|c| c.has_owner()) {
+            conn.call_owner(&self.ctx, on_keylog, &[buffer]);
             return;
         }
-        let env = self.env();
-        let buffer = js::buffer_copy(env, &lines);
-        match conn {
-            Some(conn) => conn.call_owner(&self.ctx, self.ctx.callbacks.on_keylog, &[buffer]),
-            None => {
-                let agent = self.agent.get(env);
-                if agent.is_null() {
-                    return;
-                }
-                let func = self.ctx.callbacks.on_keylog.get(env);
-                js::make_callback(env, None, agent, func, &[agent, buffer]);
-            }
+        let agent = self.agent.get(env);
+        if !agent.is_null() {
+            js::make_callback(env, None, agent, on_keylog.get(env), &[agent, buffer]);
         }
     }
 

@@ -434,13 +434,17 @@ impl PoolCell {
                         match &tls {
                             Some(config) => {
                                 let server = tls::server_name(servername.as_deref(), peer_ip);
-                                let (stream, info) = Box::pin(tls::handshake(
-                                    $io,
-                                    config,
-                                    server,
-                                    Some(keylog.clone()),
-                                ))
-                                .await?;
+                                let handshake = Box::pin(tls::handshake($io, config, server));
+                                let (result, lines) =
+                                    tls::logging_keys(keylog.clone(), handshake).await;
+                                if !lines.is_empty() {
+                                    inbox.post(Completion::Keylog {
+                                        pool,
+                                        conn: conn_id,
+                                        lines,
+                                    });
+                                }
+                                let (stream, info) = result?;
                                 (
                                     Box::pin(client::handshake(stream, max_header)).await?,
                                     Some(info),
@@ -526,13 +530,7 @@ impl PoolCell {
             return;
         };
         match result {
-            Ok((local, remote, mut info, verify)) => {
-                // The handshake's keys go to the agent's 'keylog' listeners once the connection
-                // is in place (they may call into the agent).
-                let keylog = info
-                    .as_mut()
-                    .map(|info| std::mem::take(&mut info.keylog))
-                    .unwrap_or_default();
+            Ok((local, remote, info, verify)) => {
                 conn.local.set(local);
                 *conn.remote.borrow_mut() = Some(remote);
                 *conn.tls.borrow_mut() = info;
@@ -550,14 +548,12 @@ impl PoolCell {
                         let grant = self.state.borrow_mut().pool.closed(conn.key);
                         self.notify_grants(grant.into_iter());
                     }
-                    self.emit_keylog(None, keylog);
                     return;
                 };
                 self.ctx.arm_headers_deadline(&req);
                 if let Some(verify) = verify {
                     self.verify_server(&req, &conn, verify);
                 }
-                self.emit_keylog(None, keylog);
             }
             Err(err) => {
                 self.ctx.remove_conn(conn_id);

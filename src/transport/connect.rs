@@ -291,7 +291,7 @@ async fn proxy_session(
     ip: IpAddr,
 ) -> Result<ClientStream<TcpStream>, Error> {
     let server = tls::server_name(Some(&proxy.host), ip);
-    let (secure, info) = tls::handshake(stream, &proxy.config, server.clone(), None).await?;
+    let (secure, info) = tls::handshake(stream, &proxy.config, server.clone()).await?;
     if proxy.config.rejects_unauthorized() {
         tls::check_name(&info, &server)?;
     }

@@ -148,15 +148,13 @@ tokio::task_local! {
 /// a 'keylog' listener; read as each secret comes, so a listener added while the handshake
 /// runs gets the secrets still to come).
 struct KeyLogLines {
-    wanted: Option<Arc<AtomicBool>>,
+    wanted: Arc<AtomicBool>,
     lines: RefCell<Vec<u8>>,
 }
 
 impl KeyLogLines {
     fn wanted(&self) -> bool {
-        self.wanted
-            .as_ref()
-            .is_some_and(|w| w.load(Ordering::Relaxed))
+        self.wanted.load(Ordering::Relaxed)
     }
 }
 
@@ -175,8 +173,8 @@ impl rustls::KeyLog for TaskKeyLog {
             let mut line =
                 String::with_capacity(label.len() + 2 * (client_random.len() + secret.len()) + 3);
             line.push_str(label);
-            for (sep, bytes) in [(' ', client_random), (' ', secret)] {
-                line.push(sep);
+            for bytes in [client_random, secret] {
+                line.push(' ');
                 for b in bytes {
                     let _ = write!(line, "{b:02x}");
                 }
@@ -511,9 +509,6 @@ pub struct TlsInfo {
     /// The server's certificate is one whose name was found right before (see
     /// [`TlsConfig::name_verified`]).
     pub name_known: bool,
-    /// The handshake's key material (NSS key log lines), when asked for: taken by the first
-    /// report of the session to JavaScript, and not kept.
-    pub keylog: Vec<u8>,
 }
 
 /// Whether the server's certificate names `server`, as `tls.checkServerIdentity` asks (where
@@ -606,13 +601,30 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ClientStream<IO> {
     }
 }
 
-/// Runs the client handshake on a connected socket. Its key material is kept in the session's
-/// `keylog` while `keylog` is set.
+/// Runs `handshake` (a future that runs a [`handshake`]), keeping the key material of its TLS
+/// handshake while `wanted` is set: the NSS key log lines it gave, whether it succeeded, failed
+/// or was cut short (Node reports a failed handshake's lines too).
+pub async fn logging_keys<F: std::future::Future>(
+    wanted: Arc<AtomicBool>,
+    handshake: F,
+) -> (F::Output, Vec<u8>) {
+    let log = KeyLogLines {
+        wanted,
+        lines: RefCell::new(Vec::new()),
+    };
+    KEY_LOG
+        .scope(log, async {
+            let output = handshake.await;
+            (output, KEY_LOG.with(|log| log.lines.take()))
+        })
+        .await
+}
+
+/// Runs the client handshake on a connected socket.
 pub async fn handshake<IO>(
     io: IO,
     config: &TlsConfig,
     server: ServerName<'static>,
-    keylog: Option<Arc<AtomicBool>>,
 ) -> Result<(ClientStream<IO>, TlsInfo), Error>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
@@ -622,19 +634,11 @@ where
         ServerName::DnsName(name) => Some(name.as_ref().to_owned()),
         _ => None,
     };
-    let lines = KeyLogLines {
-        wanted: keylog,
-        lines: RefCell::new(Vec::new()),
-    };
-    let (result, failure, keylog) = KEY_LOG
-        .scope(
-            lines,
-            VERIFY_FAILURE.scope(Cell::new(None), async {
-                let result = connector.connect(server.clone(), io).await;
-                let keylog = KEY_LOG.with(|log| log.lines.take());
-                (result, VERIFY_FAILURE.with(Cell::get), keylog)
-            }),
-        )
+    let (result, failure) = VERIFY_FAILURE
+        .scope(Cell::new(None), async {
+            let result = connector.connect(server.clone(), io).await;
+            (result, VERIFY_FAILURE.with(Cell::get))
+        })
         .await;
     let stream = match result {
         Ok(stream) => stream,
@@ -664,7 +668,6 @@ where
         servername,
         server,
         name_known,
-        keylog,
     };
     Ok((ClientStream(stream), info))
 }

@@ -117,19 +117,8 @@ async fn connect(
     config: &TlsConfig,
     servername: Option<&str>,
 ) -> Result<TlsInfo, Error> {
-    connect_logging(port, config, servername, None).await
-}
-
-/// [`connect`], keeping the handshake's keys while `keylog` is set.
-async fn connect_logging(
-    port: u16,
-    config: &TlsConfig,
-    servername: Option<&str>,
-    keylog: Option<Arc<AtomicBool>>,
-) -> Result<TlsInfo, Error> {
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let (mut stream, info) =
-        handshake(tcp, config, server_name(servername, LOCALHOST), keylog).await?;
+    let (mut stream, info) = handshake(tcp, config, server_name(servername, LOCALHOST)).await?;
     stream.write_all(b"ping").await.unwrap();
     let mut buf = [0u8; 4];
     stream.read_exact(&mut buf).await.unwrap();
@@ -198,6 +187,12 @@ fn keylog_lines(log: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
+fn sorted_labels(lines: &[(String, String)]) -> Vec<&str> {
+    let mut labels: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();
+    labels.sort_unstable();
+    labels
+}
+
 #[tokio::test]
 async fn keys_are_logged_for_the_handshakes_that_ask_only() {
     let port = Server::new("localhost-chain.pem", "localhost-key.pem")
@@ -208,24 +203,22 @@ async fn keys_are_logged_for_the_handshakes_that_ask_only() {
     let config = TlsConfig::new(&opts).unwrap();
     let on = Arc::new(AtomicBool::new(true));
     let off = Arc::new(AtomicBool::new(false));
+    let localhost = Some("localhost");
     // Handshakes of one configuration at once, in one task: each keeps its own keys.
-    let (a, b, c, d) = tokio::join!(
-        connect_logging(port, &config, Some("localhost"), Some(on.clone())),
-        connect_logging(port, &config, Some("localhost"), Some(on.clone())),
-        connect_logging(port, &config, Some("localhost"), Some(off)),
-        connect(port, &config, Some("localhost")),
+    let ((a, a_log), (b, b_log), (c, c_log), d) = tokio::join!(
+        logging_keys(on.clone(), connect(port, &config, localhost)),
+        logging_keys(on.clone(), connect(port, &config, localhost)),
+        logging_keys(off, connect(port, &config, localhost)),
+        connect(port, &config, localhost),
     );
-    let (a, b) = (
-        keylog_lines(&a.unwrap().keylog),
-        keylog_lines(&b.unwrap().keylog),
-    );
-    assert!(c.unwrap().keylog.is_empty());
-    assert!(d.unwrap().keylog.is_empty());
+    for result in [a, b, c, d] {
+        assert_eq!(result.unwrap().protocol, "TLSv1.3");
+    }
+    assert!(c_log.is_empty());
+    let (a, b) = (keylog_lines(&a_log), keylog_lines(&b_log));
     for lines in [&a, &b] {
-        let mut labels: Vec<&str> = lines.iter().map(|(l, _)| l.as_str()).collect();
-        labels.sort_unstable();
         assert_eq!(
-            labels,
+            sorted_labels(lines),
             [
                 "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
                 "CLIENT_TRAFFIC_SECRET_0",
@@ -237,6 +230,28 @@ async fn keys_are_logged_for_the_handshakes_that_ask_only() {
         assert!(lines.iter().all(|(_, random)| *random == lines[0].1));
     }
     assert_ne!(a[0].1, b[0].1, "two handshakes, two client randoms");
+}
+
+#[tokio::test]
+async fn a_failed_handshake_keeps_the_keys_it_had() {
+    // The certificate is checked after the handshake keys are made (TLS 1.3).
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(1)
+        .await;
+    let config = TlsConfig::new(&options(&["other-ca.pem"])).unwrap();
+    let on = Arc::new(AtomicBool::new(true));
+    let (result, log) = logging_keys(on, connect(port, &config, Some("localhost"))).await;
+    assert_eq!(
+        result.unwrap_err().code(),
+        "UNABLE_TO_GET_ISSUER_CERT_LOCALLY"
+    );
+    assert_eq!(
+        sorted_labels(&keylog_lines(&log)),
+        [
+            "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+            "SERVER_HANDSHAKE_TRAFFIC_SECRET"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -489,13 +504,8 @@ async fn client_certificates_are_presented_when_asked() {
     let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let outcome = async {
-        let (mut stream, _) = handshake(
-            tcp,
-            &config,
-            server_name(Some("localhost"), LOCALHOST),
-            None,
-        )
-        .await?;
+        let (mut stream, _) =
+            handshake(tcp, &config, server_name(Some("localhost"), LOCALHOST)).await?;
         // TLS 1.3 reports the server's refusal after the handshake, on the first read.
         stream
             .write_all(b"ping")
