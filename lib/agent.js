@@ -127,14 +127,15 @@ function limitAccessor(name, fallback) {
   };
 }
 
-// One implementation for both agents: `Base` is http.Agent or https.Agent (so that
-// `instanceof` holds for the class users replace), `secure` turns on TLS.
+// An HttpsAgent's first 'keylog' listener: its handshakes report their keys from then on.
 function enableKeylog(event) {
   if (event !== 'keylog') return;
   this.removeListener('newListener', enableKeylog);
   this._logKeys();
 }
 
+// One implementation for both agents: `Base` is http.Agent or https.Agent (so that
+// `instanceof` holds for the class users replace), `secure` turns on TLS.
 function defineAgent(Base, secure) {
 class Agent extends Base {
   constructor(options) {

@@ -811,11 +811,6 @@ impl Conn {
         self.call_owner(ctx, ctx.callbacks.on_error, &[desc]);
     }
 
-    /// Whether a socket holds this connection (what `call_owner` calls).
-    pub fn has_owner(&self) -> bool {
-        self.owner.get().is_some_and(|o| o.strong)
-    }
-
     /// Calls `callback(socket, ...args)` in the socket's async context.
     pub fn call_owner(&self, ctx: &EnvCtx, callback: Ref, args: &[sys::napi_value]) {
         let Some(owner) = self.owner.get().filter(|o| o.strong) else {

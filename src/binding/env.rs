@@ -48,9 +48,9 @@ pub struct Callbacks {
     pub on_request: Ref,
     /// `setSlab(arrayBuffer)`: the slab later small chunks are cut from (see [`EnvCtx::chunk`]).
     pub set_slab: Ref,
-    /// `onKeylog(target, lines)`: a TLS handshake's key material (NSS key log lines, see
-    /// `PoolCell::log_keys`); `target` is the connection's socket, or the agent for a
-    /// connection of `agent.request()`.
+    /// `onKeylog(target, lines)`: a TLS handshake's key material (NSS key log lines, once
+    /// `NativePool::log_keys` asked for it); `target` is the connection's socket, or the agent
+    /// for a connection of `agent.request()`.
     pub on_keylog: Ref,
 }
 

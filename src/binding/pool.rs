@@ -103,8 +103,8 @@ pub struct PoolCell {
     /// How long a promise-path connection may take to open, TLS handshake included (the
     /// agent's `timeout`); `None`: no limit.
     pub connect_timeout: std::cell::Cell<Option<Duration>>,
-    /// Whether TLS handshakes keep their key material for 'keylog' events; read by each
-    /// handshake as its secrets come (see `transport::tls::handshake`).
+    /// Whether TLS handshakes keep their key material for 'keylog' events; read as each
+    /// secret comes (see `transport::tls::logging_keys`).
     pub keylog: Arc<AtomicBool>,
     timer: RefCell<Option<Handle>>,
     /// The JavaScript agent, weakly: the agent owns the pool, not the other way round.
@@ -648,24 +648,27 @@ impl PoolCell {
         self.notify_grants(grants.into_iter());
     }
 
-    /// Tells the agent which waiters may now connect (outside any JavaScript call).
     /// Hands the key log lines of connection `id`'s handshake to JavaScript: to its socket (a
     /// drop-in connection's, a replay's included), or to the agent (`agent.request()`'s
-    /// connections have no socket).
+    /// connections have no socket). A connection closed meanwhile, or whose socket is gone,
+    /// reports nothing.
     pub fn emit_keylog(&self, id: u32, lines: &[u8]) {
+        let Some(conn) = self.conn(id) else { return };
         let env = self.env();
-        let buffer = js::buffer_copy(env, lines);
         let on_keylog = self.ctx.callbacks.on_keylog;
-        if let Some(conn) = self.conn(id).filter(|c| c.has_owner()) {
+        if conn.mode.get() == Mode::DropIn {
+            let buffer = js::buffer_copy(env, lines);
             conn.call_owner(&self.ctx, on_keylog, &[buffer]);
             return;
         }
         let agent = self.agent.get(env);
         if !agent.is_null() {
+            let buffer = js::buffer_copy(env, lines);
             js::make_callback(env, None, agent, on_keylog.get(env), &[agent, buffer]);
         }
     }
 
+    /// Tells the agent which waiters may now connect (outside any JavaScript call).
     pub fn notify_grants(&self, grants: impl Iterator<Item = Grant>) {
         for grant in grants {
             let agent = self.agent.get(self.env());

@@ -214,12 +214,11 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                 (None, Some(ips)) => (ips, false),
                 (None, None) => {
                     let lookup_host = host.clone();
-                    let ips = tokio::task::spawn_blocking(move || {
+                    let mut ips = tokio::task::spawn_blocking(move || {
                         dns::lookup_blocking(&lookup_host, family)
                     })
                     .await
                     .map_err(|_| Error::dns(libc::EAI_FAIL, &host))??;
-                    let mut ips = ips;
                     choice.order.apply(&mut ips);
                     (ips, true)
                 }
