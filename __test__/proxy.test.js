@@ -108,7 +108,12 @@ function httpsOrigin(t) {
 // One request through `agent`: with http(s).get for Node's agent and the drop-in path, with
 // agent.request() for 'promise'. Resolves with [status, body], or the error's fields.
 function through(kind, agent, url) {
-  const outcome = (err) => ({ code: err.code, message: err.message, statusCode: err.statusCode, proxyTunnelTimeout: err.proxyTunnelTimeout });
+  const outcome = (err) => {
+    const seen = { code: err.code, message: err.message, statusCode: err.statusCode, proxyTunnelTimeout: err.proxyTunnelTimeout };
+    // A name check's failure: Node's reason, host and certificate.
+    if (err.reason !== undefined) Object.assign(seen, { reason: err.reason, host: err.host, altnames: err.cert?.subjectaltname, fingerprint: err.cert?.fingerprint256 });
+    return seen;
+  };
   if (kind === 'promise') {
     return agent.request(url).then(async (res) => [res.statusCode, await res.body.text()], outcome);
   }
@@ -348,8 +353,12 @@ test('a proxy reached over TLS: plain HTTP inside its session, HTTPS through a t
     const proxy = await proxyServer(t, { cert });
     const agents = agentsOf(t, false, { proxyEnv: { HTTP_PROXY: proxy.url } });
     const seen = {};
-    for (const kind of Object.keys(agents)) seen[kind] = (await through(kind, agents[kind], `${origin.url}/`)).code;
-    assert.ok(seen.node, `${cert}: Node's agent refuses the proxy`);
+    for (const kind of Object.keys(agents)) {
+      // As Node words it: the certificate's names in the message, with reason, host and cert.
+      seen[kind] = await through(kind, agents[kind], `${origin.url}/`);
+    }
+    assert.ok(seen.node.code, `${cert}: Node's agent refuses the proxy`);
+    if (cert === 'wrong-host') assert.match(seen.node.message, /is not in the cert's altnames: DNS:example\.com$/);
     assert.deepStrictEqual([seen.dropIn, seen.promise], [seen.node, seen.node], cert);
     assert.strictEqual(proxy.seen.length, 0, `${cert}: nothing was asked of it`);
   }

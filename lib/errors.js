@@ -51,8 +51,21 @@ function outOfRange(name, range, value) {
 
 // A system error from the core's descriptor ({ code, errno, syscall, message, address, port,
 // hostname }), with the properties in the order Node's own have them.
+// Node 24 on ends the message of three verification failures with a hint (its TLS code
+// appends it, whatever the trust in use); earlier versions give OpenSSL's message alone.
+const SYSTEM_CA_HINT = Number(process.versions.node.split('.')[0]) >= 24
+  ? '; if the root CA is installed locally, try running Node.js with --use-system-ca'
+  : '';
+const HINTED = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT']);
+
 function systemError(desc) {
-  const err = new Error(desc.message);
+  // A server name found wrong in Rust (a proxy's): Node's own check words the error, from the
+  // certificate (its reason, host and cert), as tls.connect reports it.
+  if (desc.peerCertificate !== undefined) {
+    const named = nameCheckError(desc);
+    if (named !== null) return named;
+  }
+  const err = new Error(SYSTEM_CA_HINT !== '' && HINTED.has(desc.code) ? desc.message + SYSTEM_CA_HINT : desc.message);
   if (desc.errno !== undefined) err.errno = desc.errno;
   err.code = desc.code;
   if (desc.syscall !== undefined) err.syscall = desc.syscall;
@@ -66,6 +79,16 @@ function systemError(desc) {
   if (desc.localAddress !== undefined) err.localAddress = desc.localAddress;
   if (desc.localPort !== undefined) err.localPort = desc.localPort;
   return err;
+}
+
+function nameCheckError(desc) {
+  try {
+    const { X509Certificate } = require('node:crypto');
+    const cert = new X509Certificate(desc.peerCertificate).toLegacyObject();
+    return require('node:tls').checkServerIdentity(desc.checkedHost, cert) || null;
+  } catch {
+    return null;
+  }
 }
 
 // A failed syscall made from JavaScript's side of a socket (write, shutdown): errno is negative.

@@ -48,6 +48,9 @@ struct Inner {
     status_code: Option<u16>,
     /// A connect from a given local port: the local end (`localAddress`, `localPort`).
     local: Option<(String, u16)>,
+    /// For a server name that Rust found wrong (a proxy's): the name checked and the
+    /// certificate's DER, from which JavaScript makes Node's error (reason, host, cert).
+    name_check: Option<(String, Vec<u8>)>,
 }
 
 impl Error {
@@ -66,6 +69,7 @@ impl Error {
                 socket_fault: false,
                 status_code: None,
                 local: None,
+                name_check: None,
             }),
         }
     }
@@ -165,6 +169,19 @@ impl Error {
 
     pub fn local(&self) -> Option<(&str, u16)> {
         self.inner.local.as_ref().map(|(a, p)| (a.as_str(), *p))
+    }
+
+    /// A failed server-name check: the name and the certificate (DER) it was checked against.
+    pub fn with_name_check(mut self, host: String, cert: Vec<u8>) -> Self {
+        self.inner.name_check = Some((host, cert));
+        self
+    }
+
+    pub fn name_check(&self) -> Option<(&str, &[u8])> {
+        self.inner
+            .name_check
+            .as_ref()
+            .map(|(h, c)| (h.as_str(), c.as_slice()))
     }
 
     pub fn timeout_ms(&self) -> Option<u64> {

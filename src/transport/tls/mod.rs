@@ -525,15 +525,26 @@ pub fn check_name(info: &TlsInfo, server: &ServerName<'_>) -> Result<(), Error> 
     if named {
         return Ok(());
     }
-    let host = match server {
-        ServerName::DnsName(name) => format!("Host: {}.", name.as_ref()),
-        ServerName::IpAddress(ip) => format!("IP: {}", std::net::IpAddr::from(*ip)),
-        _ => String::new(),
+    let (name, host) = match server {
+        ServerName::DnsName(name) => (
+            name.as_ref().to_owned(),
+            format!("Host: {}.", name.as_ref()),
+        ),
+        ServerName::IpAddress(ip) => {
+            let ip = std::net::IpAddr::from(*ip).to_string();
+            (ip.clone(), format!("IP: {ip}"))
+        }
+        _ => (String::new(), String::new()),
     };
-    Err(Error::tls(
+    let err = Error::tls(
         "ERR_TLS_CERT_ALTNAME_INVALID",
         format!("Hostname/IP does not match certificate's altnames: {host} is not in the cert's altnames"),
-    ))
+    );
+    // JavaScript words it as Node's check does, from the certificate itself.
+    Err(match info.peer_chain.first() {
+        Some(leaf) => err.with_name_check(name, leaf.clone()),
+        None => err,
+    })
 }
 
 /// The name rustls checks sessions and SNI against: the `servername` when it is a DNS name

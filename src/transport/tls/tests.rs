@@ -389,6 +389,11 @@ async fn names_are_left_to_check_server_identity() {
         err.message(),
         "Hostname/IP does not match certificate's altnames: Host: localhost. is not in the cert's altnames"
     );
+    // With what JavaScript needs to word it as Node does: the name and the certificate.
+    assert_eq!(
+        err.name_check(),
+        Some(("localhost", info.peer_chain[0].as_slice()))
+    );
     let port = Server::new("localhost-chain.pem", "localhost-key.pem")
         .start(1)
         .await;
