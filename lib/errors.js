@@ -49,8 +49,6 @@ function outOfRange(name, range, value) {
   return withCode(new RangeError(msg), 'ERR_OUT_OF_RANGE');
 }
 
-// A system error from the core's descriptor ({ code, errno, syscall, message, address, port,
-// hostname }), with the properties in the order Node's own have them.
 // Node 24 on ends the message of three verification failures with a hint (its TLS code
 // appends it, whatever the trust in use); earlier versions give OpenSSL's message alone.
 const SYSTEM_CA_HINT = Number(process.versions.node.split('.')[0]) >= 24
@@ -58,6 +56,8 @@ const SYSTEM_CA_HINT = Number(process.versions.node.split('.')[0]) >= 24
   : '';
 const HINTED = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT']);
 
+// A system error from the core's descriptor ({ code, errno, syscall, message, address, port,
+// hostname }), with the properties in the order Node's own have them.
 function systemError(desc) {
   // A server name found wrong in Rust (a proxy's): Node's own check words the error, from the
   // certificate (its reason, host and cert), as tls.connect reports it.
@@ -81,6 +81,8 @@ function systemError(desc) {
   return err;
 }
 
+// Node's error for a name `checkServerIdentity` refuses, from the descriptor's certificate;
+// null if it takes the name (rustls is stricter) or the certificate cannot be read.
 function nameCheckError(desc) {
   try {
     const { X509Certificate } = require('node:crypto');

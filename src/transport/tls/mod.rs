@@ -149,7 +149,7 @@ tokio::task_local! {
 /// runs gets the secrets still to come).
 struct KeyLogLines {
     wanted: Arc<AtomicBool>,
-    lines: RefCell<Vec<u8>>,
+    lines: RefCell<String>,
 }
 
 impl KeyLogLines {
@@ -170,17 +170,14 @@ impl rustls::KeyLog for TaskKeyLog {
                 return;
             }
             let mut lines = log.lines.borrow_mut();
-            let mut line =
-                String::with_capacity(label.len() + 2 * (client_random.len() + secret.len()) + 3);
-            line.push_str(label);
+            lines.push_str(label);
             for bytes in [client_random, secret] {
-                line.push(' ');
+                lines.push(' ');
                 for b in bytes {
-                    let _ = write!(line, "{b:02x}");
+                    let _ = write!(lines, "{b:02x}");
                 }
             }
-            line.push('\n');
-            lines.extend_from_slice(line.as_bytes());
+            lines.push('\n');
         });
     }
 
@@ -621,12 +618,12 @@ pub async fn logging_keys<F: std::future::Future>(
 ) -> (F::Output, Vec<u8>) {
     let log = KeyLogLines {
         wanted,
-        lines: RefCell::new(Vec::new()),
+        lines: RefCell::new(String::new()),
     };
     KEY_LOG
         .scope(log, async {
             let output = handshake.await;
-            (output, KEY_LOG.with(|log| log.lines.take()))
+            (output, KEY_LOG.with(|log| log.lines.take().into_bytes()))
         })
         .await
 }
