@@ -515,7 +515,8 @@ test("'keylog' over TLS 1.2, on a socket's own listener, and on an agent that wa
   const logged = serverKeylog(server);
   const agent = new HttpsAgent({ ca: CA, keepAlive: true, maxSockets: 1 });
   t.after(() => agent.destroy());
-  // Nobody listens: the first connection's keys are not reported.
+  // A first connection with no 'keylog' listener anywhere: the agent attached none to its
+  // socket (as Node's agent attaches its own only once the agent is listened to).
   const first = await get({ host: 'localhost', port: server.port, agent });
   assert.strictEqual(first.body, 'secure /');
   assert.strictEqual(first.socket.listenerCount('keylog'), 0);
