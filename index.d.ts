@@ -185,6 +185,21 @@ declare namespace Agent {
     reset?: boolean | null;
     /** As undici's: `'raw'` makes `res.headers` the `[name, value, ...]` list (`res.rawHeaders`). */
     responseHeaders?: 'raw' | null;
+    /**
+     * As undici's: called with each informational (1xx) response that comes before the final one
+     * (a `103 Early Hints`, `102 Processing`, a `100 Continue`), in the request's async context,
+     * before the promise resolves; its headers are a list with `responseHeaders: 'raw'`. What it
+     * throws rejects the request.
+     */
+    onInfo?: ((info: InformationalResponse) => void) | null;
+    /** The body stream's `highWaterMark` (an integer >= 0). Default: a `Readable`'s. */
+    highWaterMark?: number | null;
+  }
+
+  /** An informational (1xx) response, as `onInfo` gets it. */
+  interface InformationalResponse {
+    statusCode: number;
+    headers: http.IncomingHttpHeaders | string[];
   }
 
   /** The response body: a Node Readable with back-pressure, plus body mixins. */

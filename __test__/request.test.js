@@ -528,10 +528,27 @@ test('HEAD, 204 and 304 have no body; redirects are returned as they are', async
   assert.strictEqual(server.connections.length, 1);
 });
 
+// A server that answers `expect: 100-continue` through `onCheck(req, res)`; `continueAndEcho`
+// agrees and echoes the body.
+async function continueServer(t, onCheck) {
+  const server = http.createServer((req, res) => res.end('unused'));
+  server.on('checkContinue', onCheck);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  return `http://127.0.0.1:${server.address().port}/`;
+}
+
+function continueAndEcho(req, res) {
+  res.writeContinue();
+  let body = '';
+  req.on('data', (d) => (body += d));
+  req.on('end', () => res.end(`got ${body}`));
+}
+
 test('expect: 100-continue holds the body until the server agrees', async (t) => {
   let sawContinueFirst = null;
-  const server = http.createServer((req, res) => res.end('unused'));
-  server.on('checkContinue', (req, res) => {
+  const url = await continueServer(t, (req, res) => {
     let early = false;
     req.on('data', () => {
       if (sawContinueFirst === null) sawContinueFirst = !early;
@@ -539,18 +556,12 @@ test('expect: 100-continue holds the body until the server agrees', async (t) =>
     early = true;
     setImmediate(() => {
       early = false;
-      res.writeContinue();
-      let body = '';
-      req.on('data', (d) => (body += d));
-      req.on('end', () => res.end(`got ${body}`));
+      continueAndEcho(req, res);
     });
   });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  t.after(() => server.close());
   const agent = new Agent();
   t.after(() => agent.destroy());
-  const res = await agent.request(`http://127.0.0.1:${server.address().port}/`, {
+  const res = await agent.request(url, {
     method: 'POST',
     headers: { expect: '100-continue' },
     body: 'payload',
@@ -1822,4 +1833,117 @@ test('the module-level request() uses a default agent per protocol', async (t) =
   const server = await httpServer(t);
   const res = await hyperagent.request(`${server.url}/default`);
   assert.strictEqual(await res.body.text(), 'hello /default');
+});
+
+test("undici's onInfo hears each informational response before the promise resolves, as undici's does", async (t) => {
+  const undici = require('undici');
+  const server = await httpServer(t, (req, res) => {
+    res.writeProcessing();
+    res.writeEarlyHints({ link: ['</a.css>; rel=preload', '</b.js>; rel=preload'], 'x-hint': '1' });
+    res.end('ok');
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const pool = new undici.Pool(server.url);
+  t.after(() => pool.close());
+  const store = new AsyncLocalStorage();
+  const heard = async (send, responseHeaders) => {
+    const infos = [];
+    let resolved = false;
+    const res = await store.run('mine', () => send({
+      responseHeaders,
+      onInfo: (info) => infos.push({ ...info, resolved, store: store.getStore() }),
+    }));
+    resolved = true;
+    assert.strictEqual(await res.body.text(), 'ok');
+    return infos;
+  };
+  for (const raw of [undefined, 'raw']) {
+    const ours = await heard((o) => agent.request(`${server.url}/`, o), raw);
+    const theirs = await heard((o) => pool.request({ path: '/', method: 'GET', ...o }), raw);
+    // Raw lists: names lower-case on ours, as the README says of rawHeaders.
+    const lower = (infos) => infos.map((i) => (Array.isArray(i.headers)
+      ? { ...i, headers: i.headers.map((v, n) => (n % 2 === 0 ? v.toLowerCase() : v)) }
+      : i));
+    assert.deepStrictEqual(ours, lower(theirs));
+    assert.deepStrictEqual(ours.map((i) => [i.statusCode, i.resolved, i.store]), [[102, false, 'mine'], [103, false, 'mine']]);
+  }
+  const [, hints] = await heard((o) => agent.request(`${server.url}/`, o));
+  assert.deepStrictEqual(hints.headers, { link: '</a.css>; rel=preload, </b.js>; rel=preload', 'x-hint': '1' });
+});
+
+test('onInfo hears 100 Continue too; a throw from it fails the request; bad values are refused', async (t) => {
+  const url = await continueServer(t, continueAndEcho);
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const infos = [];
+  const res = await agent.request(url, {
+    method: 'POST',
+    headers: { expect: '100-continue' },
+    body: 'payload',
+    onInfo: (info) => infos.push(info),
+  });
+  assert.strictEqual(await res.body.text(), 'got payload');
+  assert.deepStrictEqual(infos, [{ statusCode: 100, headers: {} }]);
+  // What onInfo throws is the request's error (as undici's), and its connection is not kept.
+  const boom = new Error('boom');
+  await assert.rejects(agent.request(url, {
+    method: 'POST',
+    headers: { expect: '100-continue' },
+    body: 'again',
+    onInfo: () => { throw boom; },
+  }), (err) => err === boom);
+  assert.throws(() => agent.request(url, { onInfo: 'no' }), { code: 'ERR_INVALID_ARG_TYPE', message: /options\.onInfo/ });
+  for (const onInfo of [undefined, null]) await (await agent.request(url, { onInfo })).body.dump();
+});
+
+test('a reused connection that closes after an informational response heard by onInfo is not replayed', async (t) => {
+  const paths = [];
+  const server = await rawServer(t, (socket) => {
+    let buffered = '';
+    socket.on('data', (chunk) => {
+      buffered += chunk.toString('latin1');
+      let end;
+      while ((end = buffered.indexOf('\r\n\r\n')) >= 0) {
+        const path = buffered.split(' ')[1];
+        buffered = buffered.slice(end + 4);
+        paths.push(path);
+        if (path === '/hinted') {
+          socket.end('HTTP/1.1 103 Early Hints\r\nlink: </a.css>\r\n\r\n');
+        } else {
+          socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+        }
+      }
+    });
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const url = `http://127.0.0.1:${server.port}`;
+  assert.strictEqual(await (await agent.request(`${url}/first`)).body.text(), 'ok');
+  const infos = [];
+  await assert.rejects(
+    agent.request(`${url}/hinted`, { onInfo: (info) => infos.push(info.statusCode) }),
+    (err) => typeof err.code === 'string' && err.code.startsWith('E'),
+  );
+  assert.deepStrictEqual(infos, [103]);
+  assert.deepStrictEqual(paths, ['/first', '/hinted'], 'sent once');
+  assert.strictEqual(agent.replayCount, 0);
+});
+
+test("undici's highWaterMark sets the body stream's, and is checked", async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('x'.repeat(100)));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (const highWaterMark of [0, 1, 1024 * 1024]) {
+    const res = await agent.request(`${server.url}/`, { highWaterMark });
+    assert.strictEqual(res.body.readableHighWaterMark, highWaterMark);
+    assert.strictEqual(await res.body.text(), 'x'.repeat(100));
+  }
+  const res = await agent.request(`${server.url}/`);
+  assert.strictEqual(res.body.readableHighWaterMark, new Readable().readableHighWaterMark);
+  await res.body.dump();
+  assert.throws(() => agent.request(`${server.url}/`, { highWaterMark: '1' }), { code: 'ERR_INVALID_ARG_TYPE', message: /options\.highWaterMark/ });
+  for (const bad of [-1, 1.5, NaN, Infinity]) {
+    assert.throws(() => agent.request(`${server.url}/`, { highWaterMark: bad }), { code: 'ERR_OUT_OF_RANGE', message: /options\.highWaterMark/ });
+  }
 });

@@ -27,6 +27,11 @@ const DONE = 5;
 const VERIFY = 6;
 const LOOKUP = 7;
 const ANSWERED = 8;
+const INFO = 9;
+
+// A request's flags (src/binding/mod.rs): `expect: 100-continue`, and 1xx responses reported.
+const EXPECT_CONTINUE = 1;
+const INFORMATIONAL = 2;
 
 // diagnostics_channel events of agent.request(), as undici publishes its own.
 const channels = {
@@ -380,8 +385,8 @@ function chunkList(chunk) {
 // The response body: a Readable that asks Rust for one chunk whenever it wants more, so a
 // paused consumer stops the socket.
 class ResponseBody extends Readable {
-  constructor(pending) {
-    super();
+  constructor(pending, highWaterMark) {
+    super(highWaterMark === undefined ? undefined : { highWaterMark });
     this._pending = pending;
     // When text()/json()/arrayBuffer() consume an untouched body, chunks bypass the stream.
     this._sink = null;
@@ -680,7 +685,8 @@ class PendingRequest {
     this.drain = null;
     // Stops listening to the signal.
     this.unwatch = null;
-    // undici's `opaque` and `responseHeaders` when given: { opaque, raw }.
+    // undici's `opaque`, `responseHeaders`, `onInfo` and `highWaterMark`, when one is given:
+    // { opaque, raw, onInfo, highWaterMark }.
     this.extras = null;
   }
 
@@ -705,6 +711,7 @@ class PendingRequest {
         case VERIFY: return this.onVerify(a, b);
         case LOOKUP: return this.onLookup(a, b);
         case ANSWERED: return this.onAnswered();
+        case INFO: return this.onInfo(a, b);
         default: return undefined;
       }
     } catch (thrown) {
@@ -750,10 +757,23 @@ class PendingRequest {
     return 0;
   }
 
+  // An informational (1xx) response, to undici's `onInfo` (asked for only when it is given):
+  // what it throws fails the request, as undici's does.
+  onInfo(statusCode, raw) {
+    if (this.done) return;
+    const { onInfo, raw: rawWanted } = this.extras;
+    const list = raw === '' ? [] : raw.split('\n');
+    try {
+      onInfo({ statusCode, headers: rawWanted ? list : headerObject(list) });
+    } catch (thrown) {
+      this.abort(thrown ?? new Error(`onInfo threw ${thrown}`));
+    }
+  }
+
   // `verdict` and `connId` come when the exchange ended with its head (the whole body came
   // with it and the connection is settled): then no Done follows.
   onHead(status, reason, raw, chunk, trailers, verdict, connId) {
-    const body = new ResponseBody(this);
+    const body = new ResponseBody(this, this.extras === null ? undefined : this.extras.highWaterMark);
     this.response = new Response(status, reason, raw, body);
     if (this.extras !== null) withExtras(this.response, this.extras);
     // All of it is here: it enters the stream only if the stream is read.
@@ -995,8 +1015,23 @@ function request(agent, input, options = {}) {
   if (reset !== undefined && reset !== null && typeof reset !== 'boolean') {
     throw errors.invalidArgType('options.reset', 'of type boolean', reset);
   }
-  const extras = options.opaque !== undefined || options.responseHeaders === 'raw'
-    ? { opaque: options.opaque, raw: options.responseHeaders === 'raw' }
+  const { onInfo, highWaterMark } = options;
+  if (onInfo !== undefined && onInfo !== null && typeof onInfo !== 'function') {
+    throw errors.invalidArgType('options.onInfo', 'of type function', onInfo);
+  }
+  // As a Readable's: a whole number of bytes (undici's body is one too).
+  if (highWaterMark !== undefined && highWaterMark !== null) {
+    numberOption(highWaterMark, 'options.highWaterMark', 0, 'an integer >= 0', true);
+  }
+  const informed = typeof onInfo === 'function';
+  const extras = options.opaque !== undefined || options.responseHeaders === 'raw' || informed
+    || (highWaterMark !== undefined && highWaterMark !== null)
+    ? {
+      opaque: options.opaque,
+      raw: options.responseHeaders === 'raw',
+      onInfo: informed ? onInfo : null,
+      highWaterMark: highWaterMark ?? undefined,
+    }
     : null;
 
   if (own && list.upgrade >= 0) {
@@ -1079,7 +1114,8 @@ function request(agent, input, options = {}) {
     pending.extras = extras;
     const result = startRequest(
       agent._poolId, key, pending, method,
-      pathOrHead, headerLines, bytes, source !== null, contentLength ?? -1, expectContinue,
+      pathOrHead, headerLines, bytes, source !== null, contentLength ?? -1,
+      (expectContinue ? EXPECT_CONTINUE : 0) | (informed ? INFORMATIONAL : 0),
       headersTimeout, bodyTimeout, agent._replayLimit, CONTEXT_NAME,
     );
     if (result >= 0) {

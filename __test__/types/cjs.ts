@@ -103,6 +103,13 @@ async function promisePath(): Promise<unknown> {
   const unread: boolean = other.body.bodyUsed;
   const raw = await agent.request('http://127.0.0.1/', { responseHeaders: 'raw', opaque: { id: 1 }, reset: true });
   const rawHeaders: string[] = raw.headers;
+  const hinted = await agent.request('http://127.0.0.1/', {
+    highWaterMark: 1024,
+    onInfo: (info: hyperagent.InformationalResponse) => void [info.statusCode as number, info.headers],
+  });
+  // @ts-expect-error onInfo is a function
+  void agent.request('http://127.0.0.1/', { onInfo: 'x' });
+  void hinted;
   const [opaque, statusText]: [unknown, string] = [raw.opaque, other.statusText];
   const text: string = await other.body.text();
   const streamed = await secure.request(new URL('https://127.0.0.1/'), { body: (async function* g() { yield 'x'; })() });

@@ -843,10 +843,11 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
 /// conversion of its arguments (a length query and an allocation per string, a borrow scope
 /// per call) took about 8% of the JavaScript thread's time per request.
 /// Arguments: `(pool, key, handle, method, path, headers, body, streamed, contentLength,
-/// expectContinue, headersTimeout, bodyTimeout, replayLimit, contextName)`; `headers` is
+/// flags, headersTimeout, bodyTimeout, replayLimit, contextName)`; `headers` is
 /// `name\nvalue\n...`, already validated; `path` may instead be a head from [`prepare_head`]
 /// (then `headers` is ignored); `body` a Buffer, a string (sent as UTF-8) or null;
-/// `contentLength` negative when there is none; `replayLimit` the largest body sent again
+/// `contentLength` negative when there is none; `flags` [`EXPECT_CONTINUE`] and
+/// [`INFORMATIONAL`]; `replayLimit` the largest body sent again
 /// after the keep-alive race (negative: never); `contextName` the name of the request's async
 /// context (a string JavaScript keeps, rather than one made here per request).
 /// Returns the request id, negated when the request waits in the pool's queue (its waiter id
@@ -885,6 +886,12 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
     // SAFETY: a live function of this env.
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), func) })
 }
+
+/// A request's flags (see [`request_function`]): it says `expect: 100-continue`, and its body
+/// waits for the server's 100 (or a second).
+const EXPECT_CONTINUE: u32 = 1;
+/// Its informational (1xx) responses are reported (undici's `onInfo`).
+const INFORMATIONAL: u32 = 2;
 
 /// Starts `agent.request()` (see [`request_function`] for the arguments).
 fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
@@ -930,7 +937,9 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let streamed = args.bool(7).ok_or_else(|| bad("streamed"))?;
     let content_length = args.f64(8).ok_or_else(|| bad("content length"))?;
     let content_length = (content_length >= 0.0).then_some(content_length);
-    let expect_continue = args.bool(9).ok_or_else(|| bad("expectContinue"))?;
+    let flags = args.u32(9).ok_or_else(|| bad("flags"))?;
+    let expect_continue = flags & EXPECT_CONTINUE != 0;
+    let informational = flags & INFORMATIONAL != 0;
     let headers_timeout = args.f64(10).ok_or_else(|| bad("headersTimeout"))?;
     let body_timeout = args.f64(11).ok_or_else(|| bad("bodyTimeout"))?;
     let replay_limit = args.f64(12).ok_or_else(|| bad("replayLimit"))?;
@@ -979,6 +988,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         headers_timeout: timeout(headers_timeout),
         body_timeout: timeout(body_timeout),
         max_head_size: cell.max_header_size.get(),
+        informational,
     });
     let (mut req_body, writer) = if streamed {
         // The drain reaches the request through the inbox; its id is known once registered.
@@ -1011,6 +1021,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         head,
         body: req_body,
         expect_continue: gate,
+        informational,
         headers_timeout: timeout(headers_timeout),
         body_timeout: timeout(body_timeout),
         max_head_size: cell.max_header_size.get(),

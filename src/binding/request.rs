@@ -47,6 +47,8 @@ pub mod kind {
     /// The response is complete before the request has all gone out (see
     /// [`Event::Answered`]): its body ends now.
     pub const ANSWERED: u32 = 8;
+    /// An informational (1xx) response.
+    pub const INFO: u32 = 9;
 }
 
 /// One `agent.request()` in flight (or waiting for a connection).
@@ -98,6 +100,7 @@ pub struct Replay {
     pub headers_timeout: Option<std::time::Duration>,
     pub body_timeout: Option<std::time::Duration>,
     pub max_head_size: usize,
+    pub informational: bool,
 }
 
 /// A replay's body: in memory, or what a streamed body's writer recorded (the rest of the
@@ -133,6 +136,7 @@ impl Replay {
             head: self.head.clone(),
             body,
             expect_continue: None,
+            informational: self.informational,
             headers_timeout: self.headers_timeout,
             body_timeout: self.body_timeout,
             max_head_size: self.max_head_size,
@@ -748,6 +752,16 @@ impl EnvCtx {
         };
         let env = self.env;
         match event {
+            Event::Info { status, headers } => {
+                // The server has the request: no replay sends it again.
+                if let Some(replay) = req.replay.borrow_mut().take() {
+                    replay.drop_recording();
+                }
+                req.emit(
+                    kind::INFO,
+                    &[js::number(env, status as f64), header_string(env, &headers)],
+                );
+            }
             Event::Head {
                 status,
                 reason,

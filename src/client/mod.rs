@@ -132,6 +132,9 @@ pub struct Spec {
     pub body: ReqBody,
     /// `expect: 100-continue`: hold the body until the server says so (or a second passes).
     pub expect_continue: Option<Arc<Notify>>,
+    /// Report the informational (1xx) responses that come before the final one
+    /// ([`Event::Info`]).
+    pub informational: bool,
     pub headers_timeout: Option<Duration>,
     pub body_timeout: Option<Duration>,
     /// The largest response head accepted, in bytes (status line and header lines).
@@ -149,6 +152,12 @@ pub fn full_body(bytes: Bytes) -> ReqBody {
 /// What an exchange tells its consumer.
 #[derive(Debug)]
 pub enum Event {
+    /// An informational (1xx) response ahead of the final one (when the exchange's spec
+    /// asks for them).
+    Info {
+        status: u16,
+        headers: HeaderLines,
+    },
     /// The response head, with the body bytes that had already arrived; `end` holds the
     /// trailers when the body is complete too.
     Head {
@@ -329,6 +338,7 @@ fn run_exchange(
             &spec.head,
             spec.body,
             spec.expect_continue,
+            spec.informational.then(|| sink.clone()),
         ));
         let response = match spec.headers_timeout {
             // Boxed: a timer is large, and only a timeout shorter than the binding's own checks
@@ -493,15 +503,26 @@ fn request_of(
     head: &Head,
     body: ReqBody,
     expect_continue: Option<Arc<Notify>>,
+    info: Option<Arc<dyn Sink>>,
 ) -> Request<ReqBody> {
     let mut req = Request::new(body);
     *req.method_mut() = method;
     *req.uri_mut() = head.uri.clone();
     *req.headers_mut() = head.headers.clone();
-    if let Some(gate) = expect_continue {
+    // hyper calls this for each 1xx response as it parses it, on the connection's task:
+    // what it posts goes ahead of the final response's head.
+    if expect_continue.is_some() || info.is_some() {
         hyper::ext::on_informational(&mut req, move |res| {
-            if res.status() == http::StatusCode::CONTINUE {
-                gate.notify_one();
+            if let Some(gate) = &expect_continue {
+                if res.status() == http::StatusCode::CONTINUE {
+                    gate.notify_one();
+                }
+            }
+            if let Some(sink) = &info {
+                sink.post(Event::Info {
+                    status: res.status().as_u16(),
+                    headers: HeaderLines::of(res.headers()),
+                });
             }
         });
     }

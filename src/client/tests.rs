@@ -89,6 +89,7 @@ fn get(path: &str) -> Spec {
         }),
         body: empty_body(),
         expect_continue: None,
+        informational: false,
         headers_timeout: None,
         body_timeout: None,
         max_head_size: 16 * 1024,
@@ -132,6 +133,39 @@ async fn a_small_response_arrives_with_its_head_and_the_connection_comes_back() 
     drop(sender);
     let requests = srv.await.unwrap();
     assert!(String::from_utf8_lossy(&requests[0]).starts_with("GET /x?y=1 HTTP/1.1\r\n"));
+}
+
+/// Informational responses ahead of the final one are posted, in order and before its head,
+/// when the spec asks for them; otherwise nothing but the head comes.
+#[tokio::test]
+async fn informational_responses_come_before_the_head_when_asked_for() {
+    const REPLY: &[u8] = b"HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\nLink: </b.js>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    for asked in [true, false] {
+        let (port, _srv) = server(vec![REPLY]).await;
+        let mut spec = get("/");
+        spec.informational = asked;
+        let mut rx = run(port, spec).await;
+        let mut seen = Vec::new();
+        while let Ok(event) = rx.try_recv() {
+            match event {
+                Event::Info { status, headers } => seen.push(format!(
+                    "{status} {}",
+                    String::from_utf8_lossy(headers.as_bytes())
+                )),
+                Event::Head { status, chunks, .. } => seen.push(format!(
+                    "{status} {}",
+                    String::from_utf8_lossy(&chunks.concat())
+                )),
+                _ => {}
+            }
+        }
+        let expected: &[&str] = if asked {
+            &["102 ", "103 link\n</a.css>\nlink\n</b.js>", "200 ok"]
+        } else {
+            &["200 ok"]
+        };
+        assert_eq!(seen, expected);
+    }
 }
 
 /// Responses one after another on one connection, each read to its end: one whose body is
