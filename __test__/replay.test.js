@@ -21,7 +21,8 @@ const OK = (body) => `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n\r\n$
 
 // A server that answers the first request of every connection, and drops the connection when
 // a second request arrives on it (with a FIN, or an RST), as a server whose idle timeout fired
-// at that instant does. It records every request it received.
+// at that instant does; `{ tail }`: with a FIN after those bytes, the start of a response. It
+// records every request it received.
 async function racingServer(t, how) {
   const seen = [];
   const server = await rawServer(t, async (socket) => {
@@ -36,7 +37,7 @@ async function racingServer(t, how) {
       seen.push({ line, conn: socket.remotePort, dropped: n > 0, body: req.body.toString() });
       if (n > 0) {
         if (how === 'rst') socket.resetAndDestroy();
-        else socket.end();
+        else socket.end(how.tail);
         return;
       }
       socket.write(OK(`answer to ${line}`));
@@ -186,6 +187,32 @@ test('agent.request(): a POST is not replayed and rejects with ECONNRESET', asyn
   });
   assert.strictEqual(server.seen.filter((s) => s.line === 'POST /pay HTTP/1.1').length, 1);
 });
+
+// Once a byte of a response has come, the server has the request: it is not sent again.
+for (const [what, tail] of [
+  ['one byte of its response', 'H'],
+  ['part of a response head', 'HTTP/1.1 200 OK\r\ncontent-'],
+  ['an informational response', 'HTTP/1.1 103 Early Hints\r\n\r\n'],
+]) {
+  test(`a GET whose reused connection dies after ${what} is not replayed, on either path`, async (t) => {
+    const server = await racingServer(t, { tail });
+    const agent = new Agent();
+    t.after(() => agent.destroy());
+    const dropIn = await warmThen(agent, server, () => requestError(`${server.url}/get`, { agent }));
+    await (await agent.request(`${server.url}/warm`)).body.text();
+    const promised = await agent.request(`${server.url}/get2`).then(() => null, (err) => err);
+    for (const err of [dropIn, promised]) {
+      assert.deepStrictEqual([err?.code, err?.message], ['ECONNRESET', 'socket hang up']);
+    }
+    assert.deepStrictEqual(server.seen.map((s) => [s.line, s.dropped]), [
+      ['GET /warm HTTP/1.1', false],
+      ['GET /get HTTP/1.1', true],
+      ['GET /warm HTTP/1.1', false],
+      ['GET /get2 HTTP/1.1', true],
+    ]);
+    assert.strictEqual(agent.replayCount, 0);
+  });
+}
 
 test('an Idempotency-Key header makes a POST replayable', async (t) => {
   const server = await racingServer(t, 'fin');

@@ -753,7 +753,9 @@ impl EnvCtx {
         let env = self.env;
         match event {
             Event::Info { status, headers } => {
-                // The server has the request: no replay sends it again.
+                // The server has the request: no replay will send it again (the exchange
+                // fails as answered if the connection dies now), so a streamed body's
+                // recording stops.
                 if let Some(replay) = req.replay.borrow_mut().take() {
                     replay.drop_recording();
                 }

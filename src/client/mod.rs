@@ -265,6 +265,11 @@ pub async fn handshake<IO>(io: IO, max_header_size: usize) -> Result<(Sender, Co
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let wake = Arc::new(wake::ConnWake::default());
+    let io = Counted {
+        io,
+        shared: wake.clone(),
+    };
     let (sender, conn) = http1::Builder::new()
         // hyper's read buffer bounds the head it accepts, and the size of its reads: large
         // bodies come in reads of up to 64 KiB whatever the head limit.
@@ -273,7 +278,6 @@ where
         .handshake::<_, ReqBody>(TokioIo::new(io))
         .await
         .map_err(|e| hyper_error(&e, false))?;
-    let wake = Arc::new(wake::ConnWake::default());
     Ok((
         Sender {
             hyper: sender,
@@ -283,6 +287,62 @@ where
             let _ = wake::run(conn, wake).await;
         })),
     ))
+}
+
+/// A connection's stream, counting the bytes read from it into its [`wake::ConnWake`]: an
+/// exchange that fails tells by it whether any byte of a response had come (see
+/// [`run_exchange`]).
+struct Counted<IO> {
+    io: IO,
+    shared: Arc<wake::ConnWake>,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        let read = buf.filled().len() - before;
+        if read > 0 {
+            self.shared
+                .received
+                .fetch_add(read as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 /// Poll once: the value if the future is ready now, without waiting.
@@ -333,6 +393,9 @@ fn run_exchange(
         }
         let gate = spec.expect_continue.clone();
         let has_body = !spec.body.is_end_stream();
+        // What the connection had received before this request: more when it fails means
+        // that a response had begun (an informational one, or part of a head).
+        let received = sender.wake.received.load(Ordering::Relaxed);
         let sending = sender.hyper.send_request(request_of(
             spec.method,
             &spec.head,
@@ -355,12 +418,16 @@ fn run_exchange(
         };
         let response = match response {
             Ok(r) => r,
-            // A malformed response came; anything else means no response byte arrived, and the
-            // request may not have been processed at all.
+            // A malformed response came, or a response had begun: the server has the request.
+            // Anything else means no response byte arrived, and the request may not have been
+            // processed at all.
             Err(e) => {
                 let err = hyper_error(&e, false);
+                let answering = sender.wake.received.load(Ordering::Relaxed) != received;
                 sink.post(if e.is_parse() || e.is_parse_status() {
                     Event::Error(err)
+                } else if answering {
+                    Event::Error(err.with_request_sent(true))
                 } else {
                     Event::Unsent(err.with_request_sent(true))
                 });

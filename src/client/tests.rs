@@ -70,6 +70,23 @@ async fn server(replies: Vec<&'static [u8]>) -> (u16, tokio::task::JoinHandle<Ve
     (port, task)
 }
 
+/// A server that reads one request head, writes `reply` and closes the connection.
+async fn reply_then_close(reply: &'static [u8]) -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let task = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(sock.read(&mut byte).await.unwrap(), 1);
+            head.push(byte[0]);
+        }
+        sock.write_all(reply).await.unwrap();
+    });
+    (port, task)
+}
+
 async fn connect(port: u16) -> Sender {
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (sender, connection) = handshake(tcp, 16 * 1024).await.unwrap();
@@ -261,21 +278,9 @@ async fn a_small_chunked_response_arrives_whole_with_its_head() {
 /// more, as a streamed body would: the consumer has the response first.
 #[tokio::test]
 async fn a_body_cut_after_its_first_chunk_fails_once_its_consumer_asks() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let srv = tokio::spawn(async move {
-        let (mut sock, _) = listener.accept().await.unwrap();
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            assert_eq!(sock.read(&mut byte).await.unwrap(), 1);
-            head.push(byte[0]);
-        }
-        sock.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial")
-            .await
-            .unwrap();
-        // Closed here, 93 bytes short.
-    });
+    // Closed 93 bytes short.
+    let (port, srv) =
+        reply_then_close(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial").await;
     let (sink, mut rx) = sink();
     let ctl = Arc::new(Control::default());
     let task = tokio::spawn(exchange(connect(port).await, get("/"), ctl.clone(), sink));
@@ -565,4 +570,28 @@ async fn an_exchange_fits_a_small_allocation() {
     );
     let size = std::mem::size_of_val(&*exchange);
     assert!(size <= 1024, "the exchange's future takes {size} bytes");
+}
+
+/// A connection that closes after part of a response (a byte, a head cut short, an
+/// informational response) fails its exchange as answered: an [`Event::Error`], which is never
+/// replayed; one that closes before any byte fails as [`Event::Unsent`].
+#[tokio::test]
+async fn a_connection_closed_after_a_response_began_is_not_unsent() {
+    for (tail, unsent) in [
+        (&b""[..], true),
+        (b"H", false),
+        (b"HTTP/1.1 200 OK\r\ncontent-", false),
+        (b"HTTP/1.1 103 Early Hints\r\n\r\n", false),
+    ] {
+        let (port, srv) = reply_then_close(tail).await;
+        let mut rx = run(port, get("/")).await;
+        srv.await.unwrap();
+        let first = rx.recv().await;
+        let got_unsent = match first {
+            Some(Event::Unsent(_)) => true,
+            Some(Event::Error(_)) => false,
+            other => panic!("{tail:?}: an error expected, got {other:?}"),
+        };
+        assert_eq!(got_unsent, unsent, "{tail:?}");
+    }
 }

@@ -11,15 +11,18 @@
 
 use std::cell::Cell;
 use std::future::Future;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::task::{Context, Wake, Waker};
 
 use atomic_waker::AtomicWaker;
 
-/// Shared by a connection's task and its sender: the task's waker, as of its latest poll.
+/// Shared by a connection's task and its sender: the task's waker, as of its latest poll, and
+/// how many bytes hyper has read from the connection (see [`super::Counted`]).
 #[derive(Default)]
 pub(super) struct ConnWake {
     task: AtomicWaker,
+    pub(super) received: AtomicU64,
 }
 
 thread_local! {
