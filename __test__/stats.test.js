@@ -132,3 +132,50 @@ test('empty pool keys are forgotten, as Node deletes a name once its lists are e
   assert.deepStrictEqual(status.sockets, {});
   assert.deepStrictEqual(status.requests, {});
 });
+
+// An upgrade takes its socket out of the pool ('agentRemove'): from then on it is the user's,
+// as a net.Socket is through Node's agent. agentkeepalive stops watching it there: its idle
+// timeout only emits 'timeout', and its close or error counts nowhere.
+test('a socket an upgrade took over times out and closes as agentkeepalive\'s: an event, no count', async (t) => {
+  const http = require('node:http');
+  const AgentKeepAlive = require('agentkeepalive');
+  const server = http.createServer((req, res) => res.end());
+  server.on('upgrade', (req, socket) => {
+    socket.on('error', () => {});
+    socket.on('data', (d) => socket.write(d));
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nconnection: upgrade\r\nupgrade: echo\r\n\r\n');
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => server.close());
+  const upgraded = async (agent) => {
+    const req = http.request({ port: server.address().port, host: '127.0.0.1', agent, headers: { connection: 'upgrade', upgrade: 'echo' } });
+    req.end();
+    const [, socket] = await once(req, 'upgrade');
+    // Idle past the agent's timeout: 'timeout', and the socket stays open and answers.
+    await once(socket, 'timeout');
+    await new Promise((resolve) => setImmediate(resolve));
+    const open = !socket.destroyed;
+    socket.write('ping');
+    const [echo] = await once(socket, 'data');
+    // Destroyed with an error by its user.
+    socket.on('error', () => {});
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    socket.destroy(new Error('done with it'));
+    await closed;
+    const s = agent.getCurrentStatus();
+    return {
+      open,
+      echo: echo.toString(),
+      counts: [s.createSocketCount, s.closeSocketCount, s.errorSocketCount, s.timeoutSocketCount],
+      sockets: s.sockets,
+    };
+  };
+  const ours = new Agent({ timeout: 50 });
+  t.after(() => ours.destroy());
+  const theirs = new AgentKeepAlive({ timeout: 50 });
+  t.after(() => theirs.destroy());
+  const expected = await upgraded(theirs);
+  assert.deepStrictEqual(expected, { open: true, echo: 'ping', counts: [1, 0, 0, 0], sockets: {} });
+  assert.deepStrictEqual(await upgraded(ours), expected);
+});

@@ -29,6 +29,8 @@ const kFree = Symbol('hyperagent.free');
 const kTimerMs = Symbol('hyperagent.timerMs');
 const kSelf = Symbol('hyperagent.self');
 const kOpening = Symbol('hyperagent.opening');
+// An upgrade or a CONNECT took the socket over ('agentRemove'): it is the user's now.
+const kLeft = Symbol('hyperagent.left');
 
 class NativeSocket extends Duplex {
   constructor(agent, name, options) {
@@ -227,7 +229,8 @@ class NativeSocket extends Duplex {
     this[kId] = 0;
     // An error before the connection was opened (its connect timed out) is a failed connect,
     // as one Rust reports; an error after it, one of an established socket.
-    const failure = !err || this[kConnectError] ? null : this[kOpening] ? 'connect' : 'established';
+    // One an upgrade took over counts nowhere, as agentkeepalive stops watching it.
+    const failure = !err || this[kConnectError] || this[kLeft] ? null : this[kOpening] ? 'connect' : 'established';
     this.connecting = false;
     const pending = this[kWriteCb];
     this[kWriteCb] = null;
@@ -388,7 +391,10 @@ function onTimer(ref) {
   const socket = ref.deref();
   if (socket === undefined) return;
   if (socket.destroyed || socket[kFree] || socket.timeout === 0) return;
-  socket[kAgent]._socketTimedOut(socket);
+  // A socket an upgrade took over times out as a net.Socket does: an event, no more (the
+  // agent's handling, and agentkeepalive's, stop at 'agentRemove').
+  if (socket[kLeft]) socket.emit('timeout');
+  else socket[kAgent]._socketTimedOut(socket);
 }
 
 function onFree() {
@@ -396,6 +402,7 @@ function onFree() {
 }
 
 function onAgentRemove() {
+  this[kLeft] = true;
   this[kAgent]._socketRemoved(this);
 }
 

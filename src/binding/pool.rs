@@ -573,7 +573,8 @@ impl PoolCell {
     }
 
     /// Takes an in-use connection out of the pool's counts: after an HTTP upgrade the socket
-    /// belongs to the user, and its slot to the next request. Returns a verdict.
+    /// belongs to the user, and its slot to the next request; it is not counted as closed.
+    /// Returns a verdict.
     pub fn detach(&self, id: u32) -> f64 {
         let Some(conn) = self.conn(id) else {
             return verdict::NONE;
@@ -581,7 +582,7 @@ impl PoolCell {
         if conn.detached.replace(true) || conn.state.get() == State::Closed {
             return verdict::NONE;
         }
-        let grant = self.state.borrow_mut().pool.closed(conn.key);
+        let grant = self.state.borrow_mut().pool.abandoned(conn.key);
         grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT))
     }
 

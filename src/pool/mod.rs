@@ -386,9 +386,10 @@ impl<C> Pool<C> {
         self.grant_slot()
     }
 
-    /// A busy connection of `key` was closed before it was established (its request was
-    /// aborted, or the agent destroyed): its slot is free again. It was never counted as
-    /// created, so it is not counted as closed either.
+    /// A busy connection of `key` gave its slot up without counting as closed: it was closed
+    /// before it was established (its request was aborted, or the agent destroyed), so it was
+    /// never counted as created either; or an HTTP upgrade (or a CONNECT) took its socket
+    /// over, and agentkeepalive stops counting a socket at its 'agentRemove'.
     pub fn abandoned(&mut self, key: KeyId) -> Option<Grant> {
         self.unbusy(key);
         self.grant_slot()
