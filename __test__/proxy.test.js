@@ -19,6 +19,7 @@ const { httpServer, listen, runChild } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
+const NODE_MAJOR = Number(process.versions.node.split('.')[0]);
 const AUTH = `Basic ${Buffer.from('user:pa@ss').toString('base64')}`;
 
 // A forwarding proxy: absolute-form requests are sent on to their origin, CONNECT opens a
@@ -248,7 +249,9 @@ test('a tunnel that stalls, is cut short or answers with too long a head fails w
     stalls: () => {},
     'stalls mid-head': (socket) => socket.write('HTTP/1.1 200 Connection Established\r\n'),
     'is cut short': (socket) => socket.end('HTTP/1.1 200 Conn'),
-    'answers with too long a head': (socket) => socket.write(`HTTP/1.1 200 OK\r\nx-pad: ${'a'.repeat(20000)}\r\n\r\n`),
+    // Ended after the head: Node 22's agent has no limit on a proxy's head, takes the 200 and
+    // starts TLS on the connection, which then ends instead of waiting forever.
+    'answers with too long a head': (socket) => socket.end(`HTTP/1.1 200 OK\r\nx-pad: ${'a'.repeat(20000)}\r\n\r\n`),
   };
   const expected = {
     stalls: 'Connection to establish proxy tunnel timed out after 200ms',
@@ -264,10 +267,12 @@ test('a tunnel that stalls, is cut short or answers with too long a head fails w
     const seen = {};
     for (const kind of Object.keys(agents)) seen[kind] = await through(kind, agents[kind], 'https://localhost:9/');
     const stalled = name.startsWith('stalls');
-    assert.deepStrictEqual(seen.node, {
+    const want = {
       code: 'ERR_PROXY_TUNNEL', message: expected[name], statusCode: undefined, proxyTunnelTimeout: stalled ? 200 : undefined,
-    }, name);
-    assert.deepStrictEqual([seen.dropIn, seen.promise], [seen.node, seen.node], name);
+    };
+    // Node's agent limits the proxy's head from Node 24 on; ours do on every Node.
+    if (name !== 'answers with too long a head' || NODE_MAJOR >= 24) assert.deepStrictEqual(seen.node, want, name);
+    assert.deepStrictEqual([seen.dropIn, seen.promise], [want, want], name);
     // A connect that failed, on both paths alike; a timeout too when it stalled.
     for (const kind of ['dropIn', 'promise']) {
       const { createSocketCount, createSocketErrorCount, errorSocketCount, timeoutSocketCount } = agents[kind].getCurrentStatus();

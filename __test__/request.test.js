@@ -1404,6 +1404,40 @@ test('malformed responses reject with a code that names the parse failure', asyn
   assert.strictEqual(both.connectionCount, 2);
 });
 
+test('a 101 to a request that asked for no upgrade fails it, as undici\'s fails, and the connection goes', async (t) => {
+  const undici = require('undici');
+  // The server switches protocols unasked, then writes what is not HTTP, and keeps the
+  // connection open for the next request the client might send.
+  const server = await rawServer(t, async (socket) => {
+    try {
+      for (;;) {
+        await readRequest(socket);
+        socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: other\r\nConnection: upgrade\r\n\r\nnot http');
+      }
+    } catch {
+      // the client closed it
+    }
+  });
+  const agent = new Agent({ keepAlive: true });
+  t.after(() => agent.destroy());
+  for (let i = 0; i < 2; i++) {
+    await assert.rejects(agent.request(`http://127.0.0.1:${server.port}/`), {
+      code: 'ERR_HYPERAGENT_HTTP',
+      message: 'HTTP error: the server switched protocols (101) for a request that asked for no upgrade',
+    });
+  }
+  // Each request had a connection of its own: the switched one was not used again.
+  assert.strictEqual(server.connectionCount, 2);
+  await until(() => agent.getCurrentStatus().closeSocketCount === 2, 5000, 'both connections to close');
+  const status = agent.getCurrentStatus();
+  assert.strictEqual(status.createSocketCount, 2);
+  assert.strictEqual(status.errorSocketCount, 0);
+  assert.deepStrictEqual(status.freeSockets, {});
+  const pool = new undici.Pool(`http://127.0.0.1:${server.port}`);
+  t.after(() => pool.destroy());
+  await assert.rejects(pool.request({ path: '/', method: 'GET' }), { code: 'UND_ERR_SOCKET' });
+});
+
 test('a malformed chunked body fails the body with the code Node\'s parser gives it, never as a short body', async (t) => {
   const agent = new Agent();
   t.after(() => agent.destroy());

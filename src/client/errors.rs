@@ -40,6 +40,14 @@ pub fn length_and_coding() -> Error {
     )
 }
 
+/// A 101 (Switching Protocols) to a request that asked for no upgrade.
+pub fn unasked_upgrade() -> Error {
+    Error::tls(
+        "ERR_HYPERAGENT_HTTP",
+        "HTTP error: the server switched protocols (101) for a request that asked for no upgrade",
+    )
+}
+
 /// `in_body`: the response head had arrived (Node then reports "aborted", not "socket hang up").
 pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
     if err.is_parse() && err.to_string().contains("too large") {

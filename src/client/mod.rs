@@ -457,6 +457,15 @@ fn run_exchange(
             return;
         }
         let status = response.status();
+        // The promise path sends no upgrade (it refuses the header): a server that switches
+        // protocols anyway (RFC 9110 §15.2.2 forbids it) leaves no response to give, and what
+        // follows on the connection is not HTTP. The request fails, as undici's does, rather
+        // than resolving with a 101 whose bytes are lost; the connection is not used again.
+        if status == http::StatusCode::SWITCHING_PROTOCOLS {
+            sink.post(Event::Error(errors::unasked_upgrade()));
+            sink.post(Event::Done(None));
+            return;
+        }
         let reason = match phrase {
             Some(given) => Cow::Owned(given.as_bytes().to_vec()),
             None => Cow::Borrowed(status.canonical_reason().unwrap_or("").as_bytes()),

@@ -395,6 +395,22 @@ async fn a_malformed_status_line_is_named_like_llhttp() {
 }
 
 #[tokio::test]
+async fn a_switch_of_protocols_nobody_asked_for_fails_the_exchange() {
+    let (port, _srv) = server(vec![
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: other\r\nConnection: upgrade\r\n\r\nnot http",
+    ])
+    .await;
+    let mut rx = run(port, get("/")).await;
+    let Some(Event::Error(err)) = rx.recv().await else {
+        panic!("error expected")
+    };
+    assert_eq!(err.code(), "ERR_HYPERAGENT_HTTP");
+    // The connection is given up, not offered for another request.
+    assert!(matches!(rx.recv().await, Some(Event::Done(None))));
+    assert!(rx.recv().await.is_none());
+}
+
+#[tokio::test]
 async fn a_head_larger_than_the_limit_overflows() {
     let big: &'static [u8] = Box::leak(
         format!("HTTP/1.1 200 OK\r\nX-Big: {}\r\n\r\n", "a".repeat(20_000))
