@@ -269,6 +269,7 @@ where
     let io = Counted {
         io,
         shared: wake.clone(),
+        backlog: false,
     };
     let (sender, conn) = http1::Builder::new()
         // hyper's read buffer bounds the head it accepts, and the size of its reads: large
@@ -291,10 +292,28 @@ where
 
 /// A connection's stream, counting the bytes read from it into its [`wake::ConnWake`]: an
 /// exchange that fails tells by it whether any byte of a response had come (see
-/// [`run_exchange`]).
+/// [`run_exchange`]). It also tells the connection's task when a backlog of writes has gone
+/// out ([`wake::ConnWake::drained`]; see [`wake::run`] for why).
 struct Counted<IO> {
     io: IO,
     shared: Arc<wake::ConnWake>,
+    /// A write was refused or taken in part: bytes are waiting.
+    backlog: bool,
+}
+
+impl<IO> Counted<IO> {
+    /// Notes how a write of `offered` bytes went.
+    fn wrote(&mut self, offered: usize, polled: &Poll<std::io::Result<usize>>) {
+        match polled {
+            Poll::Ready(Ok(n)) if *n >= offered => {
+                if std::mem::take(&mut self.backlog) {
+                    self.shared.drained.store(true, Ordering::Relaxed);
+                }
+            }
+            Poll::Ready(Ok(_)) | Poll::Pending => self.backlog = true,
+            Poll::Ready(Err(_)) => {}
+        }
+    }
 }
 
 impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
@@ -321,7 +340,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.wrote(buf.len(), &polled);
+        polled
     }
 
     fn poll_write_vectored(
@@ -329,7 +350,9 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.wrote(bufs.iter().map(|b| b.len()).sum(), &polled);
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {

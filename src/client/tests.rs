@@ -611,3 +611,115 @@ async fn a_connection_closed_after_a_response_began_is_not_unsent() {
         assert_eq!(got_unsent, unsent, "{tail:?}");
     }
 }
+
+/// An in-memory stream that takes vectored writes, as a TCP stream does (hyper then queues a
+/// body given whole instead of copying it), one buffer at a time.
+struct Vectored(tokio::io::DuplexStream);
+
+impl AsyncRead for Vectored {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Vectored {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let first = bufs
+            .iter()
+            .find(|b| !b.is_empty())
+            .map_or(&[][..], |b| &**b);
+        self.poll_write(cx, first)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// A server that answers before it has read the request's body, then reads all of it: once
+/// the last of the body has gone out, the connection is free for another request. hyper lets
+/// its connection's task sleep when the end of a backlog of request bytes goes out after the
+/// response has come, with nothing to tell the sender that the connection is ready again; the
+/// exchange would wait for it until the server closed the connection.
+#[tokio::test]
+async fn a_connection_answered_before_its_upload_ended_comes_back_once_it_has_gone_out() {
+    const WINDOW: usize = 64 * 1024;
+    for tail in [1, 1000, WINDOW / 2, WINDOW - 1] {
+        let body_len = 3 * WINDOW + tail;
+        let (client, mut server) = tokio::io::duplex(WINDOW);
+        let (sender, connection) = handshake(Vectored(client), 16 * 1024).await.unwrap();
+        connection.spawn(|| {});
+        let mut spec = get("/upload");
+        spec.method = Method::POST;
+        Arc::get_mut(&mut spec.head)
+            .unwrap()
+            .headers
+            .insert(http::header::CONTENT_LENGTH, body_len.into());
+        spec.body = full_body(Bytes::from(vec![7u8; body_len]));
+        let (sink, mut rx) = sink();
+        tokio::spawn(exchange(sender, spec, Arc::new(Control::default()), sink));
+
+        // The request's head, then the answer at once.
+        let mut buf = vec![0u8; WINDOW];
+        let mut seen = Vec::new();
+        let head_end = loop {
+            let n = server.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the request's head must come");
+            seen.extend_from_slice(&buf[..n]);
+            if let Some(at) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                break at + 4;
+            }
+        };
+        server
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nearly")
+            .await
+            .unwrap();
+        let Some(Event::Head { status: 200, .. }) = rx.recv().await else {
+            panic!("the head must come first")
+        };
+        // The rest of the body, as fast as it comes.
+        let mut got = seen.len() - head_end;
+        while got < body_len {
+            let n = server.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the body must all come");
+            got += n;
+        }
+        assert_eq!(got, body_len, "tail {tail}");
+        let done = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match rx.recv().await {
+                    Some(Event::Done(sender)) => break sender,
+                    Some(Event::Answered) => continue,
+                    other => panic!("Answered, then Done expected, got {other:?}"),
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("tail {tail}: the exchange never ended"));
+        assert!(done.is_some(), "tail {tail}: the connection must come back");
+    }
+}

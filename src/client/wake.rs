@@ -11,9 +11,9 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Wake, Waker};
+use std::task::{Context, Poll, Wake, Waker};
 
 use atomic_waker::AtomicWaker;
 
@@ -23,6 +23,8 @@ use atomic_waker::AtomicWaker;
 pub(super) struct ConnWake {
     task: AtomicWaker,
     pub(super) received: AtomicU64,
+    /// Set by the stream when a write took the last of a backlog (see [`run`]).
+    pub(super) drained: AtomicBool,
 }
 
 thread_local! {
@@ -51,14 +53,36 @@ impl Wake for ConnWake {
     }
 }
 
+/// How many times in a row [`run`] polls a connection whose write backlog went out.
+const DRAINED_POLLS: usize = 4;
+
 /// Runs `conn` (hyper's connection future) polled with a waker of `wake`'s, which forwards
 /// to the task running it.
+///
+/// hyper's connection asks for the next request only from its write step, and only once its
+/// write queue is empty; when the last of a backlog goes out in the flush that ends its poll
+/// instead (a body given whole, larger than its write buffer, whose response came before it
+/// had all gone: a server that answers first and reads the upload after), it returns without
+/// anything left to wake it: the exchange waits for a connection that is free, until the
+/// server closes it. So a poll in which a backlog went out is followed by another at once,
+/// which finds the queue empty and asks for the next request.
 pub(super) async fn run<F: Future>(conn: F, wake: Arc<ConnWake>) -> F::Output {
     let waker = Waker::from(wake.clone());
     let mut conn = std::pin::pin!(conn);
     std::future::poll_fn(|cx| {
         wake.task.register(cx.waker());
-        conn.as_mut().poll(&mut Context::from_waker(&waker))
+        let mut inner = Context::from_waker(&waker);
+        for _ in 0..DRAINED_POLLS {
+            let polled = conn.as_mut().poll(&mut inner);
+            // Only this task's stream sets it: a plain load and store do.
+            if polled.is_ready() || !wake.drained.load(Ordering::Relaxed) {
+                return polled;
+            }
+            wake.drained.store(false, Ordering::Relaxed);
+        }
+        // Backlogs that keep going out: the task runs again after others have had a turn.
+        cx.waker().wake_by_ref();
+        Poll::Pending
     })
     .await
 }
