@@ -1039,6 +1039,47 @@ test('a streamed body read by text() and the like ends and closes as a read stre
   }
 });
 
+test('text() and the like make no error for a body they read to its end; a body destroyed mid-read still fails', { timeout: 20000 }, async (t) => {
+  // An error's stack trace costs about what a small request does: the stream's destroy at its
+  // end must not make the AbortError a consumer still collecting would get.
+  const errors = require('../lib/errors');
+  const original = errors.abortError;
+  let made = 0;
+  errors.abortError = (...args) => {
+    made++;
+    return original(...args);
+  };
+  t.after(() => {
+    errors.abortError = original;
+  });
+  const big = Buffer.from(JSON.stringify('y'.repeat(1024 * 1024)));
+  const small = Buffer.from('"small"');
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/big') res.end(big);
+    else if (req.url === '/stall') res.write('part'); // and never ends
+    else res.end(small);
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (const read of ['text', 'json', 'arrayBuffer', 'bytes']) {
+    for (const p of ['/small', '/big']) {
+      const { body } = await agent.request(server.url + p);
+      const value = await body[read]();
+      const sent = p === '/big' ? big : small;
+      if (read === 'json') assert.strictEqual(value, JSON.parse(sent));
+      else assert.ok(Buffer.from(value).equals(sent), `${read} ${p}`);
+      await finished(body);
+      assert.strictEqual(body.destroyed, true);
+    }
+  }
+  assert.strictEqual(made, 0, 'no AbortError made for bodies read to their end');
+  const { body } = await agent.request(server.url + '/stall');
+  const reading = body.text();
+  body.destroy();
+  await assert.rejects(reading, { name: 'AbortError' });
+  assert.strictEqual(made, 1);
+});
+
 test('text() on a body already read, ended or destroyed, or destroyed while it reads, settles', { timeout: 20000 }, async (t) => {
   const big = Buffer.alloc(1024 * 1024, 'r');
   const server = await httpServer(t, (req, res) => {

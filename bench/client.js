@@ -102,7 +102,7 @@ async function sendInContext(als, client, req) {
 // many as `durationMs` allows, after an unmeasured warm-up.
 async function load(client, w) {
   const body = w.requestBytes ? Buffer.alloc(w.requestBytes, 'x') : w.requestBody;
-  const req = { method: w.method, path: w.path, body, headers: w.headers };
+  const req = { method: w.method, path: w.path, body, headers: w.headers, json: w.json === true };
   // An active AsyncLocalStorage for the workloads that measure what context propagation costs.
   const als = w.asyncContext ? new AsyncLocalStorage() : undefined;
   // Warm-up: for a time rather than a count (until the JIT has settled, whatever the speed of

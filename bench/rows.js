@@ -6,9 +6,11 @@
 // and returns
 //   { send(req) -> Promise<number>, socketsCreated() -> number | null, idleHeld() -> number | null,
 //     close() -> Promise<void> }
-// where `send({ method, path, body, headers })` makes one request (`body` a Buffer or a string,
-// `headers` an object, each optional), consumes the whole response body and resolves with its
-// length in bytes (rejecting on an error or a status other than 200).
+// where `send({ method, path, body, headers, json })` makes one request (`body` a Buffer or a
+// string, `headers` an object, each optional), consumes the whole response body and resolves
+// with its length in bytes (rejecting on an error or a status other than 200); with `json`, it
+// reads the body as JSON with the client's own reader, as applications do, and resolves with
+// the length of the value written back as JSON.
 // `socketsCreated` is the client's own count of connections created, where it keeps one;
 // `idleHeld` its count of idle keep-alive connections, where it exposes one.
 //
@@ -32,17 +34,20 @@ const path = require('node:path');
 function viaHttpRequest(agent, ctx) {
   const { host, port } = ctx;
   const { request } = ctx.protocol === 'https' ? https : http;
-  return ({ method, path: reqPath, body, headers: given }) =>
+  return ({ method, path: reqPath, body, headers: given, json }) =>
     new Promise((resolve, reject) => {
       const headers = body ? { ...given, 'content-length': Buffer.byteLength(body) } : given;
       const req = request({ host, port, method, path: reqPath, agent, headers }, (res) => {
         let bytes = 0;
+        const chunks = [];
         res.on('data', (chunk) => {
           bytes += chunk.length;
+          if (json) chunks.push(chunk);
         });
         res.on('end', () => {
-          if (res.statusCode === 200) resolve(bytes);
-          else reject(new Error(`status ${res.statusCode}`));
+          if (res.statusCode !== 200) reject(new Error(`status ${res.statusCode}`));
+          else if (json) resolve(jsonLength(JSON.parse(Buffer.concat(chunks).toString())));
+          else resolve(bytes);
         });
         res.on('error', reject);
       });
@@ -76,11 +81,19 @@ function nodeAgentRow(agent, ctx, extra = {}) {
   };
 }
 
+// What a JSON workload's send resolves with: the length of the value written back as JSON.
+const jsonLength = (value) => JSON.stringify(value).length;
+
 // One request through undici's `request` API on a dispatcher (a Pool or an Agent); the body
-// is consumed as a stream, bytes counted.
+// is consumed as a stream, bytes counted (or read by its json()).
 function viaUndici(request) {
-  return async ({ method, path: reqPath, body, headers }) => {
+  return async ({ method, path: reqPath, body, headers, json }) => {
     const res = await request(reqPath, { method, body, headers });
+    if (json) {
+      const value = await res.body.json();
+      if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
+      return jsonLength(value);
+    }
     let bytes = 0;
     for await (const chunk of res.body) bytes += chunk.length;
     if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
@@ -88,11 +101,16 @@ function viaUndici(request) {
   };
 }
 
-// One request through hyperagent's own promise API; the body is consumed as a stream, as with
-// undici.
+// One request through hyperagent's own promise API; the body is consumed as a stream (or read
+// by its json()), as with undici.
 function viaAgentRequest(agent, ctx) {
-  return async ({ method, path: reqPath, body, headers }) => {
+  return async ({ method, path: reqPath, body, headers, json }) => {
     const res = await agent.request(ctx.origin + reqPath, { method, body, headers });
+    if (json) {
+      const value = await res.body.json();
+      if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
+      return jsonLength(value);
+    }
     let bytes = 0;
     for await (const chunk of res.body) bytes += chunk.length;
     if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
@@ -206,8 +224,13 @@ const rows = [
     label: 'fetch (Node built-in)',
     protocol: 'http',
     setup: (ctx) => ({
-      send: async ({ method, path: reqPath, body, headers }) => {
+      send: async ({ method, path: reqPath, body, headers, json }) => {
         const res = await fetch(ctx.origin + reqPath, { method, body, headers });
+        if (json) {
+          const value = await res.json();
+          if (res.status !== 200) throw new Error(`status ${res.status}`);
+          return jsonLength(value);
+        }
         const buf = await res.arrayBuffer();
         if (res.status !== 200) throw new Error(`status ${res.status}`);
         return buf.byteLength;

@@ -9,7 +9,10 @@
 //   long, whatever its speed), after `warmupMs` of unmeasured warm-up. The scenarios make a
 //   fixed count from a cold start: `requests` shared by the callers, or with `perCaller`, each
 //   of the `concurrency` callers makes exactly that many in sequence (the agentkeepalive
-//   benchmark's shape). `responseBytes`, when set, is checked on every response.
+//   benchmark's shape). `responseBytes`, when set, is checked on every response. With `json`,
+//   each client reads the response as JSON with its own reader, as applications do (undici's
+//   and hyperagent's `body.json()`, fetch's `res.json()`, `JSON.parse` over the chunks of
+//   Node's `http.request`), and the length of the value written back as JSON is checked.
 // kind 'idle': the client opens `connections` keep-alive connections (the server holds every
 //   request until all of them are in flight) and the memory they add once idle is measured.
 //
@@ -70,13 +73,14 @@ const workloads = [
     responseBytes: String(65536).length,
   }),
   // A call to a JSON API as applications make one: a small JSON body as a string, its content
-  // type and an accept header (the server answers with the body's length).
-  throughput('api', 'throughput', 'JSON API call (POST, 24 B JSON body, 2 headers)', {
+  // type and an accept header; the answer (the body's length, a JSON number) is read as JSON.
+  throughput('api', 'throughput', 'JSON API call (POST, 24 B JSON body, 2 headers, JSON answer)', {
     method: 'POST',
     path: '/echo-length',
     headers: { 'content-type': 'application/json', accept: 'application/json' },
     requestBody: '{"id":42,"name":"hello"}',
     responseBytes: 2,
+    json: true,
   }),
   throughput('https-hello', 'https', 'HTTPS hello world (GET, 12 B response)', { path: '/hello', responseBytes: 12 }),
   throughput('https-64k', 'https', 'HTTPS 64 KiB response (GET)', { path: '/64k', responseBytes: 65536, quick: null }),

@@ -809,6 +809,9 @@ class PendingRequest {
   finishSink() {
     const body = this.response.body;
     const sink = body._sink;
+    // Settled: the stream's destroy at its end has no consumer left to fail (and makes no
+    // error for it).
+    body._sink = null;
     sink.resolve(sink.chunks.length === 1 ? sink.chunks[0] : Buffer.concat(sink.chunks));
     body.push(null);
     body.read();
