@@ -44,6 +44,7 @@ async function echoServer(t, extra) {
 }
 
 const sha = (buf) => crypto.createHash('sha256').update(buf).digest('hex');
+const tlsFixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 
 test('a GET resolves with status, headers and a body stream', async (t) => {
   const server = await httpServer(t, (req, res) => {
@@ -691,6 +692,36 @@ test('aborting works while queued, before the head, and during the body', async 
   assert.strictEqual(await (await agent.request(`${server.url}/after`)).body.text(), 'ok');
   // An already aborted signal rejects at once.
   await assert.rejects(agent.request(server.url, { signal: AbortSignal.abort() }), { name: 'AbortError' });
+});
+
+test('an abort mid-upload to a server that stopped reading closes the connection at once, the rest unsent', { timeout: 20000 }, async (t) => {
+  for (const secure of [false, true]) {
+    let socket;
+    let started;
+    const uploading = new Promise((resolve) => (started = resolve));
+    const tlsOptions = secure ? { key: tlsFixture('localhost-key.pem'), cert: tlsFixture('localhost-chain.pem') } : undefined;
+    const server = await rawServer(t, (s) => {
+      socket = s;
+      s.once('data', (chunk) => {
+        s.pause();
+        started(chunk.length);
+      });
+    }, tlsOptions);
+    const agent = secure ? new HttpsAgent({ ca: tlsFixture('ca.pem') }) : new Agent();
+    t.after(() => agent.destroy());
+    const body = Buffer.alloc(32 * 1024 * 1024, 'u');
+    const controller = new AbortController();
+    const pending = agent.request(`${secure ? 'https' : 'http'}://localhost:${server.port}/`, { method: 'POST', body, signal: controller.signal });
+    let received = await uploading;
+    controller.abort();
+    await assert.rejects(pending, { name: 'AbortError' });
+    // What was under way arrives, then the connection's end: never the whole body.
+    socket.on('data', (chunk) => (received += chunk.length));
+    socket.resume();
+    await once(socket, 'close');
+    assert.ok(received < body.length, `${received} bytes of ${body.length} arrived`);
+    assert.deepStrictEqual(agent.getCurrentStatus().sockets, {});
+  }
 });
 
 test('one signal shared by many requests: the finished ones let go of it, and its abort ends the rest, at every stage', async (t) => {

@@ -50,6 +50,15 @@ impl Sender {
     }
 }
 
+/// A connection's request half is dropped when the connection is not to carry another request
+/// (closed idle, not reusable, its exchange aborted or failed): the connection closes at once,
+/// whatever hyper still had to send (see [`wake::ConnWake::cut`]).
+impl Drop for Sender {
+    fn drop(&mut self) {
+        self.wake.cut();
+    }
+}
+
 impl std::fmt::Debug for Sender {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.hyper.fmt(f)

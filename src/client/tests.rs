@@ -660,6 +660,18 @@ impl AsyncWrite for Vectored {
     }
 }
 
+/// `POST /upload` with `body`, given whole.
+fn upload(body: Bytes) -> Spec {
+    let mut spec = get("/upload");
+    spec.method = Method::POST;
+    Arc::get_mut(&mut spec.head)
+        .unwrap()
+        .headers
+        .insert(http::header::CONTENT_LENGTH, body.len().into());
+    spec.body = full_body(body);
+    spec
+}
+
 /// A server that answers before it has read the request's body, then reads all of it: once
 /// the last of the body has gone out, the connection is free for another request. hyper lets
 /// its connection's task sleep when the end of a backlog of request bytes goes out after the
@@ -673,13 +685,7 @@ async fn a_connection_answered_before_its_upload_ended_comes_back_once_it_has_go
         let (client, mut server) = tokio::io::duplex(WINDOW);
         let (sender, connection) = handshake(Vectored(client), 16 * 1024).await.unwrap();
         connection.spawn(|| {});
-        let mut spec = get("/upload");
-        spec.method = Method::POST;
-        Arc::get_mut(&mut spec.head)
-            .unwrap()
-            .headers
-            .insert(http::header::CONTENT_LENGTH, body_len.into());
-        spec.body = full_body(Bytes::from(vec![7u8; body_len]));
+        let spec = upload(Bytes::from(vec![7u8; body_len]));
         let (sink, mut rx) = sink();
         tokio::spawn(exchange(sender, spec, Arc::new(Control::default()), sink));
 
@@ -722,4 +728,39 @@ async fn a_connection_answered_before_its_upload_ended_comes_back_once_it_has_go
         .unwrap_or_else(|_| panic!("tail {tail}: the exchange never ended"));
         assert!(done.is_some(), "tail {tail}: the connection must come back");
     }
+}
+
+/// An exchange given up mid-upload (aborted, as an abort or a stopped env stops its task) to a
+/// server that reads none of the body closes its connection at once: hyper's graceful end
+/// would first send what it still holds of the body, and wait for the server for ever, holding
+/// the connection and the body.
+#[tokio::test]
+async fn a_connection_whose_exchange_is_given_up_mid_upload_closes_at_once() {
+    const WINDOW: usize = 64 * 1024;
+    let (client, mut server) = tokio::io::duplex(WINDOW);
+    let (sender, connection) = handshake(Vectored(client), 16 * 1024).await.unwrap();
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+    connection.spawn(move || {
+        let _ = closed_tx.send(());
+    });
+    let body_len = 16 * WINDOW;
+    let body = Bytes::from(vec![7u8; body_len]);
+    let spec = upload(body.clone());
+    let (sink, _rx) = sink();
+    let task = tokio::spawn(exchange(sender, spec, Arc::new(Control::default()), sink));
+    // The window fills with the head and the start of the body; the server reads no more.
+    let mut buf = vec![0u8; 1024];
+    let n = server.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"POST /upload"));
+    task.abort();
+    tokio::time::timeout(Duration::from_secs(10), closed_rx)
+        .await
+        .expect("the connection must close once its exchange is given up")
+        .unwrap();
+    // hyper's hold on the body went with the connection.
+    assert!(body.is_unique(), "the body must be let go of");
+    // The server sees the end of the connection after what was sent.
+    let mut rest = Vec::new();
+    server.read_to_end(&mut rest).await.unwrap();
+    assert!(n + rest.len() < body_len, "the body must not have all gone");
 }

@@ -25,6 +25,19 @@ pub(super) struct ConnWake {
     pub(super) received: AtomicU64,
     /// Set by the stream when a write took the last of a backlog (see [`run`]).
     pub(super) drained: AtomicBool,
+    /// The connection is given up: its task drops it at once (see [`ConnWake::cut`]).
+    cut: AtomicBool,
+}
+
+impl ConnWake {
+    /// Gives the connection up: its task stops polling it and drops it, which closes it
+    /// without hyper's graceful end. That end first sends what hyper still holds of a request,
+    /// and would wait, holding the connection and the request's body, for as long as the
+    /// server reads none of it (an aborted upload, a server that answered and stopped reading).
+    pub(super) fn cut(&self) {
+        self.cut.store(true, Ordering::Release);
+        self.task.wake();
+    }
 }
 
 thread_local! {
@@ -66,17 +79,23 @@ const DRAINED_POLLS: usize = 4;
 /// anything left to wake it: the exchange waits for a connection that is free, until the
 /// server closes it. So a poll in which a backlog went out is followed by another at once,
 /// which finds the queue empty and asks for the next request.
-pub(super) async fn run<F: Future>(conn: F, wake: Arc<ConnWake>) -> F::Output {
+///
+/// A connection that is cut ([`ConnWake::cut`]) is dropped as it is: `None`.
+pub(super) async fn run<F: Future>(conn: F, wake: Arc<ConnWake>) -> Option<F::Output> {
     let waker = Waker::from(wake.clone());
     let mut conn = std::pin::pin!(conn);
     std::future::poll_fn(|cx| {
+        // Registered before the flag is read: a cut after the read wakes this registration.
         wake.task.register(cx.waker());
+        if wake.cut.load(Ordering::Acquire) {
+            return Poll::Ready(None);
+        }
         let mut inner = Context::from_waker(&waker);
         for _ in 0..DRAINED_POLLS {
             let polled = conn.as_mut().poll(&mut inner);
             // Only this task's stream sets it: a plain load and store do.
             if polled.is_ready() || !wake.drained.load(Ordering::Relaxed) {
-                return polled;
+                return polled.map(Some);
             }
             wake.drained.store(false, Ordering::Relaxed);
         }
