@@ -63,6 +63,68 @@ test('the addon works in several worker threads at once, and a worker terminated
   assert.strictEqual(lines[2], 'hi /main');
 });
 
+test('a worker terminated while large bodies go out from its Buffers (HTTP and HTTPS) ends cleanly', async (t) => {
+  // The Buffers' bytes are read by tokio as they go (no copy): the worker's teardown, which
+  // frees them, waits until tokio has let go.
+  const tlsDir = path.join(__dirname, 'fixtures', 'tls');
+  const script = `
+    const { Worker, isMainThread, workerData } = require('node:worker_threads');
+    const { once } = require('node:events');
+    const fs = require('node:fs');
+    const path = require('node:path');
+    const net = require('node:net');
+    const tls = require('node:tls');
+    const http = require('node:http');
+    const { Agent, HttpsAgent } = require(${ROOT});
+    const dir = ${JSON.stringify(tlsDir)};
+    if (isMainThread) {
+      (async () => {
+        // Servers that take the start of an upload and then read no more.
+        let started = 0;
+        let allStarted;
+        const uploading = new Promise((resolve) => (allStarted = resolve));
+        const take = (socket) => {
+          socket.on('error', () => {});
+          socket.once('data', () => {
+            socket.pause();
+            if (++started === 4) allStarted();
+          });
+        };
+        const plain = net.createServer(take).listen(0, '127.0.0.1');
+        const secure = tls.createServer({
+          key: fs.readFileSync(path.join(dir, 'localhost-key.pem')),
+          cert: fs.readFileSync(path.join(dir, 'localhost-chain.pem')),
+        }, take).listen(0, '127.0.0.1');
+        await Promise.all([once(plain, 'listening'), once(secure, 'listening')]);
+        const w = new Worker(process.env.HYPERAGENT_WORKER_SCRIPT, {
+          eval: true,
+          workerData: { plain: plain.address().port, secure: secure.address().port },
+        });
+        w.on('error', (e) => console.log('worker error', e));
+        await uploading;
+        console.log('terminated', await w.terminate());
+        const ok = http.createServer((req, res) => res.end('still here')).listen(0, '127.0.0.1');
+        await once(ok, 'listening');
+        const res = await new Agent().request('http://127.0.0.1:' + ok.address().port + '/');
+        console.log(await res.body.text());
+        process.exit(0);
+      })();
+    } else {
+      const body = Buffer.alloc(16 * 1024 * 1024, 'w');
+      const agent = new Agent();
+      const secure = new HttpsAgent({ ca: fs.readFileSync(path.join(dir, 'ca.pem')) });
+      for (let i = 0; i < 2; i++) {
+        agent.request('http://127.0.0.1:' + workerData.plain + '/', { method: 'POST', body }).catch(() => {});
+        secure.request('https://localhost:' + workerData.secure + '/', { method: 'POST', body }).catch(() => {});
+      }
+    }
+  `;
+  const { code, signal, out, err } = await runChild(script, { HYPERAGENT_WORKER_SCRIPT: script });
+  assert.strictEqual(signal, null, err);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(out.trim().split('\n'), ['terminated 1', 'still here']);
+});
+
 test('process.exit() with requests in flight on both paths exits cleanly', async (t) => {
   const server = await httpServer(t, () => {});
   const { code, signal, err } = await runChild(`

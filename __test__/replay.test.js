@@ -90,12 +90,16 @@ test('agent.request(): a PUT with a body on a reused connection that dies is rep
   const agent = new Agent();
   t.after(() => agent.destroy());
   await (await agent.request(`${server.url}/warm`)).body.text();
-  const body = Buffer.alloc(3000, 'put body ');
-  const res = await agent.request(`${server.url}/put`, { method: 'PUT', body });
-  assert.strictEqual(await res.body.text(), 'answer to PUT /put HTTP/1.1');
-  const puts = server.seen.filter((s) => s.line === 'PUT /put HTTP/1.1');
-  assert.deepStrictEqual(puts.map((s) => [s.dropped, s.body === body.toString()]), [[true, true], [false, true]]);
-  assert.strictEqual(agent.replayCount, 1);
+  // A small body (copied into Rust) and a large one (sent from the Buffer's memory), each on
+  // the connection the last request left idle.
+  for (const [i, size] of [3000, 48 * 1024].entries()) {
+    const body = Buffer.alloc(size, `put body ${i} `);
+    const res = await agent.request(`${server.url}/put${i}`, { method: 'PUT', body });
+    assert.strictEqual(await res.body.text(), `answer to PUT /put${i} HTTP/1.1`);
+    const puts = server.seen.filter((s) => s.line === `PUT /put${i} HTTP/1.1`);
+    assert.deepStrictEqual(puts.map((s) => [s.dropped, s.body === body.toString()]), [[true, true], [false, true]]);
+    assert.strictEqual(agent.replayCount, i + 1);
+  }
 });
 
 // A server whose first connection answers one request, then closes (a FIN) as soon as the

@@ -476,6 +476,88 @@ test('large bodies both ways arrive intact', async (t) => {
   assert.strictEqual(sha(got), sha(down));
 });
 
+// A large Buffer body is sent from the Buffer's own memory (no copy): the bytes arrive as they
+// are, whatever view they come in, and the Buffer is let go of once the request is over, however
+// it ends: answered, answered before its upload ended, aborted mid-upload, or never connected.
+test('a large body given whole goes from its own memory, and its Buffer is let go of whatever ends the request', { timeout: 30000 }, async (t) => {
+  const v8 = require('node:v8');
+  const vm = require('node:vm');
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  // Collected within a bounded number of loop turns (a release from tokio crosses the inbox).
+  const collected = async (weak) => {
+    for (let i = 0; i < 200; i++) {
+      gc();
+      if (weak.deref() === undefined) return true;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    return false;
+  };
+  const server = await echoServer(t);
+  const early = await earlyServer(t);
+  let stalled;
+  const receiving = new Promise((resolve) => (stalled = resolve));
+  const stall = await rawServer(t, (socket) => socket.once('data', () => {
+    socket.pause();
+    stalled();
+  }));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+
+  // Views at an offset into a larger memory, every kind of them; one Buffer sent by many
+  // requests at once.
+  const backing = crypto.randomBytes(300 * 1024);
+  const views = [
+    backing.subarray(1000, 1000 + 100 * 1024),
+    new Uint8Array(backing.buffer, backing.byteOffset + 7, 64 * 1024),
+    new DataView(backing.buffer, backing.byteOffset + 3, 20 * 1024),
+    backing.buffer.slice(0, 128 * 1024),
+  ];
+  for (const view of views) {
+    const bytes = view instanceof ArrayBuffer ? Buffer.from(view) : Buffer.from(view.buffer, view.byteOffset, view.byteLength);
+    const echo = await (await agent.request(`${server.url}/view`, { method: 'POST', body: view })).body.json();
+    assert.deepStrictEqual([echo.length, echo.sha256], [bytes.length, sha(bytes)]);
+  }
+  const shared = crypto.randomBytes(256 * 1024);
+  const echoes = await Promise.all(Array.from({ length: 20 }, async () => (await agent.request(`${server.url}/many`, { method: 'PUT', body: shared })).body.json()));
+  assert.ok(echoes.every((e) => e.sha256 === sha(shared)));
+
+  // Each way a request ends, with a Buffer only the request holds.
+  const send = async (fn) => {
+    let weak;
+    await (async () => {
+      const body = Buffer.alloc(4 * 1024 * 1024, 7);
+      weak = new WeakRef(body);
+      await fn(body);
+    })();
+    return collected(weak);
+  };
+  assert.ok(await send(async (body) => {
+    const echo = await (await agent.request(`${server.url}/answered`, { method: 'POST', body })).body.json();
+    assert.strictEqual(echo.length, body.length);
+  }), 'answered');
+  assert.ok(await send(async (body) => {
+    // Answered after 100 kB; the rest goes on (and is not read) until the body timeout.
+    const res = await agent.request(early.url, { method: 'POST', body, bodyTimeout: 300 });
+    assert.strictEqual(await res.body.text(), 'early');
+  }), 'answered early');
+  assert.ok(await send(async (body) => {
+    const controller = new AbortController();
+    const pending = agent.request(`http://127.0.0.1:${stall.port}/`, { method: 'POST', body, signal: controller.signal });
+    await receiving;
+    controller.abort();
+    await assert.rejects(pending, { name: 'AbortError' });
+  }), 'aborted mid-upload');
+  assert.ok(await send(async (body) => {
+    const closed = net.createServer().listen(0, '127.0.0.1');
+    await once(closed, 'listening');
+    const { port } = closed.address();
+    closed.close();
+    await once(closed, 'close');
+    await assert.rejects(agent.request(`http://127.0.0.1:${port}/`, { method: 'POST', body }), { code: 'ECONNREFUSED' });
+  }), 'never connected');
+});
+
 function* chunks(buf, size) {
   for (let i = 0; i < buf.length; i += size) yield buf.subarray(i, i + size);
 }

@@ -19,6 +19,7 @@ use napi::sys;
 
 use super::conn::Conn;
 use super::js::{self, HandleScope, Ref};
+use super::lend;
 use super::pool::PoolCell;
 use super::uv::{self, Handle};
 use std::net::SocketAddr;
@@ -96,6 +97,8 @@ pub enum Completion {
         req: u32,
         reply: tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>,
     },
+    /// A lent Buffer's reference, let go of last on tokio (see `lend`).
+    Release(lend::Released),
 }
 
 /// Where a promise-path connection goes, its TLS session, and what lets its exchange start
@@ -169,6 +172,9 @@ pub struct Inbox {
     /// Posts signalling the loop outside the lock (see `post`); the cleanup waits for them
     /// before it closes the handle.
     signalling: std::sync::atomic::AtomicUsize,
+    /// Buffers of this thread whose bytes are lent to tokio (see `lend`): the cleanup waits for
+    /// them (the env's teardown frees what they point into).
+    lent: std::sync::atomic::AtomicUsize,
 }
 
 impl Inbox {
@@ -226,6 +232,14 @@ impl Inbox {
         // to zero before it closes the handle.
         unsafe { uv::async_send(handle) };
         self.signalling.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    pub fn lent_out(&self) {
+        self.lent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn lent_returned(&self) {
+        self.lent.fetch_sub(1, Ordering::Release);
     }
 
     /// Stops later posts and waits for the ones signalling the loop (see `post`).
@@ -384,6 +398,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
                 deferred: None,
             }),
             signalling: std::sync::atomic::AtomicUsize::new(0),
+            lent: std::sync::atomic::AtomicUsize::new(0),
         }),
         wake: RefCell::new(None),
         wakes: Cell::new(0),
@@ -713,6 +728,7 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
                     cell.emit_keylog(conn, &lines);
                 }
             }
+            Completion::Release(reference) => reference.delete(ctx.env),
         }
     }
     // A burst's vector is not kept: its memory goes back.
@@ -733,6 +749,10 @@ unsafe extern "C" fn on_sweep(handle: *mut uv::RawHandle) {
     ctx.sweep_headers_deadlines();
 }
 
+/// How long the cleanup waits for tokio to let go of lent Buffers: their tasks are stopped, so
+/// this is a bound that is not reached.
+const LENT_WAIT: Duration = Duration::from_secs(1);
+
 unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
     let Some(ctx) = CTX.with(|c| c.borrow_mut().take()) else {
         return;
@@ -747,6 +767,17 @@ unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
         .collect();
     for pool in pools {
         pool.shutdown();
+    }
+    // The env's teardown frees the Buffers lent to tokio (request bodies given whole): the
+    // requests' tasks stop, the requests let go, and what tokio still holds is waited for.
+    let requests: Vec<Rc<ReqState>> = ctx.requests.borrow_mut().drain().map(|(_, r)| r).collect();
+    for req in &requests {
+        req.stop();
+    }
+    drop(requests);
+    let deadline = Instant::now() + LENT_WAIT;
+    while ctx.inbox.lent.load(Ordering::Acquire) != 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
     }
     if let Some(wake) = ctx.wake.borrow_mut().take() {
         wake.close();

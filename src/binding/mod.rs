@@ -8,6 +8,7 @@ mod conn;
 pub(crate) mod debug;
 mod env;
 mod js;
+mod lend;
 mod pool;
 mod request;
 mod uv;
@@ -923,10 +924,18 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
             Arc::new(head_of(&path, &headers)?)
         }
     };
-    // The body's bytes, copied once from the JavaScript Buffer (or encoded once from the
-    // string): the request and its replay share them.
+    let ctx = ctx()?;
+    // The body's bytes: a large Buffer's lent (read where they are, see `lend`), a small one's
+    // copied, a string encoded once. The request and its replay share them.
     let mut body_buf = [MaybeUninit::uninit(); 1024];
+    let mut lent = None;
     let body = match args.bytes(6) {
+        Some(b) if b.len() >= lend::LEND_MIN => {
+            // SAFETY: `b` are the bytes of argument 6, a Buffer of this call.
+            let (bytes, lender) = unsafe { lend::lend(ctx.env, &ctx.inbox, args.value(6), b) };
+            lent = Some(lender);
+            Some(bytes)
+        }
         Some(b) => Some(bytes::Bytes::copy_from_slice(b)),
         None if args.is_nullish(6) => None,
         None => match args.utf8(6, &mut body_buf).ok_or_else(|| bad("body"))? {
@@ -943,7 +952,6 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let headers_timeout = args.f64(10).ok_or_else(|| bad("headersTimeout"))?;
     let body_timeout = args.f64(11).ok_or_else(|| bad("bodyTimeout"))?;
     let replay_limit = args.f64(12).ok_or_else(|| bad("replayLimit"))?;
-    let ctx = ctx()?;
     let cell = ctx
         .pool(pool)
         .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
@@ -1033,6 +1041,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let js_side = request::JsSide {
         handle,
         context_name: args.value(13),
+        lent,
     };
     let (req, waiter) = cell.request(KeyId(key), js_side, spec, writer, ctl, replay);
     if let Some(slot) = id_slot {

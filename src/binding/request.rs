@@ -19,6 +19,7 @@ use napi::sys;
 use super::conn::{Conn, Mode, State};
 use super::env::{Completion, EnvCtx};
 use super::js::{self, AsyncContext, Ref};
+use super::lend::Lender;
 use super::pool::{verdict, PoolCell};
 use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Recording, Sink, Spec};
 use crate::error::Error;
@@ -84,6 +85,8 @@ pub struct ReqState {
     /// and when it runs out: set when the exchange starts on its connection.
     headers_timeout: Cell<Option<Duration>>,
     headers_deadline: Cell<Option<Instant>>,
+    /// The request's hold on its body's Buffer, when the body's bytes are lent (see `lend`).
+    lent: RefCell<Option<Lender>>,
 }
 
 /// Headers timeouts longer than this (the default is 300 s) are not a tokio timer around each
@@ -207,8 +210,18 @@ impl ReqState {
         self.headers_deadline.set(None);
     }
 
+    /// Stops the request's task, if it has one running (the env's cleanup).
+    pub fn stop(&self) {
+        if let Some(task) = self.abort.borrow_mut().take() {
+            task.abort();
+        }
+        self.lent.borrow_mut().take();
+    }
+
     fn finish(&self) {
         let env = self.env();
+        // Over: a lent body's Buffer is let go of once tokio is done with its bytes too.
+        self.lent.borrow_mut().take();
         self.pool.ctx.remove_request(self.id);
         self.handle.delete(env);
         self.ctx.destroy(env);
@@ -226,6 +239,8 @@ fn header_string(env: sys::napi_env, headers: &HeaderLines) -> sys::napi_value {
 pub struct JsSide {
     pub handle: sys::napi_value,
     pub context_name: sys::napi_value,
+    /// The request's hold on its body's Buffer, when lent.
+    pub lent: Option<Lender>,
 }
 
 impl PoolCell {
@@ -260,6 +275,7 @@ impl PoolCell {
             hint: Cell::new(None),
             headers_timeout: Cell::new(None),
             headers_deadline: Cell::new(None),
+            lent: RefCell::new(js_side.lent),
         });
         self.ctx.insert_request(req.clone());
         let mut discard = Vec::new();
