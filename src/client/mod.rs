@@ -50,12 +50,15 @@ impl Sender {
     }
 }
 
-/// A connection's request half is dropped when the connection is not to carry another request
-/// (closed idle, not reusable, its exchange aborted or failed): the connection closes at once,
-/// whatever hyper still had to send (see [`wake::ConnWake::cut`]).
+/// A connection's request half is dropped when the connection is not to carry another request.
+/// An idle one (closed by the pool) ends as hyper ends it, gracefully (a TLS close_notify);
+/// one in the middle of an exchange (aborted, failed, or answered before its request's body
+/// went out) closes at once, whatever hyper still had to send (see [`wake::ConnWake::cut`]).
 impl Drop for Sender {
     fn drop(&mut self) {
-        self.wake.cut();
+        if !self.hyper.is_ready() {
+            self.wake.cut();
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! Exchanges against raw servers on loopback that script every byte of the response.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
 
 use http::HeaderValue;
@@ -613,8 +614,9 @@ async fn a_connection_closed_after_a_response_began_is_not_unsent() {
 }
 
 /// An in-memory stream that takes vectored writes, as a TCP stream does (hyper then queues a
-/// body given whole instead of copying it), one buffer at a time.
-struct Vectored(tokio::io::DuplexStream);
+/// body given whole instead of copying it), one buffer at a time; the flag is set when it is
+/// shut down (a graceful end).
+struct Vectored(tokio::io::DuplexStream, Arc<AtomicBool>);
 
 impl AsyncRead for Vectored {
     fn poll_read(
@@ -656,6 +658,7 @@ impl AsyncWrite for Vectored {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.1.store(true, Ordering::Relaxed);
         Pin::new(&mut self.0).poll_shutdown(cx)
     }
 }
@@ -683,7 +686,9 @@ async fn a_connection_answered_before_its_upload_ended_comes_back_once_it_has_go
     for tail in [1, 1000, WINDOW / 2, WINDOW - 1] {
         let body_len = 3 * WINDOW + tail;
         let (client, mut server) = tokio::io::duplex(WINDOW);
-        let (sender, connection) = handshake(Vectored(client), 16 * 1024).await.unwrap();
+        let (sender, connection) = handshake(Vectored(client, Arc::default()), 16 * 1024)
+            .await
+            .unwrap();
         connection.spawn(|| {});
         let spec = upload(Bytes::from(vec![7u8; body_len]));
         let (sink, mut rx) = sink();
@@ -738,7 +743,9 @@ async fn a_connection_answered_before_its_upload_ended_comes_back_once_it_has_go
 async fn a_connection_whose_exchange_is_given_up_mid_upload_closes_at_once() {
     const WINDOW: usize = 64 * 1024;
     let (client, mut server) = tokio::io::duplex(WINDOW);
-    let (sender, connection) = handshake(Vectored(client), 16 * 1024).await.unwrap();
+    let (sender, connection) = handshake(Vectored(client, Arc::default()), 16 * 1024)
+        .await
+        .unwrap();
     let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
     connection.spawn(move || {
         let _ = closed_tx.send(());
@@ -763,4 +770,49 @@ async fn a_connection_whose_exchange_is_given_up_mid_upload_closes_at_once() {
     let mut rest = Vec::new();
     server.read_to_end(&mut rest).await.unwrap();
     assert!(n + rest.len() < body_len, "the body must not have all gone");
+}
+
+/// An idle connection whose request half is dropped (the pool closing it) ends as hyper ends
+/// it, shut down gracefully (over TLS, with a close_notify), not cut.
+#[tokio::test]
+async fn an_idle_connection_let_go_of_ends_gracefully() {
+    let (client, mut server) = tokio::io::duplex(64 * 1024);
+    let shut = Arc::new(AtomicBool::new(false));
+    let (sender, connection) = handshake(Vectored(client, shut.clone()), 16 * 1024)
+        .await
+        .unwrap();
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
+    connection.spawn(move || {
+        let _ = closed_tx.send(());
+    });
+    let (sink, mut rx) = sink();
+    tokio::spawn(exchange(
+        sender,
+        get("/"),
+        Arc::new(Control::default()),
+        sink,
+    ));
+    let mut buf = vec![0u8; 1024];
+    let n = server.read(&mut buf).await.unwrap();
+    assert!(buf[..n].starts_with(b"GET / "));
+    server
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        .await
+        .unwrap();
+    let sender = loop {
+        match rx.recv().await {
+            Some(Event::Head {
+                done: Some(sender), ..
+            })
+            | Some(Event::Done(sender)) => break sender,
+            Some(_) => continue,
+            None => panic!("the exchange ended without its connection"),
+        }
+    };
+    drop(sender.expect("the connection must be reusable"));
+    tokio::time::timeout(Duration::from_secs(10), closed_rx)
+        .await
+        .expect("the connection must end")
+        .unwrap();
+    assert!(shut.load(Ordering::Relaxed), "shut down, not cut");
 }
