@@ -165,7 +165,7 @@ declare namespace Agent {
       | Iterable<readonly [string, string | number | readonly string[] | undefined]>;
     /** Added to the path as undici adds it (`querystring.stringify`); the URL must then have no query of its own. */
     query?: Record<string, string | number | boolean | bigint | readonly (string | number | boolean | bigint)[] | null | undefined>;
-    /** Sent with `content-length` when its length is known (a Blob's too, with its type as `content-type`; a `FormData` or `URLSearchParams` as fetch sends it), chunked otherwise. Bytes of 4 KiB or more are sent from their own memory, without a copy (as `socket.write()` sends them): change them only once the request is over. */
+    /** Sent with `content-length` when its length is known (a Blob's too, with its type as `content-type`; a `FormData` or `URLSearchParams` as fetch sends it), chunked otherwise. Bytes of 4 KiB or more are sent from their own memory, without a copy (as `socket.write()` sends them): change or transfer them only once the request is over. */
     body?: RequestBody;
     /** Aborts at any stage; the promise rejects (or the body errors) with the signal's reason. */
     signal?: AbortSignal;

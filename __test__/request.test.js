@@ -518,6 +518,15 @@ test('a large body given whole goes from its own memory, and its Buffer is let g
     const echo = await (await agent.request(`${server.url}/view`, { method: 'POST', body: view })).body.json();
     assert.deepStrictEqual([echo.length, echo.sha256], [bytes.length, sha(bytes)]);
   }
+  // A view over a resizable ArrayBuffer is sent as it was when the request was made, though
+  // the buffer shrinks at once.
+  const resizable = new ArrayBuffer(1024 * 1024, { maxByteLength: 2 * 1024 * 1024 });
+  const before = crypto.randomBytes(resizable.byteLength);
+  before.copy(Buffer.from(resizable));
+  const pending = agent.request(`${server.url}/resizable`, { method: 'POST', body: new Uint8Array(resizable) });
+  resizable.resize(0);
+  const echoed = await (await pending).body.json();
+  assert.deepStrictEqual([echoed.length, echoed.sha256], [before.length, sha(before)]);
   const shared = crypto.randomBytes(256 * 1024);
   const echoes = await Promise.all(Array.from({ length: 20 }, async () => (await agent.request(`${server.url}/many`, { method: 'PUT', body: shared })).body.json()));
   assert.ok(echoes.every((e) => e.sha256 === sha(shared)));

@@ -272,7 +272,10 @@ const ABSENT_BODY = Object.freeze({ bytes: null, size: 0, source: null, length: 
 const bytesBody = (bytes, size) => ({ bytes, size, source: null, length: undefined, type: undefined });
 const sourceBody = (source, length, type) => ({ bytes: null, size: 0, source, length, type });
 
+// Bytes are sent from their own memory (see README, `body`), except over a resizable
+// ArrayBuffer, whose memory may shrink away under the send: such a view is copied.
 function bufferBody(buf) {
+  if (buf.buffer.resizable === true) buf = Buffer.from(buf);
   return bytesBody(buf, buf.length);
 }
 
