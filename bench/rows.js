@@ -84,28 +84,13 @@ function nodeAgentRow(agent, ctx, extra = {}) {
 // What a JSON workload's send resolves with: the length of the value written back as JSON.
 const jsonLength = (value) => JSON.stringify(value).length;
 
-// One request through undici's `request` API on a dispatcher (a Pool or an Agent); the body
-// is consumed as a stream, bytes counted (or read by its json()).
-function viaUndici(request) {
+// One request through a promise API that answers as undici's `request` does (`statusCode` and
+// a `body` stream with `json()`): undici's on a dispatcher (a Pool or an Agent), and
+// hyperagent's `agent.request()`. The body is consumed as a stream, bytes counted (or read by
+// its json()).
+function viaPromiseApi(request) {
   return async ({ method, path: reqPath, body, headers, json }) => {
     const res = await request(reqPath, { method, body, headers });
-    if (json) {
-      const value = await res.body.json();
-      if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
-      return jsonLength(value);
-    }
-    let bytes = 0;
-    for await (const chunk of res.body) bytes += chunk.length;
-    if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
-    return bytes;
-  };
-}
-
-// One request through hyperagent's own promise API; the body is consumed as a stream (or read
-// by its json()), as with undici.
-function viaAgentRequest(agent, ctx) {
-  return async ({ method, path: reqPath, body, headers, json }) => {
-    const res = await agent.request(ctx.origin + reqPath, { method, body, headers });
     if (json) {
       const value = await res.body.json();
       if (res.statusCode !== 200) throw new Error(`status ${res.statusCode}`);
@@ -162,7 +147,7 @@ function undiciPool(ctx) {
   const { Pool } = require('undici');
   const pool = new Pool(ctx.origin, undiciOptions(ctx));
   return {
-    send: viaUndici((p, opts) => pool.request({ path: p, ...opts })),
+    send: viaPromiseApi((p, opts) => pool.request({ path: p, ...opts })),
     socketsCreated: () => null,
     idleHeld: () => pool.stats.free,
     close: () => pool.close(),
@@ -184,7 +169,7 @@ function hyperagentDropIn(ctx) {
 function hyperagentRequest(ctx) {
   const agent = hyperagent(ctx);
   return {
-    send: viaAgentRequest(agent, ctx),
+    send: viaPromiseApi((p, opts) => agent.request(ctx.origin + p, opts)),
     socketsCreated: createdOf(agent),
     idleHeld: freeOf(agent),
     close: async () => agent.destroy(),
@@ -209,7 +194,7 @@ const rows = [
       const undici = require('undici');
       const agent = new undici.Agent(undiciOptions(ctx));
       return {
-        send: viaUndici((p, opts) => undici.request(ctx.origin + p, { dispatcher: agent, ...opts })),
+        send: viaPromiseApi((p, opts) => undici.request(ctx.origin + p, { dispatcher: agent, ...opts })),
         socketsCreated: () => null,
         idleHeld: () => null,
         close: () => agent.close(),
