@@ -1970,14 +1970,13 @@ test('promise and stream events run in the context of the request() call', async
 });
 
 test('HTTPS through HttpsAgent#request, verified for real', async (t) => {
-  const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
-  const server = https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => {
+  const server = https.createServer({ cert: tlsFixture('localhost-chain.pem'), key: tlsFixture('localhost-key.pem') }, (req, res) => {
     res.end(`secure ${req.url}`);
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
   t.after(() => server.close());
-  const agent = new HttpsAgent({ ca: fixture('ca.pem') });
+  const agent = new HttpsAgent({ ca: tlsFixture('ca.pem') });
   t.after(() => agent.destroy());
   const url = `https://localhost:${server.address().port}`;
   for (let i = 0; i < 3; i++) {
