@@ -52,6 +52,23 @@ pub mod kind {
     pub const INFO: u32 = 9;
 }
 
+/// A request's running exchange: in a task of its own (on a new connection, with the connect)
+/// or in its connection's task.
+enum Exchange {
+    Task(tokio::task::AbortHandle),
+    InConnection(client::Running),
+}
+
+impl Exchange {
+    /// Stops it where it is; its connection closes.
+    fn stop(self) {
+        match self {
+            Exchange::Task(task) => task.abort(),
+            Exchange::InConnection(running) => running.stop(),
+        }
+    }
+}
+
 /// One `agent.request()` in flight (or waiting for a connection).
 pub struct ReqState {
     pub id: u32,
@@ -65,7 +82,8 @@ pub struct ReqState {
     pub writer: RefCell<Option<BodyWriter>>,
     /// The connection serving it, once it has one.
     conn: Cell<u32>,
-    abort: RefCell<Option<tokio::task::AbortHandle>>,
+    /// What stops its exchange while it runs.
+    abort: RefCell<Option<Exchange>>,
     /// The response head has arrived (errors after it are "aborted", and the connection
     /// then cannot be reused).
     headed: Cell<bool>,
@@ -212,8 +230,8 @@ impl ReqState {
 
     /// Stops the request's task, if it has one running (the env's cleanup).
     pub fn stop(&self) {
-        if let Some(task) = self.abort.borrow_mut().take() {
-            task.abort();
+        if let Some(exchange) = self.abort.borrow_mut().take() {
+            exchange.stop();
         }
         self.lent.borrow_mut().take();
     }
@@ -349,12 +367,17 @@ impl PoolCell {
             req: req.id,
         });
         let ctl = req.ctl.clone();
-        let task = match sender {
-            // The exchange's state is boxed once the task runs, on tokio's thread, which also
-            // frees it: the JavaScript thread allocates only the task.
-            Some(sender) => {
-                runtime().spawn(async move { client::exchange(sender, spec, ctl, sink).await })
-            }
+        let running = match sender {
+            Some(sender) => match sender.start(spec, ctl, sink) {
+                // In the connection's task, which boxes the exchange's state on tokio's thread.
+                Ok(running) => Exchange::InConnection(running),
+                // The connection's task has ended since: the exchange finds it closed.
+                Err(queued) => Exchange::Task(
+                    runtime()
+                        .spawn(async move { queued.start().await })
+                        .abort_handle(),
+                ),
+            },
             None => {
                 // Closed since the checkout looked: the exchange reports a hang-up.
                 sink.post(Event::Error(Error::tls("ECONNRESET", "socket hang up")));
@@ -362,7 +385,7 @@ impl PoolCell {
                 return;
             }
         };
-        *req.abort.borrow_mut() = Some(task.abort_handle());
+        *req.abort.borrow_mut() = Some(running);
         self.ctx.arm_headers_deadline(req);
     }
 
@@ -536,7 +559,7 @@ impl PoolCell {
                 }),
             }
         });
-        *req.abort.borrow_mut() = Some(task.abort_handle());
+        *req.abort.borrow_mut() = Some(Exchange::Task(task.abort_handle()));
     }
 
     /// A promise-path connect finished (on success the exchange is already running).
@@ -723,8 +746,8 @@ impl EnvCtx {
             let t = req.headers_timeout.get().unwrap_or_default();
             super::debug::debug!("request {}: no response head within {t:?}", req.id);
             // Stopped where it is, as an abort stops it: its connection closes.
-            if let Some(task) = req.abort.borrow_mut().take() {
-                task.abort();
+            if let Some(exchange) = req.abort.borrow_mut().take() {
+                exchange.stop();
             }
             self.on_request_event(req.id, Event::Error(client::headers_timeout(t)));
             self.on_request_event(req.id, Event::Done(None));
@@ -919,6 +942,8 @@ impl EnvCtx {
     /// hyper keeps it open) or closes, by the agent's rules. Returns the connection and the
     /// pool's verdict (a waiter the JavaScript side serves, when not negative).
     fn settle(&self, req: &Rc<ReqState>, sender: Option<client::Sender>) -> (u32, f64) {
+        // The exchange is over: stopping it now would stop what its connection runs next.
+        req.abort.borrow_mut().take();
         self.unhold();
         req.writer.borrow_mut().take();
         let conn_id = req.conn.get();
@@ -973,8 +998,8 @@ pub fn grant(req: &ReqState) {
 /// `abort`: stops the exchange; a connection in the middle of one is closed. Returns the
 /// verdict of the close (a waiter may connect).
 pub fn abort(req: &Rc<ReqState>) -> f64 {
-    if let Some(task) = req.abort.borrow_mut().take() {
-        task.abort();
+    if let Some(exchange) = req.abort.borrow_mut().take() {
+        exchange.stop();
     }
     req.writer.borrow_mut().take();
     let conn_id = req.conn.replace(0);

@@ -48,6 +48,53 @@ impl Sender {
     pub fn is_closed(&self) -> bool {
         self.hyper.is_closed()
     }
+
+    /// Runs one request on this connection, in the connection's own task (see [`wake`]):
+    /// what [`exchange`] does, without a task of its own. When the connection's task has
+    /// ended, or still has one queued, the exchange comes back, to be run by [`Queued::start`]
+    /// in a task of its own (it will find the connection closed). (What comes back is the
+    /// exchange as given: boxing it would allocate for every request.)
+    #[allow(clippy::result_large_err)]
+    pub fn start(
+        self,
+        spec: Spec,
+        ctl: Arc<Control>,
+        sink: Arc<dyn Sink>,
+    ) -> Result<Running, Queued> {
+        let wake = self.wake.clone();
+        let queued = Queued {
+            sender: self,
+            spec,
+            ctl,
+            sink,
+        };
+        wake.queue(queued).map(|()| Running(wake))
+    }
+}
+
+/// An exchange not started yet.
+pub struct Queued {
+    sender: Sender,
+    spec: Spec,
+    ctl: Arc<Control>,
+    sink: Arc<dyn Sink>,
+}
+
+impl Queued {
+    /// The exchange's future (see [`exchange`]).
+    pub fn start(self) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+        exchange(self.sender, self.spec, self.ctl, self.sink)
+    }
+}
+
+/// An exchange running in its connection's task ([`Sender::start`]).
+pub struct Running(Arc<wake::ConnWake>);
+
+impl Running {
+    /// Stops the exchange, as aborting its task would, and closes its connection at once.
+    pub fn stop(&self) {
+        self.0.stop();
+    }
 }
 
 /// A connection's request half is dropped when the connection is not to carry another request.
@@ -258,15 +305,16 @@ const READ_BUF_MAX: usize = 64 * 1024;
 const MAX_HEADERS: usize = 2000;
 
 /// hyper's side of a connection: it reads responses and writes requests once spawned.
-pub struct Connection(Pin<Box<dyn Future<Output = ()> + Send>>);
+pub struct Connection {
+    hyper: Pin<Box<dyn Future<Output = ()> + Send>>,
+    wake: Arc<wake::ConnWake>,
+}
 
 impl Connection {
-    /// Runs the connection in a task of its own, which calls `closed` when it ends.
+    /// Runs the connection in a task of its own, which calls `closed` when it ends; the
+    /// exchanges [`Sender::start`] queues run in it too.
     pub fn spawn(self, closed: impl FnOnce() + Send + 'static) {
-        tokio::spawn(async move {
-            self.0.await;
-            closed();
-        });
+        tokio::spawn(wake::run(self.hyper, self.wake, closed));
     }
 }
 
@@ -296,9 +344,12 @@ where
             hyper: sender,
             wake: wake.clone(),
         },
-        Connection(Box::pin(async move {
-            let _ = wake::run(conn, wake).await;
-        })),
+        Connection {
+            hyper: Box::pin(async move {
+                let _ = conn.await;
+            }),
+            wake,
+        },
     ))
 }
 

@@ -190,9 +190,18 @@ async fn informational_responses_come_before_the_head_when_asked_for() {
 /// taken whole with its head (the wake-up that taking it sends the connection held back), one
 /// chunked (hyper hands it over a frame at a time: the wake-up that taking its first chunk
 /// sends must reach the connection, or its end never comes), one without a body. The
-/// connection carries each next request.
+/// connection carries each next request, each exchange run either way.
 #[tokio::test]
 async fn responses_follow_one_another_on_one_connection() {
+    follow_one_another(Way::OwnTask).await;
+}
+
+#[tokio::test]
+async fn responses_follow_one_another_in_the_connections_task() {
+    follow_one_another(Way::InConnection).await;
+}
+
+async fn follow_one_another(way: Way) {
     let replies: Vec<&'static [u8]> = vec![
         b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-sum\r\n\r\n\
@@ -214,20 +223,18 @@ async fn responses_follow_one_another_on_one_connection() {
         let (sink, mut rx) = sink();
         let ctl = Arc::new(Control::default());
         ctl.grant();
-        tokio::time::timeout_at(bound, exchange(sender, get("/"), ctl, sink))
-            .await
-            .unwrap_or_else(|_| panic!("response {i} never ended"));
+        let task = start(way, sender, get("/"), ctl, sink);
         let Some(Event::Head {
             mut chunks,
             mut end,
             done,
             ..
-        }) = rx.recv().await
+        }) = next(&mut rx, bound, i, way).await
         else {
             panic!("head expected for response {i}")
         };
         while end.is_none() {
-            match rx.recv().await {
+            match next(&mut rx, bound, i, way).await {
                 Some(Event::Data(more)) => chunks.extend(more),
                 Some(Event::End(t)) => end = Some(t),
                 other => panic!("body or end expected for response {i}, got {other:?}"),
@@ -239,12 +246,58 @@ async fn responses_follow_one_another_on_one_connection() {
             Some(trailers),
             "response {i}"
         );
-        sender = settled(done, &mut rx)
-            .await
-            .unwrap_or_else(|| panic!("the connection must come back after response {i}"));
+        let done = match done {
+            Some(done) => done,
+            None => match next(&mut rx, bound, i, way).await {
+                Some(Event::Done(sender)) => sender,
+                other => panic!("Done expected, got {other:?}"),
+            },
+        };
+        sender = done.unwrap_or_else(|| panic!("the connection must come back after response {i}"));
+        if let Some(task) = task {
+            task.await.unwrap();
+        }
     }
     drop(sender);
     assert_eq!(srv.await.unwrap().len(), 4);
+}
+
+/// The next event of response `i`, before `bound`.
+async fn next(
+    rx: &mut UnboundedReceiver<Event>,
+    bound: tokio::time::Instant,
+    i: usize,
+    way: Way,
+) -> Option<Event> {
+    tokio::time::timeout_at(bound, rx.recv())
+        .await
+        .unwrap_or_else(|_| panic!("response {i} never ended ({way:?})"))
+}
+
+/// How a test runs an exchange on a connection: in a task of its own (as on a new connection)
+/// or in the connection's task (as on a reused one, see [`Sender::start`]).
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    OwnTask,
+    InConnection,
+}
+
+/// Starts an exchange `way`; the handle of its task, when it has one.
+fn start(
+    way: Way,
+    sender: Sender,
+    spec: Spec,
+    ctl: Arc<Control>,
+    sink: Arc<dyn Sink>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    match way {
+        Way::OwnTask => Some(tokio::spawn(exchange(sender, spec, ctl, sink))),
+        Way::InConnection => {
+            let started = sender.start(spec, ctl, sink);
+            assert!(started.is_ok(), "the connection's task takes the exchange");
+            None
+        }
+    }
 }
 
 /// A small chunked response that arrives at once goes with its head, trailers included, as a
@@ -324,10 +377,19 @@ fn big_chunked() -> &'static [u8] {
 // Paused time: a timeout fires only once every task is idle, so "nothing came" is certain.
 #[tokio::test(start_paused = true)]
 async fn a_body_streams_only_as_credit_is_granted_and_trailers_end_it() {
+    stream_as_granted(Way::OwnTask).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_streams_as_granted_in_the_connections_task() {
+    stream_as_granted(Way::InConnection).await;
+}
+
+async fn stream_as_granted(way: Way) {
     let (port, _srv) = server(vec![big_chunked()]).await;
     let (sink, mut rx) = sink();
     let ctl = Arc::new(Control::default());
-    let task = tokio::spawn(exchange(connect(port).await, get("/"), ctl.clone(), sink));
+    let task = start(way, connect(port).await, get("/"), ctl.clone(), sink);
     let Some(Event::Head { chunks, end, .. }) = rx.recv().await else {
         panic!("head expected")
     };
@@ -351,7 +413,9 @@ async fn a_body_streams_only_as_credit_is_granted_and_trailers_end_it() {
         vec![(&b"x-sum"[..], &b"42"[..])]
     );
     assert!(matches!(rx.recv().await, Some(Event::Done(Some(_)))));
-    task.await.unwrap();
+    if let Some(task) = task {
+        task.await.unwrap();
+    }
 }
 
 #[tokio::test]
@@ -815,4 +879,108 @@ async fn an_idle_connection_let_go_of_ends_gracefully() {
         .expect("the connection must end")
         .unwrap();
     assert!(shut.load(Ordering::Relaxed), "shut down, not cut");
+}
+
+/// A connection to `port`, and what tells when hyper's side of it has ended.
+async fn connect_told(port: u16) -> (Sender, tokio::sync::oneshot::Receiver<()>) {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (sender, connection) = handshake(tcp, 16 * 1024).await.unwrap();
+    let (tx, ended) = tokio::sync::oneshot::channel();
+    connection.spawn(move || {
+        let _ = tx.send(());
+    });
+    (sender, ended)
+}
+
+/// An exchange stopped in its connection's task (an abort) is dropped there and then, and its
+/// connection closed, though the response had not ended: nothing more is posted.
+#[tokio::test]
+async fn an_exchange_stopped_in_its_connections_task_closes_the_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let srv = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(sock.read(&mut byte).await.unwrap(), 1);
+            head.push(byte[0]);
+        }
+        sock.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\npart")
+            .await
+            .unwrap();
+        let mut rest = [0u8; 64];
+        sock.read(&mut rest).await
+    });
+    let (sender, ended) = connect_told(port).await;
+    let (sink, mut rx) = sink();
+    let Ok(running) = sender.start(get("/"), Arc::new(Control::default()), sink) else {
+        panic!("the connection's task takes the exchange")
+    };
+    assert!(matches!(
+        rx.recv().await,
+        Some(Event::Head { done: None, .. })
+    ));
+    running.stop();
+    tokio::time::timeout(Duration::from_secs(10), ended)
+        .await
+        .expect("the connection closes at once")
+        .unwrap();
+    let read = srv.await.unwrap();
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "the server sees the connection end, got {read:?}"
+    );
+    // The exchange is gone, and its sink with it.
+    let after = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+    assert!(matches!(after, Ok(None)), "nothing after the stop");
+}
+
+/// An exchange for a connection whose task has ended comes back, to run in a task of its own,
+/// where it finds the connection closed before anything was sent.
+#[tokio::test]
+async fn an_exchange_for_an_ended_connection_comes_back() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let srv = tokio::spawn(async move { drop(listener.accept().await.unwrap()) });
+    let (sender, ended) = connect_told(port).await;
+    srv.await.unwrap();
+    ended.await.unwrap();
+    let (sink, mut rx) = sink();
+    let Err(queued) = sender.start(get("/"), Arc::new(Control::default()), sink) else {
+        panic!("an ended connection's task takes no exchange")
+    };
+    queued.start().await;
+    assert!(matches!(rx.recv().await, Some(Event::Unsent(_))));
+    assert!(matches!(rx.recv().await, Some(Event::Done(None))));
+}
+
+/// hyper's side ending while the exchange in its task still runs (the server gone in the
+/// middle of a body) leaves the exchange to end as it would in a task of its own.
+#[tokio::test]
+async fn an_exchange_in_its_connections_task_outlives_the_connection() {
+    let (port, srv) = server(vec![
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial",
+    ])
+    .await;
+    let (sender, ended) = connect_told(port).await;
+    let (sink, mut rx) = sink();
+    let ctl = Arc::new(Control::default());
+    start(Way::InConnection, sender, get("/"), ctl.clone(), sink);
+    assert!(matches!(rx.recv().await, Some(Event::Head { .. })));
+    srv.abort();
+    // No credit yet: the exchange waits for its consumer while the connection ends.
+    tokio::time::timeout(Duration::from_secs(10), ended)
+        .await
+        .expect("hyper's side ends with the server gone")
+        .unwrap();
+    ctl.grant();
+    let Some(Event::Error(err)) = rx.recv().await else {
+        panic!("the body's failure expected")
+    };
+    assert_eq!(
+        (err.code(), err.message().as_str()),
+        ("ECONNRESET", "aborted")
+    );
+    assert!(matches!(rx.recv().await, Some(Event::Done(None))));
 }

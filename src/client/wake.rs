@@ -1,21 +1,35 @@
-//! The waker hyper's side of a connection is polled with, and the one kind of wake-up it can
-//! skip.
+//! A connection's task: it polls hyper's side of the connection and, beside it, the exchange
+//! the connection carries (one at a time), with the wakers that let the two meet within one
+//! poll of the task, and with the one kind of wake-up hyper's side can skip.
 //!
-//! hyper's response-body channel wakes the connection's task whenever its receiver takes a
+//! An exchange on a reused connection runs in the connection's task rather than in a task of
+//! its own ([`ConnWake::queue`]): when hyper's side hands it its response, or it hands hyper's
+//! side its request, the other is polled next in the same poll of the task, where separate
+//! tasks would each be scheduled and polled once more per request. A wake-up either side
+//! gives the other while the task is being polled on its thread only marks the side to poll
+//! again; from anywhere else it wakes the task.
+//!
+//! hyper's response-body channel wakes the connection's side whenever its receiver takes a
 //! chunk, even when the connection has already let go of its end of the channel because the
 //! body was complete: the poll that follows finds nothing to do. A small response comes with
 //! its head in one read, so each such exchange would cost its connection one poll for nothing.
 //! An exchange that takes a body to its end without waiting knows that every wake-up it caused
 //! meanwhile is of that kind, and holds them back ([`hold`]); any other wake-up reaches the
-//! task as usual.
+//! connection's side as usual.
 
 use std::cell::Cell;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
 use atomic_waker::AtomicWaker;
+
+use super::Queued;
+
+/// A future the task polls, boxed.
+type Boxed = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Shared by a connection's task and its sender: the task's waker, as of its latest poll, and
 /// how many bytes hyper has read from the connection (see [`super::Counted`]).
@@ -27,6 +41,21 @@ pub(super) struct ConnWake {
     pub(super) drained: AtomicBool,
     /// The connection is given up: its task drops it at once (see [`ConnWake::cut`]).
     cut: AtomicBool,
+    /// The exchange is stopped: the task drops it (see [`ConnWake::stop`]).
+    stop: AtomicBool,
+    /// hyper's side was woken during the task's poll, on its thread.
+    conn_woken: AtomicBool,
+    /// The exchange was woken.
+    exchange_woken: AtomicBool,
+    /// The exchange queued for the task to start.
+    next: Mutex<Next>,
+}
+
+#[derive(Default)]
+struct Next {
+    queued: Option<Queued>,
+    /// hyper's side has ended: the task takes no more exchanges.
+    closed: bool,
 }
 
 impl ConnWake {
@@ -38,14 +67,56 @@ impl ConnWake {
         self.cut.store(true, Ordering::Release);
         self.task.wake();
     }
+
+    /// Stops the exchange the task runs (or will start) and gives the connection up.
+    pub(super) fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.cut();
+    }
+
+    /// Hands `exchange` to the connection's task, which starts it once the one it runs is
+    /// over; it comes back when the task takes no more (hyper's side has ended).
+    // What comes back is the exchange as given: boxing it would allocate for every request.
+    #[allow(clippy::result_large_err)]
+    pub(super) fn queue(&self, exchange: Queued) -> Result<(), Queued> {
+        {
+            let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+            if next.closed || next.queued.is_some() {
+                return Err(exchange);
+            }
+            next.queued = Some(exchange);
+        }
+        self.exchange_woken.store(true, Ordering::Release);
+        self.task.wake();
+        Ok(())
+    }
+
+    /// The queued exchange, if any; `close` marks the task as taking no more.
+    fn take_next(&self, close: bool) -> Option<Queued> {
+        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        next.closed |= close;
+        next.queued.take()
+    }
+
+    /// Wakes hyper's side: a mark when the task is being polled on this thread.
+    fn wake_conn(&self) {
+        if std::ptr::eq(POLLING.with(Cell::get), self) {
+            self.conn_woken.store(true, Ordering::Relaxed);
+        } else {
+            self.task.wake();
+        }
+    }
 }
 
 thread_local! {
     /// The connection whose wake-ups this thread holds back (null: none), and whether one
     /// came meanwhile.
     static HELD: Cell<(*const ConnWake, bool)> = const { Cell::new((std::ptr::null(), false)) };
+    /// The connection whose task this thread is polling (null: none).
+    static POLLING: Cell<*const ConnWake> = const { Cell::new(std::ptr::null()) };
 }
 
+/// hyper's side's waker.
 impl Wake for ConnWake {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
@@ -61,16 +132,51 @@ impl Wake for ConnWake {
             who == me
         });
         if !held {
-            self.task.wake();
+            self.wake_conn();
         }
     }
 }
 
-/// How many times in a row [`run`] polls a connection whose write backlog went out.
-const DRAINED_POLLS: usize = 4;
+/// The exchange's waker.
+struct ExchangeWake(Arc<ConnWake>);
 
-/// Runs `conn` (hyper's connection future) polled with a waker of `wake`'s, which forwards
-/// to the task running it.
+impl Wake for ExchangeWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let conn = &*self.0;
+        conn.exchange_woken.store(true, Ordering::Release);
+        if !std::ptr::eq(POLLING.with(Cell::get), conn) {
+            conn.task.wake();
+        }
+    }
+}
+
+/// Marks the task's poll on this thread for as long as it lasts.
+struct Polling(*const ConnWake);
+
+impl Polling {
+    fn enter(wake: &ConnWake) -> Polling {
+        Polling(POLLING.with(|p| p.replace(wake)))
+    }
+}
+
+impl Drop for Polling {
+    fn drop(&mut self) {
+        POLLING.with(|p| p.set(self.0));
+    }
+}
+
+/// How many times in a row [`run`] polls the two sides within one poll of its task, before
+/// it lets other tasks have a turn.
+const ROUNDS: usize = 8;
+
+/// Runs a connection: `conn` (hyper's side of it) and the exchanges queued to it (see
+/// [`ConnWake::queue`]), each polled with a waker of its own that reaches the task. `closed`
+/// is called when hyper's side ends (or is cut); an exchange still running then (it will
+/// find the connection gone) runs on, and the task ends with it.
 ///
 /// hyper's connection asks for the next request only from its write step, and only once its
 /// write queue is empty; when the last of a backlog goes out in the flush that ends its poll
@@ -80,37 +186,98 @@ const DRAINED_POLLS: usize = 4;
 /// server closes it. So a poll in which a backlog went out is followed by another at once,
 /// which finds the queue empty and asks for the next request.
 ///
-/// A connection that is cut ([`ConnWake::cut`]) is dropped as it is: `None`.
-pub(super) async fn run<F: Future>(conn: F, wake: Arc<ConnWake>) -> Option<F::Output> {
-    let waker = Waker::from(wake.clone());
-    let mut conn = std::pin::pin!(conn);
-    std::future::poll_fn(|cx| {
-        // Registered before the flag is read: a cut after the read wakes this registration.
+/// A connection that is cut ([`ConnWake::cut`]) is dropped as it is, before it is polled
+/// again.
+pub(super) fn run(
+    conn: Boxed,
+    wake: Arc<ConnWake>,
+    closed: impl FnOnce() + Send + 'static,
+) -> impl Future<Output = ()> + Send {
+    let conn_waker = Waker::from(wake.clone());
+    let exchange_waker = Waker::from(Arc::new(ExchangeWake(wake.clone())));
+    let mut conn = Some(conn);
+    let mut closed = Some(closed);
+    let mut current: Option<Boxed> = None;
+    std::future::poll_fn(move |cx| {
+        // Registered before the flags are read: a cut or a queued exchange after the reads
+        // wakes this registration.
         wake.task.register(cx.waker());
-        if wake.cut.load(Ordering::Acquire) {
-            return Poll::Ready(None);
+        let _polling = Polling::enter(&wake);
+        if wake.stop.load(Ordering::Acquire) {
+            current = None;
+            drop(wake.take_next(true));
         }
-        let mut inner = Context::from_waker(&waker);
-        for _ in 0..DRAINED_POLLS {
-            let polled = conn.as_mut().poll(&mut inner);
-            // Only this task's stream sets it: a plain load and store do.
-            if polled.is_ready() || !wake.drained.load(Ordering::Relaxed) {
-                return polled.map(Some);
+        let mut poll_conn = true;
+        let mut poll_exchange = wake.exchange_woken.swap(false, Ordering::AcqRel);
+        for _ in 0..ROUNDS {
+            if conn.is_some() && wake.cut.load(Ordering::Acquire) {
+                conn = None;
+                if let Some(closed) = closed.take() {
+                    closed();
+                }
             }
-            wake.drained.store(false, Ordering::Relaxed);
+            if current.is_none() {
+                if let Some(queued) = wake.take_next(conn.is_none()) {
+                    current = Some(queued.start());
+                    poll_exchange = true;
+                }
+            }
+            if poll_exchange {
+                ended(&mut current, &exchange_waker);
+            }
+            if poll_conn && ended(&mut conn, &conn_waker) {
+                if let Some(closed) = closed.take() {
+                    closed();
+                }
+            }
+            // Only this task's stream sets it: a plain load and store do.
+            let drained = wake.drained.load(Ordering::Relaxed);
+            if drained {
+                wake.drained.store(false, Ordering::Relaxed);
+            }
+            poll_conn =
+                conn.is_some() && (wake.conn_woken.swap(false, Ordering::Relaxed) || drained);
+            poll_exchange = wake.exchange_woken.swap(false, Ordering::AcqRel);
+            if !poll_conn && !poll_exchange {
+                if current.is_some() || conn.is_some() {
+                    return Poll::Pending;
+                }
+                // hyper's side is gone, and no exchange runs: one queued before it ended
+                // still starts (and finds the connection gone), or the task is over.
+                let next = wake.take_next(true);
+                if next.is_none() {
+                    return Poll::Ready(());
+                }
+                current = next.map(Queued::start);
+                poll_exchange = true;
+            }
         }
-        // Backlogs that keep going out: the task runs again after others have had a turn.
+        // Sides that keep waking each other: the task runs again after others have had a turn.
         cx.waker().wake_by_ref();
         Poll::Pending
     })
-    .await
+}
+
+/// Polls `side`, if there is one, with `waker`: whether it ended (and is dropped).
+fn ended(side: &mut Option<Boxed>, waker: &Waker) -> bool {
+    let Some(future) = side.as_mut() else {
+        return false;
+    };
+    let over = future
+        .as_mut()
+        .poll(&mut Context::from_waker(waker))
+        .is_ready();
+    if over {
+        *side = None;
+    }
+    over
 }
 
 /// Calls `take` with the wake-ups of `wake`'s connection held back on this thread. `take`
 /// returns its result and whether every wake-up it caused is of the kind that finds nothing to
 /// do (it took a body to its end, hyper's side of the channel already gone); if not, or if it
-/// panics, a held wake-up goes on to the task. Synchronous, so that nothing else runs on this
-/// thread while wake-ups are held.
+/// panics, a held wake-up goes on to hyper's side. Synchronous, so that nothing else runs on
+/// this thread while wake-ups are held.
 pub(super) fn hold<T>(wake: &Arc<ConnWake>, take: impl FnOnce() -> (T, bool)) -> T {
     struct Release<'a> {
         wake: &'a ConnWake,
@@ -121,7 +288,7 @@ pub(super) fn hold<T>(wake: &Arc<ConnWake>, take: impl FnOnce() -> (T, bool)) ->
         fn drop(&mut self) {
             let (_, missed) = HELD.with(|h| h.replace(self.before));
             if missed && !self.stale {
-                self.wake.task.wake();
+                self.wake.wake_conn();
             }
         }
     }
