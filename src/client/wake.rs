@@ -222,8 +222,15 @@ pub(super) fn run(
                     poll_exchange = true;
                 }
             }
+            // A side's mark is cleared as it is polled: only a wake-up from then on asks for
+            // another poll. (A swap: the poll sees what a wake-up from another thread before
+            // it marked.)
             if poll_exchange {
+                wake.exchange_woken.swap(false, Ordering::AcqRel);
                 ended(&mut current, &exchange_waker);
+            }
+            if poll_conn {
+                wake.conn_woken.store(false, Ordering::Relaxed);
             }
             if poll_conn && ended(&mut conn, &conn_waker) {
                 if let Some(closed) = closed.take() {
