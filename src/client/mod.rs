@@ -721,7 +721,7 @@ fn take_arrived(body: &mut Incoming, cx: &mut Context<'_>, out: &mut Arrived) ->
             Poll::Ready(Some(Ok(frame))) => match into_data_or_trailers(frame) {
                 Ok(data) => {
                     out.gathered += data.len();
-                    out.chunks.push(data);
+                    out.chunks.push(owned(data));
                 }
                 Err(trailers) => out.end = Some(trailers),
             },
@@ -732,6 +732,19 @@ fn take_arrived(body: &mut Incoming, cx: &mut Context<'_>, out: &mut Arrived) ->
         took = true;
     }
     took
+}
+
+/// A chunk this small is copied out of hyper's read buffer at once (JavaScript copies it again,
+/// into its slab): the buffer, no longer shared, takes the connection's next read in place,
+/// where a chunk still held on its way to JavaScript would have it allocate a new one, and the
+/// JavaScript thread free the old.
+const OWNED_MAX: usize = 2 * 1024;
+
+fn owned(data: Bytes) -> Bytes {
+    match data.len() {
+        1..=OWNED_MAX => Bytes::copy_from_slice(&data),
+        _ => data,
+    }
 }
 
 /// Streams the rest of the body as the consumer grants; false if it failed. Frames that are
