@@ -208,7 +208,7 @@ pub(super) fn run(
             drop(wake.take_next(true));
         }
         let mut poll_conn = true;
-        let mut poll_exchange = wake.exchange_woken.swap(false, Ordering::AcqRel);
+        let mut poll_exchange = take_shared(&wake.exchange_woken);
         for _ in 0..ROUNDS {
             if conn.is_some() && wake.cut.load(Ordering::Acquire) {
                 conn = None;
@@ -216,35 +216,31 @@ pub(super) fn run(
                     closed();
                 }
             }
-            if current.is_none() {
+            // A queued exchange marks the exchange's side.
+            if current.is_none() && poll_exchange {
                 if let Some(queued) = wake.take_next(conn.is_none()) {
                     current = Some(queued.start());
                     poll_exchange = true;
                 }
             }
             // A side's mark is cleared as it is polled: only a wake-up from then on asks for
-            // another poll. (A swap: the poll sees what a wake-up from another thread before
-            // it marked.)
+            // another poll.
             if poll_exchange {
-                wake.exchange_woken.swap(false, Ordering::AcqRel);
+                take_shared(&wake.exchange_woken);
                 ended(&mut current, &exchange_waker);
             }
             if poll_conn {
-                wake.conn_woken.store(false, Ordering::Relaxed);
+                take_local(&wake.conn_woken);
             }
             if poll_conn && ended(&mut conn, &conn_waker) {
                 if let Some(closed) = closed.take() {
                     closed();
                 }
             }
-            // Only this task's stream sets it: a plain load and store do.
-            let drained = wake.drained.load(Ordering::Relaxed);
-            if drained {
-                wake.drained.store(false, Ordering::Relaxed);
-            }
-            poll_conn =
-                conn.is_some() && (wake.conn_woken.swap(false, Ordering::Relaxed) || drained);
-            poll_exchange = wake.exchange_woken.swap(false, Ordering::AcqRel);
+            // Only this task's stream sets it.
+            let drained = take_local(&wake.drained);
+            poll_conn = conn.is_some() && (take_local(&wake.conn_woken) || drained);
+            poll_exchange = take_shared(&wake.exchange_woken);
             if !poll_conn && !poll_exchange {
                 if current.is_some() || conn.is_some() {
                     return Poll::Pending;
@@ -263,6 +259,22 @@ pub(super) fn run(
         cx.waker().wake_by_ref();
         Poll::Pending
     })
+}
+
+/// Takes a mark only this thread sets: a plain load and store do (no locked instruction).
+fn take_local(mark: &AtomicBool) -> bool {
+    let set = mark.load(Ordering::Relaxed);
+    if set {
+        mark.store(false, Ordering::Relaxed);
+    }
+    set
+}
+
+/// Takes a mark other threads set too: a swap (which makes what they did before it visible
+/// here) only when it is set; a mark set just after the load stays for the next look, and its
+/// wake-up polls the task again.
+fn take_shared(mark: &AtomicBool) -> bool {
+    mark.load(Ordering::Relaxed) && mark.swap(false, Ordering::AcqRel)
 }
 
 /// Polls `side`, if there is one, with `waker`: whether it ended (and is dropped).
