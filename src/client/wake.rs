@@ -20,22 +20,20 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
-
-use atomic_waker::AtomicWaker;
 
 use super::Queued;
 
 /// A future the task polls, boxed.
 type Boxed = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Shared by a connection's task and its sender: the task's waker, as of its latest poll, and
-/// how many bytes hyper has read from the connection (see [`super::Counted`]).
+/// Shared by a connection's task and its sender: the task's waker, and how many bytes hyper
+/// has read from the connection (see [`super::Counted`]).
 #[derive(Default)]
 pub(super) struct ConnWake {
-    task: AtomicWaker,
+    task: TaskWaker,
     pub(super) received: AtomicU64,
     /// Set by the stream when a write took the last of a backlog (see [`run`]).
     pub(super) drained: AtomicBool,
@@ -133,6 +131,38 @@ impl Wake for ConnWake {
         });
         if !held {
             self.wake_conn();
+        }
+    }
+}
+
+/// The connection task's waker, kept from its first poll: a task spawned on tokio is polled with
+/// the same waker all its life, so it is not registered again at each poll (two locked
+/// instructions each time, with an `AtomicWaker`), and a wake-up leaves it in place.
+#[derive(Default)]
+struct TaskWaker(OnceLock<Waker>);
+
+impl TaskWaker {
+    /// Keeps the waker of the task's first poll. The fence pairs with the one in
+    /// [`TaskWaker::wake`]: a wake-up that came before finds the waker, or the poll that follows
+    /// this finds what the wake-up marked.
+    fn register(&self, waker: &Waker) {
+        match self.0.get() {
+            Some(kept) => debug_assert!(kept.will_wake(waker), "polled with another waker"),
+            None => {
+                let _ = self.0.set(waker.clone());
+                fence(Ordering::SeqCst);
+            }
+        }
+    }
+
+    fn wake(&self) {
+        if let Some(waker) = self.0.get() {
+            return waker.wake_by_ref();
+        }
+        // Not polled yet, or being polled for the first time: see `register`.
+        fence(Ordering::SeqCst);
+        if let Some(waker) = self.0.get() {
+            waker.wake_by_ref();
         }
     }
 }
@@ -347,6 +377,22 @@ mod tests {
 
     fn woken(count: &Count) -> usize {
         count.0.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn the_task_waker_is_kept_from_the_first_poll_on() {
+        let task = TaskWaker::default();
+        // Before the first poll: nothing to wake (that poll reads the marks).
+        task.wake();
+        let count = Arc::new(Count::default());
+        task.register(&Waker::from(count.clone()));
+        // Each wake-up reaches it, without registering again.
+        task.wake();
+        task.wake();
+        assert_eq!(woken(&count), 2);
+        task.register(&Waker::from(count.clone()));
+        task.wake();
+        assert_eq!(woken(&count), 3);
     }
 
     #[test]
