@@ -107,6 +107,9 @@ pub struct Conn {
     /// For the promise path: hyper's request half while the connection is idle (an exchange
     /// in flight holds it).
     pub hyper: RefCell<Option<client::Sender>>,
+    /// For the promise path: what stops the exchange running in the connection's task (see
+    /// `client::Sender::start`), shared by the requests it serves.
+    pub stopper: std::cell::OnceCell<Rc<client::Stopper>>,
     /// For the promise path, while the user's `lookup` runs: where its addresses go.
     pub lookup: RefCell<Option<tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>>>,
     /// The drop-in request's bytes while they may have to be sent again.
@@ -170,6 +173,7 @@ impl Conn {
             connect_held: Cell::new(false),
             mode: Cell::new(Mode::DropIn),
             hyper: RefCell::new(None),
+            stopper: std::cell::OnceCell::new(),
             lookup: RefCell::new(None),
             replay: RefCell::new(ReplayBuf::default()),
             replay_out: RefCell::new(Vec::new()),

@@ -56,7 +56,7 @@ pub mod kind {
 /// or in its connection's task.
 enum Exchange {
     Task(tokio::task::AbortHandle),
-    InConnection(client::Running),
+    InConnection(Rc<client::Stopper>),
 }
 
 impl Exchange {
@@ -64,7 +64,7 @@ impl Exchange {
     fn stop(self) {
         match self {
             Exchange::Task(task) => task.abort(),
-            Exchange::InConnection(running) => running.stop(),
+            Exchange::InConnection(stopper) => stopper.stop(),
         }
     }
 }
@@ -368,16 +368,24 @@ impl PoolCell {
         });
         let ctl = req.ctl.clone();
         let running = match sender {
-            Some(sender) => match sender.start(spec, ctl, sink) {
-                // In the connection's task, which boxes the exchange's state on tokio's thread.
-                Ok(running) => Exchange::InConnection(running),
-                // The connection's task has ended since: the exchange finds it closed.
-                Err(queued) => Exchange::Task(
-                    runtime()
-                        .spawn(async move { queued.start().await })
-                        .abort_handle(),
-                ),
-            },
+            Some(sender) => {
+                // One for the connection, shared by the requests it serves: no count of the
+                // connection's shared state to change on each request.
+                let stopper = conn
+                    .stopper
+                    .get_or_init(|| Rc::new(sender.stopper()))
+                    .clone();
+                match sender.start(spec, ctl, sink) {
+                    // In the connection's task, which boxes the exchange on tokio's thread.
+                    Ok(()) => Exchange::InConnection(stopper),
+                    // The connection's task has ended since: the exchange finds it closed.
+                    Err(queued) => Exchange::Task(
+                        runtime()
+                            .spawn(async move { queued.start().await })
+                            .abort_handle(),
+                    ),
+                }
+            }
             None => {
                 // Closed since the checkout looked: the exchange reports a hang-up.
                 sink.post(Event::Error(Error::tls("ECONNRESET", "socket hang up")));

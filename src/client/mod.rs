@@ -55,12 +55,7 @@ impl Sender {
     /// in a task of its own (it will find the connection closed). (What comes back is the
     /// exchange as given: boxing it would allocate for every request.)
     #[allow(clippy::result_large_err)]
-    pub fn start(
-        self,
-        spec: Spec,
-        ctl: Arc<Control>,
-        sink: Arc<dyn Sink>,
-    ) -> Result<Running, Queued> {
+    pub fn start(self, spec: Spec, ctl: Arc<Control>, sink: Arc<dyn Sink>) -> Result<(), Queued> {
         let wake = self.wake.clone();
         let queued = Queued {
             sender: self,
@@ -68,7 +63,12 @@ impl Sender {
             ctl,
             sink,
         };
-        wake.queue(queued).map(|()| Running(wake))
+        wake.queue(queued)
+    }
+
+    /// What stops the exchanges [`Sender::start`] runs on this connection.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(self.wake.clone())
     }
 }
 
@@ -87,10 +87,10 @@ impl Queued {
     }
 }
 
-/// An exchange running in its connection's task ([`Sender::start`]).
-pub struct Running(Arc<wake::ConnWake>);
+/// Stops the exchange running in a connection's task ([`Sender::start`]).
+pub struct Stopper(Arc<wake::ConnWake>);
 
-impl Running {
+impl Stopper {
     /// Stops the exchange, as aborting its task would, and closes its connection at once.
     pub fn stop(&self) {
         self.0.stop();

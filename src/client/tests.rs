@@ -914,14 +914,19 @@ async fn an_exchange_stopped_in_its_connections_task_closes_the_connection() {
     });
     let (sender, ended) = connect_told(port).await;
     let (sink, mut rx) = sink();
-    let Ok(running) = sender.start(get("/"), Arc::new(Control::default()), sink) else {
-        panic!("the connection's task takes the exchange")
-    };
+    let stopper = sender.stopper();
+    start(
+        Way::InConnection,
+        sender,
+        get("/"),
+        Arc::new(Control::default()),
+        sink,
+    );
     assert!(matches!(
         rx.recv().await,
         Some(Event::Head { done: None, .. })
     ));
-    running.stop();
+    stopper.stop();
     tokio::time::timeout(Duration::from_secs(10), ended)
         .await
         .expect("the connection closes at once")
