@@ -353,9 +353,7 @@ async fn a_body_cut_after_its_first_chunk_fails_once_its_consumer_asks() {
     tokio::task::yield_now().await;
     assert!(rx.try_recv().is_err(), "the failure waits for the consumer");
     ctl.grant();
-    let Some(Event::Error(err)) = rx.recv().await else {
-        panic!("the body's failure expected")
-    };
+    let err = next_error(&mut rx).await;
     assert_eq!(err.code(), "ECONNRESET");
     assert!(matches!(rx.recv().await, Some(Event::Done(None))));
     task.await.unwrap();
@@ -434,6 +432,14 @@ async fn a_connection_close_response_does_not_come_back() {
     assert!(settled(done, &mut rx).await.is_none());
 }
 
+/// The next event, which must be an error.
+async fn next_error(rx: &mut UnboundedReceiver<Event>) -> Error {
+    match rx.recv().await {
+        Some(Event::Error(err)) => err,
+        other => panic!("an error expected, got {other:?}"),
+    }
+}
+
 /// What became of the connection: told with the head, or by the Done that follows it.
 async fn settled(
     with_head: Option<Option<Sender>>,
@@ -452,9 +458,7 @@ async fn settled(
 async fn a_malformed_status_line_is_named_like_llhttp() {
     let (port, _srv) = server(vec![b"HTTP/1.1 2x0 Nope\r\n\r\n"]).await;
     let mut rx = run(port, get("/")).await;
-    let Some(Event::Error(err)) = rx.recv().await else {
-        panic!("error expected")
-    };
+    let err = next_error(&mut rx).await;
     assert!(err.code().starts_with("HPE_INVALID_"), "{}", err.code());
     assert!(matches!(rx.recv().await, Some(Event::Done(None))));
 }
@@ -466,9 +470,7 @@ async fn a_switch_of_protocols_nobody_asked_for_fails_the_exchange() {
     ])
     .await;
     let mut rx = run(port, get("/")).await;
-    let Some(Event::Error(err)) = rx.recv().await else {
-        panic!("error expected")
-    };
+    let err = next_error(&mut rx).await;
     assert_eq!(err.code(), "ERR_HYPERAGENT_HTTP");
     // The connection is given up, not offered for another request.
     assert!(matches!(rx.recv().await, Some(Event::Done(None))));
@@ -484,9 +486,7 @@ async fn a_head_larger_than_the_limit_overflows() {
     );
     let (port, _srv) = server(vec![big]).await;
     let mut rx = run(port, get("/")).await;
-    let Some(Event::Error(err)) = rx.recv().await else {
-        panic!("error expected")
-    };
+    let err = next_error(&mut rx).await;
     assert_eq!(err.code(), "HPE_HEADER_OVERFLOW");
 }
 
@@ -535,9 +535,7 @@ async fn the_headers_timeout_fires_when_no_head_comes() {
     let mut spec = get("/");
     spec.headers_timeout = Some(Duration::from_secs(30));
     let mut rx = run(port, spec).await;
-    let Some(Event::Error(err)) = rx.recv().await else {
-        panic!("error expected")
-    };
+    let err = next_error(&mut rx).await;
     assert_eq!(err.code(), "ERR_HYPERAGENT_HEADERS_TIMEOUT");
 }
 
@@ -980,9 +978,7 @@ async fn an_exchange_in_its_connections_task_outlives_the_connection() {
         .expect("hyper's side ends with the server gone")
         .unwrap();
     ctl.grant();
-    let Some(Event::Error(err)) = rx.recv().await else {
-        panic!("the body's failure expected")
-    };
+    let err = next_error(&mut rx).await;
     assert_eq!(
         (err.code(), err.message().as_str()),
         ("ECONNRESET", "aborted")
