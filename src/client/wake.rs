@@ -307,15 +307,18 @@ fn take_shared(mark: &AtomicBool) -> bool {
     mark.load(Ordering::Relaxed) && mark.swap(false, Ordering::AcqRel)
 }
 
-/// Polls `side`, if there is one, with `waker`: whether it ended (and is dropped).
+/// Polls `side`, if there is one, with `waker`: whether it ended (and is dropped). A side that
+/// panics (a bug; the panic is reported as any other) has ended: the other goes on, so that an
+/// exchange's panic still ends its connection as hyper ends it (its sender let go of) and the
+/// pool hears of it, as when the exchange had a task of its own.
 fn ended(side: &mut Option<Boxed>, waker: &Waker) -> bool {
     let Some(future) = side.as_mut() else {
         return false;
     };
-    let over = future
-        .as_mut()
-        .poll(&mut Context::from_waker(waker))
-        .is_ready();
+    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        future.as_mut().poll(&mut Context::from_waker(waker))
+    }));
+    let over = !matches!(polled, Ok(Poll::Pending));
     if over {
         *side = None;
     }
@@ -377,6 +380,17 @@ mod tests {
 
     fn woken(count: &Count) -> usize {
         count.0.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_side_that_panics_has_ended() {
+        let (_, waker, _) = registered();
+        let mut side: Option<Boxed> = Some(Box::pin(async { panic!("a bug in a side") }));
+        assert!(ended(&mut side, &waker));
+        assert!(side.is_none());
+        let mut pending: Option<Boxed> = Some(Box::pin(std::future::pending()));
+        assert!(!ended(&mut pending, &waker));
+        assert!(pending.is_some());
     }
 
     #[test]
