@@ -206,7 +206,15 @@ class Agent extends Base {
     if (this[kTls]) normalizeServerName(options, req);
     const name = nameOf(this, options);
     const key = this._keyOf(name, options);
-    const verdict = binding.checkout(this[kPoolId], key);
+    let verdict;
+    try {
+      verdict = binding.checkout(this[kPoolId], key);
+    } catch (thrown) {
+      // A fault of the addon (README, "Safety"): this request fails, as one whose connection
+      // could not be made.
+      req.onSocket(null, errors.internalError(thrown));
+      return;
+    }
     if (typeof verdict !== 'number') {
       debug('reuse connection %d for %s', verdict[kId], name);
       this._reuse(verdict, req);
@@ -678,7 +686,18 @@ class Agent extends Base {
       idle = Math.min(socket[kIdleFor] ?? defaultIdle(this), remaining);
     }
     socket._free();
-    const verdict = binding.release(id, idle);
+    let verdict;
+    try {
+      verdict = binding.release(id, idle);
+    } catch (thrown) {
+      // A fault of the addon (README, "Safety"): the socket closes instead of going back. An
+      // idle socket's error reaches a listener if it has one; otherwise it is dropped, as
+      // Node's http drops an error of a free socket, not thrown.
+      const err = errors.internalError(thrown);
+      debug('releasing connection %d failed: %s', id, err.message);
+      socket.destroy(socket.listenerCount('error') > 0 ? err : undefined);
+      return;
+    }
     if (verdict >= 0) {
       if (verdict % 4 === GRANT) socket._orphan();
       this[kServe](verdict, id);
@@ -705,7 +724,14 @@ class Agent extends Base {
     if (failure === 'established') this[kPool].countError();
     else if (failure === 'connect') this[kPool].countConnectError();
     if (id === 0) return;
-    const verdict = binding.close(id);
+    let verdict;
+    try {
+      verdict = binding.close(id);
+    } catch (thrown) {
+      // The socket is gone all the same; the fault is told where a debug log is kept.
+      debug('closing connection %d failed: %s', id, thrown && thrown.message);
+      return;
+    }
     if (verdict >= 0) this[kServe](verdict, 0);
   }
 

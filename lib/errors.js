@@ -145,6 +145,19 @@ function hyperagentError(code, message, Ctor = Error) {
   return withCode(new Ctor(message), `ERR_HYPERAGENT_${code}`);
 }
 
+// What a call into the addon threw. A panic in Rust is caught at the boundary and thrown as an
+// Error of Node-API's `GenericFailure` status; it becomes ERR_HYPERAGENT_INTERNAL, with the
+// panic's message, for the request or socket it happened for. Anything else is returned as it is.
+function internalError(thrown) {
+  if (thrown !== null && typeof thrown === 'object' && (thrown.code === 'GenericFailure' || thrown.code === 'ERR_HYPERAGENT_INTERNAL')) {
+    const message = String(thrown.message).startsWith('hyperagent: internal error: ') ? thrown.message : `hyperagent: internal error: ${thrown.message}`;
+    const err = hyperagentError('INTERNAL', message);
+    err.cause = thrown;
+    return err;
+  }
+  return thrown;
+}
+
 // A port net.connect would refuse, in its words.
 function badPort(port) {
   return withCode(new RangeError(`Port should be >= 0 and < 65536.${describeReceived(port)}.`), 'ERR_SOCKET_BAD_PORT');
@@ -183,4 +196,5 @@ module.exports = {
   prematureClose,
   abortError,
   hyperagentError,
+  internalError,
 };

@@ -272,10 +272,9 @@ const ABSENT_BODY = Object.freeze({ bytes: null, size: 0, source: null, length: 
 const bytesBody = (bytes, size) => ({ bytes, size, source: null, length: undefined, type: undefined });
 const sourceBody = (source, length, type) => ({ bytes: null, size: 0, source, length, type });
 
-// Bytes are sent from their own memory (see README, `body`), except over a resizable
-// ArrayBuffer, whose memory may shrink away under the send: such a view is copied.
+// Rust copies the bytes during the call that starts the request (README, "Safety"): the
+// Buffer is the caller's again as soon as request() returns.
 function bufferBody(buf) {
-  if (buf.buffer.resizable === true) buf = Buffer.from(buf);
   return bytesBody(buf, buf.length);
 }
 
@@ -960,7 +959,8 @@ class PendingRequest {
       if (!this.done) binding.bodyEnd(this.id);
     } catch (err) {
       if (!this.done) {
-        this.bodyError = err;
+        // A source's own error, or a fault of the addon in bodyWrite (README, "Safety").
+        this.bodyError = errors.internalError(err);
         binding.bodyFail(this.id, err && err.message ? err.message : String(err));
       }
     }
@@ -1139,7 +1139,7 @@ function request(agent, input, options = {}) {
       pending.pump(source);
     }
   } catch (err) {
-    reject(err);
+    reject(errors.internalError(err));
   }
   return promise;
 }

@@ -202,9 +202,14 @@ class NativeSocket extends Duplex {
       return;
     }
     if (this.timeout !== 0 && this[kTimer] !== null) this[kTimer].refresh();
-    const r = chunks.length === 1
-      ? native.write(id, toBuffer(chunks[0]))
-      : native.writev(id, chunks.map(toBuffer));
+    let r;
+    try {
+      r = chunks.length === 1 ? native.write(id, toBuffer(chunks[0])) : native.writev(id, chunks.map(toBuffer));
+    } catch (thrown) {
+      // A fault of the addon (README, "Safety"): this socket fails, and its connection closes.
+      cb(errors.internalError(thrown));
+      return;
+    }
     if (r === 0) cb();
     else if (r === 1) this[kWriteCb] = cb;
     else cb(errors.errnoError(r, 'write'));

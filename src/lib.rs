@@ -5,10 +5,12 @@
 //! - [`client`]: the promise path's HTTP/1.1 exchanges, spoken by hyper;
 //! - [`replay`]: the rules for sending a request again after the keep-alive race;
 //! - [`error`]: one error type, with Node's code, errno and syscall derived in one place;
+//! - [`guard`]: where panics stop, before they reach Node;
 //! - `binding`: the napi surface and the JavaScript thread's byte path (not in `cargo test`).
 
 pub mod client;
 pub mod error;
+pub mod guard;
 pub mod pool;
 pub mod replay;
 pub mod runtime;

@@ -35,6 +35,7 @@ use super::pool::PoolCell;
 use super::uv::{self, Handle};
 use crate::client;
 use crate::error::{errno_of, Error};
+use crate::guard;
 use crate::pool::KeyId;
 use crate::replay::ReplayBuf;
 use crate::transport::liveness::{self, Liveness};
@@ -845,19 +846,31 @@ unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: 
     };
     let ctx = pool.ctx.clone();
     let _scope = js::HandleScope::open(ctx.env);
-    match conn.state.get() {
-        State::Active => conn.on_ready(&ctx, status, events),
-        State::Idle => {
-            let state = if status < 0 {
-                Liveness::Failed(-status)
-            } else {
-                liveness::peek(conn.raw_fd())
-            };
-            if !state.is_open() {
-                pool.evict_idle(&conn);
+    let ran = guard::catch(|| {
+        guard::point("poll");
+        match conn.state.get() {
+            State::Active => conn.on_ready(&ctx, status, events),
+            State::Idle => {
+                let state = if status < 0 {
+                    Liveness::Failed(-status)
+                } else {
+                    liveness::peek(conn.raw_fd())
+                };
+                if !state.is_open() {
+                    pool.evict_idle(&conn);
+                }
             }
+            State::Connecting | State::Replaying | State::Closed => {}
         }
-        State::Connecting | State::Replaying | State::Closed => {}
+    });
+    // A panic while serving the connection: its socket fails (and closes it, which the pool
+    // counts); an idle one is evicted. Whatever the panic left half done dies with it.
+    if let Err(panic) = ran {
+        let _ = guard::catch(|| match conn.state.get() {
+            State::Idle => pool.evict_idle(&conn),
+            State::Closed => {}
+            _ => conn.fail(&ctx, guard::internal(&panic)),
+        });
     }
 }
 

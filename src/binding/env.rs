@@ -19,9 +19,9 @@ use napi::sys;
 
 use super::conn::Conn;
 use super::js::{self, HandleScope, Ref};
-use super::lend;
 use super::pool::PoolCell;
 use super::uv::{self, Handle};
+use crate::guard;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 
@@ -97,8 +97,6 @@ pub enum Completion {
         req: u32,
         reply: tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>,
     },
-    /// A lent Buffer's reference, let go of last on tokio (see `lend`).
-    Release(lend::Released),
 }
 
 /// Where a promise-path connection goes, its TLS session, and what lets its exchange start
@@ -172,9 +170,6 @@ pub struct Inbox {
     /// Posts signalling the loop outside the lock (see `post`); the cleanup waits for them
     /// before it closes the handle.
     signalling: std::sync::atomic::AtomicUsize,
-    /// Buffers of this thread whose bytes are lent to tokio (see `lend`): the cleanup waits for
-    /// them (the env's teardown frees what they point into).
-    lent: std::sync::atomic::AtomicUsize,
 }
 
 impl Inbox {
@@ -232,14 +227,6 @@ impl Inbox {
         // to zero before it closes the handle.
         unsafe { uv::async_send(handle) };
         self.signalling.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    pub fn lent_out(&self) {
-        self.lent.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub fn lent_returned(&self) {
-        self.lent.fetch_sub(1, Ordering::Release);
     }
 
     /// Stops later posts and waits for the ones signalling the loop (see `post`).
@@ -398,7 +385,6 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
                 deferred: None,
             }),
             signalling: std::sync::atomic::AtomicUsize::new(0),
-            lent: std::sync::atomic::AtomicUsize::new(0),
         }),
         wake: RefCell::new(None),
         wakes: Cell::new(0),
@@ -433,6 +419,17 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
     // SAFETY: the hook runs on this thread when the env is torn down.
     unsafe { sys::napi_add_env_cleanup_hook(env, Some(cleanup), std::ptr::null_mut()) };
     Ok(ctx)
+}
+
+impl Slab {
+    /// Whether JavaScript detached the slab's ArrayBuffer, taking its memory.
+    fn detached(&self, env: sys::napi_env) -> bool {
+        let mut detached = true;
+        // SAFETY: a plain query on a live reference of this env (called on its thread).
+        let status =
+            unsafe { sys::napi_is_detached_arraybuffer(env, self.buffer.get(env), &mut detached) };
+        status != sys::Status::napi_ok || detached
+    }
 }
 
 impl EnvCtx {
@@ -493,15 +490,25 @@ impl EnvCtx {
             return None;
         }
         let mut slab = self.slab.borrow_mut();
-        if slab.as_ref().is_none_or(|s| s.used + len > SLAB) {
+        // A slab JavaScript detached (`arrayBuffer.transfer()`, or a transfer Node did not
+        // refuse) is no longer ours: its memory may belong to another ArrayBuffer, or be freed.
+        // The check and the write below run on this thread with no JavaScript between them.
+        if slab
+            .as_ref()
+            .is_none_or(|s| s.used + len > SLAB || s.detached(self.env))
+        {
             if let Some(old) = slab.take() {
                 old.buffer.delete(self.env);
             }
             *slab = Some(self.new_slab()?);
         }
-        let s = slab.as_mut().expect("set above");
+        let s = slab.as_mut()?;
         let offset = s.used;
-        // SAFETY: `offset + len <= SLAB`, the ArrayBuffer's length, kept alive by `buffer`.
+        // SAFETY: `offset + len <= SLAB`, the ArrayBuffer's length; it is alive (kept by
+        // `buffer`) and still holds the memory at `data` (not detached, checked above, with no
+        // JavaScript run since). Guarded by __test__/safety.test.js ("a transferred chunk").
+        // JavaScript sees these bytes only after this write: nothing here writes a byte it has
+        // been given (`used` only grows).
         fill(unsafe { s.data.add(offset) });
         // Eight-byte aligned, as Node's pool aligns its slices.
         s.used = (offset + len + 7) & !7;
@@ -680,6 +687,73 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
     ctx.wakes.set(ctx.wakes.get() + 1);
     let mut batch = ctx.inbox.swap(ctx.spare.take());
     for item in batch.drain(..) {
+        // What a panic while handling the item fails: the request or the connection it is of.
+        let owner = match &item {
+            Completion::Req { req, .. } => Owner::Request(*req),
+            Completion::HyperConnected {
+                pool, conn, req, ..
+            } => Owner::HyperConnect(*pool, *conn, *req),
+            Completion::Connected { pool, conn, .. } => Owner::Connect(*pool, *conn),
+            Completion::Pump { conn, .. } => Owner::Conn(*conn),
+            _ => Owner::None,
+        };
+        if let Err(panic) = guard::catch(|| ctx.complete(item)) {
+            super::debug::debug!("a completion panicked: {panic}");
+            let _ = guard::catch(|| ctx.fail_owner(owner, &panic));
+        }
+    }
+    // A burst's vector is not kept: its memory goes back.
+    if batch.capacity() <= SPARE_MAX {
+        *ctx.spare.borrow_mut() = batch;
+    }
+}
+
+/// What an item of the inbox belongs to (see `on_wake`).
+enum Owner {
+    Request(u32),
+    HyperConnect(u32, u32, u32),
+    Connect(u32, u32),
+    Conn(u32),
+    None,
+}
+
+impl EnvCtx {
+    /// Fails what a panic left half done: the request ends with the panic's error (its
+    /// exchange stopped, its connection closed), a connect fails as one that could not be
+    /// made, a connection in use fails its socket.
+    fn fail_owner(&self, owner: Owner, panic: &str) {
+        let err = || guard::internal(panic);
+        match owner {
+            Owner::Request(id) => {
+                if let Some(req) = self.request(id) {
+                    req.stop();
+                }
+                self.on_request_event(id, client::Event::Error(err()));
+                self.on_request_event(id, client::Event::Done(None));
+            }
+            Owner::HyperConnect(pool, conn, req) => {
+                if let Some(cell) = self.pool(pool) {
+                    cell.hyper_connected(conn, req, Err(err()));
+                }
+            }
+            Owner::Connect(pool, conn) => {
+                if let Some(cell) = self.pool(pool) {
+                    cell.finish_connect(conn, Err(err()));
+                }
+            }
+            Owner::Conn(id) => {
+                if let Some(conn) = self.conn(id) {
+                    conn.fail(self, err());
+                }
+            }
+            Owner::None => {}
+        }
+    }
+
+    /// Handles one item of the inbox.
+    fn complete(&self, item: Completion) {
+        let ctx = self;
+        guard::point("completion");
         match item {
             // A pool that is gone let go of its connects' holds as it went.
             Completion::Connected { pool, conn, result } => {
@@ -728,12 +802,7 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
                     cell.emit_keylog(conn, &lines);
                 }
             }
-            Completion::Release(reference) => reference.delete(ctx.env),
         }
-    }
-    // A burst's vector is not kept: its memory goes back.
-    if batch.capacity() <= SPARE_MAX {
-        *ctx.spare.borrow_mut() = batch;
     }
 }
 
@@ -746,14 +815,18 @@ unsafe extern "C" fn on_sweep(handle: *mut uv::RawHandle) {
     ctx.sweep_due.set(false);
     let _scope = HandleScope::open(ctx.env);
     let _batch = js::CallbackScope::open(ctx.env, ctx.batch);
-    ctx.sweep_headers_deadlines();
+    if let Err(panic) = guard::catch(|| ctx.sweep_headers_deadlines()) {
+        super::debug::debug!("the headers timeout sweep failed: {panic}");
+    }
 }
 
-/// How long the cleanup waits for tokio to let go of lent Buffers: their tasks are stopped, so
-/// this is a bound that is not reached.
-const LENT_WAIT: Duration = Duration::from_secs(1);
-
 unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
+    // A panic here cannot fail anything: what it left is freed with the env.
+    let _ = guard::catch(teardown);
+}
+
+/// The env's teardown: every pool shuts down, every request stops, every handle closes.
+fn teardown() {
     let Some(ctx) = CTX.with(|c| c.borrow_mut().take()) else {
         return;
     };
@@ -768,17 +841,13 @@ unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
     for pool in pools {
         pool.shutdown();
     }
-    // The env's teardown frees the Buffers lent to tokio (request bodies given whole): the
-    // requests' tasks stop, the requests let go, and what tokio still holds is waited for.
+    // The requests' tasks stop; tokio holds no memory of this env (request bodies are copied),
+    // so nothing is waited for.
     let requests: Vec<Rc<ReqState>> = ctx.requests.borrow_mut().drain().map(|(_, r)| r).collect();
     for req in &requests {
         req.stop();
     }
     drop(requests);
-    let deadline = Instant::now() + LENT_WAIT;
-    while ctx.inbox.lent.load(Ordering::Acquire) != 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
     if let Some(wake) = ctx.wake.borrow_mut().take() {
         wake.close();
     }

@@ -8,7 +8,6 @@ mod conn;
 pub(crate) mod debug;
 mod env;
 mod js;
-mod lend;
 mod pool;
 mod request;
 mod uv;
@@ -25,6 +24,7 @@ use napi::sys;
 use napi_derive::napi;
 
 use crate::client;
+use crate::guard;
 use crate::pool::{KeyId, Limits, Scheduling};
 use crate::transport::dns::{parse_ip, Family};
 use crate::transport::tls::{TlsConfig, TlsOptions, Trust};
@@ -32,7 +32,7 @@ use crate::transport::{AddressChoice, ConnectOptions, Order, Peer, ProxyTls, Tar
 use pool::PoolCell;
 
 /// Registers the JavaScript functions Rust calls on this thread. Called once by `index.js`.
-#[napi(js_name = "init")]
+#[napi(js_name = "init", catch_unwind)]
 #[allow(clippy::too_many_arguments)]
 pub fn init(
     env: Env,
@@ -310,8 +310,9 @@ fn undefined(env: &Env) -> sys::napi_value {
 
 /// `id * 4 + verdict` (see `pool::verdict`), or, for an idle connection whose socket is still
 /// alive, that socket itself, now serving the caller.
-#[napi(ts_return_type = "number | object")]
+#[napi(ts_return_type = "number | object", catch_unwind)]
 pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
+    guard::point("checkout");
     let cell = ctx()?
         .pool(pool)
         .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
@@ -328,7 +329,7 @@ pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
 
 /// The socket of connection `id`, now serving the caller's checkout; `undefined` when it was
 /// collected while idle.
-#[napi(ts_return_type = "object | undefined")]
+#[napi(ts_return_type = "object | undefined", catch_unwind)]
 pub fn take(env: &Env, id: u32) -> Result<Unknown<'_>> {
     let socket = conn(id).map_or(std::ptr::null_mut(), |c| c.take(env.raw()));
     let socket = if socket.is_null() {
@@ -375,7 +376,7 @@ fn proxy_tls_config(reject_unauthorized: bool) -> Result<Arc<TlsConfig>> {
 /// Sets the trust of TLS configurations made from now on without `ca`: Node's default set
 /// (`tls.getCACertificates('default')`, PEM), given again whenever it changes. Returns how
 /// many certificates it holds.
-#[napi]
+#[napi(catch_unwind)]
 pub fn set_default_ca(certs: Vec<String>) -> u32 {
     let trust = Trust::node_default(&certs);
     let n = trust.certificates() as u32;
@@ -387,7 +388,7 @@ pub fn set_default_ca(certs: Vec<String>) -> u32 {
 /// The certificates of this thread's default trust that may have issued `top` (DER, the last
 /// certificate a server sent): JavaScript completes the chain with the one that did, as the
 /// verified chain OpenSSL reports ends at the trusted root.
-#[napi]
+#[napi(catch_unwind)]
 pub fn trusted_issuers(top: Buffer) -> Vec<Buffer> {
     DEFAULT_TRUST.with(|t| match &*t.borrow() {
         Some(trust) => trust
@@ -399,14 +400,21 @@ pub fn trusted_issuers(top: Buffer) -> Vec<Buffer> {
     })
 }
 
+/// Makes the next pass through the named place panic (see `guard`): for the tests of what a
+/// panic does at each boundary with Node. An empty name disarms it.
+#[napi(catch_unwind)]
+pub fn inject_panic(site: String) {
+    guard::arm(&site);
+}
+
 /// Turns the `NODE_DEBUG=hyperagent` lines of the Rust side on or off.
-#[napi]
+#[napi(catch_unwind)]
 pub fn set_debug(on: bool) {
     debug::set_enabled(on);
 }
 
 /// Makes `socket` the JavaScript face of connection `id`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn bind(env: &Env, id: u32, socket: Unknown) -> bool {
     match conn(id) {
         Some(c) if c.state.get() != conn::State::Closed => {
@@ -418,13 +426,15 @@ pub fn bind(env: &Env, id: u32, socket: Unknown) -> bool {
 }
 
 /// 0: written; 1: pending (`onWrite` follows); negative: `-errno`.
-#[napi]
+#[napi(catch_unwind)]
 pub fn write(id: u32, data: BufferSlice) -> i32 {
+    guard::point("write");
     conn(id).map_or(-libc::EBADF, |c| c.write(&[&data[..]]))
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn writev(id: u32, chunks: Vec<BufferSlice>) -> i32 {
+    guard::point("write");
     let Some(c) = conn(id) else {
         return -libc::EBADF;
     };
@@ -432,29 +442,30 @@ pub fn writev(id: u32, chunks: Vec<BufferSlice>) -> i32 {
     c.write(&slices)
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn read_start(id: u32) {
     if let Some(c) = conn(id) {
         c.set_reading(true);
     }
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn read_stop(id: u32) {
     if let Some(c) = conn(id) {
         c.set_reading(false);
     }
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn shutdown(id: u32) -> i32 {
     conn(id).map_or(0, |c| c.shutdown())
 }
 
 /// The request on connection `id` finished. `idle_ms`: how long it may idle (negative: it may
 /// only serve a waiter; infinite: no limit). Returns a verdict (see `pool::verdict`).
-#[napi]
+#[napi(catch_unwind)]
 pub fn release(id: u32, idle_ms: f64) -> f64 {
+    guard::point("release");
     let Some(cell) = conn(id).and_then(|c| c.pool()) else {
         return pool::verdict::NONE;
     };
@@ -469,7 +480,7 @@ pub fn release(id: u32, idle_ms: f64) -> f64 {
 }
 
 /// The socket of connection `id` was destroyed. Returns a verdict (a waiter may connect).
-#[napi]
+#[napi(catch_unwind)]
 pub fn close(id: u32) -> f64 {
     match conn(id).and_then(|c| c.pool()) {
         Some(cell) => cell.close(id),
@@ -477,24 +488,24 @@ pub fn close(id: u32) -> f64 {
     }
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn set_ref(id: u32, on: bool) {
     if let Some(c) = conn(id) {
         c.set_ref(on);
     }
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn set_no_delay(id: u32, on: bool) -> i32 {
     conn(id).map_or(0, |c| c.set_no_delay(on))
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn set_keep_alive(id: u32, on: bool, initial_delay_ms: u32) -> i32 {
     conn(id).map_or(0, |c| c.set_keep_alive(on, initial_delay_ms))
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn info(id: u32) -> Option<ConnInfo> {
     let conn = conn(id)?;
     let local = conn.local.get();
@@ -522,7 +533,7 @@ pub fn info(id: u32) -> Option<ConnInfo> {
 
 #[napi]
 impl NativePool {
-    #[napi(constructor)]
+    #[napi(constructor, catch_unwind)]
     pub fn new(agent: Unknown, options: PoolOptions) -> Result<Self> {
         let connect_opts = ConnectOptions {
             no_delay: options.no_delay,
@@ -542,35 +553,35 @@ impl NativePool {
     }
 
     /// The number the plain functions name this pool by.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn id(&self) -> u32 {
         self.cell.id
     }
 
     /// The key for a `getName()` string.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn key(&self, name: String) -> u32 {
         self.cell.state.borrow_mut().pool.key(&name).0
     }
 
     /// Keys in use.
-    #[napi(getter)]
+    #[napi(getter, catch_unwind)]
     pub fn key_count(&self) -> u32 {
         self.cell.state.borrow().pool.key_count() as u32
     }
 
     /// Forgets empty keys but the `keep` most recently used; returns their ids.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn sweep_keys(&self, keep: u32) -> Vec<u32> {
         self.cell.sweep_keys(keep as usize)
     }
 
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn open_granted(&self, key: u32) -> u32 {
         self.cell.open_granted(KeyId(key))
     }
 
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn connect(&self, id: u32, target: ConnectTarget) -> Result<()> {
         let servername = target.servername.clone();
         self.cell.connect(id, connect_target(target)?, servername);
@@ -578,7 +589,7 @@ impl NativePool {
     }
 
     /// Sets key `key`'s TLS configuration; returns the error to throw, if the options are bad.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn set_tls(&self, key: u32, options: TlsOptionsJs) -> Option<ErrorInfo> {
         let bytes = |v: Option<Vec<Buffer>>| {
             v.map(|list| list.into_iter().map(|b| b.to_vec()).collect::<Vec<_>>())
@@ -614,7 +625,7 @@ impl NativePool {
 
     /// From now on, the TLS handshakes of this pool's connections report their key material
     /// (Node's 'keylog' events); for good, as Node's agents do once asked.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn log_keys(&self) {
         self.cell
             .keylog
@@ -622,7 +633,7 @@ impl NativePool {
     }
 
     /// Where the promise path connects for `key`.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn set_target(&self, key: u32, target: ConnectTarget) -> Result<()> {
         let servername = target.servername.clone();
         let js_lookup = target.js_lookup == Some(true);
@@ -632,19 +643,19 @@ impl NativePool {
     }
 
     /// The largest response head the promise path accepts, for new connections.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn set_max_header_size(&self, bytes: u32) {
         self.cell.max_header_size.set(bytes as usize);
     }
 
     /// Connection `id` leaves the pool's counts (HTTP upgrade). Returns a verdict.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn detach(&self, id: u32) -> f64 {
         self.cell.detach(id)
     }
 
     /// `[name, socket, name, socket, ...]` for every socket serving a checkout.
-    #[napi(ts_return_type = "Array<string | object>")]
+    #[napi(ts_return_type = "Array<string | object>", catch_unwind)]
     pub fn active_sockets<'env>(&self, env: &'env Env) -> Result<Vec<Unknown<'env>>> {
         let mut out = Vec::new();
         for (name, socket) in self.cell.active_sockets() {
@@ -655,12 +666,12 @@ impl NativePool {
         Ok(out)
     }
 
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn cancel(&self, waiter: f64) -> bool {
         self.cell.cancel(waiter as u64)
     }
 
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn set_limits(&self, options: PoolOptions) -> Vec<f64> {
         self.cell.policy.set(release_policy(&options));
         self.cell
@@ -669,14 +680,14 @@ impl NativePool {
         self.cell.set_limits(limits(&options))
     }
 
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn destroy(&self) -> Vec<f64> {
         self.cell.destroy()
     }
 
     /// The handles of the `agent.request()`s on a connection (see
     /// `PoolCell::requests_in_flight`).
-    #[napi(ts_return_type = "object[]")]
+    #[napi(ts_return_type = "object[]", catch_unwind)]
     pub fn requests_in_flight<'env>(&self, env: &'env Env) -> Vec<Unknown<'env>> {
         self.cell
             .requests_in_flight()
@@ -687,14 +698,14 @@ impl NativePool {
     }
 
     /// Counts an error on an established socket (`errorSocketCount`).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn count_error(&self) {
         self.cell.state.borrow_mut().pool.stats.error_socket_count += 1;
     }
 
     /// Counts a connection that could not be opened (`createSocketErrorCount`): the user's
     /// `lookup` failed for it.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn count_connect_error(&self) {
         self.cell
             .state
@@ -705,12 +716,12 @@ impl NativePool {
     }
 
     /// Counts a socket closed by its active timeout (`timeoutSocketCount`).
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn count_timeout(&self) {
         self.cell.state.borrow_mut().pool.stats.timeout_socket_count += 1;
     }
 
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn stats(&self) -> PoolStats {
         let s = self.cell.stats();
         PoolStats {
@@ -725,7 +736,7 @@ impl NativePool {
     }
 
     /// Counts per key, for the `sockets`, `freeSockets` and `requests` views.
-    #[napi]
+    #[napi(catch_unwind)]
     pub fn snapshot(&self) -> Vec<KeyCounts> {
         let st = self.cell.state.borrow();
         st.pool
@@ -782,7 +793,7 @@ fn head_of(path: &str, lines: &[u8]) -> Result<client::Head> {
 /// check after the handshake: as Node's https.Agent evicts the session of a socket closed by an
 /// error, so that the next connection makes a new session and is checked again (a resumed
 /// session is not).
-#[napi]
+#[napi(catch_unwind)]
 pub fn forget_tls_sessions(id: u32) {
     if let Some(conn) = conn(id) {
         conn.with_tls(|config, info| config.forget_sessions(&info.server));
@@ -791,7 +802,7 @@ pub fn forget_tls_sessions(id: u32) {
 
 /// Remembers that the server of connection `id` has the right name (its session, resumed
 /// later, needs no check).
-#[napi]
+#[napi(catch_unwind)]
 pub fn tls_name_verified(id: u32) {
     if let Some(conn) = conn(id) {
         conn.with_tls(|config, info| config.name_verified(info));
@@ -802,7 +813,7 @@ pub fn tls_name_verified(id: u32) {
 /// to them in order; `null` when it failed. Either failure (the other: an address that is not
 /// an IP address, then false is returned) counts as a failed connect, and JavaScript fails the
 /// request, which closes the connection.
-#[napi]
+#[napi(catch_unwind)]
 pub fn lookup_done(id: u32, addresses: Option<Vec<String>>) -> bool {
     let Some(conn) = conn(id) else { return true };
     let Some(reply) = conn.lookup.borrow_mut().take() else {
@@ -831,7 +842,7 @@ static HEAD_TAG: sys::napi_type_tag = sys::napi_type_tag {
 
 /// A request head (target and header lines) parsed once, for the `agent.request()` calls
 /// without headers of their own to one URL: `request_function` takes it in place of the path.
-#[napi]
+#[napi(catch_unwind)]
 pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result<Unknown<'env>> {
     let head = Arc::new(head_of(&path, lines.as_bytes())?);
     let value = js::external(env.raw(), head, &HEAD_TAG)
@@ -853,7 +864,7 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
 /// context (a string JavaScript keeps, rather than one made here per request).
 /// Returns the request id, negated when the request waits in the pool's queue (its waiter id
 /// is then `queuedWaiter()`).
-#[napi]
+#[napi(catch_unwind)]
 pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
     unsafe extern "C" fn call(
         env: sys::napi_env,
@@ -861,10 +872,13 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
     ) -> sys::napi_value {
         // SAFETY: the runtime's own arguments to this function.
         let args = unsafe { js::Args::<14>::of(env, info) };
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| request(&args))) {
+        match guard::catch(|| request(&args)) {
             Ok(Ok(id)) => js::number(env, id),
             Ok(Err(e)) => js::throw_error(env, e.status.as_ref(), &e.reason),
-            Err(_) => js::throw_error(env, "ERR_INTERNAL_ASSERTION", "hyperagent: request failed"),
+            Err(panic) => {
+                let err = guard::internal(&panic);
+                js::throw_error(env, err.code(), &err.to_string())
+            }
         }
     }
     let mut func = std::ptr::null_mut();
@@ -896,6 +910,7 @@ const INFORMATIONAL: u32 = 2;
 
 /// Starts `agent.request()` (see [`request_function`] for the arguments).
 fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
+    guard::point("request");
     use std::mem::MaybeUninit;
     let bad = |what: &str| {
         Error::new(
@@ -925,17 +940,14 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         }
     };
     let ctx = ctx()?;
-    // The body's bytes: a large Buffer's lent (read where they are, see `lend`), a small one's
-    // copied, a string encoded once. The request and its replay share them.
+    // The body's bytes, copied (a string encoded once); the request and its replay share them.
+    // A Buffer's memory is not lent to tokio, which reads it later on another thread: whatever
+    // the program does meanwhile (detach or transfer its ArrayBuffer, shrink a resizable one,
+    // end the worker that owns it) could free it under the read, and Node-API has no way to
+    // keep a backing store alive. The copy costs less than a connection's syscalls (see the
+    // README's "Safety").
     let mut body_buf = [MaybeUninit::uninit(); 1024];
-    let mut lent = None;
     let body = match args.bytes(6) {
-        Some(b) if b.len() >= lend::LEND_MIN => {
-            // SAFETY: `b` are the bytes of argument 6, a Buffer of this call.
-            let (bytes, lender) = unsafe { lend::lend(ctx.env, &ctx.inbox, args.value(6), b) };
-            lent = Some(lender);
-            Some(bytes)
-        }
         Some(b) => Some(bytes::Bytes::copy_from_slice(b)),
         None if args.is_nullish(6) => None,
         None => match args.utf8(6, &mut body_buf).ok_or_else(|| bad("body"))? {
@@ -1041,7 +1053,6 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let js_side = request::JsSide {
         handle,
         context_name: args.value(13),
-        lent,
     };
     let (req, waiter) = cell.request(KeyId(key), js_side, spec, writer, ctl, replay);
     if let Some(slot) = id_slot {
@@ -1061,7 +1072,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
 /// For tests: what keeps this thread's process alive for work on tokio, as `[holds,
 /// releases without a hold]`. With nothing in flight both are 0; the second is never anything
 /// else (each such release could have let the process exit under other work).
-#[napi]
+#[napi(catch_unwind)]
 pub fn held_operations() -> Vec<f64> {
     ctx().map_or(vec![0.0, 0.0], |ctx| {
         let (held, extra) = ctx.held();
@@ -1070,14 +1081,14 @@ pub fn held_operations() -> Vec<f64> {
 }
 
 /// The waiter id of the last `request` that was queued.
-#[napi]
+#[napi(catch_unwind)]
 pub fn queued_waiter() -> f64 {
     ctx().map_or(-1.0, |ctx| ctx.last_waiter.get())
 }
 
 /// A queued request got connection `conn` (a handoff): sends on it, or, if the connection
 /// belongs to the drop-in path, replaces it by a new one in the same slot.
-#[napi]
+#[napi(catch_unwind)]
 pub fn request_dispatch(id: u32, conn_id: u32) {
     let Some(req) = request_state(id) else { return };
     let Some(conn) = conn(conn_id) else { return };
@@ -1091,7 +1102,7 @@ pub fn request_dispatch(id: u32, conn_id: u32) {
 }
 
 /// A queued request got a slot (a grant): connects for it.
-#[napi]
+#[napi(catch_unwind)]
 pub fn request_connect(id: u32) {
     if let Some(req) = request_state(id) {
         req.pool().connect_for(&req);
@@ -1099,13 +1110,13 @@ pub fn request_connect(id: u32) {
 }
 
 /// Aborts request `id`. Returns a verdict (a waiter may connect in the freed slot).
-#[napi]
+#[napi(catch_unwind)]
 pub fn request_abort(id: u32) -> f64 {
     request_state(id).map_or(pool::verdict::NONE, |req| request::abort(&req))
 }
 
 /// The response stream wants one more chunk.
-#[napi]
+#[napi(catch_unwind)]
 pub fn body_read(id: u32) {
     if let Some(req) = request_state(id) {
         request::grant(&req);
@@ -1114,8 +1125,9 @@ pub fn body_read(id: u32) {
 
 /// A chunk of a streamed request body. 0: more may follow; 1: wait for the drain event;
 /// 2: the request no longer wants it.
-#[napi]
+#[napi(catch_unwind)]
 pub fn body_write(id: u32, chunk: BufferSlice) -> u32 {
+    guard::point("body-write");
     let Some(req) = request_state(id) else {
         return 2;
     };
@@ -1130,7 +1142,7 @@ pub fn body_write(id: u32, chunk: BufferSlice) -> u32 {
     }
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn body_end(id: u32) {
     if let Some(req) = request_state(id) {
         if let Some(w) = req.writer.borrow_mut().as_mut() {
@@ -1139,7 +1151,7 @@ pub fn body_end(id: u32) {
     }
 }
 
-#[napi]
+#[napi(catch_unwind)]
 pub fn body_fail(id: u32, message: String) {
     if let Some(req) = request_state(id) {
         if let Some(w) = req.writer.borrow_mut().as_mut() {
@@ -1149,13 +1161,13 @@ pub fn body_fail(id: u32, message: String) {
 }
 
 /// Whether connection `id` belongs to the promise path.
-#[napi]
+#[napi(catch_unwind)]
 pub fn is_promise_conn(id: u32) -> bool {
     conn(id).is_some_and(|c| c.mode.get() == conn::Mode::Promise)
 }
 
 /// Closes connection `id` whose slot goes to a request of the other path (the slot stays).
-#[napi]
+#[napi(catch_unwind)]
 pub fn retire(id: u32) {
     if let Some(c) = conn(id) {
         if let Some(cell) = c.pool() {

@@ -20,6 +20,7 @@ use super::env::{Completion, EnvCtx, Established, Link, PumpSink};
 use super::js::{self, Ref};
 use super::uv::{self, Handle};
 use crate::error::Error;
+use crate::guard;
 use crate::pool::{Checkout, Fit, Grant, KeyId, Limits, Pool, Release, Stats, WaiterId};
 use crate::runtime::runtime;
 use crate::transport::pump::{self, Event, Remote};
@@ -760,7 +761,11 @@ unsafe extern "C" fn on_timer(handle: *mut uv::RawHandle) {
         Rc::from_raw(ptr)
     };
     let _scope = js::HandleScope::open(cell.ctx.env);
-    cell.expire();
+    // A panic in the expiry leaves the idle connections as they were: the next timer tries
+    // again.
+    if let Err(panic) = guard::catch(|| cell.expire()) {
+        super::debug::debug!("expiry failed: {panic}");
+    }
 }
 
 /// `step`, failing as a socket timeout once `deadline` (the instant, and the limit it came

@@ -19,7 +19,6 @@ use napi::sys;
 use super::conn::{Conn, Mode, State};
 use super::env::{Completion, EnvCtx};
 use super::js::{self, AsyncContext, Ref};
-use super::lend::Lender;
 use super::pool::{verdict, PoolCell};
 use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Recording, Sink, Spec};
 use crate::error::Error;
@@ -103,8 +102,11 @@ pub struct ReqState {
     /// and when it runs out: set when the exchange starts on its connection.
     headers_timeout: Cell<Option<Duration>>,
     headers_deadline: Cell<Option<Instant>>,
-    /// The request's hold on its body's Buffer, when the body's bytes are lent (see `lend`).
-    lent: RefCell<Option<Lender>>,
+    /// The request holds the event loop open (its exchange or connect runs on tokio): taken
+    /// and let go through [`ReqState::hold`] and [`ReqState::unhold`], each at most once a turn.
+    held: Cell<bool>,
+    /// Over (see [`ReqState::finish`]): no event reaches JavaScript any more.
+    finished: Cell<bool>,
 }
 
 /// Headers timeouts longer than this (the default is 300 s) are not a tokio timer around each
@@ -208,6 +210,11 @@ impl ReqState {
     /// Calls `handle.onEvent(kind, ...args)` in the request's async context; returns what it
     /// returned (None if it threw).
     fn emit(&self, kind: u32, args: &[sys::napi_value]) -> Option<sys::napi_value> {
+        // Code an earlier event ran may have ended the request (an abort from a listener):
+        // its handle is gone, and nothing more is said.
+        if self.finished.get() {
+            return None;
+        }
         let env = self.env();
         let handle = self.handle.get(env);
         let func = self.pool.ctx.callbacks.on_request.get(env);
@@ -233,13 +240,32 @@ impl ReqState {
         if let Some(exchange) = self.abort.borrow_mut().take() {
             exchange.stop();
         }
-        self.lent.borrow_mut().take();
     }
 
+    /// The request's exchange (or connect) starts running on tokio: the process stays alive
+    /// for it.
+    fn hold(&self) {
+        if !self.held.replace(true) {
+            self.pool.ctx.hold();
+        }
+    }
+
+    /// It stopped running there; a second call does nothing.
+    fn unhold(&self) {
+        if self.held.replace(false) {
+            self.pool.ctx.unhold();
+        }
+    }
+
+    /// Ends the request: its handle and async context are let go of. Idempotent: an end
+    /// reached twice (an abort from JavaScript inside the event that ends it, say) ends it once.
+    /// Guarded by __test__/safety.test.js.
     fn finish(&self) {
+        if self.finished.replace(true) {
+            return;
+        }
         let env = self.env();
-        // Over: a lent body's Buffer is let go of once tokio is done with its bytes too.
-        self.lent.borrow_mut().take();
+        self.unhold();
         self.pool.ctx.remove_request(self.id);
         self.handle.delete(env);
         self.ctx.destroy(env);
@@ -257,8 +283,6 @@ fn header_string(env: sys::napi_env, headers: &HeaderLines) -> sys::napi_value {
 pub struct JsSide {
     pub handle: sys::napi_value,
     pub context_name: sys::napi_value,
-    /// The request's hold on its body's Buffer, when lent.
-    pub lent: Option<Lender>,
 }
 
 impl PoolCell {
@@ -293,7 +317,8 @@ impl PoolCell {
             hint: Cell::new(None),
             headers_timeout: Cell::new(None),
             headers_deadline: Cell::new(None),
-            lent: RefCell::new(js_side.lent),
+            held: Cell::new(false),
+            finished: Cell::new(false),
         });
         self.ctx.insert_request(req.clone());
         let mut discard = Vec::new();
@@ -361,7 +386,7 @@ impl PoolCell {
         conn.state.set(State::Active);
         req.conn.set(conn_id);
         req.reused.set(true);
-        self.ctx.hold();
+        req.hold();
         let sink: Arc<dyn Sink> = Arc::new(ReqSink {
             inbox: self.ctx.inbox.clone(),
             req: req.id,
@@ -415,7 +440,7 @@ impl PoolCell {
         conn.mode.set(Mode::Promise);
         req.conn.set(conn.id);
         req.reused.set(false);
-        self.ctx.hold();
+        req.hold();
         let Some((target, servername)) = self.target(req.key) else {
             let sink = ReqSink {
                 inbox: self.ctx.inbox.clone(),
@@ -621,7 +646,7 @@ impl PoolCell {
                     req.conn.set(0);
                     let desc = js::error_descriptor(self.ctx.env, &err);
                     req.emit(kind::ERROR, &[desc]);
-                    self.ctx.unhold();
+                    req.unhold();
                     req.emit(
                         kind::DONE,
                         &[
@@ -891,7 +916,7 @@ impl EnvCtx {
                 match self.replay_spec(&req) {
                     Some((spec, drain)) => {
                         super::debug::debug!("replay request {} on a new connection", req.id);
-                        self.unhold();
+                        req.unhold();
                         let pool = req.pool();
                         pool.retire(req.conn.get());
                         pool.state.borrow_mut().pool.stats.replay_count += 1;
@@ -952,9 +977,10 @@ impl EnvCtx {
     fn settle(&self, req: &Rc<ReqState>, sender: Option<client::Sender>) -> (u32, f64) {
         // The exchange is over: stopping it now would stop what its connection runs next.
         req.abort.borrow_mut().take();
-        self.unhold();
+        req.unhold();
         req.writer.borrow_mut().take();
-        let conn_id = req.conn.get();
+        // The connection is the pool's again: an abort from now on does not close it.
+        let conn_id = req.conn.replace(0);
         let Some(conn) = self.conn(conn_id) else {
             return (conn_id, verdict::NONE);
         };
@@ -1013,9 +1039,7 @@ pub fn abort(req: &Rc<ReqState>) -> f64 {
     let conn_id = req.conn.replace(0);
     let pool = req.pool.clone();
     let in_flight = conn_id != 0;
-    if in_flight {
-        pool.ctx.unhold();
-    }
+    req.unhold();
     req.finish();
     if in_flight {
         pool.close(conn_id)
