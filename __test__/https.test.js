@@ -565,6 +565,32 @@ test('an EC server certificate works', async (t) => {
   assert.strictEqual(r.authorized, true);
 });
 
+test('OpenSSL cipher strings Node accepts select the same kind of suites, with Node\'s agent and ours', async (t) => {
+  const server = await httpsServer(t);
+  const agents = { ours: new HttpsAgent({ ca: CA }), node: new https.Agent({ ca: CA }) };
+  t.after(() => Object.values(agents).forEach((a) => a.destroy()));
+  const cases = {
+    DEFAULT: { protocol: 'TLSv1.3' },
+    'HIGH:!aNULL:!MD5': { protocol: 'TLSv1.3' },
+    'ALL@SECLEVEL=0': { protocol: 'TLSv1.3' },
+    'ECDHE+AESGCM': { protocol: 'TLSv1.3' },
+    // TLS 1.2 only (no TLS 1.3 suite can be chosen once TLS 1.3 is off): the list decides.
+    'ECDHE+AESGCM+AES128': { maxVersion: 'TLSv1.2', cipher: 'ECDHE-RSA-AES128-GCM-SHA256' },
+    'ECDHE-RSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES256-GCM-SHA384': { maxVersion: 'TLSv1.2', cipher: 'ECDHE-RSA-CHACHA20-POLY1305' },
+    'AES256:-ECDSA': { maxVersion: 'TLSv1.2', cipher: 'ECDHE-RSA-AES256-GCM-SHA384' },
+    // TLS 1.3 names alone: TLS 1.3 with that suite.
+    TLS_AES_128_GCM_SHA256: { protocol: 'TLSv1.3', cipher: 'TLS_AES_128_GCM_SHA256' },
+  };
+  for (const [ciphers, want] of Object.entries(cases)) {
+    for (const [which, agent] of Object.entries(agents)) {
+      const r = await get({ host: 'localhost', port: server.port, agent, ciphers, maxVersion: want.maxVersion });
+      assert.strictEqual(r.body, 'secure /', `${which} ${ciphers}`);
+      if (want.protocol) assert.strictEqual(r.protocol, want.protocol, `${which} ${ciphers}`);
+      if (want.cipher) assert.strictEqual(r.cipher.name, want.cipher, `${which} ${ciphers}`);
+    }
+  }
+});
+
 test('unsupported and bad TLS options fail at once with clear errors', (t) => {
   const agent = new HttpsAgent();
   t.after(() => agent.destroy());
@@ -573,9 +599,16 @@ test('unsupported and bad TLS options fail at once with clear errors', (t) => {
     message: /'secureContext'/,
   });
   assert.throws(() => https.get({ host: 'localhost', port: 1, agent, ca: 'not a certificate' }), /certificate/);
-  assert.throws(() => https.get({ host: 'localhost', port: 1, agent, ciphers: 'RC4-MD5' }), {
-    code: 'ERR_HYPERAGENT_UNSUPPORTED',
-  });
+  // A list that selects no suite fails as OpenSSL fails it in Node.
+  for (const ciphers of ['RC4-MD5', '!ALL']) {
+    assert.throws(() => https.get({ host: 'localhost', port: 1, agent, ciphers }), {
+      code: 'ERR_SSL_NO_CIPHER_MATCH',
+      message: /no cipher match/,
+    });
+    assert.throws(() => https.get({ host: 'localhost', port: 1, agent: new https.Agent(), ciphers }), {
+      code: 'ERR_SSL_NO_CIPHER_MATCH',
+    });
+  }
   assert.throws(() => https.get({ host: 'localhost', port: 1, agent, minVersion: 'TLSv9' }), {
     code: 'ERR_TLS_INVALID_PROTOCOL_VERSION',
   });

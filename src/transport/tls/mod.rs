@@ -6,6 +6,7 @@
 //! `checkServerIdentity` (in JavaScript, with Node's own function by default), so the error,
 //! `ERR_TLS_CERT_ALTNAME_INVALID` with its `reason`, `host` and `cert`, is Node's exactly.
 
+mod ciphers;
 pub mod der;
 mod names;
 mod pkcs12;
@@ -331,20 +332,17 @@ impl TlsConfig {
         }
 
         let mut provider = ring::default_provider();
+        let mut tls13_only = false;
         if let Some(ciphers) = &opts.ciphers {
-            let wanted = names::cipher_suites(ciphers);
-            if wanted.is_empty() {
-                return Err(Error::tls(
-                    "ERR_HYPERAGENT_UNSUPPORTED",
-                    format!(
-                        "ciphers: none of '{ciphers}' is supported; hyperagent (rustls) supports {}",
-                        names::supported_cipher_list()
-                    ),
-                ));
-            }
-            provider
-                .cipher_suites
-                .retain(|s| wanted.contains(&s.suite()));
+            let selection = ciphers::select(ciphers)?;
+            tls13_only = selection.tls13_only;
+            // In the list's order: the client offers its suites by preference.
+            let offered = std::mem::take(&mut provider.cipher_suites);
+            provider.cipher_suites = selection
+                .suites
+                .iter()
+                .filter_map(|want| offered.iter().find(|s| s.suite() == *want).copied())
+                .collect();
         }
 
         let min = opts
@@ -352,7 +350,9 @@ impl TlsConfig {
             .as_deref()
             .map(|v| version(v, "minVersion"))
             .transpose()?
-            .unwrap_or(12);
+            .unwrap_or(12)
+            // TLS 1.3 suites alone: Node raises the minimum version.
+            .max(if tls13_only { 13 } else { 0 });
         let max = opts
             .max_version
             .as_deref()

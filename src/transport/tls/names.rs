@@ -6,7 +6,7 @@ use rustls::{AlertDescription, CipherSuite};
 use crate::error::Error;
 
 /// (OpenSSL name, IANA name) of each suite rustls offers.
-const SUITES: &[(CipherSuite, &str, &str)] = &[
+pub(super) const SUITES: &[(CipherSuite, &str, &str)] = &[
     (
         CipherSuite::TLS13_AES_256_GCM_SHA384,
         "TLS_AES_256_GCM_SHA384",
@@ -62,28 +62,6 @@ pub fn cipher_names(suite: CipherSuite) -> (&'static str, &'static str) {
         .map_or(("unknown", "unknown"), |&(_, openssl, iana)| {
             (openssl, iana)
         })
-}
-
-/// The suites an OpenSSL cipher string names, by either name. Keywords and exclusions
-/// (`HIGH`, `!aNULL`, `@SECLEVEL=2`, ...) select nothing by themselves.
-pub fn cipher_suites(list: &str) -> Vec<CipherSuite> {
-    list.split([':', ',', ' '])
-        .map(str::trim)
-        .filter_map(|name| {
-            SUITES
-                .iter()
-                .find(|(_, openssl, iana)| name == *openssl || name == *iana)
-                .map(|&(suite, _, _)| suite)
-        })
-        .collect()
-}
-
-pub fn supported_cipher_list() -> String {
-    SUITES
-        .iter()
-        .map(|(_, openssl, _)| *openssl)
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 /// A fatal alert from the server on an established connection, as Node reports it: OpenSSL's
@@ -183,17 +161,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cipher_strings_select_suites_by_either_name() {
-        let suites =
-            cipher_suites("ECDHE-RSA-AES128-GCM-SHA256:TLS_AES_256_GCM_SHA384:HIGH:!aNULL");
-        assert_eq!(
-            suites,
-            vec![
-                CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
-                CipherSuite::TLS13_AES_256_GCM_SHA384
-            ]
-        );
-        assert!(cipher_suites("DES-CBC3-SHA:RC4-MD5").is_empty());
+    fn suites_have_both_names() {
         assert_eq!(
             cipher_names(CipherSuite::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256),
             (

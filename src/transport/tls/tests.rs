@@ -553,7 +553,7 @@ fn bad_options_are_named() {
     opts.ciphers = Some("RC4-MD5".into());
     assert_eq!(
         TlsConfig::new(&opts).err().unwrap().code(),
-        "ERR_HYPERAGENT_UNSUPPORTED"
+        "ERR_SSL_NO_CIPHER_MATCH"
     );
 }
 
