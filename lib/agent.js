@@ -117,7 +117,9 @@ function limitAccessor(name, fallback) {
     },
     set(value) {
       const limits = (this[kLimits] ??= {});
-      limits[name] = value === undefined || value === null || value === 0 ? fallback(this) : value;
+      // Node's constructor maps 0 to the default itself (`options.maxSockets || Infinity`); a
+      // value assigned later is taken as it is, 0 included (no new socket until it changes).
+      limits[name] = value === undefined || value === null ? fallback(this) : value;
       if (this[kPool] !== undefined) {
         for (const waiter of this[kPool].setLimits(limitsOf(this))) {
           this[kServe](waiter * 4 + GRANT, 0);
@@ -791,10 +793,22 @@ function refuseOwnConnect(agent) {
   }
 }
 
-const Agent = defineAgent(http.Agent, false);
+// Node's agents construct with or without `new` (`http.Agent(options)`): so do ours. `new`
+// and `extends` reach the class itself; a plain call makes a new instance.
+function callable(Class) {
+  const Callable = new Proxy(Class, {
+    apply(target, thisArg, args) {
+      return new target(...args);
+    },
+  });
+  Object.defineProperty(Class.prototype, 'constructor', { configurable: true, writable: true, value: Callable });
+  return Callable;
+}
+
+const Agent = callable(defineAgent(http.Agent, false));
 
 // HTTPS: TLS in Rust (rustls) off the JavaScript thread; an instance of https.Agent.
-class HttpsAgent extends defineAgent(https.Agent, true) {}
+const HttpsAgent = callable(class HttpsAgent extends defineAgent(https.Agent, true) {});
 
 // The request's options with the agent's over them, as Node's addRequest merges them
 // (`{ __proto__: null, ...options, ...agent.options }`: own enumerable properties, symbols

@@ -590,8 +590,9 @@ impl Conn {
         let Some(fd) = fd_ref.as_ref() else { return 0 };
         let sock = socket2::SockRef::from(fd);
         let res = if on && initial_delay_ms > 0 {
-            let ka = socket2::TcpKeepalive::new()
-                .with_time(std::time::Duration::from_millis(initial_delay_ms as u64));
+            let ka = socket2::TcpKeepalive::new().with_time(crate::transport::keepalive_time(
+                std::time::Duration::from_millis(initial_delay_ms as u64),
+            ));
             sock.set_tcp_keepalive(&ka)
         } else {
             sock.set_keepalive(on)

@@ -251,7 +251,7 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                 .set_nodelay(opts.no_delay)
                 .map_err(|e| Error::io(&e, "setsockopt"))?;
             if let Some(delay) = opts.keep_alive {
-                let keepalive = socket2::TcpKeepalive::new().with_time(delay);
+                let keepalive = socket2::TcpKeepalive::new().with_time(keepalive_time(delay));
                 socket2::SockRef::from(&stream)
                     .set_tcp_keepalive(&keepalive)
                     .map_err(|e| Error::io(&e, "setsockopt"))?;
@@ -518,6 +518,13 @@ async fn connect_any(
     Err(last_err.unwrap_or_else(|| Error::os(libc::ECONNREFUSED, "connect")))
 }
 
+/// The idle time before TCP keep-alive probes, as Node sets it (`socket.setKeepAlive`): whole
+/// seconds, rounded down, and at least one; the kernel refuses zero (`EINVAL`), and Node never
+/// fails a connection over `keepAliveMsecs`.
+pub fn keepalive_time(delay: Duration) -> Duration {
+    Duration::from_secs(delay.as_secs().max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,6 +547,27 @@ mod tests {
     fn closed_port() -> u16 {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
+    }
+
+    #[test]
+    fn keepalive_time_is_whole_seconds_at_least_one() {
+        assert_eq!(
+            keepalive_time(Duration::from_millis(1)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            keepalive_time(Duration::from_millis(999)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(keepalive_time(Duration::ZERO), Duration::from_secs(1));
+        assert_eq!(
+            keepalive_time(Duration::from_millis(2999)),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            keepalive_time(Duration::from_secs(60)),
+            Duration::from_secs(60)
+        );
     }
 
     #[tokio::test]

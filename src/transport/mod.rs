@@ -8,6 +8,6 @@ pub mod pump;
 pub mod tls;
 
 pub use connect::{
-    connect, AddressChoice, ConnectOptions, Connected, Order, Peer, ProxyTls, Socket, Target,
-    Tunnel,
+    connect, keepalive_time, AddressChoice, ConnectOptions, Connected, Order, Peer, ProxyTls,
+    Socket, Target, Tunnel,
 };

@@ -1,0 +1,87 @@
+'use strict';
+
+// Where a migrating program can tell Node's agent from ours: the same program runs against
+// Node's http.Agent and against hyperagent, and both must behave alike.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http = require('node:http');
+const https = require('node:https');
+const { once } = require('node:events');
+const { Agent, HttpsAgent } = require('..');
+const { httpServer } = require('./helpers');
+
+const agents = {
+  node: (options) => new http.Agent(options),
+  ours: (options) => new Agent(options),
+};
+
+test('keepAliveMsecs under a second connects, as Node rounds it to whole seconds', async (t) => {
+  const server = await httpServer(t);
+  for (const ms of [1, 500, 999, 1000, 1500]) {
+    for (const [which, make] of Object.entries(agents)) {
+      const agent = make({ keepAlive: true, keepAliveMsecs: ms });
+      t.after(() => agent.destroy());
+      const req = http.get(`${server.url}/ka${ms}`, { agent });
+      const [socket] = await once(req, 'socket');
+      const [res] = await once(req, 'response');
+      res.setEncoding('utf8');
+      let body = '';
+      for await (const chunk of res) body += chunk;
+      assert.strictEqual(body, `hello /ka${ms}`, `${which} ${ms}`);
+      // The socket's own setKeepAlive takes such a delay too.
+      assert.doesNotThrow(() => socket.setKeepAlive(true, ms), `${which} ${ms}`);
+    }
+    const ours = new Agent({ keepAlive: true, keepAliveMsecs: ms });
+    t.after(() => ours.destroy());
+    const res = await ours.request(`${server.url}/promise${ms}`);
+    assert.strictEqual(await res.body.text(), `hello /promise${ms}`);
+  }
+});
+
+test('Agent(options) and HttpsAgent(options) construct without new, as Node\'s agents do', (t) => {
+  const plain = Agent({ keepAlive: true, maxSockets: 3 });
+  const secure = HttpsAgent({ keepAlive: true });
+  const nodes = [http.Agent({ keepAlive: true }), https.Agent({ keepAlive: true })];
+  t.after(() => [plain, secure, ...nodes].forEach((a) => a.destroy()));
+  assert.ok(plain instanceof Agent && plain instanceof http.Agent);
+  assert.ok(secure instanceof HttpsAgent && secure instanceof https.Agent);
+  assert.strictEqual(plain.maxSockets, 3);
+  assert.strictEqual(plain.keepAlive, true);
+  assert.strictEqual(plain.constructor, Agent);
+  assert.strictEqual(secure.constructor, HttpsAgent);
+  assert.strictEqual(Agent.name, 'Agent');
+  // Subclasses still work.
+  class Mine extends Agent {}
+  const mine = new Mine();
+  t.after(() => mine.destroy());
+  assert.ok(mine instanceof Mine && mine instanceof Agent);
+});
+
+test('maxSockets = 0 assigned at run time lets no request have a socket, as with Node\'s agent', async (t) => {
+  const server = await httpServer(t);
+  const seen = {};
+  for (const [which, make] of Object.entries(agents)) {
+    const agent = make({ keepAlive: true });
+    t.after(() => agent.destroy());
+    agent.maxSockets = 0;
+    assert.strictEqual(agent.maxSockets, 0);
+    let answered = false;
+    const req = http.get(`${server.url}/zero`, { agent }, (res) => {
+      answered = true;
+      res.resume();
+    });
+    req.on('error', () => {});
+    // The request waits in the agent's queue: it was given no socket when it was made.
+    await new Promise(setImmediate);
+    seen[which] = {
+      answered,
+      queued: Object.values(agent.requests).reduce((n, list) => n + list.length, 0),
+      sockets: Object.values(agent.sockets).reduce((n, list) => n + list.length, 0),
+    };
+    req.destroy();
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours, { answered: false, queued: 1, sockets: 0 });
+  assert.strictEqual(server.connections.length, 0);
+});
