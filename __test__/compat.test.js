@@ -85,3 +85,75 @@ test('maxSockets = 0 assigned at run time lets no request have a socket, as with
   assert.deepStrictEqual(seen.ours, { answered: false, queued: 1, sockets: 0 });
   assert.strictEqual(server.connections.length, 0);
 });
+
+// The socket a request was served on, and its response read to the end.
+async function served(url, agent) {
+  const req = http.get(url, { agent });
+  const [socket] = await once(req, 'socket');
+  const [res] = await once(req, 'response');
+  res.resume();
+  await once(res, 'end');
+  return socket;
+}
+
+test('an idle socket that expires emits \'timeout\' and \'close\' and is destroyed, as agentkeepalive\'s does', async (t) => {
+  const server = await httpServer(t);
+  const AgentKeepAlive = require('agentkeepalive');
+  const makers = {
+    agentkeepalive: () => new AgentKeepAlive({ keepAlive: true, freeSocketTimeout: 50 }),
+    ours: () => new Agent({ keepAlive: true, freeSocketTimeout: 50 }),
+  };
+  const seen = {};
+  for (const [which, make] of Object.entries(makers)) {
+    const agent = make();
+    t.after(() => agent.destroy());
+    const socket = await served(`${server.url}/expire`, agent);
+    const events = [];
+    socket.on('timeout', () => events.push('timeout'));
+    await once(socket, 'close');
+    events.push('close');
+    seen[which] = { events, destroyed: socket.destroyed, free: Object.keys(agent.freeSockets).length };
+  }
+  assert.deepStrictEqual(seen.ours, seen.agentkeepalive);
+  assert.deepStrictEqual(seen.ours, { events: ['timeout', 'close'], destroyed: true, free: 0 });
+});
+
+test('an idle socket the server closes emits \'close\' and is destroyed, as with Node\'s agent', async (t) => {
+  const server = await httpServer(t);
+  const seen = {};
+  for (const [which, make] of Object.entries(agents)) {
+    const agent = make({ keepAlive: true });
+    t.after(() => agent.destroy());
+    const socket = await served(`${server.url}/server-closes`, agent);
+    const closed = once(socket, 'close');
+    server.closeIdleConnections();
+    await closed;
+    seen[which] = { destroyed: socket.destroyed, free: Object.keys(agent.freeSockets).length };
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours, { destroyed: true, free: 0 });
+});
+
+test('a timeout a keepSocketAlive() override sets on the socket fires while it is free, as with Node\'s agent', async (t) => {
+  const server = await httpServer(t);
+  const withOverride = (Base) => class extends Base {
+    keepSocketAlive(socket) {
+      socket.setTimeout(50);
+      return true;
+    }
+  };
+  const makers = { node: withOverride(http.Agent), ours: withOverride(Agent) };
+  const seen = {};
+  for (const [which, Made] of Object.entries(makers)) {
+    const agent = new Made({ keepAlive: true });
+    t.after(() => agent.destroy());
+    const socket = await served(`${server.url}/override`, agent);
+    const events = [];
+    socket.on('timeout', () => events.push('timeout'));
+    await once(socket, 'close');
+    events.push('close');
+    seen[which] = { events, destroyed: socket.destroyed };
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours, { events: ['timeout', 'close'], destroyed: true });
+});

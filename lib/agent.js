@@ -684,8 +684,14 @@ class Agent extends Base {
     }
     let idle = -1;
     const fresh = req === null;
+    socket[kIdleFor] = undefined;
+    const timeoutBefore = socket.timeout;
     if ((fresh || (req.shouldKeepAlive && this.keepAlive)) && this.keepSocketAlive(socket)) {
-      idle = Math.min(socket[kIdleFor] ?? defaultIdle(this), remaining);
+      // A keepSocketAlive() of the program's that set a timeout on the socket (as Node's and
+      // agentkeepalive's own do) has its idle socket time out then: Rust expires it, and the
+      // socket, if still held, emits 'timeout' (see NativeSocket#_onIdleEnd).
+      const own = socket[kIdleFor] ?? (socket.timeout > 0 && socket.timeout !== timeoutBefore ? socket.timeout : undefined);
+      idle = Math.min(own ?? defaultIdle(this), remaining);
     }
     socket._free();
     let verdict;

@@ -97,6 +97,16 @@ class NativeSocket extends Duplex {
     this.destroy();
   }
 
+  // Rust ended this idle connection: it expired (the free socket timeout, the server's
+  // Keep-Alive hint, socketActiveTTL), the server closed it, or the agent was destroyed. A
+  // program that still holds the socket sees what a net.Socket of Node's agent shows: 'timeout'
+  // for an expiry, then 'close', and `destroyed`.
+  _onIdleEnd(expired) {
+    this[kId] = 0;
+    if (expired) this.emit('timeout');
+    this.destroy();
+  }
+
   get _connectionId() {
     return this[kId];
   }

@@ -318,6 +318,29 @@ impl Conn {
     }
 
     /// Drops the reference to the face entirely (the connection closes).
+    /// Rust ended this idle connection (it `expired`, or the server closed it, or the agent
+    /// was destroyed): a socket object that a program still holds hears of it as a
+    /// `net.Socket` would (`socket._onIdleEnd(expired)`: 'timeout' when it expired, then
+    /// 'close'). Called before the connection closes; a socket that was collected hears
+    /// nothing, and costs nothing.
+    pub fn end_idle(&self, ctx: &EnvCtx, expired: bool) {
+        let Some(owner) = self.owner.get() else {
+            return;
+        };
+        let socket = owner.socket.get(ctx.env);
+        if socket.is_null() {
+            return;
+        }
+        let func = js::get(ctx.env, socket, c"_onIdleEnd");
+        js::make_callback(
+            ctx.env,
+            owner.ctx,
+            socket,
+            func,
+            &[js::boolean(ctx.env, expired)],
+        );
+    }
+
     fn forget_owner(&self, env: sys::napi_env) {
         if let Some(owner) = self.owner.take() {
             if let Some(ctx) = owner.ctx {

@@ -308,6 +308,14 @@ pub fn set(env: sys::napi_env, obj: sys::napi_value, name: &str, value: sys::nap
     unsafe { sys::napi_set_named_property(env, obj, name.as_ptr(), value) };
 }
 
+/// `obj[name]` (undefined when absent; null when `obj` is not an object).
+pub fn get(env: sys::napi_env, obj: sys::napi_value, name: &std::ffi::CStr) -> sys::napi_value {
+    let mut value = ptr::null_mut();
+    // SAFETY: a live value of this env and a NUL-terminated name; a failure leaves null.
+    unsafe { sys::napi_get_named_property(env, obj, name.as_ptr(), &mut value) };
+    value
+}
+
 pub fn object(env: sys::napi_env) -> sys::napi_value {
     let mut value = ptr::null_mut();
     // SAFETY: plain value creation.

@@ -170,6 +170,15 @@ impl PoolCell {
         Some(conn)
     }
 
+    /// Closes idle connection `id`, which its socket object (if a program still holds it)
+    /// hears of first (see [`Conn::end_idle`]).
+    fn drop_idle(&self, id: u32, expired: bool) {
+        if let Some(conn) = self.ctx.remove_conn(id) {
+            conn.end_idle(&self.ctx, expired);
+            conn.close(self.env());
+        }
+    }
+
     /// An idle connection (checked for life first), a new one, or a place in the queue.
     /// JavaScript then takes the connection's socket ([`PoolCell::take`]) or binds a new one.
     pub fn checkout(self: &Rc<Self>, key: KeyId) -> f64 {
@@ -192,7 +201,7 @@ impl PoolCell {
         drop(st);
         for (id, why) in discard {
             debug!("discard idle connection {id} at checkout ({why:?})");
-            self.drop_conn(id);
+            self.drop_idle(id, false);
         }
         result
     }
@@ -612,7 +621,7 @@ impl PoolCell {
             .pool
             .evict(conn.key, |&c| c == conn.id);
         if let Some((_, grant)) = evicted {
-            self.drop_conn(conn.id);
+            self.drop_idle(conn.id, false);
             self.notify_grants(grant.into_iter());
         }
     }
@@ -645,7 +654,7 @@ impl PoolCell {
         };
         for id in closed {
             debug!("idle connection {} expired", id);
-            self.drop_conn(id);
+            self.drop_idle(id, true);
         }
         self.notify_grants(grants.into_iter());
     }
@@ -693,7 +702,7 @@ impl PoolCell {
     pub fn destroy(&self) -> Vec<f64> {
         let (idle, waiters) = self.state.borrow_mut().pool.drain();
         for id in idle {
-            self.drop_conn(id);
+            self.drop_idle(id, false);
         }
         waiters.into_iter().map(|w| w.0 as f64).collect()
     }
