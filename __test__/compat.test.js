@@ -157,3 +157,27 @@ test('a timeout a keepSocketAlive() override sets on the socket fires while it i
   assert.deepStrictEqual(seen.ours, seen.node);
   assert.deepStrictEqual(seen.ours, { events: ['timeout', 'close'], destroyed: true });
 });
+
+test('a socket destroyed with its request stays in agent.sockets until its \'close\', as with Node\'s agent', async (t) => {
+  const server = await httpServer(t, () => {});
+  const seen = {};
+  for (const [which, make] of Object.entries(agents)) {
+    const agent = make({ keepAlive: true });
+    t.after(() => agent.destroy());
+    const listed = (socket) => Object.values(agent.sockets).some((list) => list.includes(socket));
+    for (const how of ['destroy', 'abort']) {
+      const req = http.get(`${server.url}/${how}`, { agent });
+      req.on('error', () => {});
+      const [socket] = await once(req, 'socket');
+      await once(server, 'request');
+      const before = listed(socket);
+      req[how]();
+      const afterDestroy = listed(socket);
+      await once(socket, 'close');
+      seen[`${which} ${how}`] = [before, afterDestroy, listed(socket)];
+    }
+  }
+  assert.deepStrictEqual(seen['ours destroy'], seen['node destroy']);
+  assert.deepStrictEqual(seen['ours abort'], seen['node abort']);
+  assert.deepStrictEqual(seen['ours destroy'], [true, true, false]);
+});

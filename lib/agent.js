@@ -53,6 +53,9 @@ const kNames = Symbol('hyperagent.names');
 const kProxy = Symbol('hyperagent.proxy');
 const kTunnel = Symbol('hyperagent.tunnel');
 const kKeylog = Symbol('hyperagent.keylog');
+// Sockets destroyed while in use whose 'close' has not come yet: Node's agent lists a socket
+// in `agent.sockets` until its 'close'.
+const kClosing = Symbol('hyperagent.closing');
 
 // Pool keys (one per getName() string: per origin, and per TLS configuration) are forgotten
 // once empty, as Node's agent deletes a name's lists, so that a process reaching many origins
@@ -164,6 +167,7 @@ class Agent extends Base {
     this[kLastParts] = null;
     this[kSweepAt] = SWEEP_KEYS_AT;
     this[kWaiters] = new Map();
+    this[kClosing] = new Set();
     this[kLastStats] = null;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
     this[kPoolId] = this[kPool].id;
@@ -320,6 +324,7 @@ class Agent extends Base {
     const out = { __proto__: null };
     const active = this[kPool].activeSockets();
     for (let i = 0; i < active.length; i += 2) (out[active[i]] ??= []).push(active[i + 1]);
+    for (const socket of this[kClosing]) (out[socket[kName]] ??= []).push(socket);
     return out;
   }
 
@@ -728,10 +733,12 @@ class Agent extends Base {
 
   // A socket was destroyed: `failure` is 'connect' when by an error before it was
   // established, 'established' when by one after, null otherwise.
-  _socketClosed(socket, id, failure) {
+  _socketClosed(socket, id, failure, inUse) {
     if (failure === 'established') this[kPool].countError();
     else if (failure === 'connect') this[kPool].countConnectError();
     if (id === 0) return;
+    // Its connection closes now; the socket stays listed until its 'close' (_socketGone).
+    if (inUse) this[kClosing].add(socket);
     let verdict;
     try {
       verdict = binding.close(id);
@@ -741,6 +748,12 @@ class Agent extends Base {
       return;
     }
     if (verdict >= 0) this[kServe](verdict, 0);
+  }
+
+  // A socket's 'close': a destroyed socket in use leaves `agent.sockets` now, as with Node's
+  // agent.
+  _socketGone(socket) {
+    this[kClosing].delete(socket);
   }
 
   // An in-use socket was idle for `timeout` ms (agentkeepalive's semantics).

@@ -65,6 +65,8 @@ class NativeSocket extends Duplex {
     // 'agentRemove'; the agent hears both as Node's agent does.
     this.on('free', onFree);
     this.on('agentRemove', onAgentRemove);
+    // As Node's agent listens to its sockets' 'close' (first, before http's own listeners).
+    this.on('close', onClose);
   }
 
   // Binds this socket to a connection (already open, or being opened).
@@ -249,7 +251,7 @@ class NativeSocket extends Duplex {
     this.connecting = false;
     const pending = this[kWriteCb];
     this[kWriteCb] = null;
-    this[kAgent]._socketClosed(this, id, failure);
+    this[kAgent]._socketClosed(this, id, failure, !this[kFree] && !this[kLeft]);
     if (pending !== null) pending(err || errors.connResetError('socket closed'));
     cb(err);
   }
@@ -414,6 +416,10 @@ function onTimer(ref) {
 
 function onFree() {
   this[kAgent]._socketFreed(this);
+}
+
+function onClose() {
+  this[kAgent]._socketGone(this);
 }
 
 function onAgentRemove() {
