@@ -310,6 +310,8 @@ pub fn buffer_copy(env: sys::napi_env, data: &[u8]) -> sys::napi_value {
 /// memory) that Rust does not read again: JavaScript may write into them. None where the
 /// runtime refuses external buffers.
 pub fn buffer_external(env: sys::napi_env, data: bytes::Bytes) -> Option<sys::napi_value> {
+    /// # Safety
+    /// Called by the runtime alone, once, as the finalizer of the Buffer made below.
     unsafe extern "C" fn release(
         _env: sys::napi_env,
         _data: *mut std::ffi::c_void,
@@ -685,6 +687,8 @@ pub fn external<T: 'static>(
     value: T,
     tag: &'static sys::napi_type_tag,
 ) -> Option<sys::napi_value> {
+    /// # Safety
+    /// Called by the runtime alone, once, as the finalizer of the external made below.
     unsafe extern "C" fn release<T>(
         _env: sys::napi_env,
         data: *mut std::ffi::c_void,
