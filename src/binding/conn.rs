@@ -206,8 +206,11 @@ impl Conn {
 
     /// Takes over a connected socket and starts watching it.
     pub fn attach(self: &Rc<Self>, ctx: &EnvCtx, fd: OwnedFd) -> Result<(), Error> {
-        // SAFETY: this thread's loop; a fresh socket nobody else watches. The data pointer is
-        // this connection, which outlives the handle (`close` closes the handle first).
+        // SAFETY: uv.rs invariants 2 and 3: this thread's loop; a fresh socket nobody else
+        // watches, which `close` and `try_replay` drop only after closing the handle. The data
+        // is this connection, kept alive by `EnvCtx::conns` until a caller of `remove_conn`
+        // runs `close`, which closes the handle. Test: __test__/idle.test.js "an idle
+        // connection is evicted at once on ${what}".
         let handle =
             unsafe { Handle::poll(ctx.uv_loop, fd.as_raw_fd(), Rc::as_ptr(self) as *mut _) }
                 .map_err(|rc| Error::os(-rc, "uv_poll_init"))?;
@@ -251,7 +254,9 @@ impl Conn {
     /// Makes `socket` this connection's face, serving the current checkout.
     pub fn bind(&self, env: sys::napi_env, socket: sys::napi_value) {
         self.forget_owner(env);
-        // SAFETY: a live object of this env, from the current JavaScript call.
+        // SAFETY: js.rs invariant 1: a live object of this env, an argument of the current
+        // call; the old owner was let go of first, and `forget_owner` deletes this one once
+        // (js.rs invariant 2).
         let socket = unsafe { Ref::new(env, socket, 1) };
         self.owner.set(Some(Owner {
             socket,
@@ -295,7 +300,11 @@ impl Conn {
             ctx.destroy(env);
         }
         let socket = owner.socket.get(env);
-        // SAFETY: the socket is alive (strong reference), we are in the serving JS call.
+        // SAFETY: js.rs invariants 1 and 2: the socket is alive (a strong reference: `bind`
+        // made it, `take` strengthened it) and we are in the serving JavaScript call; the old
+        // context was destroyed just above and this one is destroyed once, by `park` or
+        // `forget_owner`. Test: __test__/context.test.js "response callbacks see the store of
+        // their request on fresh, reused and queued connections".
         owner.ctx = Some(unsafe { AsyncContext::new(env, socket, "HYPERAGENT_SOCKET") });
         self.owner.set(Some(owner));
         self.reading.set(true);
@@ -704,7 +713,8 @@ impl Conn {
             }
             let (n, full) = {
                 let mut buf = ctx.read_buf.borrow_mut();
-                // SAFETY: reads into our own buffer, at most its length.
+                // SAFETY: writes at most `buf.len()` bytes into the thread's read buffer, which
+                // the `borrow_mut` holds for the call; a stale descriptor is an error, not UB.
                 let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
                 (n, n as usize == buf.len())
             };
@@ -854,13 +864,20 @@ impl Conn {
     }
 }
 
+/// # Safety
+/// Called by libuv alone, on this thread's loop, for a connection's open poll handle.
 unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: c_int) {
-    // SAFETY: the data pointer is the connection, kept alive by its pool while the handle is
-    // open; the clone keeps it alive for this callback even if JavaScript closes it meanwhile.
+    // SAFETY: uv.rs invariant 3: libuv's own live handle; its data is null (closed) or the
+    // connection, from `Rc::as_ptr` in `attach`, kept alive by `EnvCtx::conns` while the handle
+    // is open (every caller of `remove_conn` runs `close`, which closes the handle).
     let ptr = unsafe { uv::data_of(handle) } as *const Conn;
     if ptr.is_null() {
         return;
     }
+    // SAFETY: as above, the `Rc` is alive; the count taken here keeps the connection for this
+    // callback even if JavaScript closes it meanwhile, and is given back when `conn` drops.
+    // Tests: __test__/safety.test.js 'a panic at "poll" ...'; __test__/errors.test.js "a reset
+    // during the response fails the request with ECONNRESET".
     let conn = unsafe {
         Rc::increment_strong_count(ptr);
         Rc::from_raw(ptr)
@@ -917,10 +934,13 @@ fn send_all(fd: RawFd, chunks: &[&[u8]]) -> Result<usize, i32> {
         return Ok(0);
     }
     loop {
-        // SAFETY: a zeroed msghdr is valid; iovecs point into slices alive for the call.
+        // SAFETY: an all-zero msghdr is a valid one (no address, no control data).
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iovs.as_ptr() as *mut _;
         msg.msg_iovlen = iovs.len() as _;
+        // SAFETY: the kernel only reads the iovecs, which point into `chunks`, borrowed for
+        // this call, at most UIO_MAXIOV of them. Test: __test__/backpressure.test.js "a large
+        // request body is written in full, with back-pressure from the socket".
         let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
         if n >= 0 {
             return Ok(n as usize);
@@ -943,7 +963,7 @@ fn socket_error(fd: RawFd) -> Option<i32> {
     }
     let mut err: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt into a local int of the right size.
+    // SAFETY: getsockopt writes at most `len` bytes, the size of the local int it points at.
     let rc = unsafe {
         libc::getsockopt(
             fd,
@@ -960,7 +980,7 @@ fn shutdown_write(fd: RawFd) -> i32 {
     if fd < 0 {
         return -libc::EBADF;
     }
-    // SAFETY: plain syscall on our socket.
+    // SAFETY: a plain syscall on a descriptor number, touching no memory of ours.
     if unsafe { libc::shutdown(fd, libc::SHUT_WR) } == 0 {
         0
     } else {

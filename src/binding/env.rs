@@ -6,6 +6,30 @@
 //! queue and wake the loop once; the loop drains everything queued in one callback. So many
 //! results cost one wake-up, and the queue never grows without bound because each item is the
 //! end of an operation JavaScript started.
+//!
+//! # Safety
+//!
+//! 1. **One context per thread, torn down once.** An `EnvCtx` is reached only on its own
+//!    thread, through the thread-local `CTX` ([`current`]); `teardown` (the env's cleanup hook)
+//!    takes it out of `CTX` first, so it runs once and no later callback finds the context or
+//!    its env. The handles it owns carry its address only as a non-null mark, never
+//!    dereferenced (`on_wake`, `on_sweep`), and `teardown` closes them (uv.rs invariant 3).
+//!    Test: __test__/process.test.js "the addon works in several worker threads at once, and a
+//!    worker terminated mid-request ends cleanly".
+//! 2. **The inbox's async handle outlives every signal.** Other threads touch it only through
+//!    `uv_async_send`, between reading `wake` under the inbox lock (raising `signalling` there)
+//!    and lowering `signalling`; [`Inbox::close`] clears `wake` under the lock and waits for
+//!    `signalling` to reach zero, and `teardown` closes the handle only after that. Tests:
+//!    __test__/process.test.js "the addon works in several worker threads at once, and a worker
+//!    terminated mid-request ends cleanly" and "process.exit() with requests in flight on both
+//!    paths exits cleanly".
+//! 3. **Rust writes only unseen bytes of an attached slab.** `chunk_of` writes past `used`
+//!    (which only grows, so no byte JavaScript was given is written again) and within `SLAB`,
+//!    into a slab whose ArrayBuffer its strong reference keeps alive and that is checked not
+//!    detached before the write, with no JavaScript run between the check and the write.
+//!    Tests: __test__/safety.test.js "a chunk whose memory a program transfers or detaches is
+//!    never written again, on either path"; __test__/chunks.test.js "agent.request(): small
+//!    bodies keep their bytes across slabs, kept chunks are not overwritten".
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -160,8 +184,9 @@ struct InboxState {
 }
 
 struct SendPtr(*mut uv::RawHandle);
-// SAFETY: uv_async_send is the one libuv call documented as safe from any thread; the pointer is
-// only used under the inbox lock, which the owning thread takes before closing the handle.
+// SAFETY: invariant 2 (see the module's Safety note): other threads use the pointer only for
+// uv_async_send, libuv's one thread-safe call, and only while `teardown` has not closed the
+// handle (the lock and `signalling` order the two).
 unsafe impl Send for SendPtr {}
 
 /// The sending side, shared with tokio tasks.
@@ -222,9 +247,9 @@ impl Inbox {
         // the JavaScript thread at once, which then takes the items without waiting for us.
         self.signalling.fetch_add(1, Ordering::AcqRel);
         drop(state);
-        // SAFETY: the handle stays open while a post is signalling: the cleanup clears `wake`
-        // under the lock (so no later post gets here) and then waits for `signalling` to drop
-        // to zero before it closes the handle.
+        // SAFETY: invariant 2: the handle stays open while a post is signalling: the cleanup
+        // clears `wake` under the lock (so no later post gets here) and then waits for
+        // `signalling` to drop to zero before it closes the handle.
         unsafe { uv::async_send(handle) };
         self.signalling.fetch_sub(1, Ordering::AcqRel);
     }
@@ -372,7 +397,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
     }
     uv::check_abi().map_err(napi::Error::from_reason)?;
     let mut uv_loop = std::ptr::null_mut();
-    // SAFETY: a plain query of the env's loop.
+    // SAFETY: js.rs invariant 1: a plain query on this env, during the `init` call from it.
     unsafe { sys::napi_get_uv_event_loop(env, &mut uv_loop) };
     let ctx = Rc::new(EnvCtx {
         env,
@@ -399,14 +424,15 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
         last_waiter: Cell::new(-1.0),
         slab: RefCell::new(None),
-        // SAFETY: a fresh object of this env as the resource.
+        // SAFETY: js.rs invariant 1: a fresh object of this env, in the `init` call's scope,
+        // as the resource; destroyed once, in `teardown` (js.rs invariant 2).
         batch: unsafe { js::AsyncContext::new(env, js::object(env), "hyperagent:batch") },
         spare: RefCell::new(Vec::new()),
         sweep: RefCell::new(None),
         sweep_due: Cell::new(false),
     });
-    // SAFETY: this thread's running loop; the handle's data is the context, which outlives it
-    // (the cleanup hook closes the handle before dropping the context).
+    // SAFETY: this thread's running loop, from its env; the data is the context, a mark that
+    // `on_wake` does not dereference, and `teardown` closes the handle (invariants 1 and 2).
     let wake = unsafe { Handle::async_(ctx.uv_loop, on_wake, Rc::as_ptr(&ctx) as *mut _) };
     wake.set_ref(false);
     ctx.inbox
@@ -416,7 +442,8 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         .wake = Some(SendPtr(wake.raw()));
     *ctx.wake.borrow_mut() = Some(wake);
     CTX.with(|c| *c.borrow_mut() = Some(ctx.clone()));
-    // SAFETY: the hook runs on this thread when the env is torn down.
+    // SAFETY: js.rs invariant 1; `cleanup` takes no data and is registered once per env (a
+    // second `init` returns above), and Node runs it on this thread when the env is torn down.
     unsafe { sys::napi_add_env_cleanup_hook(env, Some(cleanup), std::ptr::null_mut()) };
     Ok(ctx)
 }
@@ -425,7 +452,8 @@ impl Slab {
     /// Whether JavaScript detached the slab's ArrayBuffer, taking its memory.
     fn detached(&self, env: sys::napi_env) -> bool {
         let mut detached = true;
-        // SAFETY: a plain query on a live reference of this env (called on its thread).
+        // SAFETY: js.rs invariants 1 and 2: a plain query, on this env's thread, of the slab's
+        // reference, which is deleted only after the slab is taken out of `EnvCtx::slab`.
         let status =
             unsafe { sys::napi_is_detached_arraybuffer(env, self.buffer.get(env), &mut detached) };
         status != sys::Status::napi_ok || detached
@@ -438,7 +466,7 @@ impl EnvCtx {
     /// Buffer of its own.
     pub fn chunk(&self, data: &[u8]) -> sys::napi_value {
         self.chunk_of(data.len(), |at| {
-            // SAFETY: `at` has room for `data.len()` bytes (see `chunk_of`).
+            // SAFETY: invariant 3: `at` has room for `data.len()` bytes (see `chunk_of`).
             unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), at, data.len()) }
         })
         .unwrap_or_else(|| js::buffer_copy(self.env, data))
@@ -462,7 +490,8 @@ impl EnvCtx {
         let len = chunks.iter().map(|c| c.len()).sum();
         self.chunk_of(len, |mut at| {
             for c in chunks {
-                // SAFETY: `at` has room for all `len` bytes (see `chunk_of`).
+                // SAFETY: invariant 3: `at` has room for all `len` bytes, the chunks' sum (see
+                // `chunk_of`).
                 unsafe {
                     std::ptr::copy_nonoverlapping(c.as_ptr(), at, c.len());
                     at = at.add(c.len());
@@ -504,11 +533,13 @@ impl EnvCtx {
         }
         let s = slab.as_mut()?;
         let offset = s.used;
-        // SAFETY: `offset + len <= SLAB`, the ArrayBuffer's length; it is alive (kept by
-        // `buffer`) and still holds the memory at `data` (not detached, checked above, with no
-        // JavaScript run since). Guarded by __test__/safety.test.js ("a transferred chunk").
-        // JavaScript sees these bytes only after this write: nothing here writes a byte it has
-        // been given (`used` only grows).
+        // SAFETY: invariant 3: `offset + len <= SLAB`, the ArrayBuffer's length; it is alive
+        // (kept by `buffer`) and still holds the memory at `data` (not detached, checked above,
+        // with no JavaScript run since; but see `new_slab`, whose `setSlab` call runs
+        // JavaScript before a new slab's first write). JavaScript sees these bytes only after
+        // this write: nothing here writes a byte it has been given (`used` only grows). Test:
+        // __test__/safety.test.js "a chunk whose memory a program transfers or detaches is
+        // never written again, on either path".
         fill(unsafe { s.data.add(offset) });
         // Eight-byte aligned, as Node's pool aligns its slices.
         s.used = (offset + len + 7) & !7;
@@ -518,14 +549,17 @@ impl EnvCtx {
     fn new_slab(&self) -> Option<Slab> {
         let mut value = std::ptr::null_mut();
         let mut data = std::ptr::null_mut();
-        // SAFETY: a plain allocation on this env; `data` points at its SLAB bytes.
+        // SAFETY: js.rs invariant 1: a plain allocation on this env; on success `data` points
+        // at its SLAB bytes (checked non-null below), kept alive by the reference made below
+        // (invariant 3).
         let status = unsafe { sys::napi_create_arraybuffer(self.env, SLAB, &mut data, &mut value) };
         if status != sys::Status::napi_ok || data.is_null() {
             return None;
         }
         js::call(self.env, self.callbacks.set_slab.get(self.env), &[value]);
         Some(Slab {
-            // SAFETY: a live value of this env.
+            // SAFETY: js.rs invariant 1: the ArrayBuffer just made, in the current scope; the
+            // slab's owner deletes the reference once (`chunk_of`, `teardown`).
             buffer: unsafe { Ref::new(self.env, value, 1) },
             data: data.cast(),
             used: 0,
@@ -622,8 +656,10 @@ impl EnvCtx {
         }
         let mut sweep = self.sweep.borrow_mut();
         let timer = sweep.get_or_insert_with(|| {
-            // SAFETY: this thread's running loop; the data is the context, which outlives the
-            // handle (the cleanup hook closes it before dropping the context).
+            // SAFETY: invariant 1: this thread's running loop; the data is the context, a mark
+            // that `on_sweep` does not dereference, and `teardown` closes the timer. Test:
+            // __test__/request.test.js "a headersTimeout over a second fails a request with no
+            // head, on a new or a reused connection".
             let timer = unsafe { Handle::timer(self.uv_loop, self as *const EnvCtx as *mut _) };
             // Requests in flight keep the process alive already (`hold`).
             timer.set_ref(false);
@@ -671,8 +707,11 @@ impl EnvCtx {
     }
 }
 
+/// # Safety
+/// Called by libuv alone, on this thread's loop, for the inbox's open async handle.
 unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
-    // SAFETY: the data pointer is the context, alive while the handle is open.
+    // SAFETY: invariant 1: libuv's own live handle, on its loop's thread; the pointer is only
+    // compared, the context is reached through `current()`.
     let ptr = unsafe { uv::data_of(handle) } as *const EnvCtx;
     if ptr.is_null() {
         return;
@@ -806,8 +845,11 @@ impl EnvCtx {
     }
 }
 
+/// # Safety
+/// Called by libuv alone, on this thread's loop, for the sweep's open timer.
 unsafe extern "C" fn on_sweep(handle: *mut uv::RawHandle) {
-    // SAFETY: the data pointer is the context, alive while the handle is open.
+    // SAFETY: invariant 1: libuv's own live handle, on its loop's thread; the pointer is only
+    // tested for null, the context is reached through `current()`.
     if unsafe { uv::data_of(handle) }.is_null() {
         return;
     }
@@ -820,6 +862,9 @@ unsafe extern "C" fn on_sweep(handle: *mut uv::RawHandle) {
     }
 }
 
+/// # Safety
+/// Called by Node alone, once, on this env's thread (registered by `init`); it dereferences
+/// nothing it is given.
 unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
     // A panic here cannot fail anything: what it left is freed with the env.
     let _ = guard::catch(teardown);

@@ -2,6 +2,43 @@
 //! references, async contexts and `napi_make_callback` with Node's uncaught-exception handling.
 //!
 //! Everything here runs on the JavaScript thread that owns `env`.
+//!
+//! # Safety
+//!
+//! The raw Node-API calls below rely on four invariants; each `SAFETY:` note names the ones
+//! it uses.
+//!
+//! 1. **One env, its own thread, inside a scope.** `env` is the env of the calling JavaScript
+//!    thread, alive, and every `napi_value` passed in was made on it and is still in the handle
+//!    scope it was made in: the Node-API call being served, or the [`HandleScope`] each libuv
+//!    callback opens first (env.rs `on_wake`/`on_sweep`, conn.rs `on_poll`, pool.rs
+//!    `on_timer`). Kept by where the env comes from: env.rs `EnvCtx` is a thread-local (`CTX`)
+//!    taken out by the cleanup hook (env.rs `teardown`) before the env goes, and the types here
+//!    are not `Send`. Every test that loads the addon runs these calls; other threads' envs:
+//!    __test__/process.test.js "the addon works in several worker threads at once, and a worker
+//!    terminated mid-request ends cleanly".
+//! 2. **References and async contexts end once.** A [`Ref`] is only read, weakened or
+//!    strengthened before its owner deletes it, and deleted once; an [`AsyncContext`] likewise.
+//!    Both are `Copy`, so this is kept by their owners: env.rs `Callbacks` and the slab
+//!    (`teardown` runs once, as it takes the context; `chunk_of` takes the old slab out before
+//!    deleting its reference), conn.rs `Owner` (`forget_owner` takes it out of its cell; the
+//!    `strong` flag pairs `weaken` with `strengthen`), request.rs `ReqState::finish` (its
+//!    `finished` flag) and pool.rs `PoolCell`'s `Drop`. Test: __test__/safety.test.js "an end
+//!    reached twice ends once: aborts and destroys from inside listeners, in every order".
+//! 3. **Memory handed to the runtime is freed by its finalizer alone.** A box given to
+//!    `napi_create_external_buffer` or `napi_create_external` is freed by the finalizer the
+//!    runtime calls once, or by us when the call failed and the runtime never took it
+//!    ([`buffer_external`], [`external`]). Tests: __test__/chunks.test.js "agent.request():
+//!    large reads, which cross without a copy, keep their bytes and take writes as their own"
+//!    (external Buffers); __test__/request.test.js "a GET resolves with status, headers and a
+//!    body stream" (request heads from `prepareHead`).
+//! 4. **Pointers and lengths the runtime gives describe live memory for the call.** A Buffer's
+//!    bytes, an argument list, a string written into our buffer: `len` bytes at the pointer,
+//!    valid until JavaScript runs again, so they are copied (or used) before the call returns
+//!    and no JavaScript runs in between (binding `request` copies the body at once). Tests:
+//!    __test__/request.test.js "a large body given whole goes from its own memory, and its
+//!    Buffer is let go of whatever ends the request" and "long methods, paths and header lines
+//!    cross whole; header values go as latin1, as Node sends them".
 
 use std::borrow::Cow;
 use std::ffi::CString;
@@ -22,7 +59,8 @@ pub struct HandleScope {
 impl HandleScope {
     pub fn open(env: sys::napi_env) -> HandleScope {
         let mut scope = ptr::null_mut();
-        // SAFETY: called on the env's thread outside any other napi call.
+        // SAFETY: invariant 1 (see the module's Safety note): opened on the env's thread, first
+        // thing in a libuv callback.
         unsafe { sys::napi_open_handle_scope(env, &mut scope) };
         HandleScope { env, scope }
     }
@@ -30,7 +68,8 @@ impl HandleScope {
 
 impl Drop for HandleScope {
     fn drop(&mut self) {
-        // SAFETY: the scope opened in `open`, closed once.
+        // SAFETY: invariant 1; the scope `open` made, closed once by this drop, innermost first
+        // (the callbacks drop their `CallbackScope` before it, in reverse declaration order).
         unsafe { sys::napi_close_handle_scope(self.env, self.scope) };
     }
 }
@@ -41,9 +80,11 @@ pub struct Ref(sys::napi_ref);
 
 impl Ref {
     /// # Safety
-    /// `value` is a live object of `env`.
+    /// Invariant 1 (see the module's Safety note): `value` is a live value of `env`, in scope,
+    /// on its thread; the caller owns the result and deletes it once (invariant 2).
     pub unsafe fn new(env: sys::napi_env, value: sys::napi_value, count: u32) -> Ref {
         let mut r = ptr::null_mut();
+        // SAFETY: the caller's contract above.
         unsafe { sys::napi_create_reference(env, value, count, &mut r) };
         Ref(r)
     }
@@ -51,7 +92,7 @@ impl Ref {
     /// The value, or null if a weak reference's object was collected.
     pub fn get(self, env: sys::napi_env) -> sys::napi_value {
         let mut value = ptr::null_mut();
-        // SAFETY: a reference created on this env and not deleted yet.
+        // SAFETY: invariants 1 and 2: a reference of this env, not deleted yet.
         unsafe { sys::napi_get_reference_value(env, self.0, &mut value) };
         value
     }
@@ -59,19 +100,21 @@ impl Ref {
     /// Makes a weak reference strong again (count 0 -> 1).
     pub fn strengthen(self, env: sys::napi_env) {
         let mut count = 0;
-        // SAFETY: a live reference of this env.
+        // SAFETY: invariants 1 and 2: a live reference of this env (conn.rs `take` strengthens
+        // only a weak one, per `Owner.strong`).
         unsafe { sys::napi_reference_ref(env, self.0, &mut count) };
     }
 
     /// Makes a strong reference weak (count 1 -> 0): the object may now be collected.
     pub fn weaken(self, env: sys::napi_env) {
         let mut count = 0;
-        // SAFETY: a live reference of this env with a count above zero.
+        // SAFETY: invariants 1 and 2: a live reference with a count of 1 (conn.rs `park`
+        // weakens only a strong one, per `Owner.strong`).
         unsafe { sys::napi_reference_unref(env, self.0, &mut count) };
     }
 
     pub fn delete(self, env: sys::napi_env) {
-        // SAFETY: deleted once, by the owner of the reference.
+        // SAFETY: invariants 1 and 2: deleted once, by the reference's owner.
         unsafe { sys::napi_delete_reference(env, self.0) };
     }
 }
@@ -83,10 +126,13 @@ pub struct AsyncContext(sys::napi_async_context);
 
 impl AsyncContext {
     /// # Safety
-    /// `resource` is a live object of `env`; called from the JavaScript call that causes the
-    /// later callbacks, so that its context is the one captured.
+    /// Invariant 1 (see the module's Safety note): `resource` is a live object of `env`, in
+    /// scope, on its thread; called from the JavaScript call that causes the later callbacks,
+    /// so that its context is the one captured. The caller destroys the result once
+    /// (invariant 2).
     pub unsafe fn new(env: sys::napi_env, resource: sys::napi_value, name: &str) -> AsyncContext {
         // The binding's names are ASCII: a byte per character.
+        // SAFETY: the caller's contract above, passed on.
         unsafe { AsyncContext::named_by(env, resource, latin1(env, name.as_bytes())) }
     }
 
@@ -94,19 +140,21 @@ impl AsyncContext {
     /// name in, instead of a string made here each time.
     ///
     /// # Safety
-    /// As [`AsyncContext::new`].
+    /// As [`AsyncContext::new`]; `name` is a live string of `env` (request.rs passes the one
+    /// JavaScript keeps for this).
     pub unsafe fn named_by(
         env: sys::napi_env,
         resource: sys::napi_value,
         name: sys::napi_value,
     ) -> AsyncContext {
         let mut ctx = ptr::null_mut();
+        // SAFETY: the caller's contract above.
         unsafe { sys::napi_async_init(env, resource, name, &mut ctx) };
         AsyncContext(ctx)
     }
 
     pub fn destroy(self, env: sys::napi_env) {
-        // SAFETY: created by `new` on this env, destroyed once.
+        // SAFETY: invariants 1 and 2: made by `new` on this env, destroyed once by its owner.
         unsafe { sys::napi_async_destroy(env, self.0) };
     }
 }
@@ -121,7 +169,8 @@ pub struct CallbackScope {
 impl CallbackScope {
     pub fn open(env: sys::napi_env, ctx: AsyncContext) -> CallbackScope {
         let mut scope = ptr::null_mut();
-        // SAFETY: a live context of this env, on its thread, with a handle scope open.
+        // SAFETY: invariants 1 and 2: a live context of this env, on its thread, inside the
+        // callback's handle scope (the callbacks open the `HandleScope` first).
         unsafe { sys::napi_open_callback_scope(env, object(env), ctx.0, &mut scope) };
         CallbackScope { env, scope }
     }
@@ -132,8 +181,11 @@ impl Drop for CallbackScope {
         if self.scope.is_null() {
             return;
         }
-        // SAFETY: opened by `open` on this env and closed once; a failure of code run at the
-        // close (a microtask or tick that threw) is reported as uncaught.
+        // SAFETY: invariant 1; opened by `open` on this env (null when that failed, skipped
+        // above) and closed once, by this drop. A failure of code run at the close (a microtask
+        // or tick that threw) is reported as uncaught: __test__/context.test.js
+        // "agent.request(): an exception in one body handler is uncaught and spares the other
+        // requests".
         if unsafe { sys::napi_close_callback_scope(self.env, self.scope) } != sys::Status::napi_ok {
             rethrow_pending(self.env);
         }
@@ -151,7 +203,10 @@ pub fn make_callback(
     args: &[sys::napi_value],
 ) -> Option<sys::napi_value> {
     let mut result = ptr::null_mut();
-    // SAFETY: live values of this env; a null context means "no async context" to Node-API.
+    // SAFETY: invariants 1 and 2: live values of this env in the callback's scope, `args` a
+    // live slice with its length; a null context means "no async context" to Node-API.
+    // Tests: __test__/context.test.js "response callbacks see the store of their request on
+    // fresh, reused and queued connections".
     let status = unsafe {
         sys::napi_make_callback(
             env,
@@ -173,7 +228,7 @@ pub fn make_callback(
 /// `value` as a number, if it is one.
 pub fn to_f64(env: sys::napi_env, value: sys::napi_value) -> Option<f64> {
     let mut n = 0.0;
-    // SAFETY: a live value of this env; anything but a number fails.
+    // SAFETY: invariant 1 (a plain query; anything but a number fails with a status).
     let status = unsafe { sys::napi_get_value_double(env, value, &mut n) };
     (status == sys::Status::napi_ok).then_some(n)
 }
@@ -182,7 +237,7 @@ pub fn to_f64(env: sys::napi_env, value: sys::napi_value) -> Option<f64> {
 pub fn call(env: sys::napi_env, func: sys::napi_value, args: &[sys::napi_value]) {
     let mut recv = ptr::null_mut();
     let mut result = ptr::null_mut();
-    // SAFETY: live values of this env.
+    // SAFETY: invariant 1: live values of this env, `args` a live slice with its length.
     let status = unsafe {
         sys::napi_get_undefined(env, &mut recv);
         sys::napi_call_function(env, recv, func, args.len(), args.as_ptr(), &mut result)
@@ -195,7 +250,9 @@ pub fn call(env: sys::napi_env, func: sys::napi_value, args: &[sys::napi_value])
 /// Hands a pending JavaScript exception to Node's `uncaughtException` machinery.
 pub fn rethrow_pending(env: sys::napi_env) {
     let mut pending = false;
-    // SAFETY: plain queries on this env.
+    // SAFETY: invariant 1: plain queries on this env; the exception handed on is the one just
+    // taken. Test: __test__/context.test.js "an exception in one request handler does not
+    // disturb other requests or the pool".
     unsafe {
         sys::napi_is_exception_pending(env, &mut pending);
         if pending {
@@ -208,7 +265,7 @@ pub fn rethrow_pending(env: sys::napi_env) {
 
 pub fn string(env: sys::napi_env, s: &str) -> sys::napi_value {
     let mut value = ptr::null_mut();
-    // SAFETY: a UTF-8 slice with its length.
+    // SAFETY: invariant 1; a live UTF-8 slice with its length (copied by the call).
     unsafe { sys::napi_create_string_utf8(env, s.as_ptr().cast(), s.len() as isize, &mut value) };
     value
 }
@@ -216,7 +273,7 @@ pub fn string(env: sys::napi_env, s: &str) -> sys::napi_value {
 /// A string of latin1 bytes (HTTP header values, as Node's parser makes them).
 pub fn latin1(env: sys::napi_env, bytes: &[u8]) -> sys::napi_value {
     let mut value = ptr::null_mut();
-    // SAFETY: a byte slice with its length.
+    // SAFETY: invariant 1; a live byte slice with its length (copied by the call).
     unsafe {
         sys::napi_create_string_latin1(env, bytes.as_ptr().cast(), bytes.len() as isize, &mut value)
     };
@@ -225,14 +282,14 @@ pub fn latin1(env: sys::napi_env, bytes: &[u8]) -> sys::napi_value {
 
 pub fn number(env: sys::napi_env, n: f64) -> sys::napi_value {
     let mut value = ptr::null_mut();
-    // SAFETY: plain value creation.
+    // SAFETY: invariant 1 (plain value creation).
     unsafe { sys::napi_create_double(env, n, &mut value) };
     value
 }
 
 pub fn null(env: sys::napi_env) -> sys::napi_value {
     let mut value = ptr::null_mut();
-    // SAFETY: plain value lookup.
+    // SAFETY: invariant 1 (plain value lookup).
     unsafe { sys::napi_get_null(env, &mut value) };
     value
 }
@@ -241,7 +298,7 @@ pub fn null(env: sys::napi_env) -> sys::napi_value {
 pub fn buffer_copy(env: sys::napi_env, data: &[u8]) -> sys::napi_value {
     let mut value = ptr::null_mut();
     let mut out = ptr::null_mut();
-    // SAFETY: copies `data.len()` bytes from a live slice.
+    // SAFETY: invariant 1; copies `data.len()` bytes from a live slice.
     unsafe {
         sys::napi_create_buffer_copy(env, data.len(), data.as_ptr().cast(), &mut out, &mut value)
     };
@@ -253,24 +310,34 @@ pub fn buffer_copy(env: sys::napi_env, data: &[u8]) -> sys::napi_value {
 /// memory) that Rust does not read again: JavaScript may write into them. None where the
 /// runtime refuses external buffers.
 pub fn buffer_external(env: sys::napi_env, data: bytes::Bytes) -> Option<sys::napi_value> {
+    /// # Safety
+    /// Called by the runtime alone, once, as the finalizer of the Buffer made below.
     unsafe extern "C" fn release(
         _env: sys::napi_env,
         _data: *mut std::ffi::c_void,
         hint: *mut std::ffi::c_void,
     ) {
-        // SAFETY: `hint` is the box given below, released once, here.
+        // SAFETY: invariant 3 (see the module's Safety note): `hint` is the box made below,
+        // which the runtime hands to this finalizer once; nothing else frees it.
         drop(unsafe { Box::from_raw(hint.cast::<bytes::Bytes>()) });
     }
     let len = data.len();
     let at = data.as_ptr().cast_mut().cast();
     let hint = Box::into_raw(Box::new(data));
     let mut value = ptr::null_mut();
-    // SAFETY: `at` points at `len` bytes that the boxed Bytes keeps alive until `release`.
+    // SAFETY: invariants 1 and 3: `at` points at `len` bytes that the boxed `Bytes` keeps
+    // alive until `release`. JavaScript may write them: the caller (env.rs `shared_chunks`)
+    // passes only reads of hyper's (never static memory) and reads them no more. Test:
+    // __test__/chunks.test.js "agent.request(): large reads, which cross without a copy, keep
+    // their bytes and take writes as their own".
     let status = unsafe {
         sys::napi_create_external_buffer(env, len, at, Some(release), hint.cast(), &mut value)
     };
     if status != sys::Status::napi_ok {
-        // SAFETY: not handed to the runtime: still ours.
+        // SAFETY: invariant 3: the call failed before the runtime took the box (Node calls the
+        // finalizer itself only for a length past `buffer.constants.MAX_LENGTH`, which no read
+        // reaches). No test reaches this: Node refuses external buffers only in V8-sandbox
+        // builds.
         drop(unsafe { Box::from_raw(hint) });
         return None;
     }
@@ -285,8 +352,10 @@ pub fn buffer_concat(env: sys::napi_env, chunks: &[bytes::Bytes]) -> sys::napi_v
     let len = chunks.iter().map(|c| c.len()).sum();
     let mut value = ptr::null_mut();
     let mut data: *mut std::ffi::c_void = ptr::null_mut();
-    // SAFETY: napi_create_buffer gives `len` writable bytes at `data`, or fails and leaves
-    // `data` null; the chunks fill exactly `len` bytes.
+    // SAFETY: invariant 1; napi_create_buffer gives `len` writable bytes at `data` (a fresh
+    // Buffer no JavaScript has seen), or fails (checked, falling back to a copy); the chunks
+    // fill exactly `len` bytes, their sum. Test: __test__/request.test.js "large bodies both
+    // ways arrive intact".
     unsafe {
         if sys::napi_create_buffer(env, len, &mut data, &mut value) != sys::Status::napi_ok
             || (data.is_null() && len > 0)
@@ -304,7 +373,7 @@ pub fn buffer_concat(env: sys::napi_env, chunks: &[bytes::Bytes]) -> sys::napi_v
 
 pub fn set(env: sys::napi_env, obj: sys::napi_value, name: &str, value: sys::napi_value) {
     let name = CString::new(name).expect("property names have no NUL");
-    // SAFETY: a live object and value of this env.
+    // SAFETY: invariant 1: a live object and value of this env; `name` NUL-terminated.
     unsafe { sys::napi_set_named_property(env, obj, name.as_ptr(), value) };
 }
 
@@ -318,7 +387,7 @@ pub fn get(env: sys::napi_env, obj: sys::napi_value, name: &std::ffi::CStr) -> s
 
 pub fn object(env: sys::napi_env) -> sys::napi_value {
     let mut value = ptr::null_mut();
-    // SAFETY: plain value creation.
+    // SAFETY: invariant 1 (plain value creation).
     unsafe { sys::napi_create_object(env, &mut value) };
     value
 }
@@ -363,14 +432,14 @@ pub fn error_descriptor(env: sys::napi_env, err: &Error) -> sys::napi_value {
 
 pub fn boolean(env: sys::napi_env, b: bool) -> sys::napi_value {
     let mut value = ptr::null_mut();
-    // SAFETY: plain value lookup.
+    // SAFETY: invariant 1 (plain value lookup).
     unsafe { sys::napi_get_boolean(env, b, &mut value) };
     value
 }
 
 pub fn array(env: sys::napi_env, items: &[sys::napi_value]) -> sys::napi_value {
     let mut arr = ptr::null_mut();
-    // SAFETY: plain value creation and element stores on this env.
+    // SAFETY: invariant 1 (plain value creation and element stores on this env).
     unsafe {
         sys::napi_create_array_with_length(env, items.len(), &mut arr);
         for (i, item) in items.iter().enumerate() {
@@ -427,11 +496,14 @@ pub struct Args<const N: usize> {
 
 impl<const N: usize> Args<N> {
     /// # Safety
-    /// `env` and `info` are those the runtime passed to the function being called.
+    /// `env` and `info` are those the runtime passed to the function being called, and the
+    /// result is used only during that call (invariants 1 and 4 of the module's Safety note;
+    /// binding `request_function`'s `call` makes and drops it there).
     pub unsafe fn of(env: sys::napi_env, info: sys::napi_callback_info) -> Args<N> {
         let mut argc = N;
         let mut argv = [ptr::null_mut(); N];
-        // SAFETY: room for N arguments; the runtime fills the missing ones with `undefined`.
+        // SAFETY: the caller's contract above; `argv` has room for `argc` = N values, and the
+        // runtime fills the missing ones with `undefined` (invariant 4).
         unsafe {
             sys::napi_get_cb_info(
                 env,
@@ -451,21 +523,21 @@ impl<const N: usize> Args<N> {
 
     pub fn u32(&self, i: usize) -> Option<u32> {
         let mut n = 0;
-        // SAFETY: a live value of this call.
+        // SAFETY: invariant 1: an argument of the call being served (a plain query).
         let status = unsafe { sys::napi_get_value_uint32(self.env, self.argv[i], &mut n) };
         (status == sys::Status::napi_ok).then_some(n)
     }
 
     pub fn f64(&self, i: usize) -> Option<f64> {
         let mut n = 0.0;
-        // SAFETY: a live value of this call.
+        // SAFETY: invariant 1: an argument of the call being served (a plain query).
         let status = unsafe { sys::napi_get_value_double(self.env, self.argv[i], &mut n) };
         (status == sys::Status::napi_ok).then_some(n)
     }
 
     pub fn bool(&self, i: usize) -> Option<bool> {
         let mut b = false;
-        // SAFETY: a live value of this call.
+        // SAFETY: invariant 1: an argument of the call being served (a plain query).
         let status = unsafe { sys::napi_get_value_bool(self.env, self.argv[i], &mut b) };
         (status == sys::Status::napi_ok).then_some(b)
     }
@@ -473,7 +545,7 @@ impl<const N: usize> Args<N> {
     /// `null` or `undefined`.
     pub fn is_nullish(&self, i: usize) -> bool {
         let mut t = 0;
-        // SAFETY: a live value of this call.
+        // SAFETY: invariant 1: an argument of the call being served (a plain query).
         unsafe { sys::napi_typeof(self.env, self.argv[i], &mut t) };
         t == sys::ValueType::napi_null || t == sys::ValueType::napi_undefined
     }
@@ -482,13 +554,15 @@ impl<const N: usize> Args<N> {
     pub fn bytes(&self, i: usize) -> Option<&[u8]> {
         let mut data = ptr::null_mut();
         let mut len = 0;
-        // SAFETY: a live value of this call; its bytes stay put while the call runs (no
-        // JavaScript runs before it returns).
+        // SAFETY: invariants 1 and 4: an argument of the call being served; its bytes stay put
+        // while the call runs, as no JavaScript runs before it returns (the one caller, binding
+        // `request`, copies them at once).
         let status =
             unsafe { sys::napi_get_buffer_info(self.env, self.argv[i], &mut data, &mut len) };
         match status {
             sys::Status::napi_ok if len == 0 => Some(&[]),
-            // SAFETY: `len` bytes at `data`, as the runtime said.
+            // SAFETY: invariant 4: `len` bytes at `data`, as the runtime said, borrowed no
+            // longer than `self`, which lives for the call.
             sys::Status::napi_ok => Some(unsafe { std::slice::from_raw_parts(data.cast(), len) }),
             _ => None,
         }
@@ -499,8 +573,11 @@ impl<const N: usize> Args<N> {
         let mut tagged = false;
         let mut data = ptr::null_mut();
         let mut t = sys::ValueType::napi_undefined;
-        // SAFETY: a live value of this call; an external with our tag holds a `T` that lives
-        // at least as long as the value, which outlives the call.
+        // SAFETY: invariants 1 and 3: an argument of the call being served. An external
+        // carrying `tag` was made by `external` with the same `T`: each tag is used with one
+        // type (binding `HEAD_TAG`, for `Arc<client::Head>` only). The `T` lives as long as the
+        // value, which the call's scope keeps past the borrow. Test: __test__/request.test.js
+        // "methods, URL forms and headers reach the server" (paths as strings and as heads).
         unsafe {
             // The type first: the tag check makes an object of a primitive (a string path)
             // before it finds no tag, which costs more than the rest of the call's checks.
@@ -551,8 +628,8 @@ impl<const N: usize> Args<N> {
         slack: usize,
     ) -> Option<Cow<'b, [u8]>> {
         let mut len = 0;
-        // SAFETY: `buf.len()` writable bytes; the runtime writes at most that many, NUL
-        // included, and only whole characters.
+        // SAFETY: invariants 1 and 4: `buf.len()` writable bytes; the runtime writes at most
+        // that many, NUL included, and only whole characters.
         if unsafe {
             get(
                 self.env,
@@ -566,14 +643,16 @@ impl<const N: usize> Args<N> {
             return None;
         }
         if len + slack < buf.len() {
-            // SAFETY: the runtime wrote the first `len` bytes.
+            // SAFETY: invariant 4: the runtime wrote (initialised) the first `len` bytes.
             return Some(unsafe { std::slice::from_raw_parts(buf.as_ptr().cast(), len) }.into());
         }
         let mut full = 0;
-        // SAFETY: a null buffer asks for the length alone.
+        // SAFETY: invariant 1; a null buffer asks for the length alone.
         unsafe { get(self.env, self.argv[i], ptr::null_mut(), 0, &mut full) };
         let mut owned = vec![0u8; full + 1];
-        // SAFETY: room for the whole string and its NUL.
+        // SAFETY: invariants 1 and 4: room for the whole string and its NUL. Test:
+        // __test__/request.test.js "long methods, paths and header lines cross whole; header
+        // values go as latin1, as Node sends them".
         unsafe {
             get(
                 self.env,
@@ -602,7 +681,9 @@ type StringGetter = unsafe extern "C" fn(
 pub fn throw_error(env: sys::napi_env, code: &str, message: &str) -> sys::napi_value {
     let code = CString::new(code).unwrap_or_default();
     let message = CString::new(message).unwrap_or_default();
-    // SAFETY: NUL-terminated strings; no exception is pending (the function threw none yet).
+    // SAFETY: invariant 1; NUL-terminated strings; no exception is pending (the function threw
+    // none yet). Tests: __test__/request.test.js "a string body whose bytes were miscounted fails
+    // at once, and the agent goes on"; __test__/safety.test.js 'a panic at "request" ...'.
     unsafe { sys::napi_throw_error(env, code.as_ptr(), message.as_ptr()) };
     ptr::null_mut()
 }
@@ -614,17 +695,20 @@ pub fn external<T: 'static>(
     value: T,
     tag: &'static sys::napi_type_tag,
 ) -> Option<sys::napi_value> {
+    /// # Safety
+    /// Called by the runtime alone, once, as the finalizer of the external made below.
     unsafe extern "C" fn release<T>(
         _env: sys::napi_env,
         data: *mut std::ffi::c_void,
         _hint: *mut std::ffi::c_void,
     ) {
-        // SAFETY: `data` is the box made below, released once, here.
+        // SAFETY: invariant 3: `data` is the box of a `T` made below, which the runtime hands
+        // to this finalizer once; nothing else frees it.
         drop(unsafe { Box::from_raw(data.cast::<T>()) });
     }
     let data = Box::into_raw(Box::new(value));
     let mut out = ptr::null_mut();
-    // SAFETY: the box lives until the runtime calls `release` for it.
+    // SAFETY: invariants 1 and 3: the box lives until the runtime calls `release` for it.
     let made = unsafe {
         sys::napi_create_external(
             env,
@@ -635,10 +719,12 @@ pub fn external<T: 'static>(
         )
     } == sys::Status::napi_ok;
     if !made {
-        // SAFETY: not handed to the runtime: still ours.
+        // SAFETY: invariant 3: `napi_create_external` failed, so the runtime never took the
+        // box. No test reaches this (it fails only with an exception already pending).
         drop(unsafe { Box::from_raw(data) });
         return None;
     }
-    // SAFETY: a fresh external of this env, not tagged yet.
+    // SAFETY: invariant 1: a fresh external of this env, not tagged yet (a failure leaves it
+    // to the collector, whose finalizer frees the box: invariant 3).
     (unsafe { sys::napi_type_tag_object(env, out, tag) } == sys::Status::napi_ok).then_some(out)
 }

@@ -46,7 +46,10 @@ pub fn init(
     on_keylog: Unknown,
 ) -> Result<()> {
     let raw = env.raw();
-    // SAFETY: live function values from this call.
+    // SAFETY: js.rs invariant 1: arguments of this call; each reference is deleted once, by
+    // env.rs `teardown`, or at once when the thread was set up already (js.rs invariant 2).
+    // Test: __test__/chunks.test.js "a second load of the package on the same thread gets its
+    // small chunks right".
     let r = |v: &Unknown| unsafe { js::Ref::new(raw, v.raw(), 1) };
     env::init(
         raw,
@@ -303,7 +306,7 @@ fn conn(id: u32) -> Option<Rc<conn::Conn>> {
 
 fn undefined(env: &Env) -> sys::napi_value {
     let mut value = std::ptr::null_mut();
-    // SAFETY: plain value lookup on this env.
+    // SAFETY: js.rs invariant 1 (a plain value lookup on this env, during a call from it).
     unsafe { sys::napi_get_undefined(env.raw(), &mut value) };
     value
 }
@@ -320,7 +323,9 @@ pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
     if verdict % 4.0 == pool::verdict::REUSE as f64 {
         let socket = cell.take((verdict / 4.0) as u32);
         if !socket.is_null() {
-            // SAFETY: a live value of this env.
+            // SAFETY: js.rs invariants 1 and 2: a non-null value, just read from the
+            // connection's live socket reference, in this call's scope. Test:
+            // __test__/reuse.test.js "30 sequential requests share one connection".
             return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) });
         }
     }
@@ -337,7 +342,8 @@ pub fn take(env: &Env, id: u32) -> Result<Unknown<'_>> {
     } else {
         socket
     };
-    // SAFETY: a live value of this env.
+    // SAFETY: js.rs invariants 1 and 2: `undefined`, or a non-null value just read from the
+    // connection's live socket reference, in this call's scope.
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) })
 }
 
@@ -660,7 +666,9 @@ impl NativePool {
         let mut out = Vec::new();
         for (name, socket) in self.cell.active_sockets() {
             out.push(name.into_unknown(env)?);
-            // SAFETY: a live value of this env.
+            // SAFETY: js.rs invariants 1 and 2: a non-null socket from a live strong reference
+            // (`Conn::serving`), in this call's scope. Test: __test__/errors.test.js
+            // "agent.destroy() closes idle and active connections and fails queued requests".
             out.push(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) });
         }
         Ok(out)
@@ -692,7 +700,10 @@ impl NativePool {
         self.cell
             .requests_in_flight()
             .into_iter()
-            // SAFETY: live values of this env.
+            // SAFETY: js.rs invariants 1 and 2: handles from the strong references of requests
+            // not finished (`finish` takes a request out of the map before deleting its
+            // reference), in this call's scope. Test: __test__/request.test.js "agent.destroy()
+            // ends agent.request()s: queued, waiting for the head, and mid-body".
             .map(|v| unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
             .collect()
     }
@@ -847,7 +858,7 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
     let head = Arc::new(head_of(&path, lines.as_bytes())?);
     let value = js::external(env.raw(), head, &HEAD_TAG)
         .ok_or_else(|| Error::from_reason("hyperagent: cannot make a request head"))?;
-    // SAFETY: a live value of this env.
+    // SAFETY: js.rs invariant 1: the external just made, in this call's scope.
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }
 
@@ -866,11 +877,14 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
 /// is then `queuedWaiter()`).
 #[napi(catch_unwind)]
 pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
+    /// # Safety
+    /// Called by Node alone, as the function made below, with its own `env` and `info`.
     unsafe extern "C" fn call(
         env: sys::napi_env,
         info: sys::napi_callback_info,
     ) -> sys::napi_value {
-        // SAFETY: the runtime's own arguments to this function.
+        // SAFETY: the runtime's own arguments to this function; `args` is used by `request`
+        // within this call and dropped at its end (js.rs invariants 1 and 4).
         let args = unsafe { js::Args::<14>::of(env, info) };
         match guard::catch(|| request(&args)) {
             Ok(Ok(id)) => js::number(env, id),
@@ -882,7 +896,8 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
         }
     }
     let mut func = std::ptr::null_mut();
-    // SAFETY: a static callback without data, named by a NUL-terminated string.
+    // SAFETY: js.rs invariant 1; a static callback without data, named by a string of 7
+    // bytes (its length given).
     let status = unsafe {
         sys::napi_create_function(
             env.raw(),
@@ -898,7 +913,9 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
             "hyperagent: cannot make the request function",
         ));
     }
-    // SAFETY: a live function of this env.
+    // SAFETY: js.rs invariant 1: the function just made (status checked), in this call's
+    // scope. Every `agent.request()` test calls it, e.g. __test__/request.test.js "a GET
+    // resolves with status, headers and a body stream".
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), func) })
 }
 

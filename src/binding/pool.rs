@@ -119,7 +119,9 @@ impl PoolCell {
         limits: Limits,
         connect_opts: ConnectOptions,
     ) -> Rc<PoolCell> {
-        // SAFETY: a live object from the constructor call; count 0 makes the reference weak.
+        // SAFETY: js.rs invariant 1: a live object, an argument of the constructor call; count
+        // 0 makes the reference weak (so `get` may give null, which `notify_grants` checks).
+        // Deleted once, in `Drop` (js.rs invariant 2).
         let agent = unsafe { Ref::new(ctx.env, agent, 0) };
         let cell = Rc::new(PoolCell {
             id: ctx.alloc_pool_id(),
@@ -141,8 +143,9 @@ impl PoolCell {
             agent,
         });
         ctx.register_pool(&cell);
-        // SAFETY: this thread's loop; the data pointer is the cell, which closes the timer
-        // before it is dropped.
+        // SAFETY: uv.rs invariants 2 and 3: this thread's loop; the data is the cell, whose
+        // `Drop` runs `shutdown`, which closes the timer before the memory goes. Test:
+        // __test__/idle.test.js "an idle connection closes after freeSocketTimeout".
         let timer = unsafe { Handle::timer(ctx.uv_loop, Rc::as_ptr(&cell) as *mut _) };
         timer.set_ref(false);
         *cell.timer.borrow_mut() = Some(timer);
@@ -758,13 +761,19 @@ impl Drop for PoolCell {
     }
 }
 
+/// # Safety
+/// Called by libuv alone, on this thread's loop, for a pool's open expiry timer.
 unsafe extern "C" fn on_timer(handle: *mut uv::RawHandle) {
-    // SAFETY: the data pointer is the cell, which closes this timer before it is dropped; the
-    // clone keeps it alive for the callback.
+    // SAFETY: uv.rs invariant 3: libuv's own live handle; its data is null (closed) or the
+    // cell, from `Rc::as_ptr` in `new`, alive while the timer is open (its `Drop` closes it).
     let ptr = unsafe { uv::data_of(handle) } as *const PoolCell;
     if ptr.is_null() {
         return;
     }
+    // SAFETY: as above, the `Rc` is alive (strong count above zero, or `Drop` would have
+    // closed the timer); the count taken here keeps it for the callback and is given back when
+    // `cell` drops. Test: __test__/idle.test.js "an idle connection closes after
+    // freeSocketTimeout".
     let cell = unsafe {
         Rc::increment_strong_count(ptr);
         Rc::from_raw(ptr)

@@ -302,7 +302,12 @@ impl PoolCell {
             id: self.ctx.next_request_id(),
             pool: self.clone(),
             key,
-            // SAFETY: a live object from the current call; the context is this call's.
+            // SAFETY (both): js.rs invariant 1: the handle object and the context's name are
+            // arguments of the current `request` call, so the context captured is this call's;
+            // `finish` deletes and destroys them once (js.rs invariant 2). Tests:
+            // __test__/context.test.js "promise and stream events run in the context of the
+            // request() call"; __test__/safety.test.js "an end reached twice ends once: aborts
+            // and destroys from inside listeners, in every order".
             handle: unsafe { Ref::new(env, js_side.handle, 1) },
             ctx: unsafe { AsyncContext::named_by(env, js_side.handle, js_side.context_name) },
             ctl,

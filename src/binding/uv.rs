@@ -4,6 +4,31 @@
 //! running `node` binary when the addon is loaded. Handles are allocated here at the size libuv
 //! itself reports (`uv_handle_size`), so no libuv header or struct layout is copied; the only
 //! layout relied on is libuv's public API (`uv_handle_{get,set}_data`).
+//!
+//! # Safety
+//!
+//! 1. **Handle types as libuv numbers them.** `Kind`'s values are the running libuv's: checked
+//!    by [`check_abi`], which env.rs `init` runs before it makes any handle (a mismatch fails
+//!    `init`). Every test that loads the addon runs the check.
+//! 2. **A handle lives on its loop's thread, from init to its close callback.** A [`Handle`]
+//!    is made, started, stopped, (un)referenced and closed only on the JavaScript thread
+//!    whose loop it is on (it holds a raw pointer, so it is neither `Send` nor `Sync`); the
+//!    one exception is [`async_send`], libuv's thread-safe call (env.rs `Inbox`, invariant 2
+//!    there). [`Handle::close`] consumes the handle, so it is closed once, and its memory is
+//!    freed only in the close callback, with the layout it was allocated with; a handle that
+//!    is never closed leaks rather than dangles (no `Drop`). Test: __test__/process.test.js
+//!    "the addon works in several worker threads at once, and a worker terminated mid-request
+//!    ends cleanly" (handles of several loops, closed at a worker's teardown).
+//! 3. **A handle's data pointer is null or its owner.** Owners set the data to themselves
+//!    (conn.rs `Conn`, pool.rs `PoolCell`, env.rs `EnvCtx`) and close the handle before they
+//!    go: conn.rs `Conn::close`/`try_replay`, pool.rs `PoolCell::shutdown` (from its `Drop`),
+//!    env.rs `teardown`. [`Handle::close`] nulls the pointer before `uv_close`, so a callback
+//!    that finds it non-null finds its owner alive; the callbacks then take a strong count
+//!    (conn.rs `on_poll`, pool.rs `on_timer`) or do not dereference it (env.rs `on_wake`,
+//!    `on_sweep`). Tests: __test__/errors.test.js "agent.destroy() closes idle and active
+//!    connections and fails queued requests", __test__/storm.test.js "${name}, ${protocol}: a
+//!    storm of faults, aborts and queueing settles every request as it should",
+//!    __test__/safety.test.js 'a panic at "poll" ...'.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::ffi::CStr;
@@ -57,7 +82,7 @@ extern "C" {
 }
 
 fn layout(kind: Kind) -> Layout {
-    // SAFETY: uv_handle_size is a pure lookup.
+    // SAFETY: uv_handle_size is a pure lookup, callable from any thread.
     let size = unsafe { uv_handle_size(kind as c_int) };
     Layout::from_size_align(size.max(1), 16).expect("libuv handle size")
 }
@@ -65,7 +90,9 @@ fn layout(kind: Kind) -> Layout {
 /// Checks once that the libuv this addon runs against names the handle types as we number them.
 pub fn check_abi() -> Result<(), String> {
     for kind in [Kind::Async, Kind::Poll, Kind::Timer] {
-        // SAFETY: returns a static C string (or null for unknown types).
+        // SAFETY: a pure lookup, returning a static NUL-terminated C string, or null for an
+        // unknown type (checked before `CStr::from_ptr` reads it). Invariant 1 (see the
+        // module's Safety note).
         let name = unsafe { uv_handle_type_name(kind as c_int) };
         let ok =
             !name.is_null() && unsafe { CStr::from_ptr(name) }.to_bytes() == kind.name().as_bytes();
@@ -89,7 +116,9 @@ pub struct Handle {
 
 impl Handle {
     fn alloc(kind: Kind) -> Handle {
-        // SAFETY: non-zero size; zeroed memory is what libuv's init functions expect to fill.
+        // SAFETY: `layout` has a non-zero size (at least 1) and the size libuv reports for the
+        // kind (invariant 1); the init functions fill zeroed memory. Freed with the same layout
+        // (invariant 2).
         let ptr = unsafe { alloc_zeroed(layout(kind)) };
         Handle {
             ptr: NonNull::new(ptr.cast()).expect("out of memory for a libuv handle"),
@@ -104,23 +133,33 @@ impl Handle {
     /// A poll handle watching `fd` on `lp`.
     ///
     /// # Safety
-    /// `lp` is the running loop of this thread and `fd` an open socket not watched by it yet.
+    /// `lp` is the running loop of this thread and `fd` an open socket not watched by it yet,
+    /// kept open until the handle is closed; `data` is null or the handle's owner, which
+    /// closes it before it goes (invariants 2 and 3 of the module's Safety note).
     pub unsafe fn poll(lp: *mut Loop, fd: c_int, data: *mut c_void) -> Result<Handle, c_int> {
         let h = Handle::alloc(Kind::Poll);
+        // SAFETY: the caller's contract above; `h` is fresh zeroed memory of a poll handle's
+        // size.
         let rc = unsafe { uv_poll_init_socket(lp, h.raw(), fd) };
         if rc != 0 {
-            // Never initialised: libuv holds no reference, free it directly.
+            // SAFETY: libuv fails before it initialises the handle (it checks the descriptor
+            // first), so it holds no reference: freed here with the layout of `alloc`. No test
+            // reaches this (a connected socket is always accepted).
             unsafe { dealloc(h.raw().cast(), layout(Kind::Poll)) };
             return Err(rc);
         }
+        // SAFETY: an initialised handle, on this thread (invariant 2).
         unsafe { uv_handle_set_data(h.raw(), data) };
         Ok(h)
     }
 
     /// # Safety
-    /// `lp` is the running loop of this thread.
+    /// `lp` is the running loop of this thread; `data` is null or the handle's owner, which
+    /// closes it before it goes (invariants 2 and 3 of the module's Safety note).
     pub unsafe fn timer(lp: *mut Loop, data: *mut c_void) -> Handle {
         let h = Handle::alloc(Kind::Timer);
+        // SAFETY: the caller's contract above; `h` is fresh zeroed memory of a timer's size
+        // (`uv_timer_init` cannot fail).
         unsafe {
             uv_timer_init(lp, h.raw());
             uv_handle_set_data(h.raw(), data);
@@ -129,9 +168,14 @@ impl Handle {
     }
 
     /// # Safety
-    /// `lp` is the running loop of this thread.
+    /// `lp` is the running loop of this thread; `data` is null or the handle's owner, which
+    /// closes it before it goes (invariants 2 and 3 of the module's Safety note).
     pub unsafe fn async_(lp: *mut Loop, cb: HandleCb, data: *mut c_void) -> Handle {
         let h = Handle::alloc(Kind::Async);
+        // SAFETY: the caller's contract above; `h` is fresh zeroed memory of an async handle's
+        // size. `uv_async_init`'s result is not checked: it fails only when a loop's first
+        // async handle cannot make the wake-up descriptor, and Node's loops have async handles
+        // of their own from start-up. No test reaches a failure.
         unsafe {
             uv_async_init(lp, h.raw(), cb);
             uv_handle_set_data(h.raw(), data);
@@ -141,23 +185,24 @@ impl Handle {
 
     pub fn poll_start(&self, events: c_int, cb: PollCb) -> c_int {
         debug_assert_eq!(self.kind, Kind::Poll);
-        // SAFETY: an initialised poll handle on this thread.
+        // SAFETY: invariant 2: an initialised, not closed poll handle (`close` consumes it), on
+        // its loop's thread.
         unsafe { uv_poll_start(self.raw(), events, cb) }
     }
 
     pub fn poll_stop(&self) {
-        // SAFETY: as above.
+        // SAFETY: invariant 2, as above.
         unsafe { uv_poll_stop(self.raw()) };
     }
 
     pub fn timer_start(&self, cb: HandleCb, timeout_ms: u64) {
         debug_assert_eq!(self.kind, Kind::Timer);
-        // SAFETY: an initialised timer handle on this thread.
+        // SAFETY: invariant 2: an initialised, not closed timer handle, on its loop's thread.
         unsafe { uv_timer_start(self.raw(), cb, timeout_ms, 0) };
     }
 
     pub fn set_ref(&self, referenced: bool) {
-        // SAFETY: an initialised handle on this thread.
+        // SAFETY: invariant 2: an initialised, not closed handle, on its loop's thread.
         unsafe {
             if referenced {
                 uv_ref(self.raw())
@@ -170,6 +215,9 @@ impl Handle {
     /// Closes the handle. libuv stops watching at once (a poll handle's descriptor may be closed
     /// right after this returns) and frees the memory on a later loop turn.
     pub fn close(self) {
+        // SAFETY (the three close callbacks): invariant 2: libuv calls a handle's close
+        // callback once, after it is done with the memory, which `alloc` allocated with the
+        // layout of the handle's kind; each callback is chosen below by that kind.
         unsafe extern "C" fn free_poll(h: *mut RawHandle) {
             unsafe { dealloc(h.cast(), layout(Kind::Poll)) }
         }
@@ -184,7 +232,8 @@ impl Handle {
             Kind::Timer => free_timer,
             Kind::Async => free_async,
         };
-        // SAFETY: an initialised handle, closed once (this consumes it).
+        // SAFETY: invariants 2 and 3: an initialised handle on its loop's thread, closed once
+        // (this consumes it); its data is nulled first, so no callback finds its owner after.
         unsafe {
             uv_handle_set_data(self.raw(), std::ptr::null_mut());
             uv_close(self.raw(), Some(cb));
@@ -195,15 +244,19 @@ impl Handle {
 /// The data pointer a callback's handle carries.
 ///
 /// # Safety
-/// `handle` is a live handle.
+/// `handle` is a live handle (one libuv passed to its callback), on its loop's thread. The
+/// result is null or the handle's owner, alive (invariant 3 of the module's Safety note).
 pub unsafe fn data_of(handle: *mut RawHandle) -> *mut c_void {
+    // SAFETY: the caller's contract above.
     unsafe { uv_handle_get_data(handle) }
 }
 
 /// Wakes the loop that owns an async handle; callable from any thread while the handle is open.
 ///
 /// # Safety
-/// `handle` is an async handle that has not been closed.
+/// `handle` is an async handle that has not been closed, and is not closed before this
+/// returns (env.rs `Inbox`: invariant 2 of its module's Safety note).
 pub unsafe fn async_send(handle: *mut RawHandle) {
+    // SAFETY: the caller's contract above; libuv documents uv_async_send as thread-safe.
     unsafe { uv_async_send(handle) };
 }

@@ -30,7 +30,9 @@ impl Liveness {
 pub fn peek(fd: RawFd) -> Liveness {
     let mut byte = 0u8;
     loop {
-        // SAFETY: a one-byte buffer we own; MSG_PEEK leaves the queue as it is.
+        // SAFETY: the kernel writes at most 1 byte into `byte`, a local; MSG_PEEK leaves the
+        // queue as it is. A stale descriptor is an error, not UB. Tests: the `liveness::tests`
+        // (e.g. `stray_bytes_read_as_data_and_stay_queued`).
         let n = unsafe {
             libc::recv(
                 fd,
