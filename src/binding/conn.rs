@@ -866,6 +866,17 @@ impl Conn {
 
 /// # Safety
 /// Called by libuv alone, on this thread's loop, for a connection's open poll handle.
+/// A connection dropped without its `close` (a panic in the middle of one, say) still closes
+/// its poll handle: the handle's data points at this connection, and libuv calls nothing more
+/// for a handle once it is closing (see `on_poll`).
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(poll) = self.poll.get_mut().take() {
+            poll.close();
+        }
+    }
+}
+
 unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: c_int) {
     // SAFETY: uv.rs invariant 3: libuv's own live handle; its data is null (closed) or the
     // connection, from `Rc::as_ptr` in `attach`, kept alive by `EnvCtx::conns` while the handle

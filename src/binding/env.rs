@@ -529,17 +529,24 @@ impl EnvCtx {
             if let Some(old) = slab.take() {
                 old.buffer.delete(self.env);
             }
-            *slab = Some(self.new_slab()?);
+            let fresh = self.new_slab()?;
+            // `new_slab` ran JavaScript (`setSlab`): a program that patched what it calls could
+            // have detached the new slab already. Then this chunk goes as a Buffer of its own.
+            if fresh.detached(self.env) {
+                fresh.buffer.delete(self.env);
+                return None;
+            }
+            *slab = Some(fresh);
         }
         let s = slab.as_mut()?;
         let offset = s.used;
         // SAFETY: invariant 3: `offset + len <= SLAB`, the ArrayBuffer's length; it is alive
-        // (kept by `buffer`) and still holds the memory at `data` (not detached, checked above,
-        // with no JavaScript run since; but see `new_slab`, whose `setSlab` call runs
-        // JavaScript before a new slab's first write). JavaScript sees these bytes only after
-        // this write: nothing here writes a byte it has been given (`used` only grows). Test:
-        // __test__/safety.test.js "a chunk whose memory a program transfers or detaches is
-        // never written again, on either path".
+        // (kept by `buffer`) and still holds the memory at `data` (not detached: checked above,
+        // after any JavaScript that ran, `setSlab`'s included, and none runs between that check
+        // and this write). JavaScript sees these bytes only after this write: nothing here
+        // writes a byte it has been given (`used` only grows). Test: __test__/safety.test.js
+        // "a chunk whose memory a program transfers or detaches is never written again, on
+        // either path".
         fill(unsafe { s.data.add(offset) });
         // Eight-byte aligned, as Node's pool aligns its slices.
         s.used = (offset + len + 7) & !7;
