@@ -591,6 +591,39 @@ test('OpenSSL cipher strings Node accepts select the same kind of suites, with N
   }
 });
 
+test('an X.509 version 1 certificate: reached with rejectUnauthorized false, trusted given in ca, refused otherwise, as with Node\'s agent', async (t) => {
+  const server = await httpsServer(t, { cert: 'v1-localhost.pem', key: 'v1-localhost-key.pem' });
+  const V1 = fixture('v1-localhost.pem');
+  const configs = {
+    'rejectUnauthorized: false': { rejectUnauthorized: false },
+    'rejectUnauthorized: false, TLS 1.2': { rejectUnauthorized: false, maxVersion: 'TLSv1.2' },
+    'in ca': { ca: V1 },
+    'in ca, TLS 1.2': { ca: V1, maxVersion: 'TLSv1.2' },
+    default: {},
+  };
+  const seen = {};
+  for (const [name, options] of Object.entries(configs)) {
+    for (const [which, make] of Object.entries({ node: (o) => new https.Agent(o), ours: (o) => new HttpsAgent(o) })) {
+      const agent = make(options);
+      t.after(() => agent.destroy());
+      const outcome = await get({ host: 'localhost', port: server.port, agent }).then(
+        (r) => ({ body: r.body, authorized: r.authorized, authorizationError: r.authorizationError ?? null }),
+        (err) => ({ code: err.code }),
+      );
+      seen[`${which} ${name}`] = outcome;
+      if (which === 'ours') {
+        // agent.request() on the same agent alike.
+        const promised = await agent.request(`https://localhost:${server.port}/`).then((res) => res.body.text(), (err) => err.code);
+        assert.strictEqual(promised, outcome.body ?? outcome.code, `agent.request() ${name}`);
+      }
+    }
+    assert.deepStrictEqual(seen[`ours ${name}`], seen[`node ${name}`], name);
+  }
+  assert.strictEqual(seen['ours rejectUnauthorized: false'].body, 'secure /');
+  assert.strictEqual(seen['ours in ca'].authorized, true);
+  assert.strictEqual(seen['ours default'].code, 'DEPTH_ZERO_SELF_SIGNED_CERT');
+});
+
 test('unsupported and bad TLS options fail at once with clear errors', (t) => {
   const agent = new HttpsAgent();
   t.after(() => agent.destroy());

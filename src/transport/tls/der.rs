@@ -45,6 +45,29 @@ pub fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     Some((tag, &rest[..len], &rest[len..]))
 }
 
+/// The certificate's `subjectPublicKeyInfo`, whole (its DER); `None` if it is not well formed.
+pub fn spki(der: &[u8]) -> Option<&[u8]> {
+    let (0x30, cert, _) = tlv(der)? else {
+        return None;
+    };
+    let (0x30, tbs, _) = tlv(cert)? else {
+        return None;
+    };
+    let mut rest = tbs;
+    // [0] EXPLICIT version (absent in a version 1 certificate).
+    if rest.first() == Some(&0xa0) {
+        rest = tlv(rest)?.2;
+    }
+    // serial, signature algorithm, issuer, validity, subject.
+    for _ in 0..5 {
+        rest = tlv(rest)?.2;
+    }
+    let (0x30, _, after) = tlv(rest)? else {
+        return None;
+    };
+    Some(&rest[..rest.len() - after.len()])
+}
+
 /// Reads the fields from a DER certificate; `None` if it is not well formed.
 pub fn parse(der: &[u8]) -> Option<CertFields<'_>> {
     let (0x30, cert, _) = tlv(der)? else {

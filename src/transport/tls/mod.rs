@@ -798,6 +798,10 @@ impl NodeVerifier {
         }
         let parsed = match ParsedCertificate::try_from(end_entity) {
             Ok(p) => p,
+            // webpki takes no X.509 version 1 end entity: such a certificate, well formed but
+            // not trusted as given in `ca`, fails as OpenSSL fails its chain (self-signed, or
+            // no issuer found).
+            Err(_) if fields.is_some() => return Some(untrusted_chain(end_entity, intermediates)),
             Err(_) => return Some(CERT_REJECTED),
         };
         let result = match &self.revocation {
@@ -870,6 +874,58 @@ fn untrusted_chain(
     }
 }
 
+impl NodeVerifier {
+    /// The handshake's signature checked with the public key of a certificate webpki could
+    /// not parse whole (X.509 version 1, which `openssl x509 -req -signkey` makes): the
+    /// certificate itself has passed already (`rejectUnauthorized: false`, or trusted as
+    /// given in `ca`), and OpenSSL checks such a signature the same way. `err`, webpki's
+    /// refusal, stays the answer for anything else.
+    fn signed_by_key(
+        &self,
+        err: rustls::Error,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+        tls13: bool,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        if !matches!(
+            err,
+            rustls::Error::InvalidCertificate(
+                CertificateError::Other(_) | CertificateError::BadEncoding
+            )
+        ) {
+            return Err(err);
+        }
+        let Some(spki) = der::spki(cert) else {
+            return Err(err);
+        };
+        let spki = rustls::pki_types::SubjectPublicKeyInfoDer::from(spki);
+        if tls13 {
+            return rustls::crypto::verify_tls13_signature_with_raw_key(
+                message, &spki, dss, &self.algs,
+            );
+        }
+        let key = webpki::RawPublicKeyEntity::try_from(&spki).map_err(|_| err.clone())?;
+        let algs = self
+            .algs
+            .mapping
+            .iter()
+            .find(|(scheme, _)| *scheme == dss.scheme)
+            .map_or(&[][..], |(_, algs)| *algs);
+        // TLS 1.2 names no single algorithm for a scheme: any that the key takes will do.
+        if algs
+            .iter()
+            .any(|alg| key.verify_signature(*alg, message, dss.signature()).is_ok())
+        {
+            Ok(HandshakeSignatureValid::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::BadSignature,
+            ))
+        }
+    }
+}
+
 impl ServerCertVerifier for NodeVerifier {
     fn verify_server_cert(
         &self,
@@ -896,6 +952,7 @@ impl ServerCertVerifier for NodeVerifier {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
+            .or_else(|e| self.signed_by_key(e, message, cert, dss, false))
     }
 
     fn verify_tls13_signature(
@@ -905,6 +962,7 @@ impl ServerCertVerifier for NodeVerifier {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
+            .or_else(|e| self.signed_by_key(e, message, cert, dss, true))
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

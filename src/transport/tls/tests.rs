@@ -624,3 +624,20 @@ fn a_crl_that_cannot_be_read_is_refused() {
         ("ERR_CRYPTO_OPERATION_FAILED", "Failed to parse CRL")
     );
 }
+
+#[test]
+fn the_public_key_of_a_version_1_certificate_is_found() {
+    for name in ["v1-localhost.pem", "localhost.pem", "ec-localhost.pem"] {
+        let cert = &chain(name)[0];
+        let spki = der::spki(cert).unwrap_or_else(|| panic!("{name}: no key found"));
+        let spki = rustls::pki_types::SubjectPublicKeyInfoDer::from(spki);
+        assert!(
+            webpki::RawPublicKeyEntity::try_from(&spki).is_ok(),
+            "{name}: not a key"
+        );
+    }
+    // webpki takes the version 3 certificates whole, and not the version 1 one: that is why.
+    assert!(ParsedCertificate::try_from(&chain("localhost.pem")[0]).is_ok());
+    assert!(ParsedCertificate::try_from(&chain("v1-localhost.pem")[0]).is_err());
+    assert_eq!(der::spki(b"\x30\x03\x02\x01\x01"), None);
+}
