@@ -389,5 +389,5 @@ declare namespace Agent {
   function request(url: RequestUrl, options?: RequestOptions): Promise<Response>;
 }
 
-/** `require('hyperagent')` is the `Agent` class, as agentkeepalive's default export is. */
+/** `require('hyperagent-rs')` is the `Agent` class, as agentkeepalive's default export is. */
 export = Agent;

@@ -2,7 +2,7 @@
 
 // hyperagent: Node's http.Agent with its pool, sockets and DNS in Rust.
 //
-//   const { Agent } = require('hyperagent');       // or: const Agent = require('hyperagent')
+//   const { Agent } = require('hyperagent-rs');       // or: const Agent = require('hyperagent-rs')
 //   http.get(url, { agent: new Agent({ maxSockets: 50 }) }, callback);
 
 const http = require('node:http');

@@ -14,7 +14,7 @@ import got from 'got';
 import fetch from 'node-fetch';
 import superagent from 'superagent';
 import needle from 'needle';
-import { Agent, HttpsAgent } from 'hyperagent';
+import { Agent, HttpsAgent } from 'hyperagent-rs';
 import helpers from './helpers.js';
 
 const fixture = (name) => fs.readFileSync(fileURLToPath(new URL(`./fixtures/tls/${name}`, import.meta.url)));

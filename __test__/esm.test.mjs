@@ -2,7 +2,7 @@
 import test from 'node:test';
 import assert from 'node:assert';
 import http from 'node:http';
-import hyperagent, { Agent, HttpAgent, constants } from 'hyperagent';
+import hyperagent, { Agent, HttpAgent, constants } from 'hyperagent-rs';
 
 test('ES module imports: default and named exports', () => {
   assert.strictEqual(hyperagent, Agent);

@@ -16,7 +16,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
-const binding = require('../binding.js');
+const binding = require('../lib/native');
 const { rawServer, eachRequest, until, reset } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));

@@ -10,7 +10,7 @@ const diagnostics = require('node:diagnostics_channel');
 const { addAbortListener } = require('node:events');
 const querystring = require('node:querystring');
 const crypto = require('node:crypto');
-const binding = require('../binding.js');
+const binding = require('./native');
 const errors = require('./errors');
 
 // agent.request()'s start in Rust: a plain Node-API function (see `request_function` in

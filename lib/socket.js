@@ -10,7 +10,7 @@
 // is left inert, holding nothing.
 
 const { Duplex } = require('node:stream');
-const native = require('../binding.js');
+const native = require('./native');
 const errors = require('./errors');
 const constants = require('./constants');
 

@@ -8,7 +8,7 @@ const fs = require('node:fs');
 const net = require('node:net');
 const tls = require('node:tls');
 const debug = require('node:util').debuglog('hyperagent');
-const native = require('../binding.js');
+const native = require('./native');
 const { NativeSocket, kOptions, kAgent } = require('./socket');
 const errors = require('./errors');
 

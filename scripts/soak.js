@@ -13,7 +13,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { once } = require('node:events');
 const { Agent } = require(path.resolve(__dirname, '..'));
-const binding = require(path.resolve(__dirname, '..', 'binding.js'));
+const binding = require(path.resolve(__dirname, '..', 'lib', 'native'));
 
 const total = Number(process.argv[2]) || 1_000_000;
 const concurrency = 50;

@@ -1,7 +1,7 @@
 // The public API as an ES module user sees it (module: nodenext).
 import http from 'node:http';
-import Agent from 'hyperagent';
-import { Agent as Named, HttpAgent, HttpsAgent, constants } from 'hyperagent';
+import Agent from 'hyperagent-rs';
+import { Agent as Named, HttpAgent, HttpsAgent, constants } from 'hyperagent-rs';
 import https from 'node:https';
 
 const a = new Agent({ maxSockets: 5 });
