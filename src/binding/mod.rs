@@ -961,11 +961,10 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     // A Buffer's memory is not lent to tokio, which reads it later on another thread: whatever
     // the program does meanwhile (detach or transfer its ArrayBuffer, shrink a resizable one,
     // end the worker that owns it) could free it under the read, and Node-API has no way to
-    // keep a backing store alive. The copy costs less than a connection's syscalls (see the
-    // README's "Safety").
+    // keep a backing store alive. Large copies go into buffers used again (`recycle`).
     let mut body_buf = [MaybeUninit::uninit(); 1024];
     let body = match args.bytes(6) {
-        Some(b) => Some(bytes::Bytes::copy_from_slice(b)),
+        Some(b) => Some(crate::client::recycle::copy(b)),
         None if args.is_nullish(6) => None,
         None => match args.utf8(6, &mut body_buf).ok_or_else(|| bad("body"))? {
             Cow::Borrowed(b) => Some(bytes::Bytes::copy_from_slice(b)),

@@ -1055,5 +1055,5 @@ pub fn abort(req: &Rc<ReqState>) -> f64 {
 
 /// Bytes of a streamed request body.
 pub fn body_chunk(data: &[u8]) -> Bytes {
-    Bytes::copy_from_slice(data)
+    crate::client::recycle::copy(data)
 }

@@ -9,6 +9,7 @@
 
 mod body;
 mod errors;
+pub mod recycle;
 mod wake;
 
 use std::borrow::Cow;
