@@ -181,3 +181,99 @@ test('a socket destroyed with its request stays in agent.sockets until its \'clo
   assert.deepStrictEqual(seen['ours abort'], seen['node abort']);
   assert.deepStrictEqual(seen['ours destroy'], [true, true, false]);
 });
+
+test('statusChanged and its marks behave as agentkeepalive\'s', async (t) => {
+  const server = await httpServer(t);
+  const AgentKeepAlive = require('agentkeepalive');
+  const seen = {};
+  for (const [which, make] of Object.entries({ agentkeepalive: () => new AgentKeepAlive(), ours: () => new Agent() })) {
+    const agent = make();
+    t.after(() => agent.destroy());
+    const marks = () => ['createSocketCount', 'requestCount'].map((n) => agent[`${n}LastCheck`]);
+    const steps = [agent.statusChanged, marks()];
+    const req = http.get(`${server.url}/status`, { agent }, (res) => res.resume());
+    await once(req, 'close');
+    await new Promise(setImmediate);
+    steps.push(agent.statusChanged, marks(), agent.statusChanged);
+    seen[which] = steps;
+  }
+  assert.deepStrictEqual(seen.ours, seen.agentkeepalive);
+  assert.deepStrictEqual(seen.ours, [false, [0, 0], true, [1, 1], false]);
+});
+
+test('the options Node\'s agent validates fail with Node\'s errors, word for word', () => {
+  for (const options of [{ maxTotalSockets: 0 }, { maxTotalSockets: 'x' }, { maxTotalSockets: NaN }, { scheduling: 'x' }]) {
+    let expected;
+    try {
+      new http.Agent(options).destroy();
+    } catch (err) {
+      expected = err;
+    }
+    assert.ok(expected, JSON.stringify(options));
+    assert.throws(() => new Agent(options), { name: expected.name, code: expected.code, message: expected.message });
+  }
+  // What Node takes, ours takes too.
+  new Agent({ maxTotalSockets: 1.5 }).destroy();
+});
+
+test('a createSocket() override is called for every new connection and carries the request, as with Node\'s agent', async (t) => {
+  const server = await httpServer(t);
+  const counting = (Base) => class extends Base {
+    constructor(options) {
+      super(options);
+      this.made = 0;
+      this.closed = 0;
+    }
+
+    createSocket(req, options, cb) {
+      super.createSocket(req, options, (err, socket) => {
+        if (!err) {
+          this.made++;
+          socket.once('close', () => this.closed++);
+        }
+        cb(err, socket);
+      });
+    }
+  };
+  const makers = { node: counting(http.Agent), ours: counting(Agent) };
+  const seen = {};
+  for (const [which, Made] of Object.entries(makers)) {
+    const agent = new Made({ keepAlive: true, maxSockets: 2 });
+    t.after(() => agent.destroy());
+    const get = (p) => new Promise((resolve, reject) => {
+      http.get(`${server.url}${p}`, { agent }, (res) => {
+        let body = '';
+        res.on('data', (d) => (body += d));
+        res.on('end', () => resolve(body));
+      }).on('error', reject);
+    });
+    const bodies = [await get('/one'), await get('/two')];
+    bodies.push(...(await Promise.all([get('/three'), get('/four'), get('/five')])));
+    const status = [agent.made];
+    agent.destroy();
+    await new Promise(setImmediate);
+    seen[which] = { bodies, made: status[0] };
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours.made, 2);
+});
+
+test('a createSocket() override that gives another stream fails its request with a clear error', async (t) => {
+  const server = await httpServer(t);
+  const net = require('node:net');
+  class Foreign extends Agent {
+    createSocket(req, options, cb) {
+      cb(null, net.connect(server.port, '127.0.0.1'));
+    }
+  }
+  const agent = new Foreign();
+  t.after(() => agent.destroy());
+  const req = http.get(`${server.url}/foreign`, { agent });
+  const [err] = await once(req, 'error');
+  assert.strictEqual(err.code, 'ERR_HYPERAGENT_UNSUPPORTED');
+  assert.match(err.message, /createSocket\(\)/);
+  // The slot it was given is free again.
+  assert.deepStrictEqual(agent.getCurrentStatus().sockets, {});
+  // Called outside addRequest(), the agent's own createSocket() makes nothing.
+  assert.throws(() => new Agent().createSocket({}, {}), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
+});

@@ -479,7 +479,7 @@ test('large bodies both ways arrive intact', async (t) => {
 // A large Buffer body is sent from the Buffer's own memory (no copy): the bytes arrive as they
 // are, whatever view they come in, and the Buffer is let go of once the request is over, however
 // it ends: answered, answered before its upload ended, aborted mid-upload, or never connected.
-test('a large body given whole goes from its own memory, and its Buffer is let go of whatever ends the request', { timeout: 30000 }, async (t) => {
+test('a large body given whole is sent as it was when request() was called, and its Buffer is let go of whatever ends the request', { timeout: 30000 }, async (t) => {
   const v8 = require('node:v8');
   const vm = require('node:vm');
   v8.setFlagsFromString('--expose-gc');
@@ -527,6 +527,21 @@ test('a large body given whole goes from its own memory, and its Buffer is let g
   resizable.resize(0);
   const echoed = await (await pending).body.json();
   assert.deepStrictEqual([echoed.length, echoed.sha256], [before.length, sha(before)]);
+  // Whatever the program does with the memory once request() has returned (detach it by a
+  // transfer, write into a SharedArrayBuffer) changes nothing of what is sent.
+  const detachable = crypto.randomBytes(512 * 1024);
+  const kept = Buffer.from(detachable);
+  const pendingDetached = agent.request(`${server.url}/detached`, { method: 'POST', body: detachable });
+  structuredClone(detachable.buffer, { transfer: [detachable.buffer] });
+  assert.strictEqual(detachable.length, 0, 'detached');
+  const echoDetached = await (await pendingDetached).body.json();
+  assert.deepStrictEqual([echoDetached.length, echoDetached.sha256], [kept.length, sha(kept)]);
+  const sab = Buffer.from(new SharedArrayBuffer(256 * 1024)).fill(1);
+  const sabBefore = Buffer.from(sab);
+  const pendingShared = agent.request(`${server.url}/sab`, { method: 'POST', body: sab });
+  sab.fill(2);
+  const echoShared = await (await pendingShared).body.json();
+  assert.deepStrictEqual([echoShared.length, echoShared.sha256], [sabBefore.length, sha(sabBefore)]);
   const shared = crypto.randomBytes(256 * 1024);
   const echoes = await Promise.all(Array.from({ length: 20 }, async () => (await agent.request(`${server.url}/many`, { method: 'PUT', body: shared })).body.json()));
   assert.ok(echoes.every((e) => e.sha256 === sha(shared)));

@@ -23,7 +23,7 @@ const PRELUDE = `
   const assert = require('node:assert');
   const { once } = require('node:events');
   const hyperagent = require(${ROOT});
-  const binding = require(path.join(${ROOT}, 'binding.js'));
+  const binding = require(path.join(${ROOT}, 'lib', 'native'));
   const fixture = (name) => fs.readFileSync(path.join(${TLS}, name));
   const ca = fixture('ca.pem');
   const answer = (req, res) => {

@@ -36,7 +36,8 @@ const kPoolId = Symbol('hyperagent.poolId');
 const kKeys = Symbol('hyperagent.keys');
 const kWaiters = Symbol('hyperagent.waiters');
 const kLimits = Symbol('hyperagent.limits');
-const kLastStats = Symbol('hyperagent.lastStats');
+// The counters agentkeepalive's statusChanged watches.
+const STATUS_COUNTERS = ['createSocketCount', 'createSocketErrorCount', 'closeSocketCount', 'errorSocketCount', 'timeoutSocketCount', 'requestCount'];
 const kIdleFor = Symbol('hyperagent.idleFor');
 const kServe = Symbol('hyperagent.serve');
 const kConnect = Symbol('hyperagent.connect');
@@ -53,6 +54,11 @@ const kNames = Symbol('hyperagent.names');
 const kProxy = Symbol('hyperagent.proxy');
 const kTunnel = Symbol('hyperagent.tunnel');
 const kKeylog = Symbol('hyperagent.keylog');
+const kMake = Symbol('hyperagent.make');
+const kOpenThrough = Symbol('hyperagent.openThrough');
+// The new connection each request is being given, while a createSocket() of the program's
+// runs (see kOpenThrough).
+const kOpenings = Symbol('hyperagent.openings');
 // Sockets destroyed while in use whose 'close' has not come yet: Node's agent lists a socket
 // in `agent.sockets` until its 'close'.
 const kClosing = Symbol('hyperagent.closing');
@@ -87,7 +93,8 @@ function limitsOf(agent) {
   return {
     maxSockets: l.maxSockets,
     maxFreeSockets: l.maxFreeSockets,
-    maxTotalSockets: l.maxTotalSockets,
+    // Node compares counts with `<`: a fraction allows the next whole number.
+    maxTotalSockets: Math.ceil(l.maxTotalSockets),
     lifo: l.scheduling !== 'fifo',
     noDelay: agent.options.noDelay !== false,
     keepAliveMsecs: l.keepAlive ? agent.keepAliveMsecs : undefined,
@@ -168,7 +175,9 @@ class Agent extends Base {
     this[kSweepAt] = SWEEP_KEYS_AT;
     this[kWaiters] = new Map();
     this[kClosing] = new Set();
-    this[kLastStats] = null;
+    this[kOpenings] = new WeakMap();
+    // agentkeepalive's marks for statusChanged, own properties as it has them.
+    for (const name of STATUS_COUNTERS) this[`${name}LastCheck`] = 0;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
     this[kPoolId] = this[kPool].id;
     this[kKeylog] = false;
@@ -292,15 +301,18 @@ class Agent extends Base {
   // Requests sent again after the keep-alive race (hyperagent's own counter).
   get replayCount() { return this[kPool].stats().replayCount; }
 
+  // agentkeepalive's: whether a counter moved since the last look (the `*LastCheck`
+  // properties, which a look that finds a change brings up to date). A new agent's is false.
   get statusChanged() {
     const now = this[kPool].stats();
-    const last = this[kLastStats];
-    this[kLastStats] = now;
-    if (last === null) return true;
-    for (const k of Object.keys(now)) {
-      if (now[k] !== last[k]) return true;
+    let changed = false;
+    for (const name of STATUS_COUNTERS) {
+      if (now[name] !== this[`${name}LastCheck`]) changed = true;
     }
-    return false;
+    if (changed) {
+      for (const name of STATUS_COUNTERS) this[`${name}LastCheck`] = now[name];
+    }
+    return changed;
   }
 
   getCurrentStatus() {
@@ -385,14 +397,59 @@ class Agent extends Base {
   }
 
   _open(id, name, req, options) {
+    if (this.createSocket !== createSocket) {
+      this[kOpenThrough](id, name, req, options);
+      return;
+    }
+    const socket = this[kMake](id, name, options);
+    setRequestSocket(this, req, socket);
+    this[kConnect](socket, options);
+  }
+
+  // The socket of new connection `id`, bound to it (not yet connecting).
+  [kMake](id, name, options) {
     const socket = new this[kSocketClass](this, name, options);
     socket._attach(id, true);
     binding.bind(id, socket);
     socket._serve();
     socket[constants.SOCKET_CREATED_TIME] = Date.now();
     this[constants.INIT_SOCKET](socket, options);
-    setRequestSocket(this, req, socket);
-    this[kConnect](socket, options);
+    return socket;
+  }
+
+  // A createSocket() of the program's (a subclass's, or one assigned to the agent) is called
+  // as Node's addRequest calls it, for every new connection: the usual override (as
+  // agentkeepalive's) calls the agent's own createSocket() and passes its socket on, perhaps
+  // after listening to it or counting it.
+  [kOpenThrough](id, name, req, options) {
+    this[kOpenings].set(req, { id, name, socket: null });
+    let called = false;
+    const done = (err, socket) => {
+      if (called) return;
+      called = true;
+      const opening = this[kOpenings].get(req);
+      this[kOpenings].delete(req);
+      if (!err && (socket === null || socket === undefined || opening === undefined || socket !== opening.socket)) {
+        err = errors.hyperagentError(
+          'UNSUPPORTED',
+          "createSocket() must pass on the socket of the agent's own createSocket(): hyperagent opens its connections in Rust, and cannot carry a request over another stream",
+        );
+      }
+      if (err) {
+        // A stream that cannot carry the request is closed: nobody else will.
+        if (socket && socket !== opening?.socket && typeof socket.destroy === 'function') socket.destroy();
+        if (opening !== undefined && opening.socket !== null) opening.socket.destroy();
+        else this._socketClosed(null, id, null, false);
+        req.onSocket(null, err);
+        return;
+      }
+      setRequestSocket(this, req, socket);
+    };
+    try {
+      this.createSocket(req, options, done);
+    } catch (thrown) {
+      done(thrown);
+    }
   }
 
   [constants.INIT_SOCKET](socket, options) {
@@ -788,11 +845,33 @@ for (const [name, fallback] of [
 Object.defineProperty(Agent.prototype, 'createConnection', {
   configurable: true, writable: true, value: createConnection,
 });
+Object.defineProperty(Agent.prototype, 'createSocket', {
+  configurable: true, writable: true, value: createSocket,
+});
 return Agent;
 }
 
 // Connections are opened in Rust: Node's createConnection() hook is never called, and calling
 // it throws.
+// Node's createSocket(req, options, cb), for a program's createSocket() that calls it: makes
+// the socket of the connection addRequest() is opening for `req`, starts its connect, and
+// passes it to `cb`. It makes no socket outside addRequest(): connections are opened in Rust.
+function createSocket(req, options, cb) {
+  const opening = this[kOpenings].get(req);
+  if (opening === undefined || opening.socket !== null) {
+    const err = errors.hyperagentError('UNSUPPORTED', 'hyperagent opens its connections in Rust; createSocket() makes one only for the request addRequest() is serving');
+    if (typeof cb === 'function') {
+      cb(err);
+      return;
+    }
+    throw err;
+  }
+  const socket = this[kMake](opening.id, opening.name, options);
+  opening.socket = socket;
+  this[kConnect](socket, options);
+  cb(null, socket);
+}
+
 function createConnection() {
   throw errors.hyperagentError(
     'UNSUPPORTED',

@@ -93,13 +93,17 @@ function normalize(input) {
     ? duration(options.socketActiveTTL, 'options.socketActiveTTL')
     : 0;
 
-  for (const name of ['maxSockets', 'maxTotalSockets']) {
-    if (options[name] !== undefined) count(options[name], `options.${name}`, 1);
+  if (options.maxSockets !== undefined) count(options.maxSockets, 'options.maxSockets', 1);
+  // Node's agent validates these two itself: the same checks, in its words.
+  if (options.maxTotalSockets !== undefined) {
+    const n = options.maxTotalSockets;
+    if (typeof n !== 'number') throw errors.invalidArgType('maxTotalSockets', 'of type number', n);
+    if (Number.isNaN(n) || n < 1) throw errors.outOfRange('maxTotalSockets', '>= 1', n);
   }
   // Node treats maxFreeSockets 0 as "the default" (256); keep that.
   if (options.maxFreeSockets !== undefined) count(options.maxFreeSockets, 'options.maxFreeSockets', 0);
   if (options.scheduling !== undefined && options.scheduling !== 'fifo' && options.scheduling !== 'lifo') {
-    throw errors.invalidArgValue('options.scheduling', options.scheduling, "must be one of: 'fifo', 'lifo'");
+    throw errors.invalidArgValue('scheduling', options.scheduling, "must be one of: 'fifo', 'lifo'");
   }
   if (options.noDelay !== undefined) bool(options.noDelay, 'options.noDelay');
   // Sending an idempotent request again when a reused connection dies before answering.
