@@ -277,3 +277,38 @@ test('a createSocket() override that gives another stream fails its request with
   // Called outside addRequest(), the agent's own createSocket() makes nothing.
   assert.throws(() => new Agent().createSocket({}, {}), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
 });
+
+test('agentkeepalive\'s socket names, socket timeouts and agent properties are there with its values', async (t) => {
+  const server = await httpServer(t);
+  const AgentKeepAlive = require('agentkeepalive');
+  const ours = require('..').constants;
+  const seen = {};
+  for (const [which, make] of Object.entries({
+    agentkeepalive: () => new AgentKeepAlive({ freeSocketTimeout: 3000, timeout: 7000, socketActiveTTL: 60000 }),
+    ours: () => new Agent({ freeSocketTimeout: 3000, timeout: 7000, socketActiveTTL: 60000 }),
+  })) {
+    const agent = make();
+    t.after(() => agent.destroy());
+    // Two sockets at once, then a reuse.
+    const sockets = await Promise.all(['/a', '/b'].map((p) => served(`${server.url}${p}`, agent)));
+    await new Promise(setImmediate);
+    const { SOCKET_NAME } = which === 'ours' ? ours : AgentKeepAlive.constants;
+    const names = sockets.map((s) => s[SOCKET_NAME].replace(/#.*/, '#'));
+    const freeTimeouts = sockets.map((s) => s.timeout);
+    const req = http.get(`${server.url}/c`, { agent });
+    const [socket] = await once(req, 'socket');
+    const activeTimeout = socket.timeout;
+    const [res] = await once(req, 'response');
+    res.resume();
+    await once(res, 'end');
+    const deprecated = [agent.timeout, agent.freeSocketKeepAliveTimeout, agent.socketActiveTTL];
+    seen[which] = { names: names.sort(), freeTimeouts, activeTimeout, deprecated };
+  }
+  assert.deepStrictEqual(seen.ours, seen.agentkeepalive);
+  assert.deepStrictEqual(seen.ours, {
+    names: ['sock[0#', 'sock[1#'],
+    freeTimeouts: [3000, 3000],
+    activeTimeout: 7000,
+    deprecated: [7000, 3000, 60000],
+  });
+});

@@ -11,7 +11,7 @@ const https = require('node:https');
 const { AsyncResource } = require('node:async_hooks');
 const { debuglog } = require('node:util');
 const binding = require('./native');
-const { NativeSocket, kId, kName, kOptions } = require('./socket');
+const { NativeSocket, kId, kName, kOptions, kSocketNumber } = require('./socket');
 const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines } = require('./tls');
 const { request, MAX_TARGET } = require('./request');
 const net = require('node:net');
@@ -176,6 +176,7 @@ class Agent extends Base {
     this[kWaiters] = new Map();
     this[kClosing] = new Set();
     this[kOpenings] = new WeakMap();
+    this[constants.CURRENT_ID] = 0;
     // agentkeepalive's marks for statusChanged, own properties as it has them.
     for (const name of STATUS_COUNTERS) this[`${name}LastCheck`] = 0;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
@@ -413,6 +414,7 @@ class Agent extends Base {
     binding.bind(id, socket);
     socket._serve();
     socket[constants.SOCKET_CREATED_TIME] = Date.now();
+    socket[kSocketNumber] = this[constants.CREATE_ID]();
     this[constants.INIT_SOCKET](socket, options);
     return socket;
   }
@@ -450,6 +452,29 @@ class Agent extends Base {
     } catch (thrown) {
       done(thrown);
     }
+  }
+
+  // agentkeepalive's socket numbering: the names of an agent's sockets count from 0.
+  [constants.CREATE_ID]() {
+    const id = this[constants.CURRENT_ID]++;
+    if (this[constants.CURRENT_ID] === Number.MAX_SAFE_INTEGER) this[constants.CURRENT_ID] = 0;
+    return id;
+  }
+
+  // agentkeepalive's deprecated views of its options, with its warnings.
+  get timeout() {
+    warnDeprecated('agent.timeout', 'agent.options.timeout');
+    return this.options.timeout;
+  }
+
+  get freeSocketKeepAliveTimeout() {
+    warnDeprecated('agent.freeSocketKeepAliveTimeout', 'agent.options.freeSocketTimeout');
+    return this.options.freeSocketTimeout;
+  }
+
+  get socketActiveTTL() {
+    warnDeprecated('agent.socketActiveTTL', 'agent.options.socketActiveTTL');
+    return this.options.socketActiveTTL;
   }
 
   [constants.INIT_SOCKET](socket, options) {
@@ -754,6 +779,9 @@ class Agent extends Base {
       // socket, if still held, emits 'timeout' (see NativeSocket#_onIdleEnd).
       const own = socket[kIdleFor] ?? (socket.timeout > 0 && socket.timeout !== timeoutBefore ? socket.timeout : undefined);
       idle = Math.min(own ?? defaultIdle(this), remaining);
+      // While free, the socket's timeout is how long it may idle, as agentkeepalive sets it
+      // (Rust expires it; the socket's own timer ignores a free socket).
+      if (idle > 0 && Number.isFinite(idle)) socket.timeout = idle;
     }
     socket._free();
     let verdict;
@@ -870,6 +898,13 @@ function createSocket(req, options, cb) {
   opening.socket = socket;
   this[kConnect](socket, options);
   cb(null, socket);
+}
+
+const deprecationsShown = new Set();
+function warnDeprecated(what, instead) {
+  if (deprecationsShown.has(what)) return;
+  deprecationsShown.add(what);
+  process.emitWarning(`${what} is deprecated, please use ${instead} instead`, 'DeprecationWarning');
 }
 
 function createConnection() {

@@ -31,12 +31,15 @@ const kSelf = Symbol('hyperagent.self');
 const kOpening = Symbol('hyperagent.opening');
 // An upgrade or a CONNECT took the socket over ('agentRemove'): it is the user's now.
 const kLeft = Symbol('hyperagent.left');
+// Its number among its agent's sockets (agentkeepalive's CURRENT_ID), for its name.
+const kSocketNumber = Symbol('hyperagent.socketNumber');
 
 class NativeSocket extends Duplex {
   constructor(agent, name, options) {
     super({ allowHalfOpen: false });
     this[kAgent] = agent;
     this[kName] = name;
+    this[kSocketNumber] = 0;
     this[kOptions] = options;
     this[kId] = 0;
     this[kWriteCb] = null;
@@ -256,8 +259,9 @@ class NativeSocket extends Duplex {
     cb(err);
   }
 
+  // agentkeepalive's name: the socket's number in its agent, and its pool key.
   get [constants.SOCKET_NAME]() {
-    return `sock[${this[kId]}#${this[kName]}]`.split('-----BEGIN', 1)[0];
+    return `sock[${this[kSocketNumber]}#${this[kName]}]`.split('-----BEGIN', 1)[0];
   }
 
   // ---- net.Socket surface ------------------------------------------------------------------
@@ -427,4 +431,4 @@ function onAgentRemove() {
   this[kAgent]._socketRemoved(this);
 }
 
-module.exports = { NativeSocket, kId, kName, kOptions, kAgent };
+module.exports = { NativeSocket, kId, kName, kOptions, kAgent, kSocketNumber };
