@@ -312,3 +312,58 @@ test('agentkeepalive\'s socket names, socket timeouts and agent properties are t
     deprecated: [7000, 3000, 60000],
   });
 });
+
+test('the counters of sockets that fail or are given up while opening are agentkeepalive\'s, on both paths', async (t) => {
+  const AK = require('agentkeepalive');
+  const net = require('node:net');
+  // A port nothing listens on, a server that accepts TCP and never speaks TLS, one that never
+  // answers, and one that answers.
+  const gone = net.createServer().listen(0, '127.0.0.1');
+  await once(gone, 'listening');
+  const refusedPort = gone.address().port;
+  gone.close();
+  const silent = net.createServer((s) => s.on('error', () => {})).listen(0, '127.0.0.1');
+  await once(silent, 'listening');
+  t.after(() => silent.close());
+  const quiet = await httpServer(t, () => {});
+  const counts = (a) => [a.createSocketCount, a.createSocketErrorCount, a.closeSocketCount, a.errorSocketCount, a.timeoutSocketCount];
+  const cases = {
+    refused: { secure: false, options: {}, url: `http://127.0.0.1:${refusedPort}/` },
+    'connect timeout': { secure: true, options: { timeout: 150 }, url: `https://127.0.0.1:${silent.address().port}/` },
+    // agent.request()'s active timeout is its headersTimeout (its `timeout` is the connect's).
+    'active timeout': { secure: false, options: { timeout: 100 }, url: `${quiet.url}/`, promise: { headersTimeout: 100 } },
+    'aborted while opening': { secure: true, options: {}, url: `https://127.0.0.1:${silent.address().port}/`, abort: true },
+  };
+  for (const [name, { secure, options, url, abort, promise }] of Object.entries(cases)) {
+    const seen = {};
+    const make = {
+      agentkeepalive: () => (secure ? new AK.HttpsAgent(options) : new AK(options)),
+      ours: () => (secure ? new HttpsAgent(options) : new Agent(options)),
+    };
+    for (const [which, mk] of Object.entries(make)) {
+      const agent = mk();
+      t.after(() => agent.destroy());
+      const req = (secure ? https : http).get(url, { agent });
+      const afterGet = counts(agent);
+      req.on('error', () => {});
+      // Listening from the start: the socket's 'close' may come in the same tick as the error.
+      const closed = new Promise((resolve) => req.on('socket', (socket) => socket.on('close', resolve)));
+      if (abort) {
+        await once(silent, 'connection');
+        req.destroy();
+      } else {
+        await once(req, 'error');
+      }
+      await closed;
+      seen[which] = { afterGet, atClose: counts(agent), sockets: agent.getCurrentStatus().sockets };
+    }
+    assert.deepStrictEqual(seen.ours, seen.agentkeepalive, name);
+    // agent.request() counts the same socket alike.
+    if (!abort) {
+      const agent = make.ours();
+      t.after(() => agent.destroy());
+      await assert.rejects(agent.request(url, promise));
+      assert.deepStrictEqual(counts(agent), seen.agentkeepalive.atClose, `${name}: agent.request()`);
+    }
+  }
+});

@@ -1404,9 +1404,10 @@ test('headersTimeout and bodyTimeout fail with their codes', async (t) => {
   });
   const res = await agent.request(`${server.url}/body`, { bodyTimeout: 50 });
   await assert.rejects(res.body.text(), { code: 'ERR_HYPERAGENT_BODY_TIMEOUT' });
-  // Each closes its connection, as a socket's timeout does: counted as such, not as errors.
+  // Each closes its connection, as a socket's timeout does: counted as a timeout and, as
+  // agentkeepalive counts the error its timeout destroys a socket with, as an error.
   const status = agent.getCurrentStatus();
-  assert.deepStrictEqual([status.timeoutSocketCount, status.errorSocketCount], [2, 0]);
+  assert.deepStrictEqual([status.timeoutSocketCount, status.errorSocketCount], [2, 2]);
   await until(() => agent.getCurrentStatus().closeSocketCount === 2, 5000, 'both connections to close');
 });
 
@@ -1956,12 +1957,17 @@ test('the agent\'s lookup resolves agent.request()\'s hosts, as on the drop-in p
   await assert.rejects(agent.request(`http://odd.test:${port}/`), { code: 'ERR_INVALID_IP_ADDRESS', message: 'Invalid IP address: not-an-address' });
   assert.deepStrictEqual(asked, [['service.test', true], ['nowhere.test', true], ['odd.test', true]]);
   const status = agent.getCurrentStatus();
-  assert.deepStrictEqual([status.createSocketCount, status.createSocketErrorCount, status.sockets], [1, 2, {}]);
-  // The drop-in path counts a failed lookup the same: a connection that could not be opened.
+  // A failed lookup is an error of a socket that was opening, as agentkeepalive counts it.
+  assert.deepStrictEqual(
+    [status.createSocketCount, status.errorSocketCount, status.closeSocketCount, status.createSocketErrorCount, status.sockets],
+    [3, 2, 2, 0, {}],
+  );
+  // The drop-in path counts a failed lookup the same.
   assert.strictEqual((await requestError(`http://nowhere.test:${port}/`, { agent })).code, 'ENOTFOUND');
   assert.strictEqual((await requestError(`http://odd.test:${port}/`, { agent })).code, 'ERR_INVALID_IP_ADDRESS');
-  await until(() => agent.getCurrentStatus().createSocketErrorCount === 4, 5000, 'the failed lookups to count');
-  assert.strictEqual(agent.getCurrentStatus().errorSocketCount, 0);
+  await until(() => agent.getCurrentStatus().closeSocketCount === 4, 5000, 'the failed sockets to close');
+  const after = agent.getCurrentStatus();
+  assert.deepStrictEqual([after.createSocketCount, after.errorSocketCount, after.createSocketErrorCount], [5, 4, 0]);
 });
 
 test('promise and stream events run in the context of the request() call', async (t) => {
@@ -2015,23 +2021,29 @@ test('a connection that does not open within the agent\'s timeout (10 s without 
   const url = `https://127.0.0.1:${silent.address().port}/`;
   await assert.rejects(agent.request(url), { code: 'ERR_SOCKET_TIMEOUT', message: 'Socket timeout', timeout: 200 });
   const status = agent.getCurrentStatus();
-  assert.deepStrictEqual([status.createSocketErrorCount, status.timeoutSocketCount, status.sockets, status.requests], [1, 1, {}, {}]);
+  // As agentkeepalive counts its socket: created, a timeout, the error it was destroyed with, closed.
+  assert.deepStrictEqual(
+    [status.createSocketCount, status.timeoutSocketCount, status.errorSocketCount, status.closeSocketCount, status.createSocketErrorCount],
+    [1, 1, 1, 1, 0],
+  );
+  assert.deepStrictEqual([status.sockets, status.requests], [{}, {}]);
   // The drop-in path counts it alike.
   const dropIn = new HttpsAgent({ timeout: 200 });
   t.after(() => dropIn.destroy());
   const err = await new Promise((resolve) => https.get(url, { agent: dropIn }).on('error', resolve));
   assert.strictEqual(err.code, 'ERR_SOCKET_TIMEOUT');
+  await until(() => dropIn.closeSocketCount === 1, 5000, 'the socket to close');
   const { createSocketCount, createSocketErrorCount, errorSocketCount, timeoutSocketCount } = dropIn.getCurrentStatus();
-  assert.deepStrictEqual([createSocketCount, createSocketErrorCount, errorSocketCount, timeoutSocketCount], [0, 1, 0, 1]);
+  assert.deepStrictEqual([createSocketCount, createSocketErrorCount, errorSocketCount, timeoutSocketCount], [1, 0, 1, 1]);
   // The limit follows the agent's options as the limits do; with 0 (no inactivity timeout),
   // an open is still bounded, by undici's connect timeout (10 s); a signal ends it sooner.
   agent.options.timeout = 0;
   agent.maxSockets = 10;
   await assert.rejects(agent.request(url, { signal: AbortSignal.timeout(500) }), { name: 'TimeoutError' });
-  // Nor did that one count as created or closed: it never opened.
+  // One given up while it opened counts as created and closed, as agentkeepalive's socket.
   assert.deepStrictEqual(
-    [agent.createSocketCount, agent.closeSocketCount, agent.createSocketErrorCount],
-    [0, 0, 1],
+    [agent.createSocketCount, agent.closeSocketCount, agent.errorSocketCount],
+    [2, 2, 1],
   );
   await assert.rejects(agent.request(url), { code: 'ERR_SOCKET_TIMEOUT', timeout: 10000 });
   // A connection still opening when the agent is destroyed: the same.
@@ -2039,7 +2051,7 @@ test('a connection that does not open within the agent\'s timeout (10 s without 
   await once(silent, 'connection');
   agent.destroy();
   await assert.rejects(opening, { code: 'ECONNRESET' });
-  assert.deepStrictEqual([agent.createSocketCount, agent.closeSocketCount], [0, 0]);
+  assert.deepStrictEqual([agent.createSocketCount, agent.closeSocketCount], [4, 4]);
 });
 
 test('the module-level request() uses a default agent per protocol', async (t) => {

@@ -438,6 +438,8 @@ class Agent extends Base {
         );
       }
       if (err) {
+        // No socket could be made for the request: agentkeepalive's createSocketErrorCount.
+        this[kPool].countConnectError();
         // A stream that cannot carry the request is closed: nobody else will.
         if (socket && socket !== opening?.socket && typeof socket.destroy === 'function') socket.destroy();
         if (opening !== undefined && opening.socket !== null) opening.socket.destroy();
@@ -515,7 +517,9 @@ class Agent extends Base {
       if (looked) socket.emit('lookup', err, addresses && addresses[0], addrFamily, host);
       if (socket.destroyed || socket[kId] !== id) return;
       if (err) {
-        pool.countConnectError();
+        // An error of a socket that is opening, as agentkeepalive counts it (the close
+        // follows with the socket's).
+        pool.countError();
         socket._lookupFailed(err);
         return;
       }
@@ -819,8 +823,8 @@ class Agent extends Base {
   // A socket was destroyed: `failure` is 'connect' when by an error before it was
   // established, 'established' when by one after, null otherwise.
   _socketClosed(socket, id, failure, inUse) {
-    if (failure === 'established') this[kPool].countError();
-    else if (failure === 'connect') this[kPool].countConnectError();
+    // agentkeepalive counts an error of its socket, opening or open, in errorSocketCount.
+    if (failure !== null) this[kPool].countError();
     if (id === 0) return;
     // Its connection closes now; the socket stays listed until its 'close' (_socketGone).
     if (inUse) this[kClosing].add(socket);

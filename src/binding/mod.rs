@@ -714,8 +714,8 @@ impl NativePool {
         self.cell.state.borrow_mut().pool.stats.error_socket_count += 1;
     }
 
-    /// Counts a connection that could not be opened (`createSocketErrorCount`): the user's
-    /// `lookup` failed for it.
+    /// Counts a socket that could not be made (`createSocketErrorCount`): a `createSocket()`
+    /// of the program's gave an error, as agentkeepalive counts it.
     #[napi(catch_unwind)]
     pub fn count_connect_error(&self) {
         self.cell
@@ -837,8 +837,10 @@ pub fn lookup_done(id: u32, addresses: Option<Vec<String>>) -> bool {
             true
         }
         failed => {
+            // As a lookup's failure on a socket: an error (the close follows as JavaScript
+            // fails the request).
             if let Some(pool) = conn.pool() {
-                pool.state.borrow_mut().pool.stats.create_socket_error_count += 1;
+                pool.state.borrow_mut().pool.stats.error_socket_count += 1;
             }
             failed.is_none()
         }

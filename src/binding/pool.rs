@@ -156,9 +156,11 @@ impl PoolCell {
         self.ctx.env
     }
 
+    /// A connection of `key` that starts opening now, in a slot the pool gave it.
     pub fn new_conn(self: &Rc<Self>, key: KeyId) -> Rc<Conn> {
         let conn = Rc::new(Conn::new(self.ctx.next_conn_id(), key, self));
         self.ctx.insert_conn(conn.clone());
+        self.state.borrow_mut().pool.opening(key);
         conn
     }
 
@@ -186,9 +188,8 @@ impl PoolCell {
     /// JavaScript then takes the connection's socket ([`PoolCell::take`]) or binds a new one.
     pub fn checkout(self: &Rc<Self>, key: KeyId) -> f64 {
         let mut discard = Vec::new();
-        let mut st = self.state.borrow_mut();
         let ctx = &self.ctx;
-        let out = st.pool.checkout(
+        let out = self.state.borrow_mut().pool.checkout(
             key,
             |&id| ctx.conn(id).map_or(Fit::Dead, |c| c.fit(Mode::DropIn)),
             &mut discard,
@@ -201,7 +202,6 @@ impl PoolCell {
             }
             Checkout::Queued(WaiterId(w)) => verdict::pack(w, verdict::QUEUED),
         };
-        drop(st);
         for (id, why) in discard {
             debug!("discard idle connection {id} at checkout ({why:?})");
             self.drop_idle(id, false);
@@ -290,9 +290,11 @@ impl PoolCell {
             self.key_name(conn.key)
         );
         {
+            // The old connection closed; the new one, for the same socket, opens.
             let mut st = self.state.borrow_mut();
             st.pool.stats.close_socket_count += 1;
             st.pool.stats.replay_count += 1;
+            st.pool.opening(conn.key);
         }
         let Some((target, servername)) = conn.target.borrow().clone() else {
             return;
@@ -459,18 +461,14 @@ impl PoolCell {
             }
         });
         match result {
-            Ok(()) if replaying => {
-                self.state.borrow_mut().pool.connected(conn.key);
-                conn.resume_replay();
-            }
-            // The replay could not connect: the request fails as the first attempt did.
+            Ok(()) if replaying => conn.resume_replay(),
+            // The replay could not connect: the request fails as the first attempt did (its
+            // socket counts the error, and the close, as it is destroyed).
             Err(_) if replaying => {
-                self.state.borrow_mut().pool.stats.create_socket_error_count += 1;
                 let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);
                 conn.fail(&self.ctx, err);
             }
             Ok(()) => {
-                self.state.borrow_mut().pool.connected(conn.key);
                 let info = conn.tls.borrow().as_deref().map_or_else(
                     || js::null(self.env()),
                     |info| js::tls_info(self.env(), info),
@@ -483,7 +481,11 @@ impl PoolCell {
             }
             Err(err) => {
                 self.ctx.remove_conn(id);
-                let grant = self.state.borrow_mut().pool.connect_failed(conn.key);
+                let grant = self
+                    .state
+                    .borrow_mut()
+                    .pool
+                    .connect_failed(conn.key, err.timeout_ms().is_some());
                 let desc = js::error_descriptor(self.env(), &err);
                 // The socket hears of the failure before the waiter takes the slot.
                 conn.call_owner(&self.ctx, self.ctx.callbacks.on_connect, &[desc]);
@@ -576,8 +578,7 @@ impl PoolCell {
             let mut st = self.state.borrow_mut();
             match was {
                 // Its connect's hold, if any, went with `close`.
-                State::Connecting | State::Replaying => st.pool.abandoned(conn.key),
-                State::Active => st.pool.closed(conn.key),
+                State::Connecting | State::Replaying | State::Active => st.pool.closed(conn.key),
                 State::Idle => st.pool.evict(conn.key, |&c| c == id).and_then(|(_, g)| g),
                 State::Closed => None,
             }
@@ -595,7 +596,7 @@ impl PoolCell {
         if conn.detached.replace(true) || conn.state.get() == State::Closed {
             return verdict::NONE;
         }
-        let grant = self.state.borrow_mut().pool.abandoned(conn.key);
+        let grant = self.state.borrow_mut().pool.detached(conn.key);
         grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT))
     }
 

@@ -616,7 +616,6 @@ impl PoolCell {
                 *conn.remote.borrow_mut() = Some(remote);
                 *conn.tls.borrow_mut() = info;
                 conn.state.set(State::Active);
-                self.state.borrow_mut().pool.connected(conn.key);
                 let Some(req) = self
                     .ctx
                     .request(req_id)
@@ -639,14 +638,12 @@ impl PoolCell {
             Err(err) => {
                 self.ctx.remove_conn(conn_id);
                 conn.close(self.ctx.env);
-                let grant = {
-                    let mut st = self.state.borrow_mut();
-                    // Not open within the agent's timeout: a timeout too, as on the drop-in path.
-                    if err.timeout_ms().is_some() {
-                        st.pool.stats.timeout_socket_count += 1;
-                    }
-                    st.pool.connect_failed(conn.key)
-                };
+                // Not open within the agent's timeout: a timeout, as on the drop-in path.
+                let grant = self
+                    .state
+                    .borrow_mut()
+                    .pool
+                    .connect_failed(conn.key, err.timeout_ms().is_some());
                 if let Some(req) = self.ctx.request(req_id) {
                     req.conn.set(0);
                     let desc = js::error_descriptor(self.ctx.env, &err);
@@ -956,7 +953,8 @@ impl EnvCtx {
 
     /// Counts a failure of the established connection of `req` as agentkeepalive counts a
     /// socket's: an error of the connection itself (a reset, a TLS alert) in
-    /// `errorSocketCount`, a headers or body timeout in `timeoutSocketCount`. A malformed
+    /// `errorSocketCount`, a headers or body timeout in `timeoutSocketCount` and
+    /// `errorSocketCount`. A malformed
     /// response or the server closing is neither, as on the drop-in path.
     fn count_failure(&self, req: &ReqState, err: &Error) {
         let established = self
@@ -972,7 +970,10 @@ impl EnvCtx {
             err.code(),
             "ERR_HYPERAGENT_HEADERS_TIMEOUT" | "ERR_HYPERAGENT_BODY_TIMEOUT"
         ) {
+            // A connection closed by its timeout also errs, as agentkeepalive's socket does
+            // when its timeout destroys it with an error.
             stats.timeout_socket_count += 1;
+            stats.error_socket_count += 1;
         }
     }
 

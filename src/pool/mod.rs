@@ -367,30 +367,39 @@ impl<C> Pool<C> {
         Checkout::Queued(waiter)
     }
 
-    /// A new connection of `key` was established.
-    pub fn connected(&mut self, _key: KeyId) {
+    /// A new connection of `key` starts opening, in a slot it holds (from `checkout`, or a
+    /// grant). agentkeepalive counts a socket as created here, when `http.get()` returns, not
+    /// once it is established; every connection counted here is later counted once as closed
+    /// (or stays idle), so `create = close + in use + idle` holds.
+    pub fn opening(&mut self, _key: KeyId) {
         self.stats.create_socket_count += 1;
     }
 
-    /// A new connection of `key` could not be established: its slot is free again.
-    pub fn connect_failed(&mut self, key: KeyId) -> Option<Grant> {
-        self.stats.create_socket_error_count += 1;
-        self.unbusy(key);
-        self.grant_slot()
+    /// A new connection of `key` could not be established: its slot is free again. Counted as
+    /// agentkeepalive counts its socket: an error (after a timeout, if it timed out), then a
+    /// close.
+    pub fn connect_failed(&mut self, key: KeyId, timed_out: bool) -> Option<Grant> {
+        // agentkeepalive's socket hears the timeout, then is destroyed with its error.
+        if timed_out {
+            self.stats.timeout_socket_count += 1;
+        }
+        self.stats.error_socket_count += 1;
+        self.closed(key)
     }
 
-    /// A busy connection of `key` closed: its slot is free again.
+    /// A busy connection of `key` closed, established or not (one given up while it opened,
+    /// its request aborted or the agent destroyed, counts too, as agentkeepalive's socket
+    /// does): its slot is free again.
     pub fn closed(&mut self, key: KeyId) -> Option<Grant> {
         self.stats.close_socket_count += 1;
         self.unbusy(key);
         self.grant_slot()
     }
 
-    /// A busy connection of `key` gave its slot up without counting as closed: it was closed
-    /// before it was established (its request was aborted, or the agent destroyed), so it was
-    /// never counted as created either; or an HTTP upgrade (or a CONNECT) took its socket
-    /// over, and agentkeepalive stops counting a socket at its 'agentRemove'.
-    pub fn abandoned(&mut self, key: KeyId) -> Option<Grant> {
+    /// A busy connection of `key` gave its slot up without counting as closed: an HTTP
+    /// upgrade (or a CONNECT) took its socket over, and agentkeepalive stops counting a socket
+    /// at its 'agentRemove'.
+    pub fn detached(&mut self, key: KeyId) -> Option<Grant> {
         self.unbusy(key);
         self.grant_slot()
     }

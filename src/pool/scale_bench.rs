@@ -36,7 +36,7 @@ fn filled(origins: usize, idle: usize) -> (Pool<u64>, Vec<KeyId>) {
                 pool.checkout(key, |_| Fit::Take, &mut discard),
                 Checkout::Connect
             );
-            pool.connected(key);
+            pool.opening(key);
         }
         for _ in 0..idle {
             assert_eq!(pool.release(key, next_conn, KEEP, now), Release::Idle);

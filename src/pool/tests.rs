@@ -24,7 +24,7 @@ fn reuses_an_idle_connection_and_creates_under_the_limit() {
     let key = pool.key("127.0.0.1:80:");
     let now = Instant::now();
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
-    pool.connected(key);
+    pool.opening(key);
     assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
     assert_eq!(pool.idle_total(), 1);
     assert_eq!(checkout(&mut pool, key), Checkout::Reuse(1));
@@ -60,7 +60,7 @@ fn a_sweep_forgets_empty_keys_but_the_most_recently_used() {
     };
     // h3, h4 and h5 are empty; h5 was used last, and h4 is still named by something.
     checkout(&mut pool, keys[5]);
-    pool.abandoned(keys[5]);
+    pool.closed(keys[5]);
     let swept = pool.sweep(1, |k| k == keys[4]);
     assert_eq!(swept, vec![keys[3]]);
     assert_eq!(pool.key_count(), 5);
@@ -152,9 +152,22 @@ fn a_failed_connect_frees_its_slot_for_a_waiter() {
     let Checkout::Queued(w) = checkout(&mut pool, key) else {
         panic!("expected a waiter")
     };
-    assert_eq!(pool.connect_failed(key), Some(Grant { key, waiter: w }));
-    assert_eq!(pool.stats.create_socket_error_count, 1);
-    assert_eq!(pool.stats.close_socket_count, 0);
+    pool.opening(key);
+    assert_eq!(
+        pool.connect_failed(key, false),
+        Some(Grant { key, waiter: w })
+    );
+    // As agentkeepalive counts its socket: created, then an error and a close.
+    assert_eq!(pool.stats.create_socket_count, 1);
+    assert_eq!(pool.stats.error_socket_count, 1);
+    assert_eq!(pool.stats.close_socket_count, 1);
+    assert_eq!(pool.stats.create_socket_error_count, 0);
+    // One that timed out counts a timeout, and the error it is destroyed with.
+    pool.opening(key);
+    pool.connect_failed(key, true);
+    assert_eq!(pool.stats.timeout_socket_count, 1);
+    assert_eq!(pool.stats.error_socket_count, 2);
+    assert_eq!(pool.stats.close_socket_count, 2);
 }
 
 #[test]
@@ -560,16 +573,24 @@ fn idle_connections_of_the_other_path_stay_unless_their_slot_is_needed() {
 }
 
 #[test]
-fn a_connection_abandoned_before_it_opened_frees_its_slot_uncounted() {
+fn a_connection_closed_before_it_opened_counts_as_closed_and_an_upgrade_uncounted() {
     let mut pool = Pool::new(limits(1, 1, usize::MAX, Scheduling::Lifo));
     let key = pool.key("a");
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    pool.opening(key);
     let Checkout::Queued(waiting) = checkout(&mut pool, key) else {
         panic!("expected a place in the queue");
     };
-    let grant = pool.abandoned(key).expect("the waiter gets the slot");
+    // Its request aborted while it opened: counted as created and as closed, as
+    // agentkeepalive counts its socket; the waiter gets the slot.
+    let grant = pool.closed(key).expect("the waiter gets the slot");
     assert_eq!(grant.waiter, waiting);
-    assert_eq!(pool.stats.create_socket_count, 0);
-    assert_eq!(pool.stats.close_socket_count, 0);
+    assert_eq!(pool.stats.create_socket_count, 1);
+    assert_eq!(pool.stats.close_socket_count, 1);
+    // An upgrade takes its socket out of the counts: no close.
+    pool.opening(key);
+    assert_eq!(pool.detached(key), None);
+    assert_eq!(pool.stats.create_socket_count, 2);
+    assert_eq!(pool.stats.close_socket_count, 1);
     assert_eq!(pool.stats.create_socket_error_count, 0);
 }
