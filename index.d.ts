@@ -16,6 +16,10 @@ declare class Agent extends http.Agent {
   /** How much sooner (ms) than a server's `Keep-Alive: timeout=N` hint a connection stops idling. */
   agentKeepAliveTimeoutBuffer: number;
   readonly sockets: NodeJS.ReadOnlyDict<net.Socket[]>;
+  /**
+   * Idle connections: `net.Socket`s, or for `agent.request()`'s, an `Agent.IdleConnection` (typed
+   * `any` because `http.Agent` declares sockets only).
+   */
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
   readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
 }
@@ -31,6 +35,10 @@ declare class HttpsAgent extends https.Agent {
   /** How much sooner (ms) than a server's `Keep-Alive: timeout=N` hint a connection stops idling. */
   agentKeepAliveTimeoutBuffer: number;
   readonly sockets: NodeJS.ReadOnlyDict<tls.TLSSocket[]>;
+  /**
+   * Idle connections: `tls.TLSSocket`s, or for `agent.request()`'s, an `Agent.IdleConnection` (typed
+   * `any` because `http.Agent` declares sockets only).
+   */
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
   readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
   /**
@@ -356,10 +364,18 @@ declare namespace Agent {
     cert?: tls.PeerCertificate;
   }
 
-  /** The idle connection entries of `agent.freeSockets` (idle connections live in Rust). */
-  interface IdleConnection {
-    readonly name: string;
-    readonly idle: true;
+  /**
+   * An idle connection of `agent.request()` in `agent.freeSockets` (it has no socket): an
+   * `EventEmitter` with agentkeepalive's socket symbols, emitting `'timeout'` (when it
+   * expires) and `'close'`.
+   */
+  interface IdleConnection extends NodeJS.EventEmitter {
+    /** How long (ms) it may idle. */
+    readonly timeout: number;
+    readonly destroyed: boolean;
+    /** Closes the connection if it still idles. */
+    destroy(error?: Error): this;
+    readonly [key: symbol]: unknown;
   }
 
   /** agentkeepalive's `constants` symbols. */

@@ -367,3 +367,110 @@ test('the counters of sockets that fail or are given up while opening are agentk
     }
   }
 });
+
+test('agent.freeSockets holds socket objects, as agentkeepalive\'s, on both paths', async (t) => {
+  const AK = require('agentkeepalive');
+  const ours = require('..').constants;
+  const v8 = require('node:v8');
+  const vm = require('node:vm');
+  const { EventEmitter } = require('node:events');
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const url = `${server.url}/`;
+  const get = (agent) => new Promise((resolve, reject) => {
+    http.get(url, { agent }, (res) => {
+      const { socket } = res;
+      res.resume();
+      res.on('end', () => resolve(socket));
+    }).on('error', reject);
+  });
+  // What a program sees of a free socket, in agentkeepalive's terms.
+  const look = (agent, socket, symbols) => {
+    const [name] = Object.keys(agent.freeSockets);
+    const free = agent.freeSockets[name];
+    return {
+      count: free.length,
+      same: free[0] === socket,
+      timeout: free[0].timeout,
+      name: free[0][symbols.SOCKET_NAME].startsWith('sock[0#'),
+      requests: [free[0][symbols.SOCKET_REQUEST_COUNT], free[0][symbols.SOCKET_REQUEST_FINISHED_COUNT]],
+      emitter: ['on', 'once', 'emit', 'destroy'].every((m) => typeof free[0][m] === 'function'),
+    };
+  };
+  const seen = {};
+  for (const [which, agent, symbols] of [
+    ['agentkeepalive', new AK({ freeSocketTimeout: 3000 }), AK.constants],
+    ['ours', new Agent({ freeSocketTimeout: 3000 }), ours],
+  ]) {
+    t.after(() => agent.destroy());
+    const socket = await get(agent);
+    const before = look(agent, socket, symbols);
+    // Destroying a free socket closes its connection, which leaves the pool.
+    const [name] = Object.keys(agent.freeSockets);
+    const closed = once(agent.freeSockets[name][0], 'close');
+    agent.freeSockets[name][0].destroy();
+    await closed;
+    seen[which] = { before, after: Object.keys(agent.freeSockets).length, closes: agent.closeSocketCount };
+  }
+  assert.deepStrictEqual(seen.ours, seen.agentkeepalive);
+  assert.deepStrictEqual(seen.ours.before, {
+    count: 1, same: true, timeout: 3000, name: true, requests: [1, 1], emitter: true,
+  });
+
+  // An idle connection whose socket the program let go of gets one when a program looks: the
+  // socket the next request takes, with the numbers the old one had.
+  const agent = new Agent({ freeSocketTimeout: 3000 });
+  t.after(() => agent.destroy());
+  let weak = new WeakRef(await get(agent));
+  let gone = false;
+  for (let i = 0; i < 200 && !gone; i++) {
+    gc();
+    gone = weak.deref() === undefined;
+    if (!gone) await new Promise((resolve) => setImmediate(resolve));
+  }
+  assert.ok(gone, 'the idle socket to be collected');
+  const [name] = Object.keys(agent.freeSockets);
+  const [made] = agent.freeSockets[name];
+  assert.strictEqual(agent.freeSockets[name][0], made);
+  assert.deepStrictEqual(
+    [made.timeout, made[ours.SOCKET_NAME], made[ours.SOCKET_REQUEST_COUNT], made.destroyed],
+    [3000, `sock[0#${name}]`, 1, false],
+  );
+  // When it was created (agentkeepalive keeps it for socketActiveTTL; ours always has it).
+  assert.ok(made[ours.SOCKET_CREATED_TIME] > Date.now() - 60000 && made[ours.SOCKET_CREATED_TIME] <= Date.now());
+  const socket = await get(agent);
+  assert.strictEqual(socket, made);
+  assert.strictEqual(socket[ours.SOCKET_REQUEST_COUNT], 2);
+  assert.strictEqual(agent.createSocketCount, 1);
+  weak = null;
+
+  // agent.request()'s connections have no socket: a stand-in with the same surface.
+  const promised = new Agent({ freeSocketTimeout: 3000 });
+  t.after(() => promised.destroy());
+  await (await promised.request(url)).body.text();
+  await (await promised.request(url)).body.text();
+  const [idle] = promised.freeSockets[name];
+  assert.ok(idle instanceof EventEmitter);
+  assert.strictEqual(promised.freeSockets[name][0], idle, 'the same object at each look');
+  assert.deepStrictEqual(
+    [idle.timeout, idle[ours.SOCKET_NAME], idle[ours.SOCKET_REQUEST_COUNT], idle.destroyed],
+    [3000, `sock[0#${name}]`, 2, false],
+  );
+  const closed = once(idle, 'close');
+  idle.destroy();
+  idle.destroy();
+  await closed;
+  assert.deepStrictEqual([Object.keys(promised.freeSockets).length, promised.closeSocketCount, idle.destroyed], [0, 1, true]);
+  await (await promised.request(url)).body.text();
+  assert.strictEqual(promised.createSocketCount, 2);
+  // One that expires says so, as a free socket's timeout does.
+  const short = new Agent({ freeSocketTimeout: 50 });
+  t.after(() => short.destroy());
+  await (await short.request(url)).body.text();
+  const expiring = short.freeSockets[name][0];
+  const events = [];
+  expiring.on('timeout', () => events.push('timeout'));
+  await new Promise((resolve) => expiring.on('close', () => resolve(events.push('close'))));
+  assert.deepStrictEqual([events, short.timeoutSocketCount, short.closeSocketCount], [['timeout', 'close'], 1, 1]);
+});

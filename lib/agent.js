@@ -11,7 +11,7 @@ const https = require('node:https');
 const { AsyncResource } = require('node:async_hooks');
 const { debuglog } = require('node:util');
 const binding = require('./native');
-const { NativeSocket, kId, kName, kOptions, kSocketNumber } = require('./socket');
+const { NativeSocket, IdleConnection, kId, kName, kOptions, kSocketNumber } = require('./socket');
 const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines } = require('./tls');
 const { request, MAX_TARGET } = require('./request');
 const net = require('node:net');
@@ -39,6 +39,8 @@ const kLimits = Symbol('hyperagent.limits');
 // The counters agentkeepalive's statusChanged watches.
 const STATUS_COUNTERS = ['createSocketCount', 'createSocketErrorCount', 'closeSocketCount', 'errorSocketCount', 'timeoutSocketCount', 'requestCount'];
 const kIdleFor = Symbol('hyperagent.idleFor');
+const kIdleFace = Symbol('hyperagent.idleFace');
+const kCloseConn = Symbol('hyperagent.closeConn');
 const kServe = Symbol('hyperagent.serve');
 const kConnect = Symbol('hyperagent.connect');
 const kTls = Symbol('hyperagent.tls');
@@ -341,14 +343,12 @@ class Agent extends Base {
     return out;
   }
 
-  // Idle connections belong to Rust alone; each is shown as a small descriptor.
+  // Idle connections, each as a socket object: the one that served its last request if the
+  // program still holds it, else one made now (an idle connection costs no JavaScript object
+  // until a program looks).
   get freeSockets() {
     const out = { __proto__: null };
-    for (const k of this[kPool].snapshot()) {
-      if (k.idle > 0) {
-        out[k.name] = Array.from({ length: k.idle }, () => Object.freeze({ name: k.name, idle: true }));
-      }
-    }
+    for (const idle of this[kPool].idleConnections()) (out[idle.name] ??= []).push(this[kIdleFace](idle));
     return out;
   }
 
@@ -415,6 +415,7 @@ class Agent extends Base {
     socket._serve();
     socket[constants.SOCKET_CREATED_TIME] = Date.now();
     socket[kSocketNumber] = this[constants.CREATE_ID]();
+    binding.numberConn(id, socket[kSocketNumber]);
     this[constants.INIT_SOCKET](socket, options);
     return socket;
   }
@@ -454,6 +455,53 @@ class Agent extends Base {
     } catch (thrown) {
       done(thrown);
     }
+  }
+
+  // The object freeSockets shows for an idle connection (see the getter).
+  [kIdleFace](idle) {
+    const held = binding.idleFace(idle.id);
+    if (held instanceof IdleConnection) held._refresh(idle);
+    if (held !== undefined) return held;
+    if (idle.number < 0) {
+      idle.number = this[constants.CREATE_ID]();
+      binding.numberConn(idle.id, idle.number);
+    }
+    let face;
+    if (idle.dropIn) {
+      // The socket the next request on this connection takes, as it would have been after
+      // its last request: free, with its numbers and free timeout.
+      face = new this[kSocketClass](this, idle.name, this.options);
+      face._attach(idle.id, false);
+      face[kSocketNumber] = idle.number;
+      face[constants.SOCKET_CREATED_TIME] = idle.created;
+      face._free();
+      face[constants.SOCKET_REQUEST_COUNT] = idle.finished;
+      face[constants.SOCKET_REQUEST_FINISHED_COUNT] = idle.finished;
+      if (idle.idleMs > 0) face.timeout = idle.idleMs;
+    } else {
+      face = new IdleConnection(this, idle);
+    }
+    binding.adopt(idle.id, face);
+    return face;
+  }
+
+  // An IdleConnection was destroyed: its connection closes if it still idles.
+  _idleDestroyed(id) {
+    this[kCloseConn](id, binding.closeIdle);
+  }
+
+  // Closes connection `id` through `close` (a binding function); a waiter the freed slot lets
+  // connect is served.
+  [kCloseConn](id, close) {
+    let verdict;
+    try {
+      verdict = close(id);
+    } catch (thrown) {
+      // The connection is gone all the same; the fault is told where a debug log is kept.
+      debug('closing connection %d failed: %s', id, thrown && thrown.message);
+      return;
+    }
+    if (verdict >= 0) this[kServe](verdict, 0);
   }
 
   // agentkeepalive's socket numbering: the names of an agent's sockets count from 0.
@@ -828,15 +876,7 @@ class Agent extends Base {
     if (id === 0) return;
     // Its connection closes now; the socket stays listed until its 'close' (_socketGone).
     if (inUse) this[kClosing].add(socket);
-    let verdict;
-    try {
-      verdict = binding.close(id);
-    } catch (thrown) {
-      // The socket is gone all the same; the fault is told where a debug log is kept.
-      debug('closing connection %d failed: %s', id, thrown && thrown.message);
-      return;
-    }
-    if (verdict >= 0) this[kServe](verdict, 0);
+    this[kCloseConn](id, binding.close);
   }
 
   // A socket's 'close': a destroyed socket in use leaves `agent.sockets` now, as with Node's

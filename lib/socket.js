@@ -10,6 +10,7 @@
 // is left inert, holding nothing.
 
 const { Duplex } = require('node:stream');
+const { EventEmitter } = require('node:events');
 const native = require('./native');
 const errors = require('./errors');
 const constants = require('./constants');
@@ -431,4 +432,56 @@ function onAgentRemove() {
   this[kAgent]._socketRemoved(this);
 }
 
-module.exports = { NativeSocket, kId, kName, kOptions, kAgent, kSocketNumber };
+// An idle connection of agent.request() as agent.freeSockets shows it. Those connections have
+// no socket (HTTP is spoken in Rust), so a program that looks sees this stand-in, made when it
+// looks: agentkeepalive's socket symbols, the free `timeout`, events, and destroy() to close
+// the connection while it idles. It hears of the connection's end while idle ('timeout' if it
+// expired, then 'close'); a connection that a request took again leaves freeSockets, and
+// destroy() leaves it alone then.
+class IdleConnection extends EventEmitter {
+  constructor(agent, idle) {
+    super();
+    this[kAgent] = agent;
+    this[kName] = idle.name;
+    this[kId] = idle.id;
+    this[kSocketNumber] = idle.number;
+    this[constants.SOCKET_CREATED_TIME] = idle.created;
+    this.destroyed = false;
+    this._refresh(idle);
+  }
+
+  // The connection's counts and free timeout, as they are at this look.
+  _refresh(idle) {
+    this.timeout = idle.idleMs;
+    this[constants.SOCKET_REQUEST_COUNT] = idle.finished;
+    this[constants.SOCKET_REQUEST_FINISHED_COUNT] = idle.finished;
+  }
+
+  get [constants.SOCKET_NAME]() {
+    return `sock[${this[kSocketNumber]}#${this[kName]}]`.split('-----BEGIN', 1)[0];
+  }
+
+  destroy(err) {
+    if (this.destroyed) return this;
+    this.destroyed = true;
+    const id = this[kId];
+    this[kId] = 0;
+    this[kAgent]._idleDestroyed(id);
+    process.nextTick(() => {
+      if (err) this.emit('error', err);
+      this.emit('close', Boolean(err));
+    });
+    return this;
+  }
+
+  // Rust ended the idle connection: it expired, or the server closed it.
+  _onIdleEnd(expired) {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    this[kId] = 0;
+    if (expired) this.emit('timeout');
+    process.nextTick(() => this.emit('close', false));
+  }
+}
+
+module.exports = { NativeSocket, IdleConnection, kId, kName, kOptions, kAgent, kSocketNumber };

@@ -1,5 +1,6 @@
 // Compiled with `tsc --noEmit` by `npm run test:types`: the public API as a CommonJS user sees it.
 import http = require('node:http');
+import net = require('node:net');
 import hyperagent = require('../..');
 
 const agent = new hyperagent.Agent({
@@ -37,6 +38,12 @@ const counts: number[] = [
   agent.replayCount,
 ];
 const free: Record<string, number> = status.freeSockets;
+for (const idle of (agent.freeSockets['localhost:80:'] ?? []) as Array<net.Socket | hyperagent.IdleConnection>) {
+  const ms: number | undefined = idle.timeout;
+  idle.once('close', () => {});
+  idle.destroy();
+  void ms;
+}
 const changed: boolean = agent.statusChanged;
 const name: symbol = hyperagent.constants.SOCKET_NAME;
 const timeoutMs: number = agent.options.timeout;

@@ -125,6 +125,21 @@ pub struct Conn {
     /// already (see `PoolCell::on_pump`).
     data_batch: Cell<u64>,
     error_waited: Cell<bool>,
+    /// What a socket object made for it while it idles shows (see [`Stamp`]).
+    pub stamp: Cell<Stamp>,
+}
+
+/// What agentkeepalive's socket symbols and `timeout` say of a connection, kept here so that a
+/// socket object made for an idle connection (when a program looks at `agent.freeSockets`
+/// after its old one was collected, or for an `agent.request()` connection, which has none)
+/// says the same: when it was created (ms since the epoch), its number among its agent's
+/// sockets (for its name), how many requests it finished and how long it may idle now (ms).
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Stamp {
+    pub created_ms: f64,
+    pub number: f64,
+    pub finished: u32,
+    pub idle_ms: f64,
 }
 
 /// The request path a connection belongs to.
@@ -182,6 +197,14 @@ impl Conn {
             link: Cell::new(0),
             data_batch: Cell::new(0),
             error_waited: Cell::new(false),
+            stamp: Cell::new(Stamp {
+                created_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_millis() as f64),
+                // Numbered when a socket is made for it (see `number_conn`).
+                number: -1.0,
+                ..Stamp::default()
+            }),
         }
     }
 
@@ -253,20 +276,45 @@ impl Conn {
 
     /// Makes `socket` this connection's face, serving the current checkout.
     pub fn bind(&self, env: sys::napi_env, socket: sys::napi_value) {
-        self.forget_owner(env);
-        // SAFETY: js.rs invariant 1: a live object of this env, an argument of the current
-        // call; the old owner was let go of first, and `forget_owner` deletes this one once
-        // (js.rs invariant 2).
-        let socket = unsafe { Ref::new(env, socket, 1) };
-        self.owner.set(Some(Owner {
-            socket,
-            strong: true,
-            ctx: None,
-        }));
+        self.own(env, socket, true);
         // A socket bound to a connection that is not new (its old face was collected while
         // it idled) serves a reuse.
         let reused = self.state.get() != State::Connecting;
         self.serve(env, reused);
+    }
+
+    /// Makes `socket` the face of this idle connection without serving anything: it is held
+    /// weakly, as the face of any idle connection is, until a checkout takes it.
+    pub fn adopt(&self, env: sys::napi_env, socket: sys::napi_value) {
+        self.own(env, socket, false);
+    }
+
+    fn own(&self, env: sys::napi_env, socket: sys::napi_value, strong: bool) {
+        self.forget_owner(env);
+        // SAFETY: js.rs invariant 1: a live object of this env, an argument of the current
+        // call (`bind`, `adopt`); the old owner was let go of first, and `forget_owner`
+        // deletes this one once (js.rs invariant 2). Tests: __test__/reuse.test.js "30
+        // sequential requests share one connection", __test__/compat.test.js
+        // "agent.freeSockets holds socket objects".
+        let socket = unsafe { Ref::new(env, socket, u32::from(strong)) };
+        self.owner.set(Some(Owner {
+            socket,
+            strong,
+            ctx: None,
+        }));
+    }
+
+    /// The face of this idle connection if a program still holds it (null otherwise),
+    /// without taking it out of the pool.
+    pub fn idle_face(&self, env: sys::napi_env) -> sys::napi_value {
+        let Some(owner) = self.owner.get() else {
+            return std::ptr::null_mut();
+        };
+        let socket = owner.socket.get(env);
+        if socket.is_null() {
+            self.forget_owner(env);
+        }
+        socket
     }
 
     /// Starts serving a checkout with the existing face, if it is still alive: its async

@@ -186,6 +186,19 @@ pub struct PoolStats {
     pub replay_count: f64,
 }
 
+/// An idle connection, for the `freeSockets` view.
+#[napi(object)]
+pub struct IdleConn {
+    pub id: u32,
+    pub name: String,
+    /// Serves `http.request()` (else `agent.request()`).
+    pub drop_in: bool,
+    pub created: f64,
+    pub number: f64,
+    pub finished: u32,
+    pub idle_ms: f64,
+}
+
 #[napi(object)]
 pub struct KeyCounts {
     pub key: u32,
@@ -485,6 +498,55 @@ pub fn release(id: u32, idle_ms: f64) -> f64 {
     cell.release(id, idle)
 }
 
+/// The socket object of idle connection `id` if a program still holds one, else `undefined`.
+#[napi(ts_return_type = "object | undefined", catch_unwind)]
+pub fn idle_face(env: &Env, id: u32) -> Result<Unknown<'_>> {
+    let socket = conn(id)
+        .filter(|c| c.state.get() == conn::State::Idle)
+        .map_or(std::ptr::null_mut(), |c| c.idle_face(env.raw()));
+    let socket = if socket.is_null() {
+        undefined(env)
+    } else {
+        socket
+    };
+    // SAFETY: js.rs invariants 1 and 2: `undefined`, or a non-null value just read from the
+    // connection's live socket reference, in this call's scope. Test: __test__/compat.test.js
+    // "agent.freeSockets holds socket objects".
+    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) })
+}
+
+/// Makes `socket` the face of idle connection `id`, held weakly (see `Conn::adopt`).
+#[napi(catch_unwind)]
+pub fn adopt(env: &Env, id: u32, socket: Unknown) -> bool {
+    match conn(id) {
+        Some(c) if c.state.get() == conn::State::Idle => {
+            c.adopt(env.raw(), socket.raw());
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Records the number of connection `id` among its agent's sockets (its name's).
+#[napi(catch_unwind)]
+pub fn number_conn(id: u32, number: f64) {
+    if let Some(c) = conn(id) {
+        let mut stamp = c.stamp.get();
+        stamp.number = number;
+        c.stamp.set(stamp);
+    }
+}
+
+/// Closes connection `id` if it is idle (a program destroyed its object in `freeSockets`).
+/// Returns a verdict (a waiter may connect).
+#[napi(catch_unwind)]
+pub fn close_idle(id: u32) -> f64 {
+    match conn(id).filter(|c| c.state.get() == conn::State::Idle) {
+        Some(c) => c.pool().map_or(pool::verdict::NONE, |cell| cell.close(id)),
+        None => pool::verdict::NONE,
+    }
+}
+
 /// The socket of connection `id` was destroyed. Returns a verdict (a waiter may connect).
 #[napi(catch_unwind)]
 pub fn close(id: u32) -> f64 {
@@ -672,6 +734,27 @@ impl NativePool {
             out.push(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) });
         }
         Ok(out)
+    }
+
+    /// The idle connections, for the `freeSockets` view.
+    #[napi(catch_unwind)]
+    pub fn idle_connections(&self) -> Vec<IdleConn> {
+        self.cell
+            .idle_conns()
+            .into_iter()
+            .map(|(name, c)| {
+                let stamp = c.stamp.get();
+                IdleConn {
+                    id: c.id,
+                    name,
+                    drop_in: c.mode.get() == conn::Mode::DropIn,
+                    created: stamp.created_ms,
+                    number: stamp.number,
+                    finished: stamp.finished,
+                    idle_ms: stamp.idle_ms,
+                }
+            })
+            .collect()
     }
 
     #[napi(catch_unwind)]

@@ -530,6 +530,10 @@ impl PoolCell {
         };
         let mut st = self.state.borrow_mut();
         st.pool.stats.request_count += 1;
+        let mut stamp = conn.stamp.get();
+        stamp.finished += 1;
+        stamp.idle_ms = idle.map_or(0.0, |d| d.as_millis() as f64);
+        conn.stamp.set(stamp);
         let released = if conn.reusable() {
             st.pool.release(conn.key, id, idle, Instant::now())
         } else {
@@ -610,6 +614,17 @@ impl PoolCell {
                 !c.detached.get() && matches!(c.state.get(), State::Active | State::Connecting)
             })
             .filter_map(|c| Some((st.pool.key_name(c.key).to_owned(), c.serving(self.env())?)))
+            .collect()
+    }
+
+    /// The idle connections, with their key names.
+    pub fn idle_conns(&self) -> Vec<(String, Rc<Conn>)> {
+        let st = self.state.borrow();
+        self.ctx
+            .conns_of(self.id)
+            .into_iter()
+            .filter(|c| !c.detached.get() && c.state.get() == State::Idle)
+            .map(|c| (st.pool.key_name(c.key).to_owned(), c))
             .collect()
     }
 
