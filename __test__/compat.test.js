@@ -9,7 +9,7 @@ const http = require('node:http');
 const https = require('node:https');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
-const { httpServer } = require('./helpers');
+const { httpServer, collected } = require('./helpers');
 
 const agents = {
   node: (options) => new http.Agent(options),
@@ -371,11 +371,7 @@ test('the counters of sockets that fail or are given up while opening are agentk
 test('agent.freeSockets holds socket objects, as agentkeepalive\'s, on both paths', async (t) => {
   const AK = require('agentkeepalive');
   const ours = require('..').constants;
-  const v8 = require('node:v8');
-  const vm = require('node:vm');
   const { EventEmitter } = require('node:events');
-  v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc');
   const server = await httpServer(t, (req, res) => res.end('ok'));
   const url = `${server.url}/`;
   const get = (agent) => new Promise((resolve, reject) => {
@@ -422,14 +418,7 @@ test('agent.freeSockets holds socket objects, as agentkeepalive\'s, on both path
   // socket the next request takes, with the numbers the old one had.
   const agent = new Agent({ freeSocketTimeout: 3000 });
   t.after(() => agent.destroy());
-  let weak = new WeakRef(await get(agent));
-  let gone = false;
-  for (let i = 0; i < 200 && !gone; i++) {
-    gc();
-    gone = weak.deref() === undefined;
-    if (!gone) await new Promise((resolve) => setImmediate(resolve));
-  }
-  assert.ok(gone, 'the idle socket to be collected');
+  assert.ok(await collected(new WeakRef(await get(agent))), 'the idle socket to be collected');
   const [name] = Object.keys(agent.freeSockets);
   const [made] = agent.freeSockets[name];
   assert.strictEqual(agent.freeSockets[name][0], made);
@@ -443,7 +432,6 @@ test('agent.freeSockets holds socket objects, as agentkeepalive\'s, on both path
   assert.strictEqual(socket, made);
   assert.strictEqual(socket[ours.SOCKET_REQUEST_COUNT], 2);
   assert.strictEqual(agent.createSocketCount, 1);
-  weak = null;
 
   // agent.request()'s connections have no socket: a stand-in with the same surface.
   const promised = new Agent({ freeSocketTimeout: 3000 });

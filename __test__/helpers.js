@@ -199,4 +199,20 @@ async function runChild(script, env = {}, flags = []) {
   return { code, signal, out, err };
 }
 
-module.exports = { listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild };
+// Whether the object of WeakRef `weak` is collected within a bounded number of loop turns,
+// collecting garbage at each (a release from tokio crosses the inbox first). Hold no strong
+// reference to it meanwhile, and do not deref it in the same turn before calling this.
+async function collected(weak) {
+  const v8 = require('node:v8');
+  const vm = require('node:vm');
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc');
+  for (let i = 0; i < 200; i++) {
+    gc();
+    if (weak.deref() === undefined) return true;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return false;
+}
+
+module.exports = { listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild, collected };

@@ -14,7 +14,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { once } = require('node:events');
 const { HttpsAgent } = require('..');
-const { until, rawServer, readRequest, runChild } = require('./helpers');
+const { until, rawServer, readRequest, runChild, collected } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
@@ -992,4 +992,44 @@ test('a body that ends with the connection ends there without a close_notify, as
   }, { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') });
   const cut = await agent.request(`https://localhost:${short.port}/`);
   await assert.rejects(cut.body.text(), { code: 'ECONNRESET', message: 'aborted' });
+});
+
+test('a socket made again for a pooled connection whose socket was collected has its session and verdict', async (t) => {
+  const good = await httpsServer(t);
+  const wrong = await httpsServer(t, { cert: 'wrong-host.pem', key: 'wrong-host-key.pem' });
+  const cases = [
+    { server: good, options: { ca: CA } },
+    { server: wrong, options: { ca: CA, rejectUnauthorized: false } },
+  ];
+  for (const { server, options } of cases) {
+    const agent = new HttpsAgent(options);
+    t.after(() => agent.destroy());
+    const get = () => new Promise((resolve, reject) => {
+      https.get({ host: 'localhost', port: server.port, agent }, (res) => {
+        const { socket } = res;
+        res.resume();
+        res.on('end', () => resolve(socket));
+      }).on('error', reject);
+    });
+    const view = (socket) => ({
+      authorized: socket.authorized,
+      authorizationError: socket.authorizationError,
+      servername: socket.servername,
+      alpnProtocol: socket.alpnProtocol,
+      protocol: socket.getProtocol(),
+      subject: socket.getPeerCertificate().subject.CN,
+    });
+    let first = await get();
+    const before = view(first);
+    const weak = new WeakRef(first);
+    first = null;
+    assert.ok(await collected(weak), 'the idle socket to be collected');
+    // Made when a program looks at the pool, and again when a request takes the connection.
+    const [name] = Object.keys(agent.freeSockets);
+    assert.deepStrictEqual(view(agent.freeSockets[name][0]), before);
+    assert.ok(await collected(new WeakRef(agent.freeSockets[name][0])), 'the looked-at socket to be collected');
+    const second = await get();
+    assert.deepStrictEqual(view(second), before);
+    assert.strictEqual(agent.createSocketCount, 1);
+  }
 });

@@ -16,7 +16,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const { once, getEventListeners, setMaxListeners } = require('node:events');
 const hyperagent = require('..');
 const { Agent, HttpsAgent } = hyperagent;
-const { httpServer, streamingServer, rawServer, readRequest, eachRequest, request: httpGet, requestError, until } = require('./helpers');
+const { httpServer, streamingServer, rawServer, readRequest, eachRequest, request: httpGet, requestError, until, collected } = require('./helpers');
 
 // An echo server: method, url, headers and a digest of the body.
 async function echoServer(t, extra) {
@@ -480,19 +480,6 @@ test('large bodies both ways arrive intact', async (t) => {
 // are, whatever view they come in, and the Buffer is let go of once the request is over, however
 // it ends: answered, answered before its upload ended, aborted mid-upload, or never connected.
 test('a large body given whole is sent as it was when request() was called, and its Buffer is let go of whatever ends the request', { timeout: 30000 }, async (t) => {
-  const v8 = require('node:v8');
-  const vm = require('node:vm');
-  v8.setFlagsFromString('--expose-gc');
-  const gc = vm.runInNewContext('gc');
-  // Collected within a bounded number of loop turns (a release from tokio crosses the inbox).
-  const collected = async (weak) => {
-    for (let i = 0; i < 200; i++) {
-      gc();
-      if (weak.deref() === undefined) return true;
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    return false;
-  };
   const server = await echoServer(t);
   const early = await earlyServer(t);
   let stalled;

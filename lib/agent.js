@@ -41,6 +41,8 @@ const STATUS_COUNTERS = ['createSocketCount', 'createSocketErrorCount', 'closeSo
 const kIdleFor = Symbol('hyperagent.idleFor');
 const kIdleFace = Symbol('hyperagent.idleFace');
 const kCloseConn = Symbol('hyperagent.closeConn');
+const kRemake = Symbol('hyperagent.remake');
+const kNumber = Symbol('hyperagent.number');
 const kServe = Symbol('hyperagent.serve');
 const kConnect = Symbol('hyperagent.connect');
 const kTls = Symbol('hyperagent.tls');
@@ -382,11 +384,35 @@ class Agent extends Base {
   _face(id, name, options) {
     let socket = binding.take(id);
     if (socket === undefined) {
-      socket = new this[kSocketClass](this, name, options);
-      socket._attach(id, false);
+      socket = this[kRemake](id, name, options, binding.connStamp(id));
       binding.bind(id, socket);
     }
     return socket;
+  }
+
+  // A socket for pooled connection `id`, whose old one was collected while it idled (or that
+  // never had one): with the name, counts, creation time and TLS session the old one had.
+  [kRemake](id, name, options, stamp) {
+    const socket = new this[kSocketClass](this, name, options);
+    socket._attach(id, false);
+    if (stamp) {
+      socket[kSocketNumber] = this[kNumber](id, stamp);
+      socket[constants.SOCKET_CREATED_TIME] = stamp.created;
+      socket[constants.SOCKET_REQUEST_COUNT] = stamp.finished;
+      socket[constants.SOCKET_REQUEST_FINISHED_COUNT] = stamp.finished;
+    }
+    if (typeof socket._restoreSession === 'function') socket._restoreSession(binding.tlsSession(id));
+    return socket;
+  }
+
+  // The number of connection `id` among this agent's sockets (for its name), given when a
+  // socket is first made for it.
+  [kNumber](id, stamp) {
+    if (stamp.number < 0) {
+      stamp.number = this[constants.CREATE_ID]();
+      binding.numberConn(id, stamp.number);
+    }
+    return stamp.number;
   }
 
   _reuse(socket, req) {
@@ -462,23 +488,16 @@ class Agent extends Base {
     const held = binding.idleFace(idle.id);
     if (held instanceof IdleConnection) held._refresh(idle);
     if (held !== undefined) return held;
-    if (idle.number < 0) {
-      idle.number = this[constants.CREATE_ID]();
-      binding.numberConn(idle.id, idle.number);
-    }
     let face;
     if (idle.dropIn) {
       // The socket the next request on this connection takes, as it would have been after
-      // its last request: free, with its numbers and free timeout.
-      face = new this[kSocketClass](this, idle.name, this.options);
-      face._attach(idle.id, false);
-      face[kSocketNumber] = idle.number;
-      face[constants.SOCKET_CREATED_TIME] = idle.created;
+      // its last request: free, with its free timeout.
+      face = this[kRemake](idle.id, idle.name, this.options, idle);
       face._free();
-      face[constants.SOCKET_REQUEST_COUNT] = idle.finished;
       face[constants.SOCKET_REQUEST_FINISHED_COUNT] = idle.finished;
       if (idle.idleMs > 0) face.timeout = idle.idleMs;
     } else {
+      this[kNumber](idle.id, idle);
       face = new IdleConnection(this, idle);
     }
     binding.adopt(idle.id, face);

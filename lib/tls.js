@@ -381,11 +381,25 @@ class NativeTlsSocket extends NativeSocket {
         this._failHandshake(verifyError);
         return;
       }
+      // Kept with the connection, for a socket made for it after this one is collected.
+      if (!info.authorizationError) native.tlsNameRejected(this._connectionId, this.authorizationError);
     } else {
       this.authorized = true;
     }
     super._onConnect(null);
     this.emit('secureConnect');
+  }
+
+  // A socket made for a pooled connection whose old socket was collected while it idled:
+  // the session's details and verdict, as the old socket had them after its connect.
+  _restoreSession(info) {
+    if (!info) return;
+    this[kInfo] = info;
+    this.alpnProtocol = info.alpnProtocol;
+    this.servername = info.servername;
+    const failure = info.authorizationError ? info.authorizationError.code || info.authorizationError.message : info.nameError;
+    if (failure) this.authorizationError = failure;
+    else this.authorized = true;
   }
 
   // Key material of this connection's handshake (Rust reports it when the agent logs keys,

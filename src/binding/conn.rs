@@ -223,6 +223,14 @@ impl Conn {
         }
     }
 
+    /// Records why the server's name did not check out on a connection that went on
+    /// (`rejectUnauthorized: false`), for a socket made for it later.
+    pub fn set_name_error(&self, code: String) {
+        if let Some(info) = self.tls.borrow_mut().as_deref_mut() {
+            info.name_error = Some(code);
+        }
+    }
+
     fn raw_fd(&self) -> RawFd {
         self.fd.borrow().as_ref().map_or(-1, |fd| fd.as_raw_fd())
     }

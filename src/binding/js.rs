@@ -483,6 +483,11 @@ pub fn tls_info(env: sys::napi_env, info: &TlsInfo) -> sys::napi_value {
         None => boolean(env, false),
     };
     set(env, obj, "servername", servername);
+    let name_error = match &info.name_error {
+        Some(code) => string(env, code),
+        None => null(env),
+    };
+    set(env, obj, "nameError", name_error);
     obj
 }
 

@@ -186,6 +186,15 @@ pub struct PoolStats {
     pub replay_count: f64,
 }
 
+/// See [`conn_stamp`].
+#[napi(object)]
+pub struct ConnStamp {
+    pub created: f64,
+    pub number: f64,
+    pub finished: u32,
+    pub idle_ms: f64,
+}
+
 /// An idle connection, for the `freeSockets` view.
 #[napi(object)]
 pub struct IdleConn {
@@ -525,6 +534,44 @@ pub fn adopt(env: &Env, id: u32, socket: Unknown) -> bool {
         }
         _ => false,
     }
+}
+
+/// What connection `id`'s socket was told of its TLS session at its connect (see
+/// `js::tls_info`), for a socket made for it later; `undefined` for a connection without TLS.
+#[napi(ts_return_type = "object | undefined", catch_unwind)]
+pub fn tls_session(env: &Env, id: u32) -> Result<Unknown<'_>> {
+    let value = conn(id)
+        .and_then(|c| {
+            c.tls
+                .borrow()
+                .as_deref()
+                .map(|info| js::tls_info(env.raw(), info))
+        })
+        .unwrap_or_else(|| undefined(env));
+    // SAFETY: js.rs invariant 1: a value made in this call's scope.
+    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
+}
+
+/// The server's name did not check out on connection `id`, which goes on
+/// (`rejectUnauthorized: false`): `code` is its socket's `authorizationError`.
+#[napi(catch_unwind)]
+pub fn tls_name_rejected(id: u32, code: String) {
+    if let Some(c) = conn(id) {
+        c.set_name_error(code);
+    }
+}
+
+/// The number of connection `id` among its agent's sockets (its name's), its creation time,
+/// the requests it finished and its free timeout, for a socket made for it later.
+#[napi(catch_unwind)]
+pub fn conn_stamp(id: u32) -> Option<ConnStamp> {
+    let stamp = conn(id)?.stamp.get();
+    Some(ConnStamp {
+        created: stamp.created_ms,
+        number: stamp.number,
+        finished: stamp.finished,
+        idle_ms: stamp.idle_ms,
+    })
 }
 
 /// Records the number of connection `id` among its agent's sockets (its name's).

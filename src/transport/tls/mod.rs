@@ -506,6 +506,9 @@ pub struct TlsInfo {
     /// The server's certificate is one whose name was found right before (see
     /// [`TlsConfig::name_verified`]).
     pub name_known: bool,
+    /// Why the server's name did not check out, when `rejectUnauthorized` is false and the
+    /// connection went on (the check runs in JavaScript, after the handshake).
+    pub name_error: Option<String>,
 }
 
 /// Whether the server's certificate names `server`, as `tls.checkServerIdentity` asks (where
@@ -676,6 +679,7 @@ where
         servername,
         server,
         name_known,
+        name_error: None,
     };
     Ok((ClientStream(stream), info))
 }
