@@ -350,7 +350,7 @@ declare namespace Agent {
     address?: string;
     port?: number;
     hostname?: string;
-    /** For `ERR_SOCKET_TIMEOUT`: the timeout that expired, in ms. */
+    /** For `ERR_SOCKET_TIMEOUT` and `ERR_HYPERAGENT_HEADERS_TIMEOUT`/`_BODY_TIMEOUT`: the timeout that expired, in ms. */
     timeout?: number;
     /** A request that failed before any response: whether any of it was sent. */
     requestSent?: boolean;

@@ -1388,9 +1388,10 @@ test('headersTimeout and bodyTimeout fail with their codes', async (t) => {
   t.after(() => agent.destroy());
   await assert.rejects(agent.request(`${server.url}/head`, { headersTimeout: 50 }), {
     code: 'ERR_HYPERAGENT_HEADERS_TIMEOUT',
+    timeout: 50,
   });
   const res = await agent.request(`${server.url}/body`, { bodyTimeout: 50 });
-  await assert.rejects(res.body.text(), { code: 'ERR_HYPERAGENT_BODY_TIMEOUT' });
+  await assert.rejects(res.body.text(), { code: 'ERR_HYPERAGENT_BODY_TIMEOUT', timeout: 50 });
   // Each closes its connection, as a socket's timeout does: counted as a timeout and, as
   // agentkeepalive counts the error its timeout destroys a socket with, as an error.
   const status = agent.getCurrentStatus();

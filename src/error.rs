@@ -132,9 +132,19 @@ impl Error {
     /// agentkeepalive's error for a socket that timed out with nobody listening
     /// (`ERR_SOCKET_TIMEOUT`, "Socket timeout"), with the limit it had.
     pub fn socket_timeout(limit: std::time::Duration) -> Self {
-        let mut err = Error::tls("ERR_SOCKET_TIMEOUT", "Socket timeout");
-        err.inner.timeout_ms = Some(limit.as_millis() as u64);
-        err
+        Error::tls("ERR_SOCKET_TIMEOUT", "Socket timeout").with_timeout(limit)
+    }
+
+    /// Marks the error as a timeout that ran out, with its limit (the JavaScript error's
+    /// `timeout`); statistics count it as one.
+    pub fn with_timeout(mut self, limit: std::time::Duration) -> Self {
+        self.inner.timeout_ms = Some(limit.as_millis() as u64);
+        self
+    }
+
+    /// A limit ran out (see [`Error::with_timeout`]).
+    pub fn timed_out(&self) -> bool {
+        self.inner.timeout_ms.is_some()
     }
 
     /// Node's `ERR_PROXY_TUNNEL`: a proxy's tunnel that did not open (with the status the
@@ -148,13 +158,12 @@ impl Error {
     /// Node's `ERR_PROXY_TUNNEL` for a tunnel not open within `limit` (its
     /// `proxyTunnelTimeout`, in ms).
     pub fn proxy_tunnel_timeout(limit: std::time::Duration) -> Self {
-        let ms = limit.as_millis() as u64;
-        let mut err = Error::proxy_tunnel(
+        let ms = limit.as_millis();
+        Error::proxy_tunnel(
             format!("Connection to establish proxy tunnel timed out after {ms}ms"),
             None,
-        );
-        err.inner.timeout_ms = Some(ms);
-        err
+        )
+        .with_timeout(limit)
     }
 
     pub fn status_code(&self) -> Option<u16> {

@@ -485,7 +485,7 @@ impl PoolCell {
                     .state
                     .borrow_mut()
                     .pool
-                    .connect_failed(conn.key, err.timeout_ms().is_some());
+                    .connect_failed(conn.key, err.timed_out());
                 let desc = js::error_descriptor(self.env(), &err);
                 // The socket hears of the failure before the waiter takes the slot.
                 conn.call_owner(&self.ctx, self.ctx.callbacks.on_connect, &[desc]);

@@ -643,7 +643,7 @@ impl PoolCell {
                     .state
                     .borrow_mut()
                     .pool
-                    .connect_failed(conn.key, err.timeout_ms().is_some());
+                    .connect_failed(conn.key, err.timed_out());
                 if let Some(req) = self.ctx.request(req_id) {
                     req.conn.set(0);
                     let desc = js::error_descriptor(self.ctx.env, &err);
@@ -953,9 +953,9 @@ impl EnvCtx {
 
     /// Counts a failure of the established connection of `req` as agentkeepalive counts a
     /// socket's: an error of the connection itself (a reset, a TLS alert) in
-    /// `errorSocketCount`, a headers or body timeout in `timeoutSocketCount` and
-    /// `errorSocketCount`. A malformed
-    /// response or the server closing is neither, as on the drop-in path.
+    /// `errorSocketCount`, a timeout (headers or body) in `timeoutSocketCount` and
+    /// `errorSocketCount`. A malformed response or the server closing is neither, as on the
+    /// drop-in path.
     fn count_failure(&self, req: &ReqState, err: &Error) {
         let established = self
             .conn(req.conn.get())
@@ -966,10 +966,7 @@ impl EnvCtx {
         let stats = &mut req.pool.state.borrow_mut().pool.stats;
         if err.is_socket_fault() {
             stats.error_socket_count += 1;
-        } else if matches!(
-            err.code(),
-            "ERR_HYPERAGENT_HEADERS_TIMEOUT" | "ERR_HYPERAGENT_BODY_TIMEOUT"
-        ) {
+        } else if err.timed_out() {
             // A connection closed by its timeout also errs, as agentkeepalive's socket does
             // when its timeout destroys it with an error.
             stats.timeout_socket_count += 1;

@@ -14,6 +14,7 @@ pub fn headers_timeout(t: Duration) -> Error {
             t.as_millis()
         ),
     )
+    .with_timeout(t)
 }
 
 /// No body data within the body timeout.
@@ -25,6 +26,7 @@ pub fn body_timeout(t: Duration) -> Error {
             t.as_millis()
         ),
     )
+    .with_timeout(t)
 }
 
 /// A response head over the limit, as llhttp reports it.
@@ -135,6 +137,18 @@ fn body_parse_error(io: &std::io::Error) -> Option<Error> {
 mod tests {
     use super::*;
     use std::io::{Error as IoError, ErrorKind};
+
+    #[test]
+    fn timeouts_are_counted_as_timeouts_by_their_kind_not_their_code() {
+        let limit = Duration::from_millis(250);
+        for err in [headers_timeout(limit), body_timeout(limit)] {
+            assert!(err.timed_out(), "{}", err.code());
+            assert_eq!(err.timeout_ms(), Some(250));
+            assert!(!err.is_socket_fault());
+        }
+        assert!(!header_overflow().timed_out());
+        assert!(!length_and_coding().timed_out());
+    }
 
     #[test]
     fn hyper_body_decoding_errors_are_named_as_llhttp_names_them() {
