@@ -24,12 +24,15 @@ let debug = debuglog('hyperagent', (fn) => {
   debug = fn;
 });
 
-// Verdicts of the pool, packed as `id * 4 + kind` (src/binding/pool.rs `verdict`).
-const REUSE = 0;
-const CONNECT = 1;
-const HANDOFF = 0;
-const GRANT = 1;
-const CLOSED = -2;
+// Verdicts of the pool, packed as `id * BASE + kind` (declared in Rust: src/binding/pool.rs
+// `verdict`, read through binding.protocol()).
+const PROTOCOL = binding.protocol();
+const BASE = PROTOCOL.verdictBase;
+const REUSE = PROTOCOL.reuse;
+const CONNECT = PROTOCOL.connect;
+const HANDOFF = PROTOCOL.handoff;
+const GRANT = PROTOCOL.grant;
+const CLOSED = PROTOCOL.closed;
 
 const kPool = Symbol('hyperagent.pool');
 const kPoolId = Symbol('hyperagent.poolId');
@@ -136,7 +139,7 @@ function limitAccessor(name, fallback) {
       limits[name] = value === undefined || value === null ? fallback(this) : value;
       if (this[kPool] !== undefined) {
         for (const waiter of this[kPool].setLimits(limitsOf(this))) {
-          this[kServe](waiter * 4 + GRANT, 0);
+          this[kServe](waiter * BASE + GRANT, 0);
         }
       }
     },
@@ -240,8 +243,8 @@ class Agent extends Base {
       this._reuse(verdict, req);
       return;
     }
-    const kind = verdict % 4;
-    const id = (verdict - kind) / 4;
+    const kind = verdict % BASE;
+    const id = (verdict - kind) / BASE;
     if (kind === REUSE) {
       debug('reuse connection %d for %s (new socket)', id, name);
       this._reuse(this._face(id, name, options), req);
@@ -596,8 +599,8 @@ class Agent extends Base {
 
   // A waiter may proceed: with a handed-off connection (`connId`) or a slot to connect.
   [kServe](verdict, connId) {
-    const kind = verdict % 4;
-    const waiterId = (verdict - kind) / 4;
+    const kind = verdict % BASE;
+    const waiterId = (verdict - kind) / BASE;
     const w = this[kWaiters].get(waiterId);
     this[kWaiters].delete(waiterId);
     const pool = this[kPool];
@@ -767,13 +770,13 @@ class Agent extends Base {
   }
 
   // A new TLS connection of agent.request() to the origin of `key`: what its server's name
-  // check gives (see lib/tls.js): 1 when the name is right, 2 when it is not but
+  // check gives (see lib/tls.js): NAME_RIGHT, NAME_LET_PASS when it is not right but
   // `rejectUnauthorized: false` lets it pass, or the error that fails the request.
   _checkServerName(key, info) {
     const options = this[kKeyOptions].get(key);
     const err = serverNameError(options, info);
-    if (err === null) return 1;
-    return rejectsUnauthorized(options) ? err : 2;
+    if (err === null) return PROTOCOL.nameRight;
+    return rejectsUnauthorized(options) ? err : PROTOCOL.nameLetPass;
   }
 
   // A new agent.request() connection to the origin of `key` resolves its host through the
@@ -806,7 +809,7 @@ class Agent extends Base {
   // Called by Rust when a slot freed outside any JavaScript call (an idle connection died or
   // expired) lets a queued request connect.
   _onGrant(waiter) {
-    this[kServe](waiter * 4 + GRANT, 0);
+    this[kServe](waiter * BASE + GRANT, 0);
   }
 
   // The socket's request is done ('free' from http's ClientRequest): back to the pool, then
@@ -868,7 +871,7 @@ class Agent extends Base {
       return;
     }
     if (verdict >= 0) {
-      if (verdict % 4 === GRANT) socket._orphan();
+      if (verdict % BASE === GRANT) socket._orphan();
       this[kServe](verdict, id);
     } else if (verdict === CLOSED) {
       socket._orphan();

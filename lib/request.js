@@ -17,21 +17,14 @@ const errors = require('./errors');
 // src/binding/mod.rs).
 const startRequest = binding.requestFunction();
 
-// Event kinds from Rust (src/binding/request.rs `kind`).
-const HEAD = 0;
-const DATA = 1;
-const END = 2;
-const ERROR = 3;
-const DRAIN = 4;
-const DONE = 5;
-const VERIFY = 6;
-const LOOKUP = 7;
-const ANSWERED = 8;
-const INFO = 9;
-
-// A request's flags (src/binding/mod.rs): `expect: 100-continue`, and 1xx responses reported.
-const EXPECT_CONTINUE = 1;
-const INFORMATIONAL = 2;
+// Event kinds from Rust (declared in src/binding/request.rs `kind`), and a request's flags
+// (src/binding/mod.rs): `expect: 100-continue`, and 1xx responses reported.
+const PROTOCOL = binding.protocol();
+const EVENT = Object.fromEntries(PROTOCOL.events.map((name, kind) => [name, kind]));
+const { HEAD, DATA, END, ERROR, DRAIN, DONE, VERIFY, LOOKUP, ANSWERED, INFO } = EVENT;
+const { expectContinue: EXPECT_CONTINUE, informational: INFORMATIONAL } = PROTOCOL;
+// Answers to VERIFY: the server's name is right, or `rejectUnauthorized: false` lets it pass.
+const { nameRight: NAME_RIGHT, nameLetPass: NAME_LET_PASS } = PROTOCOL;
 
 // diagnostics_channel events of agent.request(), as undici publishes its own.
 const channels = {
@@ -754,7 +747,7 @@ class PendingRequest {
       this.abort(thrown ?? new Error(`checkServerIdentity threw ${thrown}`));
       return 0;
     }
-    if (verdict === 1 || verdict === 2) return verdict;
+    if (verdict === NAME_RIGHT || verdict === NAME_LET_PASS) return verdict;
     this.abort(verdict);
     return 0;
   }

@@ -15,6 +15,10 @@ const native = require('./native');
 const errors = require('./errors');
 const constants = require('./constants');
 
+// What a write answers (declared in Rust: src/binding/conn.rs): written, or pending (onWrite
+// follows); a negative errno otherwise.
+const { writeDone: WRITE_DONE, writePending: WRITE_PENDING } = native.protocol();
+
 const kId = Symbol('hyperagent.connectionId');
 const kAgent = Symbol('hyperagent.agent');
 const kName = Symbol('hyperagent.name');
@@ -226,8 +230,8 @@ class NativeSocket extends Duplex {
       cb(errors.internalError(thrown));
       return;
     }
-    if (r === 0) cb();
-    else if (r === 1) this[kWriteCb] = cb;
+    if (r === WRITE_DONE) cb();
+    else if (r === WRITE_PENDING) this[kWriteCb] = cb;
     else cb(errors.errnoError(r, 'write'));
   }
 

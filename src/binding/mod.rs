@@ -195,6 +195,56 @@ pub struct ConnStamp {
     pub idle_ms: f64,
 }
 
+/// The numbers JavaScript and Rust exchange, declared once here and read by `lib/` at load
+/// ([`protocol`]): the pool's verdicts, agent.request()'s event kinds and flags, and what a
+/// write answers.
+#[napi(object)]
+pub struct Protocol {
+    /// A verdict is `id * verdict_base + kind` when not negative.
+    pub verdict_base: u32,
+    pub reuse: u32,
+    pub connect: u32,
+    pub queued: u32,
+    pub handoff: u32,
+    pub grant: u32,
+    pub none: f64,
+    pub idle: f64,
+    pub closed: f64,
+    /// agent.request()'s event kinds, in `request::kind` order.
+    pub events: Vec<String>,
+    pub expect_continue: u32,
+    pub informational: u32,
+    /// Answers to a `VERIFY` event (`request::name`).
+    pub name_right: f64,
+    pub name_let_pass: f64,
+    pub write_done: i32,
+    pub write_pending: i32,
+}
+
+/// See [`Protocol`].
+#[napi(catch_unwind)]
+pub fn protocol() -> Protocol {
+    use pool::verdict;
+    Protocol {
+        verdict_base: verdict::BASE,
+        reuse: verdict::REUSE,
+        connect: verdict::CONNECT,
+        queued: verdict::QUEUED,
+        handoff: verdict::HANDOFF,
+        grant: verdict::GRANT,
+        none: verdict::NONE,
+        idle: verdict::IDLE,
+        closed: verdict::CLOSED,
+        events: request::kind::NAMES.iter().map(|n| n.to_string()).collect(),
+        expect_continue: EXPECT_CONTINUE,
+        informational: INFORMATIONAL,
+        name_right: request::name::RIGHT,
+        name_let_pass: request::name::LET_PASS,
+        write_done: conn::WRITE_DONE,
+        write_pending: conn::WRITE_PENDING,
+    }
+}
+
 /// An idle connection, for the `freeSockets` view.
 #[napi(object)]
 pub struct IdleConn {
@@ -342,8 +392,9 @@ pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
         .pool(pool)
         .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
     let verdict = cell.checkout(KeyId(key));
-    if verdict % 4.0 == pool::verdict::REUSE as f64 {
-        let socket = cell.take((verdict / 4.0) as u32);
+    let base = f64::from(pool::verdict::BASE);
+    if verdict % base == f64::from(pool::verdict::REUSE) {
+        let socket = cell.take((verdict / base) as u32);
         if !socket.is_null() {
             // SAFETY: js.rs invariants 1 and 2: a non-null value, just read from the
             // connection's live socket reference, in this call's scope. Test:

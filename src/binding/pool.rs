@@ -27,7 +27,7 @@ use crate::transport::pump::{self, Event, Remote};
 use crate::transport::tls::{self, TlsConfig, TlsOptions};
 use crate::transport::{self, ConnectOptions, Connected, Peer, Socket, Target};
 
-/// What JavaScript is told to do next, packed in one number: `(id << 2) | kind`.
+/// What JavaScript is told to do next, packed in one number: `id * BASE + kind`.
 pub mod verdict {
     /// `checkout`: an idle connection (`id` = connection).
     pub const REUSE: u32 = 0;
@@ -46,8 +46,11 @@ pub mod verdict {
     /// `release`: the connection was closed (it could not be kept), nobody waits.
     pub const CLOSED: f64 = -2.0;
 
+    /// `id * BASE + kind`.
+    pub const BASE: u32 = 4;
+
     pub fn pack(id: u64, kind: u32) -> f64 {
-        ((id << 2) | kind as u64) as f64
+        (id * BASE as u64 + kind as u64) as f64
     }
 }
 

@@ -49,6 +49,18 @@ pub mod kind {
     pub const ANSWERED: u32 = 8;
     /// An informational (1xx) response.
     pub const INFO: u32 = 9;
+    /// Their names, each at its number: JavaScript reads them (`binding.protocol()`).
+    pub const NAMES: [&str; 10] = [
+        "HEAD", "DATA", "END", "ERROR", "DRAIN", "DONE", "VERIFY", "LOOKUP", "ANSWERED", "INFO",
+    ];
+}
+
+/// What JavaScript answers to [`kind::VERIFY`] when the exchange may start.
+pub mod name {
+    /// The server's name is right.
+    pub const RIGHT: f64 = 1.0;
+    /// It is not, but `rejectUnauthorized: false` lets it pass.
+    pub const LET_PASS: f64 = 2.0;
 }
 
 /// A request's running exchange: in a task of its own (on a new connection, with the connect)
@@ -680,14 +692,13 @@ impl PoolCell {
             .borrow()
             .as_deref()
             .map_or_else(|| js::null(env), |info| js::tls_info(env, info));
-        // 1: the name is right; 2: it is not, but `rejectUnauthorized: false` lets it pass.
         let verdict = req
             .emit(kind::VERIFY, &[info, js::number(env, req.key.0 as f64)])
             .and_then(|v| js::to_f64(env, v));
-        if verdict == Some(1.0) {
+        if verdict == Some(name::RIGHT) {
             conn.with_tls(|config, info| config.name_verified(info));
         }
-        if matches!(verdict, Some(v) if v == 1.0 || v == 2.0) {
+        if matches!(verdict, Some(v) if v == name::RIGHT || v == name::LET_PASS) {
             let _ = verify.send(());
             return;
         }
