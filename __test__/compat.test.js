@@ -462,3 +462,38 @@ test('agent.freeSockets holds socket objects, as agentkeepalive\'s, on both path
   await new Promise((resolve) => expiring.on('close', () => resolve(events.push('close'))));
   assert.deepStrictEqual([events, short.timeoutSocketCount, short.closeSocketCount], [['timeout', 'close'], 1, 1]);
 });
+
+test('a socket\'s \'close\' says whether it closed with an error, as net.Socket\'s', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const seen = {};
+  for (const [which, agent] of [
+    ['node', new http.Agent({ keepAlive: true, timeout: 100 })],
+    ['ours', new Agent({ freeSocketTimeout: 100 })],
+  ]) {
+    t.after(() => agent.destroy());
+    const get = () => new Promise((resolve, reject) => {
+      http.get(`${server.url}/`, { agent }, (res) => {
+        const { socket } = res;
+        res.resume();
+        res.on('end', () => resolve(socket));
+      }).on('error', reject);
+    });
+    const closing = (socket) => new Promise((resolve) => socket.once('close', (...args) => resolve(args)));
+    const events = [];
+    let socket = await get();
+    let closed = closing(socket);
+    socket.destroy();
+    events.push(await closed);
+    socket = await get();
+    closed = closing(socket);
+    socket.on('error', (err) => events.push(err.message));
+    socket.destroy(new Error('gone'));
+    events.push(await closed);
+    // An idle socket that times out.
+    socket = await get();
+    events.push(await closing(socket));
+    seen[which] = events;
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours, [[false], 'gone', [true], [false]]);
+});

@@ -39,9 +39,14 @@ const kLeft = Symbol('hyperagent.left');
 // Its number among its agent's sockets (agentkeepalive's CURRENT_ID), for its name.
 const kSocketNumber = Symbol('hyperagent.socketNumber');
 
+function emitClose(socket, hadError) {
+  socket.emit('close', hadError);
+}
+
 class NativeSocket extends Duplex {
   constructor(agent, name, options) {
-    super({ allowHalfOpen: false });
+    // 'close' is emitted here, with net.Socket's `hadError` argument (see _destroy).
+    super({ allowHalfOpen: false, emitClose: false });
     this[kAgent] = agent;
     this[kName] = name;
     this[kSocketNumber] = 0;
@@ -262,6 +267,8 @@ class NativeSocket extends Duplex {
     this[kAgent]._socketClosed(this, id, failure, !this[kFree] && !this[kLeft]);
     if (pending !== null) pending(err || errors.connResetError('socket closed'));
     cb(err);
+    // After 'error' (which cb queued), as net.Socket emits it once its handle closed.
+    process.nextTick(emitClose, this, Boolean(err));
   }
 
   // agentkeepalive's name: the socket's number in its agent, and its pool key.
