@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use napi::sys;
 
-use super::env::EnvCtx;
+use super::env::{EnvCtx, Hold};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::PoolCell;
 use super::uv::{self, Handle};
@@ -98,11 +98,11 @@ pub struct Conn {
     pub tls: RefCell<Option<Box<TlsInfo>>>,
     /// Whether this connection keeps the thread's inbox referenced (a pumped connection
     /// serving a referenced socket keeps the process alive, as an active socket does).
-    holding: Cell<bool>,
+    holding: RefCell<Option<Hold>>,
     /// A drop-in connect runs on tokio for this connection and keeps the process alive until
     /// it reports or the connection closes, whichever comes first. A promise-path connect is
     /// held by its request instead.
-    pub connect_held: Cell<bool>,
+    pub connect_hold: RefCell<Option<Hold>>,
     /// Which request path the connection serves: opened by one, it stays with it.
     pub mode: Cell<Mode>,
     /// For the promise path: hyper's request half while the connection is idle (an exchange
@@ -185,8 +185,8 @@ impl Conn {
             detached: Cell::new(false),
             pumped: RefCell::new(None),
             tls: RefCell::new(None),
-            holding: Cell::new(false),
-            connect_held: Cell::new(false),
+            holding: RefCell::new(None),
+            connect_hold: RefCell::new(None),
             mode: Cell::new(Mode::DropIn),
             hyper: RefCell::new(None),
             stopper: std::cell::OnceCell::new(),
@@ -255,7 +255,7 @@ impl Conn {
     }
 
     /// Takes over a connection pumped on tokio (a TLS one, with its session's details).
-    pub fn attach_pumped(&self, ctx: &EnvCtx, remote: Arc<Remote>, info: Option<Box<TlsInfo>>) {
+    pub fn attach_pumped(&self, ctx: &Rc<EnvCtx>, remote: Arc<Remote>, info: Option<Box<TlsInfo>>) {
         *self.pumped.borrow_mut() = Some(remote);
         *self.tls.borrow_mut() = info;
         self.state.set(State::Active);
@@ -499,17 +499,14 @@ impl Conn {
     }
 
     /// A pumped connection in use keeps the inbox (its only way in) referenced.
-    fn sync_ref_with(&self, ctx: &EnvCtx) {
+    fn sync_ref_with(&self, ctx: &Rc<EnvCtx>) {
         if self.pumped.borrow().is_none() {
             return;
         }
         let want = self.state.get() == State::Active && self.referenced.get();
-        if want != self.holding.replace(want) {
-            if want {
-                ctx.hold();
-            } else {
-                ctx.unhold();
-            }
+        let mut holding = self.holding.borrow_mut();
+        if want != holding.is_some() {
+            *holding = want.then(|| ctx.hold());
         }
     }
 
@@ -638,11 +635,7 @@ impl Conn {
         if let Some(abort) = self.abort.borrow_mut().take() {
             abort.abort();
         }
-        if self.connect_held.replace(false) {
-            if let Some(pool) = self.pool.upgrade() {
-                pool.ctx.unhold();
-            }
-        }
+        self.connect_hold.borrow_mut().take();
         if let Some(poll) = self.poll.borrow_mut().take() {
             poll.close();
         }
@@ -650,11 +643,7 @@ impl Conn {
         self.hyper.borrow_mut().take();
         if let Some(remote) = self.pumped.borrow_mut().take() {
             remote.close();
-            if self.holding.replace(false) {
-                if let Some(pool) = self.pool.upgrade() {
-                    pool.ctx.unhold();
-                }
-            }
+            self.holding.borrow_mut().take();
         }
         self.mask.set(0);
         self.fd.borrow_mut().take();
@@ -866,9 +855,7 @@ impl Conn {
         self.fd.borrow_mut().take();
         if let Some(remote) = self.pumped.borrow_mut().take() {
             remote.close();
-            if self.holding.replace(false) {
-                pool.ctx.unhold();
-            }
+            self.holding.borrow_mut().take();
         }
         *self.tls.borrow_mut() = None;
         self.mask.set(0);

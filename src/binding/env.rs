@@ -683,8 +683,14 @@ impl EnvCtx {
         self.pools.borrow_mut().remove(&id);
     }
 
-    /// An operation that must keep the process alive started on tokio.
-    pub fn hold(&self) {
+    /// An operation that must keep the process alive started on tokio: the process stays
+    /// alive until the returned token is dropped.
+    pub fn hold(self: &Rc<Self>) -> Hold {
+        self.take_hold();
+        Hold(Rc::downgrade(self))
+    }
+
+    fn take_hold(&self) {
         let n = self.in_flight.get() + 1;
         self.in_flight.set(n);
         if n == 1 {
@@ -694,8 +700,9 @@ impl EnvCtx {
         }
     }
 
-    /// Such an operation ended (completed, or abandoned by JavaScript).
-    pub fn unhold(&self) {
+    /// Such an operation ended (completed, or abandoned by JavaScript): its [`Hold`] was
+    /// dropped.
+    fn unhold(&self) {
         if self.in_flight.get() == 0 {
             self.unheld_extra.set(self.unheld_extra.get() + 1);
         }
@@ -711,6 +718,20 @@ impl EnvCtx {
     /// The holds taken and not released, and the releases that found none taken.
     pub fn held(&self) -> (usize, u32) {
         (self.in_flight.get(), self.unheld_extra.get())
+    }
+}
+
+/// A hold on the thread's event loop for one operation running on tokio (see
+/// [`EnvCtx::hold`]): released when dropped, so it is released exactly once, on every path
+/// (completion, abort, close, the env's teardown). It does not keep the env alive: once the
+/// env is gone there is no loop left to release.
+pub struct Hold(Weak<EnvCtx>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if let Some(ctx) = self.0.upgrade() {
+            ctx.unhold();
+        }
     }
 }
 

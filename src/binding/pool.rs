@@ -325,8 +325,7 @@ impl PoolCell {
         let keylog = self.keylog.clone();
         let inbox = self.ctx.inbox.clone();
         let pool = self.id;
-        self.ctx.hold();
-        conn.connect_held.set(true);
+        *conn.connect_hold.borrow_mut() = Some(self.ctx.hold());
         let task = runtime().spawn(async move {
             let deadline = bound.map(|limit| (tokio::time::Instant::now() + limit, limit));
             let connected = match within(deadline, transport::connect(target, opts)).await {
@@ -447,9 +446,7 @@ impl PoolCell {
             }
             return;
         };
-        if conn.connect_held.replace(false) {
-            self.ctx.unhold();
-        }
+        conn.connect_hold.borrow_mut().take();
         conn.abort.borrow_mut().take();
         let replaying = conn.state.get() == State::Replaying;
         let result = result.and_then(|established| {
@@ -760,10 +757,6 @@ impl PoolCell {
     /// Closes every connection without telling anyone: the env is going away.
     pub fn shutdown(&self) {
         for conn in self.ctx.drain_conns_of(self.id) {
-            // Dropping, the cell cannot be reached from the connection: the hold goes here.
-            if conn.connect_held.replace(false) {
-                self.ctx.unhold();
-            }
             conn.close(self.env());
         }
         if let Some(timer) = self.timer.borrow_mut().take() {

@@ -17,7 +17,7 @@ use bytes::Bytes;
 use napi::sys;
 
 use super::conn::{Conn, Mode, State};
-use super::env::{Completion, EnvCtx};
+use super::env::{Completion, EnvCtx, Hold};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::{verdict, PoolCell};
 use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Recording, Sink, Spec};
@@ -116,7 +116,7 @@ pub struct ReqState {
     headers_deadline: Cell<Option<Instant>>,
     /// The request holds the event loop open (its exchange or connect runs on tokio): taken
     /// and let go through [`ReqState::hold`] and [`ReqState::unhold`], each at most once a turn.
-    held: Cell<bool>,
+    hold: RefCell<Option<Hold>>,
     /// Over (see [`ReqState::finish`]): no event reaches JavaScript any more.
     finished: Cell<bool>,
 }
@@ -257,16 +257,15 @@ impl ReqState {
     /// The request's exchange (or connect) starts running on tokio: the process stays alive
     /// for it.
     fn hold(&self) {
-        if !self.held.replace(true) {
-            self.pool.ctx.hold();
+        let mut hold = self.hold.borrow_mut();
+        if hold.is_none() {
+            *hold = Some(self.pool.ctx.hold());
         }
     }
 
     /// It stopped running there; a second call does nothing.
     fn unhold(&self) {
-        if self.held.replace(false) {
-            self.pool.ctx.unhold();
-        }
+        self.hold.borrow_mut().take();
     }
 
     /// Ends the request: its handle and async context are let go of. Idempotent: an end
@@ -334,7 +333,7 @@ impl PoolCell {
             hint: Cell::new(None),
             headers_timeout: Cell::new(None),
             headers_deadline: Cell::new(None),
-            held: Cell::new(false),
+            hold: RefCell::new(None),
             finished: Cell::new(false),
         });
         self.ctx.insert_request(req.clone());
