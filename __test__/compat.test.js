@@ -497,3 +497,35 @@ test('a socket\'s \'close\' says whether it closed with an error, as net.Socket\
   assert.deepStrictEqual(seen.ours, seen.node);
   assert.deepStrictEqual(seen.ours, [[false], 'gone', [true], [false]]);
 });
+
+test('a socket has the listeners a socket of Node\'s agent has, in use and free', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const events = ['end', 'error', 'timeout', 'close', 'free', 'agentRemove'];
+  const counts = (socket) => Object.fromEntries(events.map((e) => [e, socket.listenerCount(e)]));
+  const seen = {};
+  // The same active timeout (ours has one by default, as agentkeepalive's).
+  for (const [which, agent] of [['node', new http.Agent({ keepAlive: true, timeout: 5000 })], ['ours', new Agent({ timeout: 5000 })]]) {
+    t.after(() => agent.destroy());
+    let inUse;
+    const freed = once(agent, 'free');
+    const socket = await new Promise((resolve, reject) => {
+      const req = http.get(`${server.url}/`, { agent }, (res) => {
+        inUse = counts(res.socket);
+        const { socket: s } = res;
+        res.resume();
+        res.on('end', () => resolve(s));
+      });
+      req.on('error', reject);
+    });
+    await freed;
+    // The agent's own 'free' listener ran before; http's listener, after the test's.
+    await new Promise((resolve) => setImmediate(resolve));
+    const free = counts(socket);
+    // An error of a free socket closes it and goes no further: no uncaught exception.
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    socket.emit('error', new Error('free socket error'));
+    await closed;
+    seen[which] = { inUse, free, destroyed: socket.destroyed };
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+});

@@ -33,6 +33,7 @@ const CONNECT = PROTOCOL.connect;
 const HANDOFF = PROTOCOL.handoff;
 const GRANT = PROTOCOL.grant;
 const CLOSED = PROTOCOL.closed;
+const IDLE = PROTOCOL.idle;
 
 const kPool = Symbol('hyperagent.pool');
 const kPoolId = Symbol('hyperagent.poolId');
@@ -875,6 +876,8 @@ class Agent extends Base {
       this[kServe](verdict, id);
     } else if (verdict === CLOSED) {
       socket._orphan();
+    } else if (verdict === IDLE) {
+      socket._parked();
     }
   }
 
@@ -908,11 +911,12 @@ class Agent extends Base {
   }
 
   // An in-use socket was idle for `timeout` ms (agentkeepalive's semantics).
+  // Called from the socket's 'timeout', by its first listener (the agent's, as in Node's and
+  // agentkeepalive's agents).
   _socketTimedOut(socket) {
     this[kPool].countTimeout();
     const req = socket._httpMessage;
     const listening = req ? req.listenerCount('timeout') : 0;
-    socket.emit('timeout');
     if (socket.destroyed) return;
     if (socket.connecting && socket[kTunnel] === true) {
       // A tunnel through the proxy that has not opened fails, listened to or not, as Node's

@@ -112,6 +112,13 @@ function connResetError(message) {
   return err;
 }
 
+// net.Socket's error for a write after the peer ended the connection.
+function epipeAfterFIN() {
+  const err = new Error('This socket has been ended by the other party');
+  err.code = 'EPIPE';
+  return err;
+}
+
 // agentkeepalive's error for an active socket that timed out with nobody listening.
 function socketTimeoutError(timeout) {
   const err = new Error('Socket timeout');
@@ -191,6 +198,7 @@ module.exports = {
   systemError,
   errnoError,
   connResetError,
+  epipeAfterFIN,
   socketTimeoutError,
   proxyTunnelTimeout,
   prematureClose,

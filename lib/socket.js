@@ -74,12 +74,15 @@ class NativeSocket extends Duplex {
     this[kFree] = false;
     this[constants.SOCKET_REQUEST_COUNT] = 0;
     this[constants.SOCKET_REQUEST_FINISHED_COUNT] = 0;
-    // http's ClientRequest ends a request with socket.emit('free'), and an upgrade with
-    // 'agentRemove'; the agent hears both as Node's agent does.
+    // The listeners a net.Socket of Node's agent has, in its order: net.Socket's own 'end'
+    // one, then the agent's. http's ClientRequest ends a request with socket.emit('free'), and
+    // an upgrade with 'agentRemove'; the agent hears both, the socket's 'close' (first, before
+    // http's own listeners) and its 'timeout', as Node's agent does.
+    this.on('end', onReadableStreamEnd);
     this.on('free', onFree);
-    this.on('agentRemove', onAgentRemove);
-    // As Node's agent listens to its sockets' 'close' (first, before http's own listeners).
     this.on('close', onClose);
+    this.on('timeout', onTimeout);
+    this.on('agentRemove', onAgentRemove);
   }
 
   // Binds this socket to a connection (already open, or being opened).
@@ -103,7 +106,14 @@ class NativeSocket extends Duplex {
   // A checkout starts on this socket.
   _serve() {
     this[kFree] = false;
+    this.removeListener('error', onFreeSocketError);
     this[constants.SOCKET_REQUEST_COUNT]++;
+  }
+
+  // The connection idles in the pool: an error of the socket meanwhile closes it and goes no
+  // further, as Node's agent listens to its free sockets' errors.
+  _parked() {
+    this.once('error', onFreeSocketError);
   }
 
   // The connection is gone (closed by the pool): this socket ends without touching it.
@@ -424,10 +434,33 @@ function onTimer(ref) {
   const socket = ref.deref();
   if (socket === undefined) return;
   if (socket.destroyed || socket[kFree] || socket.timeout === 0) return;
-  // A socket an upgrade took over times out as a net.Socket does: an event, no more (the
-  // agent's handling, and agentkeepalive's, stop at 'agentRemove').
-  if (socket[kLeft]) socket.emit('timeout');
-  else socket[kAgent]._socketTimedOut(socket);
+  // The agent's listener handles it (a socket an upgrade took over times out as a net.Socket
+  // does: an event, no more, as the agent stopped listening at 'agentRemove').
+  socket.emit('timeout');
+}
+
+function onTimeout() {
+  // A free socket's expiry is the pool's (see _onIdleEnd), counted and closed there.
+  if (this[kFree] || this[kId] === 0) return;
+  this[kAgent]._socketTimedOut(this);
+}
+
+// net.Socket's own: once the peer ended, without half-open, a write fails with EPIPE.
+function onReadableStreamEnd() {
+  if (!this.allowHalfOpen) this.write = writeAfterFIN;
+}
+
+function writeAfterFIN(chunk, encoding, cb) {
+  if (!this.writableEnded) return Duplex.prototype.write.call(this, chunk, encoding, cb);
+  if (typeof encoding === 'function') cb = encoding;
+  const err = errors.epipeAfterFIN();
+  if (typeof cb === 'function') process.nextTick(cb, err);
+  this.destroy(err);
+  return false;
+}
+
+function onFreeSocketError() {
+  this.destroy();
 }
 
 function onFree() {
@@ -440,6 +473,7 @@ function onClose() {
 
 function onAgentRemove() {
   this[kLeft] = true;
+  this.removeListener('timeout', onTimeout);
   this[kAgent]._socketRemoved(this);
 }
 
