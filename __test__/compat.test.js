@@ -423,8 +423,8 @@ test('agent.freeSockets holds socket objects, as agentkeepalive\'s, on both path
   const [made] = agent.freeSockets[name];
   assert.strictEqual(agent.freeSockets[name][0], made);
   assert.deepStrictEqual(
-    [made.timeout, made[ours.SOCKET_NAME], made[ours.SOCKET_REQUEST_COUNT], made.destroyed],
-    [3000, `sock[0#${name}]`, 1, false],
+    [made.timeout, made[ours.SOCKET_NAME], made[ours.SOCKET_REQUEST_COUNT], made.destroyed, made.listenerCount('error')],
+    [3000, `sock[0#${name}]`, 1, false, 1],
   );
   // When it was created (agentkeepalive keeps it for socketActiveTTL; ours always has it).
   assert.ok(made[ours.SOCKET_CREATED_TIME] > Date.now() - 60000 && made[ours.SOCKET_CREATED_TIME] <= Date.now());

@@ -498,6 +498,7 @@ class Agent extends Base {
       // its last request: free, with its free timeout.
       face = this[kRemake](idle.id, idle.name, this.options, idle);
       face._free();
+      face._parked();
       face[constants.SOCKET_REQUEST_FINISHED_COUNT] = idle.finished;
       if (idle.idleMs > 0) face.timeout = idle.idleMs;
     } else {

@@ -39,6 +39,11 @@ const kLeft = Symbol('hyperagent.left');
 // Its number among its agent's sockets (agentkeepalive's CURRENT_ID), for its name.
 const kSocketNumber = Symbol('hyperagent.socketNumber');
 
+// agentkeepalive's socket name (without a certificate's text, which a key may hold).
+function socketName(socket) {
+  return `sock[${socket[kSocketNumber]}#${socket[kName]}]`.split('-----BEGIN', 1)[0];
+}
+
 function emitClose(socket, hadError) {
   socket.emit('close', hadError);
 }
@@ -283,7 +288,7 @@ class NativeSocket extends Duplex {
 
   // agentkeepalive's name: the socket's number in its agent, and its pool key.
   get [constants.SOCKET_NAME]() {
-    return `sock[${this[kSocketNumber]}#${this[kName]}]`.split('-----BEGIN', 1)[0];
+    return socketName(this);
   }
 
   // ---- net.Socket surface ------------------------------------------------------------------
@@ -503,7 +508,7 @@ class IdleConnection extends EventEmitter {
   }
 
   get [constants.SOCKET_NAME]() {
-    return `sock[${this[kSocketNumber]}#${this[kName]}]`.split('-----BEGIN', 1)[0];
+    return socketName(this);
   }
 
   destroy(err) {

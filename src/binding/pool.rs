@@ -531,7 +531,7 @@ impl PoolCell {
         let mut st = self.state.borrow_mut();
         st.pool.stats.request_count += 1;
         let mut stamp = conn.stamp.get();
-        stamp.finished += 1;
+        stamp.finished = stamp.finished.saturating_add(1);
         stamp.idle_ms = idle.map_or(0.0, |d| d.as_millis() as f64);
         conn.stamp.set(stamp);
         let released = if conn.reusable() {
