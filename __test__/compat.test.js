@@ -258,26 +258,6 @@ test('a createSocket() override is called for every new connection and carries t
   assert.deepStrictEqual(seen.ours.made, 2);
 });
 
-test('a createSocket() override that gives another stream fails its request with a clear error', async (t) => {
-  const server = await httpServer(t);
-  const net = require('node:net');
-  class Foreign extends Agent {
-    createSocket(req, options, cb) {
-      cb(null, net.connect(server.port, '127.0.0.1'));
-    }
-  }
-  const agent = new Foreign();
-  t.after(() => agent.destroy());
-  const req = http.get(`${server.url}/foreign`, { agent });
-  const [err] = await once(req, 'error');
-  assert.strictEqual(err.code, 'ERR_HYPERAGENT_UNSUPPORTED');
-  assert.match(err.message, /createSocket\(\)/);
-  // The slot it was given is free again.
-  assert.deepStrictEqual(agent.getCurrentStatus().sockets, {});
-  // Called outside addRequest(), the agent's own createSocket() makes nothing.
-  assert.throws(() => new Agent().createSocket({}, {}), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
-});
-
 test('agentkeepalive\'s socket names, socket timeouts and agent properties are there with its values', async (t) => {
   const server = await httpServer(t);
   const AgentKeepAlive = require('agentkeepalive');

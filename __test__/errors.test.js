@@ -246,34 +246,6 @@ test('bad options throw Node-style errors at construction', () => {
   }
 });
 
-test('a createConnection() of the user\'s is refused, not left uncalled: by a subclass, or assigned later', async (t) => {
-  let connections = 0;
-  const server = await httpServer(t, (req, res) => res.end('ok'));
-  const unsupported = { code: 'ERR_HYPERAGENT_UNSUPPORTED', message: /createConnection\(\) cannot be overridden/ };
-  class Own extends Agent {
-    createConnection(options, cb) {
-      connections++;
-      return net.createConnection(options, cb);
-    }
-  }
-  assert.throws(() => new Own(), unsupported);
-  const agent = new Agent();
-  t.after(() => agent.destroy());
-  assert.throws(() => agent.createConnection({ port: server.port }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
-  // Unchanged, the agent serves both paths.
-  assert.strictEqual((await request(server.url, { agent })).body, 'ok');
-  agent.createConnection = (options, cb) => {
-    connections++;
-    return net.createConnection(options, cb);
-  };
-  assert.throws(() => http.get({ port: server.port, agent }), unsupported);
-  assert.throws(() => agent.request(`${server.url}/`), unsupported);
-  assert.strictEqual(connections, 0);
-  delete agent.createConnection;
-  const res = await agent.request(`${server.url}/`);
-  assert.strictEqual(await res.body.text(), 'ok');
-});
-
 test('a bad port throws ERR_SOCKET_BAD_PORT at once', (t) => {
   const agent = new Agent();
   t.after(() => agent.destroy());

@@ -1033,3 +1033,23 @@ test('a socket made again for a pooled connection whose socket was collected has
     assert.strictEqual(agent.createSocketCount, 1);
   }
 });
+
+test('socket.unref() on an HTTPS socket lets the process exit during a request, before or after its handshake', async (t) => {
+  const server = await httpsServer(t, {}, () => {});
+  for (const when of ['socket', 'secureConnect']) {
+    const script = `
+      const https = require('node:https');
+      const { HttpsAgent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+      const ca = require('node:fs').readFileSync(${JSON.stringify(path.join(__dirname, 'fixtures', 'tls', 'ca.pem'))});
+      const req = https.get({ host: 'localhost', port: ${server.port}, agent: new HttpsAgent({ ca }) });
+      req.on('socket', (s) => {
+        const off = () => { s.unref(); console.log('unref'); };
+        if (${JSON.stringify(when)} === 'socket') off();
+        else s.on('secureConnect', off);
+      });
+    `;
+    const { code, out, err } = await runChild(script);
+    assert.strictEqual(code, 0, `${when}: ${err}`);
+    assert.strictEqual(out.trim(), 'unref', when);
+  }
+});

@@ -12,6 +12,7 @@ const { AsyncResource } = require('node:async_hooks');
 const { debuglog } = require('node:util');
 const binding = require('./native');
 const { NativeSocket, IdleConnection, kId, kName, kOptions, kSocketNumber } = require('./socket');
+const foreign = require('./foreign');
 const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines } = require('./tls');
 const { request, MAX_TARGET } = require('./request');
 const net = require('node:net');
@@ -64,6 +65,11 @@ const kTunnel = Symbol('hyperagent.tunnel');
 const kKeylog = Symbol('hyperagent.keylog');
 const kMake = Symbol('hyperagent.make');
 const kOpenThrough = Symbol('hyperagent.openThrough');
+const kOpenForeign = Symbol('hyperagent.openForeign');
+const kOpenFailed = Symbol('hyperagent.openFailed');
+const kAdoptForeign = Symbol('hyperagent.adoptForeign');
+const kReuseForeign = Symbol('hyperagent.reuseForeign');
+const kReleaseForeign = Symbol('hyperagent.releaseForeign');
 // The new connection each request is being given, while a createSocket() of the program's
 // runs (see kOpenThrough).
 const kOpenings = Symbol('hyperagent.openings');
@@ -162,7 +168,6 @@ class Agent extends Base {
     const opts = normalize(options);
     if (opts.autoSelectFamily != null || opts.autoSelectFamilyAttemptTimeout != null) checkAutoSelect(opts);
     super(opts);
-    refuseOwnConnect(this);
     this[kTls] = secure;
     this[kSocketClass] = secure ? NativeTlsSocket : NativeSocket;
     // Node's constructor registered its own pool logic on 'free'; ours replaces it.
@@ -216,7 +221,6 @@ class Agent extends Base {
   // ---- Node's http.Agent contract -----------------------------------------------------------
 
   addRequest(req, options, port, localAddress) {
-    refuseOwnConnect(this);
     // Legacy signature: addRequest(req, host, port, localAddress)
     if (typeof options === 'string') options = { host: options, port, localAddress };
     options = mergeOptions(options, this.options);
@@ -251,7 +255,7 @@ class Agent extends Base {
       this._reuse(this._face(id, name, options), req);
     } else if (kind === CONNECT) {
       debug('create connection %d for %s', id, name);
-      this._open(id, name, req, options);
+      this._open(id, name, req, options, true);
     } else {
       debug('queue request as waiter %d for %s', id, name);
       this[kWaiters].set(id, { req, options, key, name, resource: new AsyncResource('QueuedRequest') });
@@ -267,7 +271,8 @@ class Agent extends Base {
 
   reuseSocket(socket, req) {
     req.reusedSocket = true;
-    socket.ref();
+    // A stream of a program's hook may have no ref() (a net.Socket has).
+    if (typeof socket.ref === 'function') socket.ref();
   }
 
   destroy() {
@@ -344,7 +349,7 @@ class Agent extends Base {
   get sockets() {
     const out = { __proto__: null };
     const active = this[kPool].activeSockets();
-    for (let i = 0; i < active.length; i += 2) (out[active[i]] ??= []).push(active[i + 1]);
+    for (let i = 0; i < active.length; i += 2) (out[active[i]] ??= []).push(faceOf(active[i + 1]));
     for (const socket of this[kClosing]) (out[socket[kName]] ??= []).push(socket);
     return out;
   }
@@ -420,6 +425,10 @@ class Agent extends Base {
   }
 
   _reuse(socket, req) {
+    if (socket instanceof foreign.ForeignLink) {
+      this[kReuseForeign](socket, req);
+      return;
+    }
     socket._serve();
     const timeout = this.options.timeout;
     if (timeout > 0) socket.setTimeout(timeout);
@@ -427,9 +436,20 @@ class Agent extends Base {
     setRequestSocket(this, req, socket);
   }
 
-  _open(id, name, req, options) {
+  // Opens new connection `id` for `req`: in Rust, or through the program's hooks (Node calls
+  // a createSocket() of its own, and the agent's createSocket() a createConnection() of its
+  // own). `sync`: called by addRequest, where a hook that throws throws out of http.request(),
+  // as with Node's agent.
+  _open(id, name, req, options, sync = false) {
     if (this.createSocket !== createSocket) {
       this[kOpenThrough](id, name, req, options);
+      return;
+    }
+    if (this.createConnection !== createConnection) {
+      this[kOpenForeign](id, name, options, sync, (err, stream) => {
+        if (err) this[kOpenFailed](id, req, err, null);
+        else setRequestSocket(this, req, stream);
+      });
       return;
     }
     const socket = this[kMake](id, name, options);
@@ -451,9 +471,10 @@ class Agent extends Base {
   }
 
   // A createSocket() of the program's (a subclass's, or one assigned to the agent) is called
-  // as Node's addRequest calls it, for every new connection: the usual override (as
+  // as Node's addRequest calls it, for every new connection. The usual override (as
   // agentkeepalive's) calls the agent's own createSocket() and passes its socket on, perhaps
-  // after listening to it or counting it.
+  // after listening to it or counting it; one that passes on a stream of its own makes it the
+  // connection (see lib/foreign.js).
   [kOpenThrough](id, name, req, options) {
     this[kOpenings].set(req, { id, name, socket: null });
     let called = false;
@@ -462,20 +483,23 @@ class Agent extends Base {
       called = true;
       const opening = this[kOpenings].get(req);
       this[kOpenings].delete(req);
-      if (!err && (socket === null || socket === undefined || opening === undefined || socket !== opening.socket)) {
+      if (!err && opening !== undefined && opening.socket === null && isStream(socket)) {
+        // A stream of the program's own: the connection, in the slot opened for it.
+        if (this[kAdoptForeign](id, name, socket, options) === null) {
+          err = errors.hyperagentError('AGENT_DESTROYED', 'The connection slot was closed while createSocket() ran');
+        }
+      } else if (!err && (opening === undefined || !isStream(socket) || socket !== opening.socket)) {
         err = errors.hyperagentError(
           'UNSUPPORTED',
-          "createSocket() must pass on the socket of the agent's own createSocket(): hyperagent opens its connections in Rust, and cannot carry a request over another stream",
+          socket === null || socket === undefined
+            ? 'createSocket() passed on no socket and no error'
+            : "createSocket() passed on a socket other than the one the agent's own createSocket() made for the request",
         );
       }
       if (err) {
-        // No socket could be made for the request: agentkeepalive's createSocketErrorCount.
-        this[kPool].countConnectError();
+        this[kOpenFailed](id, req, err, opening?.socket ?? null);
         // A stream that cannot carry the request is closed: nobody else will.
-        if (socket && socket !== opening?.socket && typeof socket.destroy === 'function') socket.destroy();
-        if (opening !== undefined && opening.socket !== null) opening.socket.destroy();
-        else this._socketClosed(null, id, null, false);
-        req.onSocket(null, err);
+        if (isStream(socket) && socket !== opening?.socket && foreign.linkOf(socket) === undefined) socket.destroy();
         return;
       }
       setRequestSocket(this, req, socket);
@@ -487,9 +511,83 @@ class Agent extends Base {
     }
   }
 
+  // No socket could be made for `req` in slot `id` (`made`: the socket made for it, if any):
+  // agentkeepalive's createSocketErrorCount, the slot freed, the request failed.
+  [kOpenFailed](id, req, err, made) {
+    this[kPool].countConnectError();
+    if (made !== null) made.destroy();
+    else this._socketClosed(null, id, null, false);
+    req.onSocket(null, err);
+  }
+
+  // Opens connection `id` through the program's createConnection(), called as Node's
+  // createSocket() calls it (its options, a callback, or a stream returned). `done(err,
+  // stream)`; the slot is left to the caller when it fails. A hook that throws when `sync`
+  // frees the slot and throws on.
+  [kOpenForeign](id, name, options, sync, done) {
+    const opts = new MergedOptions();
+    copyOwn(opts, options);
+    opts._agentKey = name;
+    opts.encoding = null;
+    if (this.keepAlive) {
+      opts.keepAlive = true;
+      opts.keepAliveInitialDelay = this.keepAliveMsecs;
+    }
+    let called = false;
+    const oncreate = (err, stream) => {
+      if (called) return;
+      called = true;
+      if (!err && !isStream(stream)) {
+        err = errors.hyperagentError('UNSUPPORTED', 'createConnection() gave no stream and no error');
+      }
+      if (!err && this[kAdoptForeign](id, name, stream, options) === null) {
+        stream.destroy();
+        err = errors.hyperagentError('AGENT_DESTROYED', 'The connection slot was closed while createConnection() ran');
+      }
+      done(err || null, err ? undefined : stream);
+    };
+    let made;
+    try {
+      made = this.createConnection(opts, oncreate);
+    } catch (thrown) {
+      if (!sync) {
+        oncreate(thrown);
+        return;
+      }
+      called = true;
+      this[kPool].countConnectError();
+      this._socketClosed(null, id, null, false);
+      throw thrown;
+    }
+    if (made) oncreate(null, made);
+  }
+
+  // Makes `stream` (from a hook of the program's) connection `id`, as Node's agent takes a
+  // new socket: its listeners, agentkeepalive's marks, the agent's timeout, its key log.
+  [kAdoptForeign](id, name, stream, options) {
+    const link = foreign.adopt(this, id, stream, name, options);
+    if (link === null) return null;
+    debug('connection %d of %s is a stream of a hook', id, name);
+    if (typeof stream.setTimeout === 'function') this[constants.INIT_SOCKET](stream, options);
+    if (this[kTls] && this[kKeylog]) stream.on('keylog', (line) => this.emit('keylog', line, stream));
+    return link;
+  }
+
+  // A pooled connection of a hook's stream serves `req` again.
+  [kReuseForeign](link, req) {
+    link.free = false;
+    const stream = link.stream;
+    stream[constants.SOCKET_REQUEST_COUNT]++;
+    const timeout = this.options.timeout;
+    if (timeout > 0 && typeof stream.setTimeout === 'function') stream.setTimeout(timeout);
+    this.reuseSocket(stream, req);
+    setRequestSocket(this, req, stream);
+  }
+
   // The object freeSockets shows for an idle connection (see the getter).
   [kIdleFace](idle) {
     const held = binding.idleFace(idle.id);
+    if (held instanceof foreign.ForeignLink) return held.stream;
     if (held instanceof IdleConnection) held._refresh(idle);
     if (held !== undefined) return held;
     let face;
@@ -600,7 +698,7 @@ class Agent extends Base {
   }
 
   // A waiter may proceed: with a handed-off connection (`connId`) or a slot to connect.
-  [kServe](verdict, connId) {
+  [kServe](verdict, connId, link = null) {
     const kind = verdict % BASE;
     const waiterId = (verdict - kind) / BASE;
     const w = this[kWaiters].get(waiterId);
@@ -612,7 +710,9 @@ class Agent extends Base {
       return;
     }
     if (w.pending !== undefined) {
-      // An agent.request() waited: Rust sends it (replacing a drop-in connection if needed).
+      // An agent.request() waited: Rust sends it (replacing a drop-in connection if needed;
+      // the stream of a hooked one ends).
+      if (kind === HANDOFF && link !== null) link.orphan();
       w.pending.waiter = -1;
       if (kind === HANDOFF) binding.requestDispatch(w.pending.id, connId);
       else binding.requestConnect(w.pending.id);
@@ -834,31 +934,16 @@ class Agent extends Base {
       return;
     }
     const req = socket._httpMessage;
-    const ttl = this.options.socketActiveTTL;
-    let remaining = Infinity;
-    if (ttl > 0) {
-      const info = binding.info(id);
-      remaining = ttl - (info ? info.createdAtMsAgo : 0);
-      if (remaining <= 0) {
-        debug('connection %d of %s reached socketActiveTTL', id, socket[kName]);
-        socket.destroy();
-        return;
-      }
+    const remaining = activeTtlLeft(this, id);
+    if (remaining <= 0) {
+      debug('connection %d of %s reached socketActiveTTL', id, socket[kName]);
+      socket.destroy();
+      return;
     }
-    let idle = -1;
-    const fresh = req === null;
-    socket[kIdleFor] = undefined;
-    const timeoutBefore = socket.timeout;
-    if ((fresh || (req.shouldKeepAlive && this.keepAlive)) && this.keepSocketAlive(socket)) {
-      // A keepSocketAlive() of the program's that set a timeout on the socket (as Node's and
-      // agentkeepalive's own do) has its idle socket time out then: Rust expires it, and the
-      // socket, if still held, emits 'timeout' (see NativeSocket#_onIdleEnd).
-      const own = socket[kIdleFor] ?? (socket.timeout > 0 && socket.timeout !== timeoutBefore ? socket.timeout : undefined);
-      idle = Math.min(own ?? defaultIdle(this), remaining);
-      // While free, the socket's timeout is how long it may idle, as agentkeepalive sets it
-      // (Rust expires it; the socket's own timer ignores a free socket).
-      if (idle > 0 && Number.isFinite(idle)) socket.timeout = idle;
-    }
+    const idle = keptIdle(this, socket, req, remaining);
+    // While free, the socket's timeout is how long it may idle, as agentkeepalive sets it
+    // (Rust expires it; the socket's own timer ignores a free socket).
+    if (idle > 0 && Number.isFinite(idle)) socket.timeout = idle;
     socket._free();
     let verdict;
     try {
@@ -880,6 +965,66 @@ class Agent extends Base {
     } else if (verdict === IDLE) {
       socket._parked();
     }
+  }
+
+  // A hook's stream finished its request ('free'): back to the pool as a socket of Node's
+  // agent goes, then 'free' for listeners (see _socketFreed).
+  _foreignFreed(link) {
+    try {
+      this[kReleaseForeign](link);
+    } finally {
+      this.emit('free', link.stream, link.options);
+    }
+  }
+
+  [kReleaseForeign](link) {
+    const { id, stream } = link;
+    if (id === 0 || link.free) return;
+    stream[constants.SOCKET_REQUEST_FINISHED_COUNT]++;
+    if (!stream.writable || stream.destroyed) {
+      stream.destroy();
+      return;
+    }
+    const req = stream._httpMessage;
+    const remaining = activeTtlLeft(this, id);
+    if (remaining <= 0) {
+      debug('connection %d of %s reached socketActiveTTL', id, link.name);
+      stream.destroy();
+      return;
+    }
+    const idle = keptIdle(this, stream, req, remaining);
+    link.free = true;
+    let verdict;
+    try {
+      verdict = binding.release(id, idle);
+    } catch (thrown) {
+      debug('releasing connection %d failed: %s', id, thrown && thrown.message);
+      link.orphan();
+      return;
+    }
+    if (verdict >= 0) {
+      if (verdict % BASE === GRANT) link.orphan();
+      this[kServe](verdict, id, link);
+    } else if (verdict === CLOSED) {
+      link.orphan();
+    } else if (verdict === IDLE) {
+      // Idle as a free socket of Node's agent: kept alive by TCP, not keeping the process.
+      stream._httpMessage = null;
+      if (this.keepAlive && typeof stream.setKeepAlive === 'function') stream.setKeepAlive(true, this.keepAliveMsecs);
+      if (typeof stream.unref === 'function') stream.unref();
+    }
+  }
+
+  // A hook's stream closed: its connection (`id`, 0 when the pool let it go already) leaves
+  // the pool; a waiter may take the slot.
+  _foreignClosed(id) {
+    if (id !== 0) this[kCloseConn](id, binding.close);
+  }
+
+  // An upgrade or a CONNECT took a hook's stream over: its slot may serve a waiter.
+  _foreignRemoved(id) {
+    const verdict = this[kPool].detach(id);
+    if (verdict >= 0) this[kServe](verdict, 0);
   }
 
   // An upgraded (or CONNECT) socket left the pool: its slot may serve a waiter.
@@ -950,20 +1095,26 @@ Object.defineProperty(Agent.prototype, 'createSocket', {
 return Agent;
 }
 
-// Connections are opened in Rust: Node's createConnection() hook is never called, and calling
-// it throws.
 // Node's createSocket(req, options, cb), for a program's createSocket() that calls it: makes
-// the socket of the connection addRequest() is opening for `req`, starts its connect, and
-// passes it to `cb`. It makes no socket outside addRequest(): connections are opened in Rust.
+// the socket of the connection addRequest() is opening for `req` (in Rust, or through a
+// createConnection() of the program's), and passes it to `cb`. It makes no socket outside
+// addRequest(): a connection has a slot in the pool first.
 function createSocket(req, options, cb) {
   const opening = this[kOpenings].get(req);
   if (opening === undefined || opening.socket !== null) {
-    const err = errors.hyperagentError('UNSUPPORTED', 'hyperagent opens its connections in Rust; createSocket() makes one only for the request addRequest() is serving');
+    const err = errors.hyperagentError('UNSUPPORTED', "createSocket() makes a socket only for the request addRequest() is serving: a connection gets its slot in the agent's pool first");
     if (typeof cb === 'function') {
       cb(err);
       return;
     }
     throw err;
+  }
+  if (this.createConnection !== createConnection) {
+    this[kOpenForeign](opening.id, opening.name, options, false, (err, stream) => {
+      if (!err) opening.socket = stream;
+      cb(err, stream);
+    });
+    return;
   }
   const socket = this[kMake](opening.id, opening.name, options);
   opening.socket = socket;
@@ -978,23 +1129,35 @@ function warnDeprecated(what, instead) {
   process.emitWarning(`${what} is deprecated, please use ${instead} instead`, 'DeprecationWarning');
 }
 
-function createConnection() {
-  throw errors.hyperagentError(
-    'UNSUPPORTED',
-    'hyperagent opens its connections in Rust; createConnection() cannot be used or overridden',
-  );
+// The agent's own createConnection() opens no connection of the pool (those are opened in
+// Rust): called, as a subclass's override calls super.createConnection(), it is Node's, and
+// the stream it gives carries the request as any stream of a hook does.
+function createConnection(options, cb) {
+  const Base = this instanceof https.Agent ? https.Agent : http.Agent;
+  return Base.prototype.createConnection.call(this, options, cb);
 }
 
-// A createConnection() of the user's (a subclass's, or one assigned to the agent) would be
-// left uncalled, and requests would connect without it: refused when the agent is made and
-// when a request is made, instead.
+// agent.request() speaks HTTP in Rust, over connections Rust opens: an agent whose
+// connections a createConnection() of the program's makes serves http.request() alone.
 function refuseOwnConnect(agent) {
   if (agent.createConnection !== createConnection) {
     throw errors.hyperagentError(
       'UNSUPPORTED',
-      'hyperagent opens its connections in Rust; createConnection() cannot be overridden',
+      'agent.request() speaks HTTP in Rust over connections it opens itself; an agent with a createConnection() hook carries http.request() only',
     );
   }
+}
+
+// Something a hook may pass on as a connection: a stream (a net.Socket, a TLSSocket, a
+// Duplex of the program's).
+function isStream(value) {
+  return value !== null && typeof value === 'object' && typeof value.write === 'function'
+    && typeof value.on === 'function' && typeof value.destroy === 'function';
+}
+
+// What `agent.sockets` shows for a socket Rust lists: a hook's stream for its link.
+function faceOf(socket) {
+  return socket instanceof foreign.ForeignLink ? socket.stream : socket;
 }
 
 // Node's agents construct with or without `new` (`http.Agent(options)`): so do ours. `new`
@@ -1035,6 +1198,27 @@ function copyOwn(to, from) {
   for (let i = 0; i < symbols.length; i++) {
     if (Object.prototype.propertyIsEnumerable.call(from, symbols[i])) to[symbols[i]] = from[symbols[i]];
   }
+}
+
+// How much longer connection `id` may live under socketActiveTTL (Infinity without one).
+function activeTtlLeft(agent, id) {
+  const ttl = agent.options.socketActiveTTL;
+  if (!(ttl > 0)) return Infinity;
+  const info = binding.info(id);
+  return ttl - (info ? info.createdAtMsAgo : 0);
+}
+
+// How long the connection of a socket its request freed may idle (-1: it may not; at most
+// `remaining`), as the agent's keepSocketAlive() (Node's hook) decides. A keepSocketAlive() of
+// the program's that set a timeout on the socket (as Node's and agentkeepalive's own do) has
+// its idle socket time out then: Rust expires it, and the socket, if still held, emits
+// 'timeout' (see NativeSocket#_onIdleEnd).
+function keptIdle(agent, socket, req, remaining) {
+  socket[kIdleFor] = undefined;
+  const timeoutBefore = socket.timeout;
+  if ((req && !(req.shouldKeepAlive && agent.keepAlive)) || !agent.keepSocketAlive(socket)) return -1;
+  const own = socket[kIdleFor] ?? (socket.timeout > 0 && socket.timeout !== timeoutBefore ? socket.timeout : undefined);
+  return Math.min(own ?? defaultIdle(agent), remaining);
 }
 
 // How long a freed connection may idle: freeSocketTimeout (or the socket's own, as urllib

@@ -149,6 +149,11 @@ pub enum Mode {
     DropIn,
     /// `agent.request()`: hyper on tokio.
     Promise,
+    /// `http.request` over a stream a hook of the program's made (`createConnection`, or a
+    /// `createSocket()` that passes on a stream of its own): the bytes never reach Rust. The
+    /// pool counts it and keeps it idle as any other; JavaScript watches the stream and
+    /// reports its close (see lib/foreign.js), so it is never peeked nor replayed here.
+    Foreign,
 }
 
 /// `write` results, as JavaScript reads them (negative values are `-errno`).
@@ -347,7 +352,11 @@ impl Conn {
     }
 
     fn serve(&self, env: sys::napi_env, reused: bool) {
-        let limit = self.pool.upgrade().map_or(0, |p| p.replay_limit.get());
+        let limit = match self.mode.get() {
+            // Its bytes never pass here: there is nothing to replay from.
+            Mode::Foreign => 0,
+            _ => self.pool.upgrade().map_or(0, |p| p.replay_limit.get()),
+        };
         self.replay.borrow_mut().start(reused, limit);
         let Some(mut owner) = self.owner.get() else {
             return;
@@ -418,8 +427,11 @@ impl Conn {
     /// True when the connection may go back to the pool: nothing half-written, nothing
     /// half-closed.
     pub fn reusable(&self) -> bool {
-        if self.mode.get() == Mode::Promise {
-            return self.state.get() == State::Active && self.check_alive();
+        match self.mode.get() {
+            Mode::Promise => return self.state.get() == State::Active && self.check_alive(),
+            // JavaScript checked its stream before releasing it.
+            Mode::Foreign => return self.state.get() == State::Active,
+            Mode::DropIn => {}
         }
         if let Some(remote) = self.pumped() {
             return self.state.get() == State::Active && !self.eof.get() && remote.is_clean();
@@ -437,7 +449,9 @@ impl Conn {
             if let Some(ctx) = owner.ctx.take() {
                 ctx.destroy(env);
             }
-            if owner.strong {
+            // A hooked connection's stream is the connection itself: nothing could remake it,
+            // so its link stays held while it idles (until the connection closes).
+            if owner.strong && self.mode.get() != Mode::Foreign {
                 owner.socket.weaken(env);
                 owner.strong = false;
             }
@@ -454,7 +468,10 @@ impl Conn {
 
     /// What a checkout for `mode` makes of this idle connection.
     pub fn fit(&self, mode: Mode) -> crate::pool::Fit {
-        if self.mode.get() != mode {
+        // A hooked connection serves `http.request`, as the drop-in path's do.
+        let serves =
+            self.mode.get() == mode || (self.mode.get() == Mode::Foreign && mode == Mode::DropIn);
+        if !serves {
             crate::pool::Fit::Other
         } else if self.check_alive() {
             crate::pool::Fit::Take
@@ -465,8 +482,12 @@ impl Conn {
 
     /// Whether an idle connection can carry a request right now.
     pub fn check_alive(&self) -> bool {
-        if self.mode.get() == Mode::Promise {
-            return self.hyper.borrow().as_ref().is_some_and(|s| !s.is_closed());
+        match self.mode.get() {
+            Mode::Promise => return self.hyper.borrow().as_ref().is_some_and(|s| !s.is_closed()),
+            // Its stream's close is reported by JavaScript the moment it happens (the pool
+            // forgets it then): while the pool lists it, it is open.
+            Mode::Foreign => return true,
+            Mode::DropIn => {}
         }
         if let Some(remote) = self.pumped() {
             // The pump reads an idle TLS connection all along: it knows of a close at once.

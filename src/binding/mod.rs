@@ -845,7 +845,7 @@ impl NativePool {
                 IdleConn {
                     id: c.id,
                     name,
-                    drop_in: c.mode.get() == conn::Mode::DropIn,
+                    drop_in: c.mode.get() != conn::Mode::Promise,
                     created: stamp.created_ms,
                     number: stamp.number,
                     finished: stamp.finished,
@@ -1356,6 +1356,24 @@ pub fn body_fail(id: u32, message: String) {
         if let Some(w) = req.writer.borrow_mut().as_mut() {
             w.fail(message);
         }
+    }
+}
+
+/// Connection `id`, opening in a slot the pool gave it, is carried by `link`, the stream a
+/// hook of the program's made (see `conn::Mode::Foreign`): it is established and serving the
+/// request that opened it. False when the slot is gone (the connection was closed meanwhile).
+#[napi(catch_unwind)]
+pub fn foreign(env: &Env, id: u32, link: Unknown) -> bool {
+    match conn(id) {
+        Some(c)
+            if c.state.get() == conn::State::Connecting && c.mode.get() == conn::Mode::DropIn =>
+        {
+            c.mode.set(conn::Mode::Foreign);
+            c.bind(env.raw(), link.raw());
+            c.state.set(conn::State::Active);
+            true
+        }
+        _ => false,
     }
 }
 
