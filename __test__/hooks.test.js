@@ -414,3 +414,35 @@ test('a hook\'s stream whose slot an agent.request() takes is ended, and nothing
   assert.strictEqual(made.length, 1);
   assert.strictEqual(server.connections.length, 2);
 });
+
+test('a hook\'s idle stream closed to make room for agent.request() is ended with it', async (t) => {
+  const server = await httpServer(t);
+  const made = [];
+  const agent = new (ownStreams(made))({ keepAlive: true, maxSockets: 1 });
+  t.after(() => agent.destroy());
+  await request(`${server.url}/dropin`, { agent });
+  await until(() => Object.keys(agent.freeSockets).length === 1, 5000, 'free');
+  // agent.request() cannot use the hook's connection; at maxSockets, the pool closes it.
+  const res = await agent.request(`${server.url}/promised`);
+  assert.strictEqual(await res.body.text(), 'hello /promised');
+  await until(() => made[0].destroyed, 5000, 'stream ended');
+  assert.strictEqual(agent.getCurrentStatus().closeSocketCount, 1);
+});
+
+test('a hook\'s stream that fails to connect fails its request, counted as agentkeepalive counts it', async (t) => {
+  // A port nobody listens on: taken, then closed.
+  const probe = net.createServer().listen(0, '127.0.0.1');
+  await once(probe, 'listening');
+  const { port } = probe.address();
+  await new Promise((resolve) => probe.close(resolve));
+  const agent = new (hooked(Agent))({ keepAlive: true, maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const err = await requestError(`http://127.0.0.1:${port}/`, { agent });
+  assert.strictEqual(err.code, 'ECONNREFUSED');
+  await until(() => agent.getCurrentStatus().closeSocketCount === 1, 5000, 'closed');
+  const status = agent.getCurrentStatus();
+  assert.deepStrictEqual(
+    [status.createSocketCount, status.errorSocketCount, status.closeSocketCount, Object.keys(status.sockets)],
+    [1, 1, 1, []],
+  );
+});

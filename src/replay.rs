@@ -12,7 +12,9 @@
 //! - once.
 //!
 //! [`ReplayBuf`] keeps the bytes of a drop-in request (written by Node's HTTP code) while they
-//! may be needed: from checkout to the first response byte.
+//! may be needed: from checkout to the first response byte. An `agent.request()` is planned for
+//! a replay by [`promise_replayable`] (its body kept in memory, or recorded as it streams), and
+//! sent again when [`replays_after_race`] says so.
 
 /// Idempotent per RFC 9110 §9.2.2.
 pub fn idempotent_method(method: &[u8]) -> bool {
@@ -36,6 +38,41 @@ pub fn replayable_request(head: &[u8]) -> bool {
         .split(|&b| b == b'\n')
         .skip(1)
         .any(|line| line.len() > 16 && line[..16].eq_ignore_ascii_case(b"idempotency-key:"))
+}
+
+/// The body of an `agent.request()` as its plan knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlannedBody {
+    /// In memory, this many bytes (0: none).
+    Bytes(usize),
+    /// Streamed from a source: what its writer records, up to the limit, is kept.
+    Streamed,
+}
+
+/// Whether an `agent.request()` is planned for a replay (its body kept while it may be needed):
+/// replay on (`limit`: the largest body kept), an idempotent method or an `Idempotency-Key`,
+/// no `Expect: 100-continue` (the server decides on the body's sending), and a body in memory
+/// within the limit (a streamed one is recorded, and a replay gives up if it outgrows it).
+pub fn promise_replayable(
+    limit: Option<usize>,
+    method: &[u8],
+    idempotency_key: bool,
+    expect_continue: bool,
+    body: PlannedBody,
+) -> bool {
+    let Some(limit) = limit else { return false };
+    let within = match body {
+        PlannedBody::Bytes(n) => n <= limit,
+        PlannedBody::Streamed => true,
+    };
+    within && !expect_continue && (idempotent_method(method) || idempotency_key)
+}
+
+/// Whether a request that met the race (its connection died before any byte of the answer)
+/// is sent again: only after it went out on a reused connection, and while its replay is
+/// still possible (every byte at hand, not replayed yet).
+pub fn replays_after_race(reused: bool, possible: bool) -> bool {
+    reused && possible
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
@@ -120,6 +157,55 @@ impl ReplayBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn promise_requests_are_planned_for_a_replay_by_the_same_rules() {
+        let get = |limit, body| promise_replayable(limit, b"GET", false, false, body);
+        assert!(get(Some(65_536), PlannedBody::Bytes(0)));
+        assert!(get(Some(65_536), PlannedBody::Bytes(65_536)));
+        // A body over the limit is not kept; a streamed one is recorded up to it.
+        assert!(!get(Some(65_536), PlannedBody::Bytes(65_537)));
+        assert!(get(Some(0), PlannedBody::Streamed));
+        // Replay off.
+        assert!(!get(None, PlannedBody::Bytes(0)));
+        // Not idempotent, unless an Idempotency-Key makes it so.
+        assert!(!promise_replayable(
+            Some(1024),
+            b"POST",
+            false,
+            false,
+            PlannedBody::Bytes(3)
+        ));
+        assert!(promise_replayable(
+            Some(1024),
+            b"POST",
+            true,
+            false,
+            PlannedBody::Bytes(3)
+        ));
+        assert!(!promise_replayable(
+            Some(1024),
+            b"PATCH",
+            false,
+            false,
+            PlannedBody::Streamed
+        ));
+        // With Expect: 100-continue the server decides whether the body goes: never replayed.
+        assert!(!promise_replayable(
+            Some(1024),
+            b"PUT",
+            false,
+            true,
+            PlannedBody::Bytes(3)
+        ));
+    }
+
+    #[test]
+    fn only_a_reused_connection_with_the_request_at_hand_replays() {
+        assert!(replays_after_race(true, true));
+        assert!(!replays_after_race(false, true));
+        assert!(!replays_after_race(true, false));
+    }
 
     #[test]
     fn idempotent_methods_and_keys_are_replayable() {

@@ -952,12 +952,6 @@ fn request_state(id: u32) -> Option<Rc<request::ReqState>> {
     env::current()?.request(id)
 }
 
-/// Idempotent per RFC 9110 §9.2.2, or made so by an `Idempotency-Key` header.
-fn idempotent(method: &http::Method, headers: &http::HeaderMap) -> bool {
-    crate::replay::idempotent_method(method.as_str().as_bytes())
-        || headers.contains_key("idempotency-key")
-}
-
 /// Parses a request target in origin form and header lines (`name\nvalue\n...`, validated
 /// by JavaScript: none holds a newline).
 fn head_of(path: &str, lines: &[u8]) -> Result<client::Head> {
@@ -1188,10 +1182,17 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     }
     // What a replay needs, when the request may be sent again (see request.rs): the body in
     // memory, or, streamed, what its writer records (up to the limit).
-    let replayable = replay_limit >= 0.0
-        && !expect_continue
-        && (streamed || bytes.len() as f64 <= replay_limit)
-        && idempotent(&method, &head.headers);
+    let replayable = crate::replay::promise_replayable(
+        (replay_limit >= 0.0).then_some(replay_limit as usize),
+        method.as_str().as_bytes(),
+        head.headers.contains_key("idempotency-key"),
+        expect_continue,
+        if streamed {
+            crate::replay::PlannedBody::Streamed
+        } else {
+            crate::replay::PlannedBody::Bytes(bytes.len())
+        },
+    );
     let recording =
         (replayable && streamed).then(|| crate::client::Recording::new(replay_limit as usize));
     let replay = replayable.then(|| request::Replay {

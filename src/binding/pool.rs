@@ -180,7 +180,7 @@ impl PoolCell {
 
     /// Closes idle connection `id`, which its socket object (if a program still holds it)
     /// hears of first (see [`Conn::end_idle`]).
-    fn drop_idle(&self, id: u32, expired: bool) {
+    pub fn drop_idle(&self, id: u32, expired: bool) {
         if let Some(conn) = self.ctx.remove_conn(id) {
             conn.end_idle(&self.ctx, expired);
             conn.close(self.env());

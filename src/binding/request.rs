@@ -348,9 +348,8 @@ impl PoolCell {
             )
         };
         for (id, _) in discard {
-            if let Some(conn) = self.ctx.remove_conn(id) {
-                conn.close(env);
-            }
+            // A socket object (or a hook's stream) a program holds for it hears of its end.
+            self.drop_idle(id, false);
         }
         let waiter = match checkout {
             Checkout::Reuse(conn) => {
@@ -910,7 +909,8 @@ impl EnvCtx {
                 // The keep-alive race: a reused connection died before answering. An
                 // idempotent request is sent once more, on a fresh connection (RFC 9110
                 // §9.2.2); anything else fails, saying whether it went out.
-                if req.reused.get() && req.replay.borrow().as_ref().is_some_and(Replay::possible) {
+                let possible = req.replay.borrow().as_ref().is_some_and(Replay::possible);
+                if crate::replay::replays_after_race(req.reused.get(), possible) {
                     *req.retrying.borrow_mut() = Some(err);
                 } else {
                     let desc = js::error_descriptor(env, &err);
