@@ -114,7 +114,7 @@ function limitsOf(agent) {
     keepAliveMsecs: l.keepAlive ? agent.keepAliveMsecs : undefined,
     replayLimit: agent.options.replay ? agent.options.replayLimit : 0,
     // What becomes of a promise-path connection when its exchange ends: Rust applies these
-    // (the drop-in path applies them here, in _socketFreed).
+    // (the drop-in path asks Rust's same rule with its options' live values, in idleFor).
     keepAlive: l.keepAlive,
     idleMs: defaultIdle(agent),
     activeTtlMs: agent.options.socketActiveTTL || undefined,
@@ -1200,12 +1200,11 @@ function copyOwn(to, from) {
   }
 }
 
-// How much longer connection `id` may live under socketActiveTTL (Infinity without one).
+// How much longer connection `id` may live under socketActiveTTL (Infinity without one), by
+// the agent's rule in Rust, with the option's live value.
 function activeTtlLeft(agent, id) {
   const ttl = agent.options.socketActiveTTL;
-  if (!(ttl > 0)) return Infinity;
-  const info = binding.info(id);
-  return ttl - (info ? info.createdAtMsAgo : 0);
+  return ttl > 0 ? binding.ttlLeft(id, Number(ttl)) : Infinity;
 }
 
 // How long the connection of a socket its request freed may idle (-1: it may not; at most
@@ -1229,20 +1228,10 @@ function idleTimeout(agent, socket) {
   return idleFor(agent, res ? res.rawHeaders : [], socket.freeSocketTimeout || socket.freeSocketKeepAliveTimeout);
 }
 
-// freeSocketTimeout (or a custom value), shortened by the response's Keep-Alive hint.
+// freeSocketTimeout (or a custom value), shortened by the response's Keep-Alive hint: the
+// agent's rule, in Rust (src/pool/release.rs), with the options as they are now.
 function idleFor(agent, rawHeaders, custom) {
-  let idle = custom || defaultIdle(agent);
-  const hint = keepAliveHeader(rawHeaders);
-  if (hint) {
-    const m = /^timeout=(\d+)/.exec(hint);
-    if (m) {
-      // Expire before the server says it will (a second, by default), as Node does.
-      const serverIdle = Number(m[1]) * 1000 - agent.agentKeepAliveTimeoutBuffer;
-      if (serverIdle <= 0) return 0;
-      idle = Math.min(idle, serverIdle);
-    }
-  }
-  return idle;
+  return binding.idleFor(Number(custom || defaultIdle(agent)), keepAliveHeader(rawHeaders), hintBuffer(agent.agentKeepAliveTimeoutBuffer));
 }
 
 // The Keep-Alive response header, read from rawHeaders: building res.headers for it would cost

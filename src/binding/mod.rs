@@ -540,6 +540,54 @@ pub fn shutdown(id: u32) -> i32 {
     conn(id).map_or(0, |c| c.shutdown())
 }
 
+/// How long a drop-in connection its request freed may idle, by the agent's rule (see
+/// `ReleasePolicy::idle_for`): `own_ms` the socket's free timeout or the agent's, as
+/// JavaScript reads them now (infinite: no limit); `hint` the response's `Keep-Alive` header;
+/// `buffer_ms` the agent's `agentKeepAliveTimeoutBuffer`. 0: not kept.
+#[napi(catch_unwind)]
+pub fn idle_for(own_ms: f64, hint: Option<String>, buffer_ms: f64) -> f64 {
+    let own = if own_ms.is_infinite() && own_ms > 0.0 {
+        Duration::MAX
+    } else if own_ms > 0.0 {
+        Duration::from_micros((own_ms * 1000.0) as u64)
+    } else {
+        return 0.0;
+    };
+    let policy = crate::pool::ReleasePolicy {
+        keep_alive: true,
+        idle: None,
+        ttl: None,
+        hint_buffer: Duration::from_micros((buffer_ms.max(0.0) * 1000.0) as u64),
+    };
+    let hint = hint.and_then(|h| crate::pool::keep_alive_hint(h.as_bytes()));
+    match policy.idle_for(Some(own), hint) {
+        Some(Duration::MAX) => f64::INFINITY,
+        Some(idle) => idle.as_secs_f64() * 1000.0,
+        None => 0.0,
+    }
+}
+
+/// What is left of `socketActiveTTL` (`ttl_ms`, as JavaScript reads it now) for connection
+/// `id`, by the agent's rule (see `ReleasePolicy::settle`): 0 once reached, infinite without
+/// a TTL (or a connection).
+#[napi(catch_unwind)]
+pub fn ttl_left(id: u32, ttl_ms: f64) -> f64 {
+    let Some(conn) = conn(id) else {
+        return f64::INFINITY;
+    };
+    let policy = crate::pool::ReleasePolicy {
+        ttl: millis(Some(ttl_ms)),
+        ..crate::pool::ReleasePolicy::default()
+    };
+    match policy.settle(conn.created.elapsed(), Some(Duration::MAX)) {
+        crate::pool::Fate::Close => 0.0,
+        crate::pool::Fate::Release(Some(left)) if left != Duration::MAX => {
+            left.as_secs_f64() * 1000.0
+        }
+        crate::pool::Fate::Release(_) => f64::INFINITY,
+    }
+}
+
 /// The request on connection `id` finished. `idle_ms`: how long it may idle (negative: it may
 /// only serve a waiter; infinite: no limit). Returns a verdict (see `pool::verdict`).
 #[napi(catch_unwind)]

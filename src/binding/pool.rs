@@ -61,31 +61,7 @@ pub struct PoolState {
     pub connect_opts: ConnectOptions,
 }
 
-/// The agent's options that decide what happens to a connection whose promise-path exchange
-/// ended (the drop-in path applies the same rules in JavaScript, `_socketFreed`).
-#[derive(Clone, Copy, Debug)]
-pub struct ReleasePolicy {
-    /// `keepAlive`: off, a freed connection only serves a waiter.
-    pub keep_alive: bool,
-    /// `freeSocketTimeout`; `None`: no limit.
-    pub idle: Option<Duration>,
-    /// `socketActiveTTL`; `None`: no limit.
-    pub ttl: Option<Duration>,
-    /// `agentKeepAliveTimeoutBuffer`: how much sooner than a server's `Keep-Alive: timeout`
-    /// hint a connection stops idling.
-    pub hint_buffer: Duration,
-}
-
-impl Default for ReleasePolicy {
-    fn default() -> Self {
-        ReleasePolicy {
-            keep_alive: true,
-            idle: None,
-            ttl: None,
-            hint_buffer: Duration::from_secs(1),
-        }
-    }
-}
+pub use crate::pool::ReleasePolicy;
 
 pub struct PoolCell {
     pub id: u32,

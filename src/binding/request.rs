@@ -1004,37 +1004,19 @@ impl EnvCtx {
         };
         *conn.hyper.borrow_mut() = Some(sender);
         let policy = pool.policy.get();
-        let mut idle = policy
-            .keep_alive
-            .then(|| {
-                let idle = policy.idle.unwrap_or(std::time::Duration::MAX);
-                // The server's word, less `agentKeepAliveTimeoutBuffer`, so that the client
-                // gives up first.
-                req.hint.get().map_or(idle, |hint| {
-                    idle.min(hint.saturating_sub(policy.hint_buffer))
-                })
-            })
-            // Nothing left of it: not kept (a waiter still takes it), as Node decides.
-            .filter(|idle| !idle.is_zero());
-        if let Some(ttl) = policy.ttl {
-            let age = conn.created.elapsed();
-            if age >= ttl {
-                return (conn_id, pool.close(conn_id));
-            }
-            idle = idle.map(|d| d.min(ttl - age));
-        }
+        let idle = policy.idle_for(None, req.hint.get());
+        let idle = match policy.settle(conn.created.elapsed(), idle) {
+            crate::pool::Fate::Close => return (conn_id, pool.close(conn_id)),
+            crate::pool::Fate::Release(idle) => idle,
+        };
         (conn_id, pool.release(conn_id, idle))
     }
 }
 
-/// The server's `Keep-Alive: timeout=N` hint: how long it says it keeps the connection idle.
+/// The server's `Keep-Alive: timeout=N` hint, from the response's headers.
 fn keep_alive_hint(headers: &HeaderLines) -> Option<std::time::Duration> {
     let (_, value) = headers.pairs().find(|(k, _)| *k == b"keep-alive")?;
-    let value = std::str::from_utf8(value).ok()?.trim_start();
-    let rest = value.strip_prefix("timeout=")?;
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let secs: u64 = rest[..digits].parse().ok()?;
-    Some(std::time::Duration::from_secs(secs))
+    crate::pool::keep_alive_hint(value)
 }
 
 /// `bodyRead`: the response stream wants one more chunk.

@@ -20,10 +20,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod expiry;
+mod release;
 mod stats;
 
 use expiry::{Expiry, Handle};
 
+pub use release::{keep_alive_hint, Fate, ReleasePolicy};
 pub use stats::Stats;
 
 /// Which idle connection a checkout takes: the most recently used (LIFO, Node's default, keeps
