@@ -163,3 +163,66 @@ test('a request aborted while queued gives its turn to the next one', async (t) 
   assert.ok(!server.requestPorts.includes(undefined));
   assert.strictEqual(server.connections.length, 1);
 });
+
+test('queued agent.request()s get their turn from every kind of freed slot: a drop-in socket, a raised limit, a close, an abort', async (t) => {
+  const server = await gatedServer(t);
+  const name = `127.0.0.1:${server.port}:`;
+  const agent = new Agent({ keepAlive: true, maxSockets: 1, freeSocketTimeout: 60_000 });
+  t.after(() => agent.destroy());
+  const body = (p) => agent.request(`${server.url}${p}`).then((r) => r.body.text());
+
+  // A drop-in request holds the one slot; an agent.request() waits, and takes the slot when
+  // the socket is freed (its connection closes: agent.request() cannot use it). The socket
+  // that served the drop-in request is left destroyed, holding nothing.
+  const dropIn = request(`${server.url}/d1`, { agent });
+  await once(server, 'held');
+  const first = body('/p1');
+  await until(() => agent.getCurrentStatus().requests[name] === 1, 5000, 'queued');
+  server.releaseAll();
+  const { req } = await dropIn;
+  await once(server, 'held');
+  server.releaseAll();
+  assert.strictEqual(await first, 'ok /p1');
+  await until(() => req.socket.destroyed, 5000, 'socket left');
+
+  // Two wait behind a held one; raising maxSockets lets both connect at once.
+  const held = body('/p2');
+  await once(server, 'held');
+  const waiting = [body('/p3'), body('/p4')];
+  await until(() => agent.getCurrentStatus().requests[name] === 2, 5000, 'queued');
+  agent.maxSockets = 3;
+  while (server.held.length < 3) await once(server, 'held');
+  server.releaseAll();
+  assert.deepStrictEqual(await Promise.all([held, ...waiting]), ['ok /p2', 'ok /p3', 'ok /p4']);
+
+  // A waiter behind a connection the server closes mid-request: the close gives it the slot.
+  agent.destroy();
+  const one = new Agent({ keepAlive: true, maxSockets: 1 });
+  t.after(() => one.destroy());
+  const oneBody = (p, options) => one.request(`${server.url}${p}`, options);
+  const doomed = oneBody('/doomed').catch((err) => err.code);
+  await once(server, 'held');
+  const next = oneBody('/p5').then((r) => r.body.text());
+  await until(() => one.getCurrentStatus().requests[name] === 1, 5000, 'queued');
+  server.held.splice(0);
+  server.closeAllConnections();
+  assert.strictEqual(await doomed, 'ECONNRESET');
+  await once(server, 'held');
+  server.releaseAll();
+  assert.strictEqual(await next, 'ok /p5');
+
+  // A queued request aborted leaves the queue in Rust: the next waiter gets the slot.
+  const holder = oneBody('/p6').then((r) => r.body.text());
+  await once(server, 'held');
+  const controller = new AbortController();
+  const aborted = oneBody('/aborted', { signal: controller.signal }).catch((err) => err.name);
+  const after = oneBody('/p7').then((r) => r.body.text());
+  await until(() => one.getCurrentStatus().requests[name] === 2, 5000, 'queued');
+  controller.abort();
+  assert.strictEqual(await aborted, 'AbortError');
+  assert.strictEqual(one.getCurrentStatus().requests[name], 1);
+  server.releaseAll();
+  await once(server, 'held');
+  server.releaseAll();
+  assert.deepStrictEqual([await holder, await after], ['ok /p6', 'ok /p7']);
+});

@@ -34,6 +34,7 @@ const CONNECT = PROTOCOL.connect;
 const HANDOFF = PROTOCOL.handoff;
 const GRANT = PROTOCOL.grant;
 const CLOSED = PROTOCOL.closed;
+const RETIRED = PROTOCOL.retired;
 const IDLE = PROTOCOL.idle;
 
 const kPool = Symbol('hyperagent.pool');
@@ -277,6 +278,13 @@ class Agent extends Base {
 
   destroy() {
     const pool = this[kPool];
+    // agent.request()s waiting for a connection fail first (each leaves the queue).
+    for (const pending of pool.requestsQueued()) {
+      pending.abort(errors.hyperagentError(
+        'AGENT_DESTROYED',
+        'The agent was destroyed while this request waited for a connection',
+      ));
+    }
     const waiters = pool.destroy();
     for (const id of waiters) {
       const w = this[kWaiters].get(id);
@@ -286,12 +294,6 @@ class Agent extends Base {
         'AGENT_DESTROYED',
         'The agent was destroyed while this request waited for a connection',
       );
-      if (w.pending !== undefined) {
-        // An agent.request() (its place in the queue is gone with the others).
-        w.pending.waiter = -1;
-        w.pending.abort(err);
-        continue;
-      }
       w.resource.runInAsyncScope(() => w.req.onSocket(undefined, err));
       w.resource.emitDestroy();
     }
@@ -698,7 +700,7 @@ class Agent extends Base {
   }
 
   // A waiter may proceed: with a handed-off connection (`connId`) or a slot to connect.
-  [kServe](verdict, connId, link = null) {
+  [kServe](verdict, connId) {
     const kind = verdict % BASE;
     const waiterId = (verdict - kind) / BASE;
     const w = this[kWaiters].get(waiterId);
@@ -709,22 +711,13 @@ class Agent extends Base {
       if (kind === HANDOFF) binding.release(connId, defaultIdle(this));
       return;
     }
-    if (w.pending !== undefined) {
-      // An agent.request() waited: Rust sends it (replacing a drop-in connection if needed;
-      // the stream of a hooked one ends).
-      if (kind === HANDOFF && link !== null) link.orphan();
-      w.pending.waiter = -1;
-      if (kind === HANDOFF) binding.requestDispatch(w.pending.id, connId);
-      else binding.requestConnect(w.pending.id);
-      return;
-    }
     w.resource.runInAsyncScope(() => {
-      if (kind === HANDOFF && !binding.isPromiseConn(connId)) {
+      // Rust serves agent.request()'s waiters itself, and hands these only connections their
+      // sockets can use (an agent.request() connection gives up its slot: a grant).
+      if (kind === HANDOFF) {
         debug('hand connection %d to waiter %d', connId, waiterId);
         this._reuse(this._face(connId, w.name, w.options), w.req);
       } else {
-        // A new connection; a promise-path connection handed over gives up its slot to it.
-        if (kind === HANDOFF) binding.retire(connId);
         const id = pool.openGranted(w.key);
         debug('create connection %d for waiter %d', id, waiterId);
         this._open(id, w.name, w.req, w.options);
@@ -894,15 +887,6 @@ class Agent extends Base {
     this[kPool].setMaxHeaderSize(n);
   }
 
-  _queuePromise(waiter, pending) {
-    this[kWaiters].set(waiter, { pending });
-  }
-
-  _cancelWaiter(waiter) {
-    this[kWaiters].delete(waiter);
-    this[kPool].cancel(waiter);
-  }
-
   // A verdict of the pool for a waiter (a connection `connId` handed off, or a slot granted).
   _serveVerdict(verdict, connId = 0) {
     this[kServe](verdict, connId);
@@ -960,7 +944,7 @@ class Agent extends Base {
     if (verdict >= 0) {
       if (verdict % BASE === GRANT) socket._orphan();
       this[kServe](verdict, id);
-    } else if (verdict === CLOSED) {
+    } else if (verdict === CLOSED || verdict === RETIRED) {
       socket._orphan();
     } else if (verdict === IDLE) {
       socket._parked();
@@ -1004,8 +988,8 @@ class Agent extends Base {
     }
     if (verdict >= 0) {
       if (verdict % BASE === GRANT) link.orphan();
-      this[kServe](verdict, id, link);
-    } else if (verdict === CLOSED) {
+      this[kServe](verdict, id);
+    } else if (verdict === CLOSED || verdict === RETIRED) {
       link.orphan();
     } else if (verdict === IDLE) {
       // Idle as a free socket of Node's agent: kept alive by TCP, not keeping the process.

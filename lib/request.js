@@ -669,7 +669,6 @@ class PendingRequest {
     this.reject = reject;
     this.signal = signal;
     this.id = 0;
-    this.waiter = -1;
     this.response = null;
     this.done = false;
     this.ended = false;
@@ -904,7 +903,7 @@ class PendingRequest {
   // middle of one closes), a waiting writer, and a slot freed for a waiter.
   stop() {
     this.cleanup();
-    if (this.waiter >= 0) this.agent._cancelWaiter(this.waiter);
+    // Its place in the queue, if it waits, goes with it (in Rust).
     const verdict = binding.requestAbort(this.id);
     this.done = true;
     this.onDrain();
@@ -1117,14 +1116,8 @@ function request(agent, input, options = {}) {
       (expectContinue ? EXPECT_CONTINUE : 0) | (informed ? INFORMATIONAL : 0),
       headersTimeout, bodyTimeout, agent._replayLimit, CONTEXT_NAME,
     );
-    if (result >= 0) {
-      pending.id = result;
-    } else {
-      // Queued: the pool waits for a connection for it.
-      pending.id = -result;
-      pending.waiter = binding.queuedWaiter();
-      agent._queuePromise(pending.waiter, pending);
-    }
+    // Sent, or queued: Rust serves it when the pool has a connection for it.
+    pending.id = result;
     if (signal) pending.unwatch = watchAbort(signal, () => pending.abort(abortError(signal)));
     if (source !== null) {
       pending.source = source;

@@ -326,8 +326,6 @@ pub struct EnvCtx {
     next_request: Cell<u32>,
     /// The reusable buffer sockets read into before copying into a JavaScript Buffer.
     pub read_buf: RefCell<Box<[u8]>>,
-    /// The waiter id of the last `agent.request()` that was queued (see `binding::request`).
-    pub last_waiter: Cell<f64>,
     /// The slab small chunks are copied into (see [`EnvCtx::chunk`]).
     slab: RefCell<Option<Slab>>,
     /// The async context of a batch of completions: each event still runs in its own
@@ -422,7 +420,6 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         requests: RefCell::new(IdMap::default()),
         next_request: Cell::new(1),
         read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
-        last_waiter: Cell::new(-1.0),
         slab: RefCell::new(None),
         // SAFETY: js.rs invariant 1: a fresh object of this env, in the `init` call's scope,
         // as the resource; destroyed once, in `teardown` (js.rs invariant 2).

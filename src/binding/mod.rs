@@ -210,6 +210,8 @@ pub struct Protocol {
     pub none: f64,
     pub idle: f64,
     pub closed: f64,
+    /// `release`: the connection closed for an `agent.request()` that waited.
+    pub retired: f64,
     /// agent.request()'s event kinds, in `request::kind` order.
     pub events: Vec<String>,
     pub expect_continue: u32,
@@ -235,6 +237,7 @@ pub fn protocol() -> Protocol {
         none: verdict::NONE,
         idle: verdict::IDLE,
         closed: verdict::CLOSED,
+        retired: verdict::RETIRED,
         events: request::kind::NAMES.iter().map(|n| n.to_string()).collect(),
         expect_continue: EXPECT_CONTINUE,
         informational: INFORMATIONAL,
@@ -937,6 +940,21 @@ impl NativePool {
             .collect()
     }
 
+    /// The handles of the `agent.request()`s waiting in the pool's queue (see
+    /// `PoolCell::requests_queued`), for `agent.destroy()` to fail.
+    #[napi(ts_return_type = "object[]", catch_unwind)]
+    pub fn requests_queued<'env>(&self, env: &'env Env) -> Vec<Unknown<'env>> {
+        self.cell
+            .requests_queued()
+            .into_iter()
+            // SAFETY: js.rs invariants 1 and 2: handles from the strong references of requests
+            // not finished (`finish` takes a request out of the map before deleting its
+            // reference), in this call's scope. Test: __test__/request.test.js "agent.destroy()
+            // ends agent.request()s: queued, waiting for the head, and mid-body".
+            .map(|v| unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+            .collect()
+    }
+
     /// Counts an error on an established socket (`errorSocketCount`).
     #[napi(catch_unwind)]
     pub fn count_error(&self) {
@@ -1098,8 +1116,7 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
 /// [`INFORMATIONAL`]; `replayLimit` the largest body sent again
 /// after the keep-alive race (negative: never); `contextName` the name of the request's async
 /// context (a string JavaScript keeps, rather than one made here per request).
-/// Returns the request id, negated when the request waits in the pool's queue (its waiter id
-/// is then `queuedWaiter()`).
+/// Returns the request id (a request that waits in the pool's queue is served there).
 #[napi(catch_unwind)]
 pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
     /// # Safety
@@ -1302,19 +1319,11 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         handle,
         context_name: args.value(13),
     };
-    let (req, waiter) = cell.request(KeyId(key), js_side, spec, writer, ctl, replay);
+    let req = cell.request(KeyId(key), js_side, spec, writer, ctl, replay);
     if let Some(slot) = id_slot {
         slot.store(req.id, std::sync::atomic::Ordering::Release);
     }
-    // The id; negated when the request waits in the pool's queue (its waiter id is then
-    // `queuedWaiter()`): one number crosses back instead of an array.
-    Ok(match waiter {
-        Some(w) => {
-            ctx.last_waiter.set(w as f64);
-            -(req.id as f64)
-        }
-        None => req.id as f64,
-    })
+    Ok(req.id as f64)
 }
 
 /// For tests: what keeps this thread's process alive for work on tokio, as `[holds,
@@ -1326,35 +1335,6 @@ pub fn held_operations() -> Vec<f64> {
         let (held, extra) = ctx.held();
         vec![held as f64, extra as f64]
     })
-}
-
-/// The waiter id of the last `request` that was queued.
-#[napi(catch_unwind)]
-pub fn queued_waiter() -> f64 {
-    ctx().map_or(-1.0, |ctx| ctx.last_waiter.get())
-}
-
-/// A queued request got connection `conn` (a handoff): sends on it, or, if the connection
-/// belongs to the drop-in path, replaces it by a new one in the same slot.
-#[napi(catch_unwind)]
-pub fn request_dispatch(id: u32, conn_id: u32) {
-    let Some(req) = request_state(id) else { return };
-    let Some(conn) = conn(conn_id) else { return };
-    let Some(cell) = conn.pool() else { return };
-    if conn.mode.get() == conn::Mode::Promise {
-        cell.dispatch(&req, conn_id);
-    } else {
-        cell.retire(conn_id);
-        cell.connect_for(&req);
-    }
-}
-
-/// A queued request got a slot (a grant): connects for it.
-#[napi(catch_unwind)]
-pub fn request_connect(id: u32) {
-    if let Some(req) = request_state(id) {
-        req.pool().connect_for(&req);
-    }
 }
 
 /// Aborts request `id`. Returns a verdict (a waiter may connect in the freed slot).
@@ -1423,21 +1403,5 @@ pub fn foreign(env: &Env, id: u32, link: Unknown) -> bool {
             true
         }
         _ => false,
-    }
-}
-
-/// Whether connection `id` belongs to the promise path.
-#[napi(catch_unwind)]
-pub fn is_promise_conn(id: u32) -> bool {
-    conn(id).is_some_and(|c| c.mode.get() == conn::Mode::Promise)
-}
-
-/// Closes connection `id` whose slot goes to a request of the other path (the slot stays).
-#[napi(catch_unwind)]
-pub fn retire(id: u32) {
-    if let Some(c) = conn(id) {
-        if let Some(cell) = c.pool() {
-            cell.retire(id);
-        }
     }
 }

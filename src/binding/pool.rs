@@ -2,8 +2,9 @@
 //! the connections it counts, the idle-expiry timer and the connects running on tokio.
 //!
 //! Nothing here calls into JavaScript from inside a JavaScript call: methods return what
-//! JavaScript must do next (serve a waiter, connect for it); only libuv callbacks (readiness,
-//! the timer, tokio's completions) call out.
+//! JavaScript must do next (serve a waiter of `http.request`, connect for it); only libuv
+//! callbacks (readiness, the timer, tokio's completions) call out. A waiter of
+//! `agent.request()` is served here, without JavaScript (see [`PoolCell::route`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -45,6 +46,9 @@ pub mod verdict {
     pub const IDLE: f64 = -1.0;
     /// `release`: the connection was closed (it could not be kept), nobody waits.
     pub const CLOSED: f64 = -2.0;
+    /// `release`: the connection was closed for an `agent.request()` that waited, which opens
+    /// another in its slot: the socket that served it is left with nothing.
+    pub const RETIRED: f64 = -3.0;
 
     /// `id * BASE + kind`.
     pub const BASE: u32 = 4;
@@ -89,6 +93,9 @@ pub struct PoolCell {
     timer: RefCell<Option<Handle>>,
     /// The JavaScript agent, weakly: the agent owns the pool, not the other way round.
     agent: Ref,
+    /// The queued waiters that are `agent.request()`s, with their request ids: served here
+    /// (see [`PoolCell::route`]); the others are JavaScript's.
+    pub promise_waiters: RefCell<HashMap<u64, (u32, KeyId)>>,
 }
 
 impl PoolCell {
@@ -120,6 +127,7 @@ impl PoolCell {
             connect_timeout: std::cell::Cell::new(None),
             keylog: Arc::new(AtomicBool::new(false)),
             agent,
+            promise_waiters: RefCell::new(HashMap::new()),
         });
         ctx.register_pool(&cell);
         // SAFETY: uv.rs invariants 2 and 3: this thread's loop; the data is the cell, whose
@@ -516,8 +524,12 @@ impl PoolCell {
             Release::Close(id, st.pool.closed(conn.key))
         };
         match released {
-            // The socket goes on with the waiter: it stays bound.
-            Release::Handoff(WaiterId(w), _) => verdict::pack(w, verdict::HANDOFF),
+            // The socket goes on with the waiter: it stays bound (unless an
+            // `agent.request()` took the slot, which closes the connection).
+            Release::Handoff(WaiterId(w), _) => {
+                drop(st);
+                self.route(verdict::pack(w, verdict::HANDOFF), id, verdict::RETIRED)
+            }
             Release::Idle => {
                 conn.park(self.env());
                 self.arm_timer(&mut st);
@@ -526,9 +538,54 @@ impl PoolCell {
             Release::Close(_, grant) => {
                 drop(st);
                 self.drop_conn(id);
-                grant.map_or(verdict::CLOSED, |g| {
+                let verdict = grant.map_or(verdict::CLOSED, |g| {
                     verdict::pack(g.waiter.0, verdict::GRANT)
-                })
+                });
+                self.route(verdict, 0, verdict::CLOSED)
+            }
+        }
+    }
+
+    /// Where a waiter's verdict goes. An `agent.request()` is served here, at once: on
+    /// connection `conn_id` handed to it (or, if that belongs to the other path, on a new
+    /// connection in its slot), or on a new connection in a granted slot; JavaScript is then
+    /// told `served`. A waiter of `http.request` gets the verdict in JavaScript, except that a
+    /// handoff of an `agent.request()` connection, which its socket cannot use, becomes a grant
+    /// of its slot (the connection closes).
+    pub fn route(self: &Rc<Self>, verdict: f64, conn_id: u32, served: f64) -> f64 {
+        if verdict < 0.0 {
+            return verdict;
+        }
+        let base = f64::from(verdict::BASE);
+        let kind = (verdict % base) as u32;
+        let waiter = ((verdict - f64::from(kind)) / base) as u64;
+        let handoff = kind == verdict::HANDOFF;
+        let promise = self.promise_waiters.borrow_mut().remove(&waiter);
+        let Some((req_id, key)) = promise else {
+            let theirs = handoff
+                && self
+                    .conn(conn_id)
+                    .is_some_and(|c| c.mode.get() == Mode::Promise);
+            if theirs {
+                self.retire(conn_id);
+                return verdict::pack(waiter, verdict::GRANT);
+            }
+            return verdict;
+        };
+        match self.ctx.request(req_id) {
+            Some(req) => {
+                debug!("serve waiting request {req_id} (waiter {waiter})");
+                self.serve_promise(&req, handoff.then_some(conn_id));
+                served
+            }
+            // Gone without leaving the queue (cannot happen while `abort` cancels its
+            // waiter): what it was given goes on to the next waiter.
+            None if handoff => self.release(conn_id, None),
+            None => {
+                let grant = self.state.borrow_mut().pool.detached(key);
+                let next =
+                    grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT));
+                self.route(next, 0, served)
             }
         }
     }
@@ -563,13 +620,14 @@ impl PoolCell {
                 State::Closed => None,
             }
         };
-        grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT))
+        let verdict = grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT));
+        self.route(verdict, 0, verdict::NONE)
     }
 
     /// Takes an in-use connection out of the pool's counts: after an HTTP upgrade the socket
     /// belongs to the user, and its slot to the next request; it is not counted as closed.
     /// Returns a verdict.
-    pub fn detach(&self, id: u32) -> f64 {
+    pub fn detach(self: &Rc<Self>, id: u32) -> f64 {
         let Some(conn) = self.conn(id) else {
             return verdict::NONE;
         };
@@ -577,7 +635,8 @@ impl PoolCell {
             return verdict::NONE;
         }
         let grant = self.state.borrow_mut().pool.detached(conn.key);
-        grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT))
+        let verdict = grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT));
+        self.route(verdict, 0, verdict::NONE)
     }
 
     /// The sockets serving checkouts (connecting or in use), with their key names.
@@ -675,8 +734,12 @@ impl PoolCell {
     }
 
     /// Tells the agent which waiters may now connect (outside any JavaScript call).
-    pub fn notify_grants(&self, grants: impl Iterator<Item = Grant>) {
+    pub fn notify_grants(self: &Rc<Self>, grants: impl Iterator<Item = Grant>) {
         for grant in grants {
+            let verdict = verdict::pack(grant.waiter.0, verdict::GRANT);
+            if self.route(verdict, 0, verdict::NONE) < 0.0 {
+                continue;
+            }
             let agent = self.agent.get(self.env());
             if agent.is_null() {
                 return;
@@ -687,9 +750,17 @@ impl PoolCell {
         }
     }
 
-    pub fn set_limits(&self, limits: Limits) -> Vec<f64> {
+    /// New limits; returns the waiters of `http.request` they let connect (those of
+    /// `agent.request()` connect now).
+    pub fn set_limits(self: &Rc<Self>, limits: Limits) -> Vec<f64> {
         let grants = self.state.borrow_mut().pool.set_limits(limits);
-        grants.into_iter().map(|g| g.waiter.0 as f64).collect()
+        grants
+            .into_iter()
+            .filter(|g| {
+                self.route(verdict::pack(g.waiter.0, verdict::GRANT), 0, verdict::NONE) >= 0.0
+            })
+            .map(|g| g.waiter.0 as f64)
+            .collect()
     }
 
     /// `agent.destroy()`: closes idle connections and returns the queued waiters to fail.

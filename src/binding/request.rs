@@ -119,6 +119,9 @@ pub struct ReqState {
     hold: RefCell<Option<Hold>>,
     /// Over (see [`ReqState::finish`]): no event reaches JavaScript any more.
     finished: Cell<bool>,
+    /// Its place in the pool's queue while it waits for a connection (see
+    /// `PoolCell::route`, which serves it).
+    pub waiter: Cell<Option<u64>>,
 }
 
 /// Headers timeouts longer than this (the default is 300 s) are not a tokio timer around each
@@ -298,7 +301,7 @@ pub struct JsSide {
 
 impl PoolCell {
     /// Starts `agent.request()`: a connection of the promise path now, a new one, or a place
-    /// in the queue. Returns the request id, and the waiter id when queued.
+    /// in the queue (served by [`PoolCell::route`]).
     pub fn request(
         self: &Rc<Self>,
         key: KeyId,
@@ -307,7 +310,7 @@ impl PoolCell {
         writer: Option<BodyWriter>,
         ctl: Arc<Control>,
         replay: Option<Replay>,
-    ) -> (Rc<ReqState>, Option<u64>) {
+    ) -> Rc<ReqState> {
         let env = self.ctx.env;
         let req = Rc::new(ReqState {
             id: self.ctx.next_request_id(),
@@ -335,6 +338,7 @@ impl PoolCell {
             headers_deadline: Cell::new(None),
             hold: RefCell::new(None),
             finished: Cell::new(false),
+            waiter: Cell::new(None),
         });
         self.ctx.insert_request(req.clone());
         let mut discard = Vec::new();
@@ -351,18 +355,42 @@ impl PoolCell {
             // A socket object (or a hook's stream) a program holds for it hears of its end.
             self.drop_idle(id, false);
         }
-        let waiter = match checkout {
-            Checkout::Reuse(conn) => {
-                self.dispatch(&req, conn);
-                None
+        match checkout {
+            Checkout::Reuse(conn) => self.dispatch(&req, conn),
+            Checkout::Connect => self.connect_for(&req),
+            Checkout::Queued(WaiterId(w)) => {
+                req.waiter.set(Some(w));
+                self.promise_waiters.borrow_mut().insert(w, (req.id, key));
             }
-            Checkout::Connect => {
-                self.connect_for(&req);
-                None
+        }
+        req
+    }
+
+    /// Serves waiter `w`, an `agent.request()`, with what the pool gave it: connection
+    /// `conn_id` (a handoff: the request goes on it, or, if it belongs to the other path, on a
+    /// new connection in its slot) or a slot (a grant: a new connection).
+    pub(super) fn serve_promise(self: &Rc<Self>, req: &Rc<ReqState>, handoff: Option<u32>) {
+        req.waiter.set(None);
+        match handoff.and_then(|id| self.conn(id)) {
+            Some(conn) if conn.mode.get() == Mode::Promise => self.dispatch(req, conn.id),
+            Some(conn) => {
+                self.retire(conn.id);
+                self.connect_for(req);
             }
-            Checkout::Queued(WaiterId(w)) => Some(w),
-        };
-        (req, waiter)
+            None => self.connect_for(req),
+        }
+    }
+
+    /// The JavaScript handles of this pool's `agent.request()`s waiting in its queue, for
+    /// `agent.destroy()` to fail.
+    pub fn requests_queued(&self) -> Vec<sys::napi_value> {
+        let env = self.ctx.env;
+        self.ctx
+            .requests()
+            .into_iter()
+            .filter(|r| r.pool.id == self.id && r.waiter.get().is_some())
+            .map(|r| r.handle.get(env))
+            .collect()
     }
 
     /// `agent.destroy()`: the JavaScript handles of this pool's `agent.request()`s that are on
@@ -1005,11 +1033,12 @@ impl EnvCtx {
         *conn.hyper.borrow_mut() = Some(sender);
         let policy = pool.policy.get();
         let idle = policy.idle_for(None, req.hint.get());
-        let idle = match policy.settle(conn.created.elapsed(), idle) {
-            crate::pool::Fate::Close => return (conn_id, pool.close(conn_id)),
-            crate::pool::Fate::Release(idle) => idle,
+        let verdict = match policy.settle(conn.created.elapsed(), idle) {
+            crate::pool::Fate::Close => pool.close(conn_id),
+            // A waiting `agent.request()` takes it here (`route`).
+            crate::pool::Fate::Release(idle) => pool.release(conn_id, idle),
         };
-        (conn_id, pool.release(conn_id, idle))
+        (conn_id, verdict)
     }
 }
 
@@ -1033,6 +1062,11 @@ pub fn abort(req: &Rc<ReqState>) -> f64 {
     req.writer.borrow_mut().take();
     let conn_id = req.conn.replace(0);
     let pool = req.pool.clone();
+    // Its place in the queue, if it still waits.
+    if let Some(w) = req.waiter.take() {
+        pool.promise_waiters.borrow_mut().remove(&w);
+        pool.cancel(w);
+    }
     let in_flight = conn_id != 0;
     req.unhold();
     req.finish();
