@@ -5,7 +5,6 @@
 // that lives in Rust. This file decides nothing about limits or order: it asks the pool, and
 // does what the pool answers (bind a socket, connect, queue, serve a waiter).
 
-const dns = require('node:dns');
 const http = require('node:http');
 const https = require('node:https');
 const { AsyncResource } = require('node:async_hooks');
@@ -13,13 +12,18 @@ const { debuglog } = require('node:util');
 const binding = require('./native');
 const { NativeSocket, IdleConnection, kId, kName, kOptions, kSocketNumber } = require('./socket');
 const foreign = require('./foreign');
-const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines } = require('./tls');
+const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, NativeTlsSocket, keylogLines } = require('./tls');
 const { request, MAX_TARGET } = require('./request');
 const net = require('node:net');
 const errors = require('./errors');
 const { normalize } = require('./options');
 const constants = require('./constants');
 const slab = require('./slab');
+const {
+  kProxy, proxyConfigOf, proxiedTo, proxyLinesOf, proxyTarget, addressChoice, checkAutoSelect, familyOf, blockListOf,
+  resolve, validatePort,
+} = require('./connect');
+const { kIdleFor, activeTtlLeft, keptIdle, idleTimeout, hintBuffer, defaultIdle } = require('./release');
 
 let debug = debuglog('hyperagent', (fn) => {
   debug = fn;
@@ -44,7 +48,6 @@ const kWaiters = Symbol('hyperagent.waiters');
 const kLimits = Symbol('hyperagent.limits');
 // The counters agentkeepalive's statusChanged watches.
 const STATUS_COUNTERS = ['createSocketCount', 'createSocketErrorCount', 'closeSocketCount', 'errorSocketCount', 'timeoutSocketCount', 'requestCount'];
-const kIdleFor = Symbol('hyperagent.idleFor');
 const kIdleFace = Symbol('hyperagent.idleFace');
 const kCloseConn = Symbol('hyperagent.closeConn');
 const kRemake = Symbol('hyperagent.remake');
@@ -61,7 +64,6 @@ const kParts = Symbol('hyperagent.parts');
 const kLastParts = Symbol('hyperagent.lastParts');
 const kSweepAt = Symbol('hyperagent.sweepAt');
 const kNames = Symbol('hyperagent.names');
-const kProxy = Symbol('hyperagent.proxy');
 const kTunnel = Symbol('hyperagent.tunnel');
 const kKeylog = Symbol('hyperagent.keylog');
 const kMake = Symbol('hyperagent.make');
@@ -669,7 +671,7 @@ class Agent extends Base {
     if (proxy !== null) {
       // As Node's agent with a proxy: the proxy is connected to (its own host and port, none of
       // the request's connection options), and for HTTPS a tunnel opened through it.
-      const to = proxyTarget(this, proxy, host, port, servername);
+      const to = proxyTarget(this, this[kTls], proxy, host, port, servername);
       socket[kTunnel] = to.tunnelRequest !== undefined;
       pool.connect(id, to);
       return;
@@ -846,7 +848,7 @@ class Agent extends Base {
       if (this[kTls] && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
       key = this._keyOf(this.getName(o), o);
       const proxy = o.socketPath ? null : proxiedTo(this, o);
-      this[kPool].setTarget(key, proxy !== null ? proxyTarget(this, proxy, host, port, o.servername) : {
+      this[kPool].setTarget(key, proxy !== null ? proxyTarget(this, this[kTls], proxy, host, port, o.servername) : {
         host,
         port,
         family: familyOf(o),
@@ -1184,194 +1186,11 @@ function copyOwn(to, from) {
   }
 }
 
-// How much longer connection `id` may live under socketActiveTTL (Infinity without one), by
-// the agent's rule in Rust, with the option's live value.
-function activeTtlLeft(agent, id) {
-  const ttl = agent.options.socketActiveTTL;
-  return ttl > 0 ? binding.ttlLeft(id, Number(ttl)) : Infinity;
-}
-
-// How long the connection of a socket its request freed may idle (-1: it may not; at most
-// `remaining`), as the agent's keepSocketAlive() (Node's hook) decides. A keepSocketAlive() of
-// the program's that set a timeout on the socket (as Node's and agentkeepalive's own do) has
-// its idle socket time out then: Rust expires it, and the socket, if still held, emits
-// 'timeout' (see NativeSocket#_onIdleEnd).
-function keptIdle(agent, socket, req, remaining) {
-  socket[kIdleFor] = undefined;
-  const timeoutBefore = socket.timeout;
-  if ((req && !(req.shouldKeepAlive && agent.keepAlive)) || !agent.keepSocketAlive(socket)) return -1;
-  const own = socket[kIdleFor] ?? (socket.timeout > 0 && socket.timeout !== timeoutBefore ? socket.timeout : undefined);
-  return Math.min(own ?? defaultIdle(agent), remaining);
-}
-
-// How long a freed connection may idle: freeSocketTimeout (or the socket's own, as urllib
-// sets it), shortened by the server's `Keep-Alive: timeout=N` hint as Node shortens it.
-// 0 means "do not keep".
-function idleTimeout(agent, socket) {
-  const res = socket._httpMessage && socket._httpMessage.res;
-  return idleFor(agent, res ? res.rawHeaders : [], socket.freeSocketTimeout || socket.freeSocketKeepAliveTimeout);
-}
-
-// freeSocketTimeout (or a custom value), shortened by the response's Keep-Alive hint: the
-// agent's rule, in Rust (src/pool/release.rs), with the options as they are now.
-function idleFor(agent, rawHeaders, custom) {
-  return binding.idleFor(Number(custom || defaultIdle(agent)), keepAliveHeader(rawHeaders), hintBuffer(agent.agentKeepAliveTimeoutBuffer));
-}
-
-// The Keep-Alive response header, read from rawHeaders: building res.headers for it would cost
-// more than the whole lookup when the user never reads the headers.
-function keepAliveHeader(raw) {
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i];
-    if (name.length === 10 && name.toLowerCase() === 'keep-alive') return raw[i + 1];
-  }
-  return undefined;
-}
-
-// The proxy of an agent made with `proxyEnv` (Node 24.5 on, later 22.x releases; where Node
-// ignores the option, so does the agent): Node's own configuration, which its constructor leaves
-// on the agent, so that which hosts go through it (NO_PROXY) is decided as Node decides.
-function proxyConfigOf(agent) {
-  const symbol = Object.getOwnPropertySymbols(agent).find((s) => s.description === 'kProxyConfig');
-  return symbol === undefined ? null : agent[symbol] ?? null;
-}
-
-// The agent's proxy, if a request to `options`'s host and port goes through it (Node's rule:
-// not for a Unix socket, nor for a host NO_PROXY names).
-function proxiedTo(agent, options) {
-  const proxy = agent[kProxy];
-  if (proxy === null || options.socketPath) return null;
-  let host = options.host || 'localhost';
-  if (host.startsWith('[')) host = host.slice(1, -1);
-  const port = options.port ? Number(options.port) : agent.defaultPort;
-  return proxy.shouldUseProxy(host || 'localhost', port) ? proxy : null;
-}
-
-// The header lines a plain-HTTP request through the proxy carries, as Node's http.request adds
-// them.
-function proxyLinesOf(agent) {
-  const proxy = agent[kProxy];
-  const lines = proxy.auth ? ['proxy-authorization', proxy.auth] : [];
-  lines.push('proxy-connection', agent.keepAlive ? 'keep-alive' : 'close');
-  return lines;
-}
-
-// Where a connection to `host`:`port` through `proxy` goes: the proxy (over TLS for an https:
-// one, as tls.connect with no options of its own reaches it), and for HTTPS the tunnel to open
-// (the CONNECT request Node's https.Agent writes). The TLS session inside is the origin's: an IP
-// address names it when no server name does.
-function proxyTarget(agent, proxy, host, port, servername) {
-  const { host: proxyHost, port: proxyPort } = proxy.proxyConnectionOptions;
-  const to = { host: proxyHost, port: proxyPort };
-  if (proxy.protocol === 'https:') {
-    syncDefaultCa();
-    to.proxyTls = true;
-    to.proxyRejectUnauthorized = rejectsUnauthorized({});
-  }
-  if (!agent[kTls]) return to;
-  const origin = `${net.isIPv6(host) ? `[${host}]` : host}:${port}`;
-  let request = `CONNECT ${origin} HTTP/1.1\r\n`;
-  if (proxy.auth) request += `proxy-authorization: ${proxy.auth}\r\n`;
-  if (agent.keepAlive || agent.maxSockets !== Infinity) request += 'proxy-connection: keep-alive\r\n';
-  request += `host: ${origin}\r\n\r\n`;
-  to.servername = servername || host;
-  to.tunnelRequest = request;
-  to.tunnelRefused = `Failed to establish tunnel to ${origin} via ${proxy.href}: `;
-  return to;
-}
-
-// Node's reading of `agentKeepAliveTimeoutBuffer`: a finite number of milliseconds, at least 0;
-// anything else is the default, a second.
-function hintBuffer(value) {
-  return typeof value === 'number' && value >= 0 && Number.isFinite(value) ? value : 1000;
-}
-
-function defaultIdle(agent) {
-  return agent.options.freeSocketTimeout || agent.options.timeout || Infinity;
-}
-
 function setRequestSocket(agent, req, socket) {
   req.onSocket(socket);
   const agentTimeout = agent.options.timeout || 0;
   if (req.timeout === undefined || req.timeout === agentTimeout) return;
   socket.setTimeout(req.timeout);
-}
-
-// How net.connect tries the addresses of a name: Happy Eyeballs unless `autoSelectFamily` is
-// false, each attempt alone for `autoSelectFamilyAttemptTimeout` (at least 10 ms), in the
-// resolver's order (`dns.setDefaultResultOrder()`); Node's process-wide defaults where the
-// options say nothing, read for each new connection as net.connect reads them.
-function addressChoice(options) {
-  const auto = options.autoSelectFamily ?? net.getDefaultAutoSelectFamily();
-  const wait = options.autoSelectFamilyAttemptTimeout ?? net.getDefaultAutoSelectFamilyAttemptTimeout();
-  return {
-    attemptDelayMs: auto ? Math.max(wait, 10) : 0,
-    order: typeof dns.getDefaultResultOrder === 'function' ? dns.getDefaultResultOrder() : 'verbatim',
-  };
-}
-
-// The two options as net.connect checks them, before anything is queued or opened.
-function checkAutoSelect(options) {
-  const { autoSelectFamily: auto, autoSelectFamilyAttemptTimeout: wait } = options;
-  if (auto != null && typeof auto !== 'boolean') {
-    throw errors.invalidArgType('options.autoSelectFamily', 'of type boolean', auto);
-  }
-  if (wait == null) return;
-  const name = 'options.autoSelectFamilyAttemptTimeout';
-  if (typeof wait !== 'number') throw errors.invalidArgType(name, 'of type number', wait);
-  if (!Number.isInteger(wait)) throw errors.outOfRange(name, 'an integer', wait);
-  if (wait < 1 || wait > 2147483647) throw errors.outOfRange(name, '>= 1 && <= 2147483647', wait);
-}
-
-// Node's `family` option as a connection takes it: 4, 6, or 0 for either.
-function familyOf(options) {
-  return options.family === 4 || options.family === 6 ? options.family : 0;
-}
-
-// net.connect's `blockList` (Node 22.13 on; taken on every version here, where net.BlockList
-// is): addresses it blocks are not connected to.
-function blockListOf(options) {
-  const list = options.blockList;
-  if (list === undefined || list === null) return null;
-  const isBlockList = net.BlockList.isBlockList ?? ((value) => value instanceof net.BlockList);
-  if (!isBlockList(list)) throw errors.invalidArgType('options.blockList', 'an instance of net.BlockList', list);
-  return list;
-}
-
-// The addresses to connect to for `host`: from the user's `lookup` (called as net.connect calls
-// it), or from dns.lookup when a `blockList` must see them (an IP address is its own), those the
-// block list blocks left out (all of them: ERR_IP_BLOCKED, as net reports it).
-// `done(err, addresses, family, looked)`, `looked` when a lookup ran (net emits 'lookup' then).
-function resolve(options, host, blockList, done) {
-  const user = typeof options.lookup === 'function';
-  if (!user && net.isIP(host)) {
-    done(blocked(blockList, [host]), [host], net.isIP(host), false);
-    return;
-  }
-  const lookup = user ? options.lookup : dns.lookup;
-  lookup(host, { family: familyOf(options), hints: options.hints || 0, all: true }, (err, address, family) => {
-    if (err) return done(err, undefined, family, true);
-    const addresses = Array.isArray(address) ? address.map((a) => a.address) : [address];
-    const bad = notAnAddress(addresses);
-    if (bad !== null) return done(errors.invalidIpAddress(bad), undefined, family, true);
-    const allowed = blockList === null ? addresses : addresses.filter((a) => blocked(blockList, [a]) === null);
-    done(allowed.length > 0 ? null : blocked(blockList, addresses), allowed, family, true);
-  });
-}
-
-// ERR_IP_BLOCKED for the first of `addresses` the block list blocks, or null.
-function blocked(blockList, addresses) {
-  if (blockList === null) return null;
-  const hit = addresses.find((a) => blockList.check(a, net.isIPv6(a) ? 'ipv6' : 'ipv4'));
-  return hit === undefined ? null : errors.ipBlocked(hit);
-}
-
-// What a lookup gave that is not an IP address (the first such, or undefined for none at all),
-// or null when all are.
-function notAnAddress(addresses) {
-  if (addresses.length === 0) return undefined;
-  const bad = addresses.find((a) => typeof a !== 'string' || net.isIP(a) === 0);
-  return bad === undefined ? null : bad;
 }
 
 // What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
@@ -1468,13 +1287,6 @@ function probeNameKeys(getName) {
     return null;
   }
   return [...keys];
-}
-
-function validatePort(port) {
-  if (typeof port === 'number' && (port >>> 0) === port && port < 65536) return port;
-  const n = typeof port === 'string' && port.trim() !== '' ? Number(port) : port;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 65535) throw errors.badPort(port);
-  return n;
 }
 
 // A key name for debug lines, without the PEM text of TLS options.

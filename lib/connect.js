@@ -1,0 +1,165 @@
+'use strict';
+
+// Where an agent's connection goes, read from a request's options as net.connect and Node's
+// agent read them: the port, the address family and Happy Eyeballs, a `blockList`, a user's
+// `lookup`, and the agent's proxy (`proxyEnv`) with the tunnel an HTTPS request opens through it.
+
+const dns = require('node:dns');
+const net = require('node:net');
+const errors = require('./errors');
+const { syncDefaultCa, rejectsUnauthorized } = require('./tls');
+
+// The agent's proxy configuration (see proxyConfigOf), kept on the agent.
+const kProxy = Symbol('hyperagent.proxy');
+
+// The proxy of an agent made with `proxyEnv` (Node 24.5 on, later 22.x releases; where Node
+// ignores the option, so does the agent): Node's own configuration, which its constructor leaves
+// on the agent, so that which hosts go through it (NO_PROXY) is decided as Node decides.
+function proxyConfigOf(agent) {
+  const symbol = Object.getOwnPropertySymbols(agent).find((s) => s.description === 'kProxyConfig');
+  return symbol === undefined ? null : agent[symbol] ?? null;
+}
+
+// The agent's proxy, if a request to `options`'s host and port goes through it (Node's rule:
+// not for a Unix socket, nor for a host NO_PROXY names).
+function proxiedTo(agent, options) {
+  const proxy = agent[kProxy];
+  if (proxy === null || options.socketPath) return null;
+  let host = options.host || 'localhost';
+  if (host.startsWith('[')) host = host.slice(1, -1);
+  const port = options.port ? Number(options.port) : agent.defaultPort;
+  return proxy.shouldUseProxy(host || 'localhost', port) ? proxy : null;
+}
+
+// The header lines a plain-HTTP request through the proxy carries, as Node's http.request adds
+// them.
+function proxyLinesOf(agent) {
+  const proxy = agent[kProxy];
+  const lines = proxy.auth ? ['proxy-authorization', proxy.auth] : [];
+  lines.push('proxy-connection', agent.keepAlive ? 'keep-alive' : 'close');
+  return lines;
+}
+
+// Where a connection to `host`:`port` through `proxy` goes: the proxy (over TLS for an https:
+// one, as tls.connect with no options of its own reaches it), and for HTTPS the tunnel to open
+// (the CONNECT request Node's https.Agent writes). The TLS session inside is the origin's: an IP
+// address names it when no server name does.
+function proxyTarget(agent, secure, proxy, host, port, servername) {
+  const { host: proxyHost, port: proxyPort } = proxy.proxyConnectionOptions;
+  const to = { host: proxyHost, port: proxyPort };
+  if (proxy.protocol === 'https:') {
+    syncDefaultCa();
+    to.proxyTls = true;
+    to.proxyRejectUnauthorized = rejectsUnauthorized({});
+  }
+  if (!secure) return to;
+  const origin = `${net.isIPv6(host) ? `[${host}]` : host}:${port}`;
+  let request = `CONNECT ${origin} HTTP/1.1\r\n`;
+  if (proxy.auth) request += `proxy-authorization: ${proxy.auth}\r\n`;
+  if (agent.keepAlive || agent.maxSockets !== Infinity) request += 'proxy-connection: keep-alive\r\n';
+  request += `host: ${origin}\r\n\r\n`;
+  to.servername = servername || host;
+  to.tunnelRequest = request;
+  to.tunnelRefused = `Failed to establish tunnel to ${origin} via ${proxy.href}: `;
+  return to;
+}
+
+// How net.connect tries the addresses of a name: Happy Eyeballs unless `autoSelectFamily` is
+// false, each attempt alone for `autoSelectFamilyAttemptTimeout` (at least 10 ms), in the
+// resolver's order (`dns.setDefaultResultOrder()`); Node's process-wide defaults where the
+// options say nothing, read for each new connection as net.connect reads them.
+function addressChoice(options) {
+  const auto = options.autoSelectFamily ?? net.getDefaultAutoSelectFamily();
+  const wait = options.autoSelectFamilyAttemptTimeout ?? net.getDefaultAutoSelectFamilyAttemptTimeout();
+  return {
+    attemptDelayMs: auto ? Math.max(wait, 10) : 0,
+    order: typeof dns.getDefaultResultOrder === 'function' ? dns.getDefaultResultOrder() : 'verbatim',
+  };
+}
+
+// The two options as net.connect checks them, before anything is queued or opened.
+function checkAutoSelect(options) {
+  const { autoSelectFamily: auto, autoSelectFamilyAttemptTimeout: wait } = options;
+  if (auto != null && typeof auto !== 'boolean') {
+    throw errors.invalidArgType('options.autoSelectFamily', 'of type boolean', auto);
+  }
+  if (wait == null) return;
+  const name = 'options.autoSelectFamilyAttemptTimeout';
+  if (typeof wait !== 'number') throw errors.invalidArgType(name, 'of type number', wait);
+  if (!Number.isInteger(wait)) throw errors.outOfRange(name, 'an integer', wait);
+  if (wait < 1 || wait > 2147483647) throw errors.outOfRange(name, '>= 1 && <= 2147483647', wait);
+}
+
+// Node's `family` option as a connection takes it: 4, 6, or 0 for either.
+function familyOf(options) {
+  return options.family === 4 || options.family === 6 ? options.family : 0;
+}
+
+// net.connect's `blockList` (Node 22.13 on; taken on every version here, where net.BlockList
+// is): addresses it blocks are not connected to.
+function blockListOf(options) {
+  const list = options.blockList;
+  if (list === undefined || list === null) return null;
+  const isBlockList = net.BlockList.isBlockList ?? ((value) => value instanceof net.BlockList);
+  if (!isBlockList(list)) throw errors.invalidArgType('options.blockList', 'an instance of net.BlockList', list);
+  return list;
+}
+
+// The addresses to connect to for `host`: from the user's `lookup` (called as net.connect calls
+// it), or from dns.lookup when a `blockList` must see them (an IP address is its own), those the
+// block list blocks left out (all of them: ERR_IP_BLOCKED, as net reports it).
+// `done(err, addresses, family, looked)`, `looked` when a lookup ran (net emits 'lookup' then).
+function resolve(options, host, blockList, done) {
+  const user = typeof options.lookup === 'function';
+  if (!user && net.isIP(host)) {
+    done(blocked(blockList, [host]), [host], net.isIP(host), false);
+    return;
+  }
+  const lookup = user ? options.lookup : dns.lookup;
+  lookup(host, { family: familyOf(options), hints: options.hints || 0, all: true }, (err, address, family) => {
+    if (err) return done(err, undefined, family, true);
+    const addresses = Array.isArray(address) ? address.map((a) => a.address) : [address];
+    const bad = notAnAddress(addresses);
+    if (bad !== null) return done(errors.invalidIpAddress(bad), undefined, family, true);
+    const allowed = blockList === null ? addresses : addresses.filter((a) => blocked(blockList, [a]) === null);
+    done(allowed.length > 0 ? null : blocked(blockList, addresses), allowed, family, true);
+  });
+}
+
+// ERR_IP_BLOCKED for the first of `addresses` the block list blocks, or null.
+function blocked(blockList, addresses) {
+  if (blockList === null) return null;
+  const hit = addresses.find((a) => blockList.check(a, net.isIPv6(a) ? 'ipv6' : 'ipv4'));
+  return hit === undefined ? null : errors.ipBlocked(hit);
+}
+
+// What a lookup gave that is not an IP address (the first such, or undefined for none at all),
+// or null when all are.
+function notAnAddress(addresses) {
+  if (addresses.length === 0) return undefined;
+  const bad = addresses.find((a) => typeof a !== 'string' || net.isIP(a) === 0);
+  return bad === undefined ? null : bad;
+}
+
+function validatePort(port) {
+  if (typeof port === 'number' && (port >>> 0) === port && port < 65536) return port;
+  const n = typeof port === 'string' && port.trim() !== '' ? Number(port) : port;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > 65535) throw errors.badPort(port);
+  return n;
+}
+
+module.exports = {
+  kProxy,
+  proxyConfigOf,
+  proxiedTo,
+  proxyLinesOf,
+  proxyTarget,
+  addressChoice,
+  checkAutoSelect,
+  familyOf,
+  blockListOf,
+  resolve,
+  blocked,
+  notAnAddress,
+  validatePort,
+};

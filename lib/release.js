@@ -1,0 +1,76 @@
+'use strict';
+
+// What becomes of a drop-in connection whose request finished, as the agent's options and
+// Node's keepSocketAlive() hook decide: the rules themselves are the pool core's
+// (src/pool/release.rs); these read the options' live values and the response's Keep-Alive
+// header, and ask it.
+
+const binding = require('./native');
+
+// How long a socket may idle, as the agent's keepSocketAlive() found it.
+const kIdleFor = Symbol('hyperagent.idleFor');
+
+// How much longer connection `id` may live under socketActiveTTL (Infinity without one), by
+// the agent's rule in Rust, with the option's live value.
+function activeTtlLeft(agent, id) {
+  const ttl = agent.options.socketActiveTTL;
+  return ttl > 0 ? binding.ttlLeft(id, Number(ttl)) : Infinity;
+}
+
+// How long the connection of a socket its request freed may idle (-1: it may not; at most
+// `remaining`), as the agent's keepSocketAlive() (Node's hook) decides. A keepSocketAlive() of
+// the program's that set a timeout on the socket (as Node's and agentkeepalive's own do) has
+// its idle socket time out then: Rust expires it, and the socket, if still held, emits
+// 'timeout' (see NativeSocket#_onIdleEnd).
+function keptIdle(agent, socket, req, remaining) {
+  socket[kIdleFor] = undefined;
+  const timeoutBefore = socket.timeout;
+  if ((req && !(req.shouldKeepAlive && agent.keepAlive)) || !agent.keepSocketAlive(socket)) return -1;
+  const own = socket[kIdleFor] ?? (socket.timeout > 0 && socket.timeout !== timeoutBefore ? socket.timeout : undefined);
+  return Math.min(own ?? defaultIdle(agent), remaining);
+}
+
+// How long a freed connection may idle: freeSocketTimeout (or the socket's own, as urllib
+// sets it), shortened by the server's `Keep-Alive: timeout=N` hint as Node shortens it.
+// 0 means "do not keep".
+function idleTimeout(agent, socket) {
+  const res = socket._httpMessage && socket._httpMessage.res;
+  return idleFor(agent, res ? res.rawHeaders : [], socket.freeSocketTimeout || socket.freeSocketKeepAliveTimeout);
+}
+
+// freeSocketTimeout (or a custom value), shortened by the response's Keep-Alive hint: the
+// agent's rule, in Rust (src/pool/release.rs), with the options as they are now.
+function idleFor(agent, rawHeaders, custom) {
+  return binding.idleFor(Number(custom || defaultIdle(agent)), keepAliveHeader(rawHeaders), hintBuffer(agent.agentKeepAliveTimeoutBuffer));
+}
+
+// The Keep-Alive response header, read from rawHeaders: building res.headers for it would cost
+// more than the whole lookup when the user never reads the headers.
+function keepAliveHeader(raw) {
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    if (name.length === 10 && name.toLowerCase() === 'keep-alive') return raw[i + 1];
+  }
+  return undefined;
+}
+
+// Node's reading of `agentKeepAliveTimeoutBuffer`: a finite number of milliseconds, at least 0;
+// anything else is the default, a second.
+function hintBuffer(value) {
+  return typeof value === 'number' && value >= 0 && Number.isFinite(value) ? value : 1000;
+}
+
+function defaultIdle(agent) {
+  return agent.options.freeSocketTimeout || agent.options.timeout || Infinity;
+}
+
+module.exports = {
+  kIdleFor,
+  activeTtlLeft,
+  keptIdle,
+  idleTimeout,
+  idleFor,
+  keepAliveHeader,
+  hintBuffer,
+  defaultIdle,
+};
