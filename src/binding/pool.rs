@@ -24,9 +24,10 @@ use crate::error::Error;
 use crate::guard;
 use crate::pool::{Checkout, Fit, Grant, KeyId, Limits, Pool, Release, Stats, WaiterId};
 use crate::runtime::runtime;
+use crate::transport::establish::{establish, Established as Conn_, Secure};
 use crate::transport::pump::{self, Event, Remote};
-use crate::transport::tls::{self, TlsConfig, TlsOptions};
-use crate::transport::{self, ConnectOptions, Connected, Peer, Socket, Target};
+use crate::transport::tls::{TlsConfig, TlsOptions};
+use crate::transport::{ConnectOptions, Connected, Socket, Target};
 
 /// What JavaScript is told to do next, packed in one number: `id * BASE + kind`.
 pub mod verdict {
@@ -312,22 +313,24 @@ impl PoolCell {
         *conn.connect_hold.borrow_mut() = Some(self.ctx.hold());
         let task = runtime().spawn(async move {
             let deadline = bound.map(|limit| (tokio::time::Instant::now() + limit, limit));
-            let connected = match within(deadline, transport::connect(target, opts)).await {
-                Ok(c) => c,
-                Err(err) => {
-                    inbox.post(Completion::Connected {
-                        pool,
-                        conn: id,
-                        result: Err(err),
-                    });
-                    return;
-                }
+            let secure = tls.as_deref().map(|config| Secure {
+                config,
+                servername: servername.as_deref(),
+                keylog,
+            });
+            // The keys reach the socket before the connect's outcome, as Node emits 'keylog'
+            // during the handshake (a failed one's too).
+            let on_keys = |lines| {
+                inbox.post(Completion::Keylog {
+                    pool,
+                    conn: id,
+                    lines,
+                })
             };
-            let Connected {
-                socket,
-                local,
-                remote,
-            } = connected;
+            // Boxed: made here on tokio's thread, while the spawned future, which the
+            // JavaScript thread allocates for every connect, stays small.
+            let established =
+                Box::pin(establish(target, opts, secure, deadline, || {}, on_keys)).await;
             let sink = PumpSink {
                 inbox: inbox.clone(),
                 pool,
@@ -336,79 +339,56 @@ impl PoolCell {
             };
             // Reports the connection established, its bytes pumped on tokio, and pumps them.
             macro_rules! pumped {
-                ($stream:expr, $info:expr) => {{
+                ($stream:expr, $info:expr, $local:expr, $remote:expr) => {{
                     let pumped = Arc::new(Remote::new());
                     inbox.post(Completion::Connected {
                         pool,
                         conn: id,
                         result: Ok(Established {
-                            local,
-                            remote,
+                            local: $local,
+                            remote: $remote,
                             link: Link::Pumped(pumped.clone(), $info),
                         }),
                     });
                     Box::pin(pump::pump($stream, pumped, sink)).await;
                 }};
             }
-            let Some(config) = tls else {
-                // Plain HTTP through a proxy reached over TLS: tokio keeps the session to the
-                // proxy, and pumps the connection as it pumps a TLS one.
-                if let Socket::Proxied(stream) = socket {
-                    pumped!(*stream, None);
-                    return;
-                }
-                let result = socket.into_fd().map(|fd| Established {
-                    local,
-                    remote,
-                    link: Link::Fd(fd),
-                });
-                inbox.post(Completion::Connected {
+            match established {
+                Err(err) => inbox.post(Completion::Connected {
                     pool,
                     conn: id,
-                    result,
-                });
-                return;
-            };
-            // The TLS session and its pump run in a future of their own, made here on tokio's
-            // thread: the spawned one, which the JavaScript thread allocates (and tokio frees)
-            // for every connect, stays small.
-            Box::pin(async move {
-                let peer_ip = match &remote {
-                    Peer::Tcp(addr) => addr.ip(),
-                    Peer::Unix(_) => std::net::IpAddr::from([127, 0, 0, 1]),
-                };
-                let server = tls::server_name(servername.as_deref(), peer_ip);
-                // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
-                macro_rules! secure {
-                    ($io:expr) => {{
-                        let handshake = within(deadline, tls::handshake($io, &config, server));
-                        let (result, lines) = tls::logging_keys(keylog, handshake).await;
-                        // The keys reach the socket before the connect's outcome, as Node
-                        // emits 'keylog' during the handshake (a failed one's too).
-                        if !lines.is_empty() {
-                            inbox.post(Completion::Keylog {
-                                pool,
-                                conn: id,
-                                lines,
-                            });
-                        }
-                        match result {
-                            Ok((stream, info)) => pumped!(stream, Some(Box::new(info))),
-                            Err(err) => inbox.post(Completion::Connected {
-                                pool,
-                                conn: id,
-                                result: Err(err),
-                            }),
-                        }
-                    }};
+                    result: Err(err),
+                }),
+                // Plain HTTP through a proxy reached over TLS: tokio keeps the session to the
+                // proxy, and pumps the connection as it pumps a TLS one.
+                Ok(Conn_::Plain(Connected {
+                    socket: Socket::Proxied(stream),
+                    local,
+                    remote,
+                })) => pumped!(*stream, None, local, remote),
+                Ok(Conn_::Plain(Connected {
+                    socket,
+                    local,
+                    remote,
+                })) => {
+                    let result = socket.into_fd().map(|fd| Established {
+                        local,
+                        remote,
+                        link: Link::Fd(fd),
+                    });
+                    inbox.post(Completion::Connected {
+                        pool,
+                        conn: id,
+                        result,
+                    });
                 }
-                match socket {
-                    Socket::Tcp(tcp) => secure!(tcp),
-                    Socket::Unix(unix) => secure!(unix),
-                    Socket::Proxied(stream) => secure!(*stream),
-                }
-            })
-            .await;
+                Ok(Conn_::Secure {
+                    stream,
+                    info,
+                    local,
+                    remote,
+                }) => pumped!(stream, Some(Box::new(info)), local, remote),
+            }
         });
         *conn.abort.borrow_mut() = Some(task.abort_handle());
     }
@@ -842,23 +822,5 @@ unsafe extern "C" fn on_timer(handle: *mut uv::RawHandle) {
     // again.
     if let Err(panic) = guard::catch(|| cell.expire()) {
         super::debug::debug!("expiry failed: {panic}");
-    }
-}
-
-/// `step`, failing as a socket timeout once `deadline` (the instant, and the limit it came
-/// from) has passed. `step` is boxed where it starts: a connect's steps are large, and the
-/// future that awaits this one keeps only the box.
-fn within<T>(
-    deadline: Option<(tokio::time::Instant, Duration)>,
-    step: impl std::future::Future<Output = Result<T, Error>>,
-) -> impl std::future::Future<Output = Result<T, Error>> {
-    let step = Box::pin(step);
-    async move {
-        match deadline {
-            Some((at, limit)) => tokio::time::timeout_at(at, step)
-                .await
-                .unwrap_or_else(|_| Err(Error::socket_timeout(limit))),
-            None => step.await,
-        }
     }
 }

@@ -24,7 +24,8 @@ use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Recording, Si
 use crate::error::Error;
 use crate::pool::{Checkout, Fit, KeyId, WaiterId};
 use crate::runtime::runtime;
-use crate::transport::{self, tls, Connected, Peer, Socket, Target};
+use crate::transport::establish::{establish, Established as Opened, Secure};
+use crate::transport::{tls, Connected, Socket, Target};
 
 /// The most values an event carries after its kind (the head's: status, reason, headers,
 /// body, trailers, and the verdict and connection of an exchange over with its head).
@@ -538,45 +539,49 @@ impl PoolCell {
                     })?;
                     *addresses = Some(ips);
                 }
-                let Connected {
-                    socket,
-                    local,
-                    remote,
-                } = Box::pin(transport::connect(target, opts)).await?;
-                connected.store(true, Ordering::Relaxed);
-                let peer_ip = match &remote {
-                    Peer::Tcp(addr) => addr.ip(),
-                    Peer::Unix(_) => std::net::IpAddr::from([127, 0, 0, 1]),
+                let secure = tls.as_deref().map(|config| Secure {
+                    config,
+                    servername: servername.as_deref(),
+                    keylog: keylog.clone(),
+                });
+                let on_keys = |lines| {
+                    inbox.post(Completion::Keylog {
+                        pool,
+                        conn: conn_id,
+                        lines,
+                    })
                 };
-                macro_rules! start {
-                    ($io:expr) => {{
-                        match &tls {
-                            Some(config) => {
-                                let server = tls::server_name(servername.as_deref(), peer_ip);
-                                let handshake = Box::pin(tls::handshake($io, config, server));
-                                let (result, lines) =
-                                    tls::logging_keys(keylog.clone(), handshake).await;
-                                if !lines.is_empty() {
-                                    inbox.post(Completion::Keylog {
-                                        pool,
-                                        conn: conn_id,
-                                        lines,
-                                    });
-                                }
-                                let (stream, info) = result?;
-                                (
-                                    Box::pin(client::handshake(stream, max_header)).await?,
-                                    Some(info),
-                                )
+                let mark = || connected.store(true, Ordering::Relaxed);
+                let established =
+                    Box::pin(establish(target, opts, secure, None, mark, on_keys)).await?;
+                let ((sender, connection), info, local, remote) = match established {
+                    Opened::Secure {
+                        stream,
+                        info,
+                        local,
+                        remote,
+                    } => {
+                        let http = Box::pin(client::handshake(stream, max_header)).await?;
+                        (http, Some(info), local, remote)
+                    }
+                    Opened::Plain(Connected {
+                        socket,
+                        local,
+                        remote,
+                    }) => {
+                        let http = match socket {
+                            Socket::Tcp(tcp) => {
+                                Box::pin(client::handshake(tcp, max_header)).await?
                             }
-                            None => (Box::pin(client::handshake($io, max_header)).await?, None),
-                        }
-                    }};
-                }
-                let ((sender, connection), info) = match socket {
-                    Socket::Tcp(tcp) => start!(tcp),
-                    Socket::Unix(unix) => start!(unix),
-                    Socket::Proxied(stream) => start!(*stream),
+                            Socket::Unix(unix) => {
+                                Box::pin(client::handshake(unix, max_header)).await?
+                            }
+                            Socket::Proxied(stream) => {
+                                Box::pin(client::handshake(*stream, max_header)).await?
+                            }
+                        };
+                        (http, None, local, remote)
+                    }
                 };
                 Ok::<_, Error>((sender, connection, local, remote, info))
             });

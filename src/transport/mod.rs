@@ -3,6 +3,7 @@
 
 pub mod connect;
 pub mod dns;
+pub mod establish;
 pub mod liveness;
 pub mod pump;
 pub mod tls;

@@ -641,3 +641,113 @@ fn the_public_key_of_a_version_1_certificate_is_found() {
     assert!(ParsedCertificate::try_from(&chain("v1-localhost.pem")[0]).is_err());
     assert_eq!(der::spki(b"\x30\x03\x02\x01\x01"), None);
 }
+
+fn loopback(port: u16) -> crate::transport::Target {
+    crate::transport::Target::Tcp {
+        host: "127.0.0.1".into(),
+        port,
+        family: crate::transport::dns::Family::Any,
+        local_address: None,
+        local_port: None,
+        addresses: None,
+        proxy_tls: None,
+        tunnel: None,
+        choice: crate::transport::AddressChoice::default(),
+    }
+}
+
+#[tokio::test]
+async fn establish_connects_then_shakes_hands_reporting_keys_and_the_connect() {
+    use crate::transport::establish::{establish, Established, Secure};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(2)
+        .await;
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    let connected = AtomicBool::new(false);
+    let mut keys = Vec::new();
+    let secure = Secure {
+        config: &config,
+        servername: Some("localhost"),
+        keylog: Arc::new(AtomicBool::new(true)),
+    };
+    let established = establish(
+        loopback(port),
+        Default::default(),
+        Some(secure),
+        None,
+        || connected.store(true, Ordering::Relaxed),
+        |lines| keys = lines,
+    )
+    .await
+    .unwrap();
+    assert!(connected.load(Ordering::Relaxed));
+    assert!(!keylog_lines(&keys).is_empty());
+    let Established::Secure {
+        mut stream,
+        info,
+        local,
+        remote,
+    } = established
+    else {
+        panic!("no TLS session");
+    };
+    assert_eq!(info.authorization_error, None);
+    assert_eq!(info.servername.as_deref(), Some("localhost"));
+    assert!(local.is_some());
+    assert!(matches!(remote, crate::transport::Peer::Tcp(a) if a.port() == port));
+    stream.write_all(b"ping").await.unwrap();
+    let mut buf = [0u8; 4];
+    stream.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"pong");
+
+    // Without TLS, the socket itself, for the caller to drive.
+    let plain = establish(
+        loopback(port),
+        Default::default(),
+        None,
+        None,
+        || {},
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        plain,
+        Established::Plain(crate::transport::Connected {
+            socket: crate::transport::Socket::Tcp(_),
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn establish_fails_at_its_deadline_when_the_handshake_never_comes() {
+    use crate::transport::establish::{establish, Secure};
+    // Accepts, then says nothing.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = tokio::spawn(async move { listener.accept().await });
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    let limit = std::time::Duration::from_millis(100);
+    let deadline = Some((tokio::time::Instant::now() + limit, limit));
+    let secure = Secure {
+        config: &config,
+        servername: Some("localhost"),
+        keylog: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    };
+    let err = establish(
+        loopback(port),
+        Default::default(),
+        Some(secure),
+        deadline,
+        || {},
+        |_| {},
+    )
+    .await
+    .err()
+    .expect("a timeout");
+    assert_eq!(err.code(), "ERR_SOCKET_TIMEOUT");
+    assert!(err.timed_out());
+    held.abort();
+}

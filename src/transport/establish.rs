@@ -1,0 +1,180 @@
+//! One way to establish a connection, for both request paths: resolve and connect (through a
+//! proxy and its tunnel when the target says so), then, for a TLS key, the handshake (its key
+//! material kept while asked), both within one deadline. What follows differs by path and is
+//! the caller's: the drop-in path takes a plain socket's descriptor, or pumps a TLS (or
+//! proxied) stream on tokio; the promise path speaks HTTP over either with hyper.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpStream, UnixStream};
+
+use super::connect::{connect, ConnectOptions, Connected, Peer, Socket, Target};
+use super::tls::{self, ClientStream, TlsConfig, TlsInfo};
+use crate::error::Error;
+
+/// An established connection.
+pub enum Established {
+    /// No TLS of its own (a plain socket, or a session to a proxy that tokio drives).
+    Plain(Connected),
+    /// A TLS session over the socket.
+    Secure {
+        /// Boxed: a TLS session's state is large, and the connection is moved around.
+        stream: Box<SecureStream>,
+        info: TlsInfo,
+        local: Option<SocketAddr>,
+        remote: Peer,
+    },
+}
+
+/// The TLS session of an established connection, over whichever socket it has.
+pub enum SecureStream {
+    Tcp(ClientStream<TcpStream>),
+    Unix(ClientStream<UnixStream>),
+    /// Inside a tunnel through a proxy reached over TLS.
+    Proxied(Box<ClientStream<ClientStream<TcpStream>>>),
+}
+
+/// The TLS side of a connection to establish.
+pub struct Secure<'a> {
+    pub config: &'a TlsConfig,
+    /// The `servername` (SNI and the certificate's name); none: the peer's address.
+    pub servername: Option<&'a str>,
+    /// Whether the handshake's key material is kept (a 'keylog' listener), read as it comes.
+    pub keylog: Arc<AtomicBool>,
+}
+
+/// A deadline for the whole of it, and the limit it stands for (the timeout's error says it).
+pub type Deadline = Option<(tokio::time::Instant, Duration)>;
+
+/// Connects to `target` and, with `secure`, runs the TLS handshake, all by `deadline` (failing
+/// with the socket timeout's error after it). `connected` runs once the socket is connected
+/// (before any handshake); `on_keys` gets the handshake's key log lines, if any, whether it
+/// succeeded or not (Node reports a failed handshake's lines too).
+pub async fn establish(
+    target: Target,
+    opts: ConnectOptions,
+    secure: Option<Secure<'_>>,
+    deadline: Deadline,
+    connected: impl FnOnce(),
+    on_keys: impl FnOnce(Vec<u8>),
+) -> Result<Established, Error> {
+    let conn = within(deadline, connect(target, opts)).await?;
+    connected();
+    let Some(secure) = secure else {
+        return Ok(Established::Plain(conn));
+    };
+    let Connected {
+        socket,
+        local,
+        remote,
+    } = conn;
+    let peer_ip = match &remote {
+        Peer::Tcp(addr) => addr.ip(),
+        Peer::Unix(_) => std::net::IpAddr::from([127, 0, 0, 1]),
+    };
+    let server = tls::server_name(secure.servername, peer_ip);
+    // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
+    macro_rules! handshake {
+        ($io:expr, $variant:expr) => {{
+            let handshake = within(deadline, tls::handshake($io, secure.config, server));
+            let (result, lines) = tls::logging_keys(secure.keylog, handshake).await;
+            if !lines.is_empty() {
+                on_keys(lines);
+            }
+            let (stream, info) = result?;
+            (Box::new($variant(stream)), info)
+        }};
+    }
+    let (stream, info) = match socket {
+        Socket::Tcp(tcp) => handshake!(tcp, SecureStream::Tcp),
+        Socket::Unix(unix) => handshake!(unix, SecureStream::Unix),
+        Socket::Proxied(stream) => {
+            handshake!(*stream, |s| SecureStream::Proxied(Box::new(s)))
+        }
+    };
+    Ok(Established::Secure {
+        stream,
+        info,
+        local,
+        remote,
+    })
+}
+
+/// `step`, failing as a socket timeout once `deadline` (the instant, and the limit it came
+/// from) has passed. `step` is boxed where it starts: a connect's steps are large, and the
+/// future that awaits this one keeps only the box.
+pub async fn within<T>(
+    deadline: Deadline,
+    step: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let step = Box::pin(step);
+    match deadline {
+        Some((at, limit)) => tokio::time::timeout_at(at, step)
+            .await
+            .unwrap_or_else(|_| Err(Error::socket_timeout(limit))),
+        None => step.await,
+    }
+}
+
+macro_rules! each {
+    ($self:expr, $s:ident => $e:expr) => {
+        match $self.get_mut() {
+            SecureStream::Tcp($s) => $e,
+            SecureStream::Unix($s) => $e,
+            SecureStream::Proxied($s) => {
+                let $s = &mut **$s;
+                $e
+            }
+        }
+    };
+}
+
+impl AsyncRead for SecureStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        each!(self, s => Pin::new(s).poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for SecureStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        each!(self, s => Pin::new(s).poll_write(cx, buf))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        each!(self, s => Pin::new(s).poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            SecureStream::Tcp(s) => s.is_write_vectored(),
+            SecureStream::Unix(s) => s.is_write_vectored(),
+            SecureStream::Proxied(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        each!(self, s => Pin::new(s).poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        each!(self, s => Pin::new(s).poll_shutdown(cx))
+    }
+}
