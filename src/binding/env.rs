@@ -662,8 +662,8 @@ impl EnvCtx {
         let timer = sweep.get_or_insert_with(|| {
             // SAFETY: invariant 1: this thread's running loop; the data is the context, a mark
             // that `on_sweep` does not dereference, and `teardown` closes the timer. Test:
-            // __test__/request.test.js "a headersTimeout over a second fails a request with no
-            // head, on a new or a reused connection".
+            // __test__/request/faults.test.js "a headersTimeout over a second fails a request with
+            // no head, on a new or a reused connection".
             let timer = unsafe { Handle::timer(self.uv_loop, self as *const EnvCtx as *mut _) };
             // Requests in flight keep the process alive already (`hold`).
             timer.set_ref(false);

@@ -30,15 +30,16 @@
 //!    runtime calls once, or by us when the call failed and the runtime never took it
 //!    ([`buffer_external`], [`external`]). Tests: __test__/chunks.test.js "agent.request():
 //!    large reads, which cross without a copy, keep their bytes and take writes as their own"
-//!    (external Buffers); __test__/request.test.js "a GET resolves with status, headers and a
-//!    body stream" (request heads from `prepareHead`).
+//!    (external Buffers); __test__/request/basics.test.js "a GET resolves with status, headers
+//!    and a body stream" (request heads from `prepareHead`).
 //! 4. **Pointers and lengths the runtime gives describe live memory for the call.** A Buffer's
 //!    bytes, an argument list, a string written into our buffer: `len` bytes at the pointer,
 //!    valid until JavaScript runs again, so they are copied (or used) before the call returns
 //!    and no JavaScript runs in between (binding `request` copies the body at once). Tests:
-//!    __test__/request.test.js "a large body given whole goes from its own memory, and its
-//!    Buffer is let go of whatever ends the request" and "long methods, paths and header lines
-//!    cross whole; header values go as latin1, as Node sends them".
+//!    __test__/request/bodies.test.js "a large body given whole is sent as it was when
+//!    request() was called, and its Buffer is let go of whatever ends the request", and
+//!    __test__/request/basics.test.js "long methods, paths and header lines cross whole; header
+//!    values go as latin1, as Node sends them".
 
 use std::borrow::Cow;
 use std::ffi::CString;
@@ -354,7 +355,7 @@ pub fn buffer_concat(env: sys::napi_env, chunks: &[bytes::Bytes]) -> sys::napi_v
     let mut data: *mut std::ffi::c_void = ptr::null_mut();
     // SAFETY: invariant 1; napi_create_buffer gives `len` writable bytes at `data` (a fresh
     // Buffer no JavaScript has seen), or fails (checked, falling back to a copy); the chunks
-    // fill exactly `len` bytes, their sum. Test: __test__/request.test.js "large bodies both
+    // fill exactly `len` bytes, their sum. Test: __test__/request/bodies.test.js "large bodies both
     // ways arrive intact".
     unsafe {
         if sys::napi_create_buffer(env, len, &mut data, &mut value) != sys::Status::napi_ok
@@ -581,8 +582,9 @@ impl<const N: usize> Args<N> {
         // SAFETY: invariants 1 and 3: an argument of the call being served. An external
         // carrying `tag` was made by `external` with the same `T`: each tag is used with one
         // type (binding `HEAD_TAG`, for `Arc<client::Head>` only). The `T` lives as long as the
-        // value, which the call's scope keeps past the borrow. Test: __test__/request.test.js
-        // "methods, URL forms and headers reach the server" (paths as strings and as heads).
+        // value, which the call's scope keeps past the borrow. Test:
+        // __test__/request/basics.test.js "methods, URL forms and headers reach the server"
+        // (paths as strings and as heads).
         unsafe {
             // The type first: the tag check makes an object of a primitive (a string path)
             // before it finds no tag, which costs more than the rest of the call's checks.
@@ -656,7 +658,7 @@ impl<const N: usize> Args<N> {
         unsafe { get(self.env, self.argv[i], ptr::null_mut(), 0, &mut full) };
         let mut owned = vec![0u8; full + 1];
         // SAFETY: invariants 1 and 4: room for the whole string and its NUL. Test:
-        // __test__/request.test.js "long methods, paths and header lines cross whole; header
+        // __test__/request/basics.test.js "long methods, paths and header lines cross whole; header
         // values go as latin1, as Node sends them".
         unsafe {
             get(
@@ -687,8 +689,8 @@ pub fn throw_error(env: sys::napi_env, code: &str, message: &str) -> sys::napi_v
     let code = CString::new(code).unwrap_or_default();
     let message = CString::new(message).unwrap_or_default();
     // SAFETY: invariant 1; NUL-terminated strings; no exception is pending (the function threw
-    // none yet). Tests: __test__/request.test.js "a string body whose bytes were miscounted fails
-    // at once, and the agent goes on"; __test__/safety.test.js 'a panic at "request" ...'.
+    // none yet). Tests: __test__/request/bodies.test.js "a string body whose bytes were miscounted
+    // fails at once, and the agent goes on"; __test__/safety.test.js 'a panic at "request" ...'.
     unsafe { sys::napi_throw_error(env, code.as_ptr(), message.as_ptr()) };
     ptr::null_mut()
 }

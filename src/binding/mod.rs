@@ -934,8 +934,8 @@ impl NativePool {
             .into_iter()
             // SAFETY: js.rs invariants 1 and 2: handles from the strong references of requests
             // not finished (`finish` takes a request out of the map before deleting its
-            // reference), in this call's scope. Test: __test__/request.test.js "agent.destroy()
-            // ends agent.request()s: queued, waiting for the head, and mid-body".
+            // reference), in this call's scope. Test: __test__/request/aborts.test.js
+            // "agent.destroy() ends agent.request()s: queued, waiting for the head, and mid-body".
             .map(|v| unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
             .collect()
     }
@@ -949,8 +949,8 @@ impl NativePool {
             .into_iter()
             // SAFETY: js.rs invariants 1 and 2: handles from the strong references of requests
             // not finished (`finish` takes a request out of the map before deleting its
-            // reference), in this call's scope. Test: __test__/request.test.js "agent.destroy()
-            // ends agent.request()s: queued, waiting for the head, and mid-body".
+            // reference), in this call's scope. Test: __test__/request/aborts.test.js
+            // "agent.destroy() ends agent.request()s: queued, waiting for the head, and mid-body".
             .map(|v| unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
             .collect()
     }
@@ -1156,7 +1156,7 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
         ));
     }
     // SAFETY: js.rs invariant 1: the function just made (status checked), in this call's
-    // scope. Every `agent.request()` test calls it, e.g. __test__/request.test.js "a GET
+    // scope. Every `agent.request()` test calls it, e.g. __test__/request/basics.test.js "a GET
     // resolves with status, headers and a body stream".
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), func) })
 }
