@@ -129,4 +129,14 @@ function normalize(input) {
   return options;
 }
 
-module.exports = { normalize, duration };
+// A number option validated as Node validates one: another type is ERR_INVALID_ARG_TYPE, a
+// number out of range (NaN too) ERR_OUT_OF_RANGE.
+function numberOption(value, name, min, range, integer = false) {
+  if (typeof value !== 'number') throw errors.invalidArgType(name, 'of type number', value);
+  if (Number.isNaN(value) || value < min || (integer && !Number.isInteger(value))) {
+    throw errors.outOfRange(name, range, value);
+  }
+  return value;
+}
+
+module.exports = { normalize, duration, numberOption };

@@ -1,0 +1,159 @@
+'use strict';
+
+// agent.request()'s headers: names and values checked as Node checks them, given in any
+// form undici takes, and a response's headers as an object.
+
+const errors = require('./errors');
+
+const TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
+const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+function invalidToken(what, value) {
+  const err = new TypeError(`${what} must be a valid HTTP token ["${value}"]`);
+  err.code = 'ERR_INVALID_HTTP_TOKEN';
+  return err;
+}
+
+function invalidChar(name) {
+  const err = new TypeError(`Invalid character in header content ["${name}"]`);
+  err.code = 'ERR_INVALID_CHAR';
+  return err;
+}
+
+// Header names seen before, valid, with their lower-case form: the same few names come with
+// request after request. Bounded: a full store starts over.
+const headerNames = new Map();
+
+function lowerName(name) {
+  let lower = headerNames.get(name);
+  if (lower === undefined) {
+    if (!TOKEN.test(name)) throw invalidToken('Header name', name);
+    lower = name.toLowerCase();
+    if (headerNames.size >= 1024) headerNames.clear();
+    headerNames.set(name, lower);
+  }
+  return lower;
+}
+
+// Headers as [name, value, ...] (`flat`), with where the ones the request acts on are (the
+// first of each; -1: absent), found in the one pass that validates them.
+class HeaderList {
+  constructor() {
+    this.flat = [];
+    this.host = -1;
+    this.authorization = -1;
+    this.contentLength = -1;
+    this.contentType = -1;
+    this.expect = -1;
+    this.upgrade = -1;
+    this.connection = -1;
+    // A proxy-authorization or proxy-connection line is there.
+    this.proxy = false;
+  }
+
+  // An array value repeats the name; undefined values are left out, null ones are empty (as
+  // undici sends them).
+  add(name, value) {
+    if (typeof name !== 'string') name = String(name);
+    const lower = lowerName(name);
+    if (Array.isArray(value)) {
+      for (const v of value) this.addOne(name, lower, v);
+    } else {
+      this.addOne(name, lower, value);
+    }
+  }
+
+  addOne(name, lower, value) {
+    if (value === undefined) return;
+    const s = typeof value === 'string' ? value : value === null ? '' : String(value);
+    if (BAD_VALUE.test(s)) throw invalidChar(name);
+    const at = this.flat.length;
+    this.flat.push(name, s);
+    switch (lower) {
+      case 'host': if (this.host < 0) this.host = at; break;
+      case 'authorization': if (this.authorization < 0) this.authorization = at; break;
+      case 'content-length': if (this.contentLength < 0) this.contentLength = at; break;
+      case 'content-type': if (this.contentType < 0) this.contentType = at; break;
+      case 'expect': if (this.expect < 0) this.expect = at; break;
+      case 'upgrade': if (this.upgrade < 0) this.upgrade = at; break;
+      case 'connection': if (this.connection < 0) this.connection = at; break;
+      case 'proxy-authorization': case 'proxy-connection': this.proxy = true; break;
+      default: break;
+    }
+  }
+
+  // The same lines less those whose names `lines` (name, value, ...) has.
+  without(lines) {
+    const drop = new Set();
+    for (let i = 0; i < lines.length; i += 2) drop.add(lines[i]);
+    const list = new HeaderList();
+    const flat = this.flat;
+    for (let i = 0; i < flat.length; i += 2) {
+      const lower = lowerName(flat[i]);
+      if (!drop.has(lower)) list.addOne(flat[i], lower, flat[i + 1]);
+    }
+    return list;
+  }
+
+  // The target's host put before the list's own lines (there was none): the indexes move.
+  hostFirst(host) {
+    this.flat.unshift('host', host);
+    this.host = 0;
+    if (this.authorization >= 0) this.authorization += 2;
+    if (this.contentLength >= 0) this.contentLength += 2;
+    if (this.contentType >= 0) this.contentType += 2;
+    if (this.expect >= 0) this.expect += 2;
+    if (this.upgrade >= 0) this.upgrade += 2;
+    if (this.connection >= 0) this.connection += 2;
+  }
+}
+
+// The headers option: an object (array values repeat the name), a flat array, or an iterable
+// of [name, value] pairs (a Headers, a Map).
+function headerList(headers) {
+  const list = new HeaderList();
+  if (Array.isArray(headers)) {
+    if (headers.length % 2 !== 0) throw errors.invalidArgValue('options.headers', headers, 'must hold name/value pairs');
+    for (let i = 0; i < headers.length; i += 2) list.add(headers[i], headers[i + 1]);
+    return list;
+  }
+  if (typeof headers !== 'object') throw errors.invalidArgType('options.headers', 'of type object or an Array', headers);
+  if (typeof headers[Symbol.iterator] === 'function') {
+    for (const pair of headers) {
+      if (!Array.isArray(pair) || pair.length !== 2) {
+        throw errors.invalidArgValue('options.headers', headers, 'must hold [name, value] pairs');
+      }
+      list.add(pair[0], pair[1]);
+    }
+    return list;
+  }
+  for (const name of Object.keys(headers)) list.add(name, headers[name]);
+  return list;
+}
+
+// Node's rules for joining repeated response headers (IncomingMessage#headers).
+const FIRST_WINS = new Set([
+  'content-type', 'content-length', 'user-agent', 'referer', 'host', 'authorization',
+  'proxy-authorization', 'if-modified-since', 'if-unmodified-since', 'from', 'location',
+  'max-forwards', 'retry-after', 'etag', 'last-modified', 'server', 'age', 'expires',
+]);
+
+function headerObject(raw) {
+  const out = {};
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i];
+    const value = raw[i + 1];
+    // Its own value only: a header named `constructor` or `toString` would find
+    // Object.prototype's otherwise.
+    const prev = Object.hasOwn(out, name) ? out[name] : undefined;
+    if (prev === undefined) {
+      out[name] = name === 'set-cookie' ? [value] : value;
+    } else if (name === 'set-cookie') {
+      prev.push(value);
+    } else if (!FIRST_WINS.has(name)) {
+      out[name] = `${prev}${name === 'cookie' ? '; ' : ', '}${value}`;
+    }
+  }
+  return out;
+}
+
+module.exports = { TOKEN, invalidToken, headerList, headerObject };

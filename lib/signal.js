@@ -1,0 +1,26 @@
+'use strict';
+
+// An AbortSignal as agent.request() and its body's methods listen to it, and the error an
+// abort gives.
+
+const { addAbortListener } = require('node:events');
+
+// Calls `listener` once `signal` (not aborted yet) aborts; returns what stops that. Through
+// events.addAbortListener where Node has it (20.5 on), as Node's own requests listen: the
+// listener runs even when one registered before it stops the event's propagation, which would
+// otherwise leave the request waiting for a response nobody wants (as undici's request() is).
+function watchAbort(signal, listener) {
+  if (addAbortListener !== undefined) {
+    const watch = addAbortListener(signal, listener);
+    return () => watch[Symbol.dispose]();
+  }
+  signal.addEventListener('abort', listener, { once: true });
+  return () => signal.removeEventListener('abort', listener);
+}
+
+function abortError(signal) {
+  if (signal && signal.reason !== undefined) return signal.reason;
+  return new DOMException('This operation was aborted', 'AbortError');
+}
+
+module.exports = { watchAbort, abortError };
