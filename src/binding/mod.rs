@@ -907,11 +907,6 @@ impl NativePool {
     }
 
     #[napi(catch_unwind)]
-    pub fn cancel(&self, waiter: f64) -> bool {
-        self.cell.cancel(waiter as u64)
-    }
-
-    #[napi(catch_unwind)]
     pub fn set_limits(&self, options: PoolOptions) -> Vec<f64> {
         self.cell.policy.set(release_policy(&options));
         self.cell
