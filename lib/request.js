@@ -28,6 +28,12 @@ const { HEAD, DATA, END, ERROR, DRAIN, DONE, VERIFY, LOOKUP, ANSWERED, INFO } = 
 const { expectContinue: EXPECT_CONTINUE, informational: INFORMATIONAL } = PROTOCOL;
 // Answers to VERIFY: the server's name is right, or `rejectUnauthorized: false` lets it pass.
 const { nameRight: NAME_RIGHT, nameLetPass: NAME_LET_PASS } = PROTOCOL;
+// The order of startRequest's arguments is Rust's (`arg` in src/binding/mod.rs): the call in
+// request() below passes them so, which this load checks, once, against the addon it loaded.
+const REQUEST_ARGS = 'pool,key,handle,method,path,headers,body,streamed,contentLength,flags,headersTimeout,bodyTimeout,replayLimit,contextName';
+if (PROTOCOL.requestArgs.join() !== REQUEST_ARGS) {
+  throw errors.hyperagentError('INTERNAL', `the addon takes agent.request()'s arguments as (${PROTOCOL.requestArgs}), not as lib/request.js passes them`);
+}
 
 // diagnostics_channel events of agent.request(), as undici publishes its own.
 const channels = {
@@ -509,6 +515,8 @@ function request(agent, input, options = {}) {
     if (channels.created.hasSubscribers) channels.created.publish({ request: info });
     const pending = new PendingRequest(agent, resolve, reject, signal, info);
     pending.extras = extras;
+    // In REQUEST_ARGS's order: pool, key, handle, method, path, headers, body, streamed,
+    // contentLength, flags, headersTimeout, bodyTimeout, replayLimit, contextName.
     const result = startRequest(
       agent._poolId, key, pending, method,
       pathOrHead, headerLines, bytes, source !== null, contentLength ?? -1,

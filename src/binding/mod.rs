@@ -221,6 +221,8 @@ pub struct Protocol {
     pub name_let_pass: f64,
     pub write_done: i32,
     pub write_pending: i32,
+    /// The request function's arguments, by name, in the order it takes them (see `arg`).
+    pub request_args: Vec<String>,
 }
 
 /// See [`Protocol`].
@@ -245,6 +247,7 @@ pub fn protocol() -> Protocol {
         name_let_pass: request::name::LET_PASS,
         write_done: conn::WRITE_DONE,
         write_pending: conn::WRITE_PENDING,
+        request_args: arg::NAMES.iter().map(|n| n.to_string()).collect(),
     }
 }
 
@@ -1100,11 +1103,48 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }
 
+/// The request function's arguments, by position: declared here alone, and exported by name in
+/// `protocol().requestArgs`, against which lib/request.js checks its call when it loads.
+mod arg {
+    pub const POOL: usize = 0;
+    pub const KEY: usize = 1;
+    pub const HANDLE: usize = 2;
+    pub const METHOD: usize = 3;
+    pub const PATH: usize = 4;
+    pub const HEADERS: usize = 5;
+    pub const BODY: usize = 6;
+    pub const STREAMED: usize = 7;
+    pub const CONTENT_LENGTH: usize = 8;
+    pub const FLAGS: usize = 9;
+    pub const HEADERS_TIMEOUT: usize = 10;
+    pub const BODY_TIMEOUT: usize = 11;
+    pub const REPLAY_LIMIT: usize = 12;
+    pub const CONTEXT_NAME: usize = 13;
+    pub const COUNT: usize = 14;
+    /// Their names, in order.
+    pub const NAMES: [&str; COUNT] = [
+        "pool",
+        "key",
+        "handle",
+        "method",
+        "path",
+        "headers",
+        "body",
+        "streamed",
+        "contentLength",
+        "flags",
+        "headersTimeout",
+        "bodyTimeout",
+        "replayLimit",
+        "contextName",
+    ];
+}
+
 /// `agent.request()`'s start as a plain Node-API function, made once per thread: napi-rs's
 /// conversion of its arguments (a length query and an allocation per string, a borrow scope
 /// per call) took about 8% of the JavaScript thread's time per request.
-/// Arguments: `(pool, key, handle, method, path, headers, body, streamed, contentLength,
-/// flags, headersTimeout, bodyTimeout, replayLimit, contextName)`; `headers` is
+/// Arguments (see [`arg`]): `(pool, key, handle, method, path, headers, body, streamed,
+/// contentLength, flags, headersTimeout, bodyTimeout, replayLimit, contextName)`; `headers` is
 /// `name\nvalue\n...`, already validated; `path` may instead be a head from [`prepare_head`]
 /// (then `headers` is ignored); `body` a Buffer, a string (sent as UTF-8) or null;
 /// `contentLength` negative when there is none; `flags` [`EXPECT_CONTINUE`] and
@@ -1122,7 +1162,7 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
     ) -> sys::napi_value {
         // SAFETY: the runtime's own arguments to this function; `args` is used by `request`
         // within this call and dropped at its end (js.rs invariants 1 and 4).
-        let args = unsafe { js::Args::<14>::of(env, info) };
+        let args = unsafe { js::Args::<{ arg::COUNT }>::of(env, info) };
         match guard::catch(|| request(&args)) {
             Ok(Ok(id)) => js::number(env, id),
             Ok(Err(e)) => js::throw_error(env, e.status.as_ref(), &e.reason),
@@ -1172,23 +1212,25 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
             format!("hyperagent: request: bad {what}"),
         )
     };
-    let pool = args.u32(0).ok_or_else(|| bad("pool"))?;
-    let key = args.u32(1).ok_or_else(|| bad("key"))?;
-    let handle = args.value(2);
+    let pool = args.u32(arg::POOL).ok_or_else(|| bad("pool"))?;
+    let key = args.u32(arg::KEY).ok_or_else(|| bad("key"))?;
+    let handle = args.value(arg::HANDLE);
     // A method is a token (checked in JavaScript): ASCII, read a byte per character.
     let mut method_buf = [MaybeUninit::uninit(); 32];
     let method = args
-        .latin1(3, &mut method_buf)
+        .latin1(arg::METHOD, &mut method_buf)
         .ok_or_else(|| bad("method"))?;
-    let head = match args.external::<Arc<client::Head>>(4, &HEAD_TAG) {
+    let head = match args.external::<Arc<client::Head>>(arg::PATH, &HEAD_TAG) {
         Some(head) => head.clone(),
         None => {
             let mut path_buf = [MaybeUninit::uninit(); 512];
-            let path = args.str(4, &mut path_buf).ok_or_else(|| bad("path"))?;
+            let path = args
+                .str(arg::PATH, &mut path_buf)
+                .ok_or_else(|| bad("path"))?;
             // Header lines are latin1, a byte per character, as Node and undici write them.
             let mut headers_buf = [MaybeUninit::uninit(); 1024];
             let headers = args
-                .latin1(5, &mut headers_buf)
+                .latin1(arg::HEADERS, &mut headers_buf)
                 .ok_or_else(|| bad("headers"))?;
             Arc::new(head_of(&path, &headers)?)
         }
@@ -1200,23 +1242,34 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     // end the worker that owns it) could free it under the read, and Node-API has no way to
     // keep a backing store alive. Large copies go into buffers used again (`recycle`).
     let mut body_buf = [MaybeUninit::uninit(); 1024];
-    let body = match args.bytes(6) {
+    let body = match args.bytes(arg::BODY) {
         Some(b) => Some(crate::client::recycle::copy(b)),
-        None if args.is_nullish(6) => None,
-        None => match args.utf8(6, &mut body_buf).ok_or_else(|| bad("body"))? {
+        None if args.is_nullish(arg::BODY) => None,
+        None => match args
+            .utf8(arg::BODY, &mut body_buf)
+            .ok_or_else(|| bad("body"))?
+        {
             Cow::Borrowed(b) => Some(bytes::Bytes::copy_from_slice(b)),
             Cow::Owned(v) => Some(bytes::Bytes::from(v)),
         },
     };
-    let streamed = args.bool(7).ok_or_else(|| bad("streamed"))?;
-    let content_length = args.f64(8).ok_or_else(|| bad("content length"))?;
+    let streamed = args.bool(arg::STREAMED).ok_or_else(|| bad("streamed"))?;
+    let content_length = args
+        .f64(arg::CONTENT_LENGTH)
+        .ok_or_else(|| bad("content length"))?;
     let content_length = (content_length >= 0.0).then_some(content_length);
-    let flags = args.u32(9).ok_or_else(|| bad("flags"))?;
+    let flags = args.u32(arg::FLAGS).ok_or_else(|| bad("flags"))?;
     let expect_continue = flags & EXPECT_CONTINUE != 0;
     let informational = flags & INFORMATIONAL != 0;
-    let headers_timeout = args.f64(10).ok_or_else(|| bad("headersTimeout"))?;
-    let body_timeout = args.f64(11).ok_or_else(|| bad("bodyTimeout"))?;
-    let replay_limit = args.f64(12).ok_or_else(|| bad("replayLimit"))?;
+    let headers_timeout = args
+        .f64(arg::HEADERS_TIMEOUT)
+        .ok_or_else(|| bad("headersTimeout"))?;
+    let body_timeout = args
+        .f64(arg::BODY_TIMEOUT)
+        .ok_or_else(|| bad("bodyTimeout"))?;
+    let replay_limit = args
+        .f64(arg::REPLAY_LIMIT)
+        .ok_or_else(|| bad("replayLimit"))?;
     let cell = ctx
         .pool(pool)
         .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
@@ -1312,7 +1365,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     };
     let js_side = request::JsSide {
         handle,
-        context_name: args.value(13),
+        context_name: args.value(arg::CONTEXT_NAME),
     };
     let req = cell.request(KeyId(key), js_side, spec, writer, ctl, replay);
     if let Some(slot) = id_slot {
