@@ -73,6 +73,7 @@ const kOpenFailed = Symbol('hyperagent.openFailed');
 const kAdoptForeign = Symbol('hyperagent.adoptForeign');
 const kReuseForeign = Symbol('hyperagent.reuseForeign');
 const kReleaseForeign = Symbol('hyperagent.releaseForeign');
+const kReleased = Symbol('hyperagent.released');
 // The new connection each request is being given, while a createSocket() of the program's
 // runs (see kOpenThrough).
 const kOpenings = Symbol('hyperagent.openings');
@@ -943,13 +944,20 @@ class Agent extends Base {
       socket.destroy(socket.listenerCount('error') > 0 ? err : undefined);
       return;
     }
+    this[kReleased](verdict, id, socket);
+  }
+
+  // What the pool answered the release of connection `id`, for the socket (or hook's link)
+  // that held it: a waiter takes the connection, or its slot (the connection closed); it
+  // closed; or it idles.
+  [kReleased](verdict, id, holder) {
     if (verdict >= 0) {
-      if (verdict % BASE === GRANT) socket._orphan();
+      if (verdict % BASE === GRANT) holder._orphan();
       this[kServe](verdict, id);
     } else if (verdict === CLOSED || verdict === RETIRED) {
-      socket._orphan();
+      holder._orphan();
     } else if (verdict === IDLE) {
-      socket._parked();
+      holder._parked();
     }
   }
 
@@ -985,20 +993,10 @@ class Agent extends Base {
       verdict = binding.release(id, idle);
     } catch (thrown) {
       debug('releasing connection %d failed: %s', id, thrown && thrown.message);
-      link.orphan();
+      link._orphan();
       return;
     }
-    if (verdict >= 0) {
-      if (verdict % BASE === GRANT) link.orphan();
-      this[kServe](verdict, id);
-    } else if (verdict === CLOSED || verdict === RETIRED) {
-      link.orphan();
-    } else if (verdict === IDLE) {
-      // Idle as a free socket of Node's agent: kept alive by TCP, not keeping the process.
-      stream._httpMessage = null;
-      if (this.keepAlive && typeof stream.setKeepAlive === 'function') stream.setKeepAlive(true, this.keepAliveMsecs);
-      if (typeof stream.unref === 'function') stream.unref();
-    }
+    this[kReleased](verdict, id, link);
   }
 
   // A hook's stream closed: its connection (`id`, 0 when the pool let it go already) leaves

@@ -45,10 +45,19 @@ class ForeignLink {
   }
 
   // The pool closed the connection (it could not go back, or a request of agent.request()
-  // took its slot): the stream ends without telling the pool again.
-  orphan() {
+  // took its slot): the stream ends without telling the pool again. (NativeSocket's name.)
+  _orphan() {
     this.id = 0;
     this.stream.destroy();
+  }
+
+  // The connection idles in the pool, as a free socket of Node's agent does: kept alive by TCP,
+  // not keeping the process. (NativeSocket's name.)
+  _parked() {
+    const { agent, stream } = this;
+    stream._httpMessage = null;
+    if (agent.keepAlive && typeof stream.setKeepAlive === 'function') stream.setKeepAlive(true, agent.keepAliveMsecs);
+    if (typeof stream.unref === 'function') stream.unref();
   }
 }
 

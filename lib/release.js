@@ -41,7 +41,11 @@ function idleTimeout(agent, socket) {
 // freeSocketTimeout (or a custom value), shortened by the response's Keep-Alive hint: the
 // agent's rule, in Rust (src/pool/release.rs), with the options as they are now.
 function idleFor(agent, rawHeaders, custom) {
-  return binding.idleFor(Number(custom || defaultIdle(agent)), keepAliveHeader(rawHeaders), hintBuffer(agent.agentKeepAliveTimeoutBuffer));
+  const own = Number(custom || defaultIdle(agent));
+  const hint = keepAliveHeader(rawHeaders);
+  // Without a hint there is nothing to shorten: no crossing into Rust on every release.
+  if (hint === undefined) return own;
+  return binding.idleFor(own, hint, hintBuffer(agent.agentKeepAliveTimeoutBuffer));
 }
 
 // The Keep-Alive response header, read from rawHeaders: building res.headers for it would cost
