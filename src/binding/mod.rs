@@ -1016,27 +1016,18 @@ fn request_state(id: u32) -> Option<Rc<request::ReqState>> {
     env::current()?.request(id)
 }
 
-/// Parses a request target in origin form and header lines (`name\nvalue\n...`, validated
-/// by JavaScript: none holds a newline).
+/// A request head, or its input's error as Node-API's.
 fn head_of(path: &str, lines: &[u8]) -> Result<client::Head> {
-    let uri = http::Uri::try_from(path)
-        .map_err(|_| Error::new(Status::InvalidArg, format!("invalid path: {path}")))?;
-    let mut headers = http::HeaderMap::new();
-    let mut parts = lines.split(|&b| b == b'\n');
-    while let (Some(name), Some(value)) = (parts.next(), parts.next()) {
-        let name = http::HeaderName::from_bytes(name).map_err(|_| {
-            let name = String::from_utf8_lossy(name);
-            Error::new(Status::InvalidArg, format!("invalid header name: {name}"))
-        })?;
-        let value = http::HeaderValue::from_bytes(value).map_err(|_| {
-            Error::new(
-                Status::InvalidArg,
-                format!("invalid header value for {name}"),
-            )
-        })?;
-        headers.append(name, value);
+    client::Head::parse(path, lines).map_err(invalid)
+}
+
+/// A request's input that cannot be planned, as the error the call throws.
+fn invalid(e: client::plan::Invalid) -> Error {
+    if e.is_argument() {
+        Error::new(Status::InvalidArg, e.to_string())
+    } else {
+        Error::from_reason(e.to_string())
     }
-    Ok(client::Head { uri, headers })
 }
 
 /// Drops the TLS sessions cached for the server of connection `id`, whose name failed the
@@ -1242,29 +1233,26 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     // end the worker that owns it) could free it under the read, and Node-API has no way to
     // keep a backing store alive. Large copies go into buffers used again (`recycle`).
     let mut body_buf = [MaybeUninit::uninit(); 1024];
-    let body = match args.bytes(arg::BODY) {
-        Some(b) => Some(crate::client::recycle::copy(b)),
-        None if args.is_nullish(arg::BODY) => None,
+    let bytes = match args.bytes(arg::BODY) {
+        Some(b) => crate::client::recycle::copy(b),
+        None if args.is_nullish(arg::BODY) => bytes::Bytes::new(),
         None => match args
             .utf8(arg::BODY, &mut body_buf)
             .ok_or_else(|| bad("body"))?
         {
-            Cow::Borrowed(b) => Some(bytes::Bytes::copy_from_slice(b)),
-            Cow::Owned(v) => Some(bytes::Bytes::from(v)),
+            Cow::Borrowed(b) => bytes::Bytes::copy_from_slice(b),
+            Cow::Owned(v) => bytes::Bytes::from(v),
         },
     };
     let streamed = args.bool(arg::STREAMED).ok_or_else(|| bad("streamed"))?;
     let content_length = args
         .f64(arg::CONTENT_LENGTH)
         .ok_or_else(|| bad("content length"))?;
-    let content_length = (content_length >= 0.0).then_some(content_length);
     let flags = args.u32(arg::FLAGS).ok_or_else(|| bad("flags"))?;
-    let expect_continue = flags & EXPECT_CONTINUE != 0;
-    let informational = flags & INFORMATIONAL != 0;
-    let headers_timeout = args
+    let headers_timeout_ms = args
         .f64(arg::HEADERS_TIMEOUT)
         .ok_or_else(|| bad("headersTimeout"))?;
-    let body_timeout = args
+    let body_timeout_ms = args
         .f64(arg::BODY_TIMEOUT)
         .ok_or_else(|| bad("bodyTimeout"))?;
     let replay_limit = args
@@ -1273,104 +1261,41 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let cell = ctx
         .pool(pool)
         .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
-    let method = http::Method::from_bytes(&method).map_err(|_| {
-        Error::new(
-            Status::InvalidArg,
-            format!("invalid method: {}", String::from_utf8_lossy(&method)),
-        )
-    })?;
-    let ctl = Arc::new(crate::client::Control::default());
-    let timeout = |ms: f64| (ms > 0.0 && ms.is_finite()).then(|| Duration::from_millis(ms as u64));
-    let bytes = body.unwrap_or_default();
-    // JavaScript counted the body's bytes for its content-length (a string's before Rust
-    // encoded it): a body of another length would leave the server waiting for the rest, or
-    // reading past it.
-    if let Some(n) = content_length.filter(|_| !streamed) {
-        if n != bytes.len() as f64 {
-            return Err(Error::from_reason(format!(
-                "hyperagent: request: content-length {n} for a body of {} bytes",
-                bytes.len()
-            )));
-        }
-    }
-    // What a replay needs, when the request may be sent again (see request.rs): the body in
-    // memory, or, streamed, what its writer records (up to the limit).
-    let replayable = crate::replay::promise_replayable(
-        (replay_limit >= 0.0).then_some(replay_limit as usize),
-        method.as_str().as_bytes(),
-        head.headers.contains_key("idempotency-key"),
-        expect_continue,
-        if streamed {
-            crate::replay::PlannedBody::Streamed
-        } else {
-            crate::replay::PlannedBody::Bytes(bytes.len())
-        },
-    );
-    let recording =
-        (replayable && streamed).then(|| crate::client::Recording::new(replay_limit as usize));
-    let replay = replayable.then(|| request::Replay {
-        method: method.clone(),
-        head: head.clone(),
-        body: match &recording {
-            Some(recording) => request::ReplayBody::Streamed {
-                recording: recording.clone(),
-                len: content_length.map(|n| n as u64),
-            },
-            None => request::ReplayBody::Bytes(bytes.clone()),
-        },
-        headers_timeout: timeout(headers_timeout),
-        body_timeout: timeout(body_timeout),
-        max_head_size: cell.max_header_size.get(),
-        informational,
-    });
-    let (mut req_body, writer) = if streamed {
-        // The drain reaches the request through the inbox; its id is known once registered.
-        let id_slot = Arc::new(std::sync::atomic::AtomicU32::new(0));
-        let (body, writer) = request::streamed_body(
-            ctx.inbox.clone(),
-            id_slot.clone(),
-            Vec::new(),
-            content_length.map(|n| n as u64),
-        );
-        let writer = match recording {
-            Some(recording) => writer.record(recording),
-            None => writer,
-        };
-        (body, Some((writer, id_slot)))
-    } else {
-        let body = if bytes.is_empty() {
-            crate::client::empty_body()
-        } else {
-            crate::client::full_body(bytes)
-        };
-        (body, None)
-    };
-    let gate = expect_continue.then(|| Arc::new(tokio::sync::Notify::new()));
-    if let Some(gate) = &gate {
-        req_body = crate::client::gated(req_body, gate.clone());
-    }
-    let spec = crate::client::Spec {
-        method,
+    let intent = client::plan::Intent {
+        method: client::plan::method(&method).map_err(invalid)?,
         head,
-        body: req_body,
-        expect_continue: gate,
-        informational,
-        headers_timeout: timeout(headers_timeout),
-        body_timeout: timeout(body_timeout),
+        body: if streamed {
+            client::plan::Source::Streamed
+        } else {
+            client::plan::Source::Bytes(bytes)
+        },
+        content_length: (content_length >= 0.0).then_some(content_length as u64),
+        expect_continue: flags & EXPECT_CONTINUE != 0,
+        informational: flags & INFORMATIONAL != 0,
+        headers_timeout_ms,
+        body_timeout_ms,
+        replay_limit: (replay_limit >= 0.0).then_some(replay_limit as usize),
         max_head_size: cell.max_header_size.get(),
     };
-    let (writer, id_slot) = match writer {
-        Some((w, slot)) => (Some(w), Some(slot)),
-        None => (None, None),
-    };
+    // A streamed body's drain reaches the request through the inbox; its id is known once
+    // registered.
+    let id_slot = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let plan = client::plan::plan(intent, request::drain_to(&ctx.inbox, id_slot.clone()))
+        .map_err(invalid)?;
+    let ctl = Arc::new(crate::client::Control::default());
     let js_side = request::JsSide {
         handle,
         context_name: args.value(arg::CONTEXT_NAME),
     };
-    let req = cell.request(KeyId(key), js_side, spec, writer, ctl, replay);
-    if let Some(slot) = id_slot {
-        slot.store(req.id, std::sync::atomic::Ordering::Release);
-    }
+    let req = cell.request(
+        KeyId(key),
+        js_side,
+        plan.spec,
+        plan.writer,
+        ctl,
+        plan.replay,
+    );
+    id_slot.store(req.id, std::sync::atomic::Ordering::Release);
     Ok(req.id as f64)
 }
 

@@ -20,7 +20,8 @@ use super::conn::{Conn, Mode, State};
 use super::env::{Completion, EnvCtx, Hold};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::{verdict, PoolCell};
-use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Recording, Sink, Spec};
+use crate::client::plan::Replay;
+use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Sink, Spec};
 use crate::error::Error;
 use crate::pool::{Checkout, Fit, KeyId, WaiterId};
 use crate::runtime::runtime;
@@ -131,72 +132,19 @@ pub struct ReqState {
 pub const COARSE_TIMEOUT: Duration = Duration::from_secs(1);
 pub const SWEEP_EVERY_MS: u64 = 500;
 
-/// A request that can be sent again.
-pub struct Replay {
-    pub method: http::Method,
-    pub head: Arc<client::Head>,
-    pub body: ReplayBody,
-    pub headers_timeout: Option<std::time::Duration>,
-    pub body_timeout: Option<std::time::Duration>,
-    pub max_head_size: usize,
-    pub informational: bool,
-}
-
-/// A replay's body: in memory, or what a streamed body's writer recorded (the rest of the
-/// source follows it on the new connection).
-pub enum ReplayBody {
-    Bytes(Bytes),
-    Streamed {
-        recording: Arc<Recording>,
-        len: Option<u64>,
-    },
-}
-
-impl Replay {
-    /// Whether the request can still go again (a streamed body may have outgrown the limit).
-    fn possible(&self) -> bool {
-        match &self.body {
-            ReplayBody::Bytes(_) => true,
-            ReplayBody::Streamed { recording, .. } => recording.is_complete(),
-        }
-    }
-
-    /// No replay will come (the request is answered, or on a fresh connection): a streamed
-    /// body's recording lets go of what it kept.
-    fn drop_recording(&self) {
-        if let ReplayBody::Streamed { recording, .. } = &self.body {
-            recording.stop();
-        }
-    }
-
-    fn spec(&self, body: client::ReqBody) -> Spec {
-        Spec {
-            method: self.method.clone(),
-            head: self.head.clone(),
-            body,
-            expect_continue: None,
-            informational: self.informational,
-            headers_timeout: self.headers_timeout,
-            body_timeout: self.body_timeout,
-            max_head_size: self.max_head_size,
-        }
-    }
-}
-
-/// A streamed request body whose drain reaches request `id` through `inbox` (the id may be set
-/// once known); it sends `prefix` first.
-pub fn streamed_body(
-    inbox: Arc<super::env::Inbox>,
+/// The drain of a streamed request body, posted through `inbox` to request `id` (the id may be
+/// set once known).
+pub fn drain_to(
+    inbox: &Arc<super::env::Inbox>,
     id: Arc<std::sync::atomic::AtomicU32>,
-    prefix: Vec<Bytes>,
-    len: Option<u64>,
-) -> (client::ReqBody, BodyWriter) {
-    client::channel_body(prefix, len, move || {
+) -> impl Fn() + Send + Sync + 'static {
+    let inbox = inbox.clone();
+    move || {
         inbox.post(Completion::Req {
             req: id.load(std::sync::atomic::Ordering::Acquire),
             event: Event::BodyDrain,
         });
-    })
+    }
 }
 
 /// Posts an exchange's events through the thread's inbox.
@@ -835,28 +783,20 @@ impl EnvCtx {
     }
 
     /// What the replay of `req` sends (taken: a request goes again once), and whether its body's
-    /// writer waits for a drain; None when the replay is no longer possible. A streamed body
-    /// goes again as recorded, then continues from its source through a new writer.
+    /// writer waits for a drain; None when the replay is no longer possible. A streamed body's
+    /// new writer takes the old one's place.
     fn replay_spec(&self, req: &ReqState) -> Option<(Spec, bool)> {
         let replay = req.replay.borrow_mut().take()?;
-        let (body, drain) = match &replay.body {
-            ReplayBody::Bytes(bytes) if bytes.is_empty() => (client::empty_body(), false),
-            ReplayBody::Bytes(bytes) => (client::full_body(bytes.clone()), false),
-            ReplayBody::Streamed { recording, len } => {
-                let recorded = recording.take()?;
-                let id = Arc::new(std::sync::atomic::AtomicU32::new(req.id));
-                let (body, mut writer) =
-                    streamed_body(self.inbox.clone(), id, recorded.chunks, *len);
-                if let Some(message) = recorded.failed {
-                    writer.fail(message);
-                } else if recorded.ended {
-                    writer.end();
-                }
+        let id = Arc::new(std::sync::atomic::AtomicU32::new(req.id));
+        let resend = replay.resend(drain_to(&self.inbox, id))?;
+        let drain = match resend.writer {
+            Some(writer) => {
                 let old = req.writer.borrow_mut().replace(writer);
-                (body, old.is_some_and(|w| w.is_waiting()) && !recorded.ended)
+                old.is_some_and(|w| w.is_waiting()) && !resend.ended
             }
+            None => false,
         };
-        Some((replay.spec(body), drain))
+        Some((resend.spec, drain))
     }
 
     /// An event of request `req`'s exchange, on the JavaScript thread.
