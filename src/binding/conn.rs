@@ -21,7 +21,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::raw::c_int;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
@@ -34,12 +34,13 @@ use super::js::{self, AsyncContext, Ref};
 use super::pool::PoolCell;
 use super::uv::{self, Handle};
 use crate::client;
-use crate::error::{errno_of, Error};
+use crate::error::Error;
 use crate::guard;
 use crate::pool::KeyId;
 use crate::replay::ReplayBuf;
 use crate::transport::liveness::{self, Liveness};
 use crate::transport::pump::{self, Event, Remote};
+use crate::transport::raw::{self, Outbox};
 use crate::transport::tls::{TlsConfig, TlsInfo};
 use crate::transport::{Peer, Target};
 
@@ -80,9 +81,8 @@ pub struct Conn {
     reading: Cell<bool>,
     referenced: Cell<bool>,
     eof: Cell<bool>,
-    /// Bytes the kernel has not taken yet, from `pending_off` on.
-    pending: RefCell<Vec<u8>>,
-    pending_off: Cell<usize>,
+    /// Bytes the kernel has not taken yet.
+    outbox: RefCell<Outbox>,
     shutdown_after_flush: Cell<bool>,
     pub abort: RefCell<Option<tokio::task::AbortHandle>>,
     pub created: Instant,
@@ -178,8 +178,7 @@ impl Conn {
             reading: Cell::new(true),
             referenced: Cell::new(true),
             eof: Cell::new(false),
-            pending: RefCell::new(Vec::new()),
-            pending_off: Cell::new(0),
+            outbox: RefCell::new(Outbox::default()),
             shutdown_after_flush: Cell::new(false),
             abort: RefCell::new(None),
             created: Instant::now(),
@@ -439,7 +438,7 @@ impl Conn {
         self.state.get() == State::Active
             && !self.eof.get()
             && !self.shutdown_after_flush.get()
-            && self.pending.borrow().len() == self.pending_off.get()
+            && self.outbox.borrow().is_empty()
     }
 
     /// Parks the connection idle: its face held weakly, watched for a FIN, an RST or stray
@@ -541,7 +540,7 @@ impl Conn {
                 if self.reading.get() && !self.eof.get() {
                     m |= uv::READABLE | uv::DISCONNECT;
                 }
-                if self.pending.borrow().len() > self.pending_off.get() {
+                if !self.outbox.borrow().is_empty() {
                     m |= uv::WRITABLE;
                 }
                 m
@@ -594,16 +593,17 @@ impl Conn {
                 }
             };
         }
-        if self.pending.borrow().len() > self.pending_off.get() {
-            let mut pending = self.pending.borrow_mut();
-            for chunk in chunks {
-                pending.extend_from_slice(chunk);
+        let sent = self.outbox.borrow_mut().write(self.raw_fd(), chunks);
+        match sent {
+            Ok(sent) => {
+                self.bytes_written
+                    .set(self.bytes_written.get() + sent.written as u64);
+                if !sent.queued {
+                    return WRITE_DONE;
+                }
+                self.update_mask();
+                WRITE_PENDING
             }
-            return WRITE_PENDING;
-        }
-        let total: usize = chunks.iter().map(|c| c.len()).sum();
-        let written = match send_all(self.raw_fd(), chunks) {
-            Ok(n) => n,
             // The peer reset the connection under the request: the race a replay is for.
             Err(errno) => {
                 if let Some(pool) = self.pool.upgrade() {
@@ -611,29 +611,9 @@ impl Conn {
                         return WRITE_DONE;
                     }
                 }
-                return -errno;
+                -errno
             }
-        };
-        self.bytes_written
-            .set(self.bytes_written.get() + written as u64);
-        if written == total {
-            return WRITE_DONE;
         }
-        let mut pending = self.pending.borrow_mut();
-        pending.clear();
-        self.pending_off.set(0);
-        let mut skip = written;
-        for chunk in chunks {
-            if skip >= chunk.len() {
-                skip -= chunk.len();
-                continue;
-            }
-            pending.extend_from_slice(&chunk[skip..]);
-            skip = 0;
-        }
-        drop(pending);
-        self.update_mask();
-        WRITE_PENDING
     }
 
     /// Half-closes the sending side once every queued byte is out.
@@ -642,11 +622,11 @@ impl Conn {
             remote.shutdown();
             return 0;
         }
-        if self.pending.borrow().len() > self.pending_off.get() {
+        if !self.outbox.borrow().is_empty() {
             self.shutdown_after_flush.set(true);
             return WRITE_PENDING;
         }
-        shutdown_write(self.raw_fd())
+        raw::shutdown_write(self.raw_fd()).map_or_else(|errno| -errno, |()| 0)
     }
 
     /// Stops everything: the poll handle first (libuv forgets the descriptor), then the socket.
@@ -668,38 +648,20 @@ impl Conn {
         }
         self.mask.set(0);
         self.fd.borrow_mut().take();
-        self.pending.borrow_mut().clear();
-        self.pending_off.set(0);
+        self.outbox.borrow_mut().clear();
     }
 
     pub fn set_no_delay(&self, on: bool) -> i32 {
-        let fd_ref = self.fd.borrow();
-        let Some(fd) = fd_ref.as_ref() else { return 0 };
-        match socket2::SockRef::from(fd).set_tcp_nodelay(on) {
-            Ok(()) => 0,
-            // Unix sockets have no Nagle: accept the call as net.Socket does.
-            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => 0,
-            Err(e) => -errno_of(&e),
-        }
+        let fd = self.fd.borrow();
+        let Some(fd) = fd.as_ref() else { return 0 };
+        raw::set_no_delay(fd.as_fd(), on).map_or_else(|errno| -errno, |()| 0)
     }
 
     pub fn set_keep_alive(&self, on: bool, initial_delay_ms: u32) -> i32 {
-        let fd_ref = self.fd.borrow();
-        let Some(fd) = fd_ref.as_ref() else { return 0 };
-        let sock = socket2::SockRef::from(fd);
-        let res = if on && initial_delay_ms > 0 {
-            let ka = socket2::TcpKeepalive::new().with_time(crate::transport::keepalive_time(
-                std::time::Duration::from_millis(initial_delay_ms as u64),
-            ));
-            sock.set_tcp_keepalive(&ka)
-        } else {
-            sock.set_keepalive(on)
-        };
-        match res {
-            Ok(()) => 0,
-            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => 0,
-            Err(e) => -errno_of(&e),
-        }
+        let fd = self.fd.borrow();
+        let Some(fd) = fd.as_ref() else { return 0 };
+        let delay = std::time::Duration::from_millis(initial_delay_ms as u64);
+        raw::set_keep_alive(fd.as_fd(), on, delay).map_or_else(|errno| -errno, |()| 0)
     }
 
     /// Readiness on an in-use connection: flush queued bytes, then read.
@@ -725,7 +687,7 @@ impl Conn {
                 return;
             }
             // libuv reports any socket error (EPOLLERR) as EBADF; the socket knows the real one.
-            let errno = socket_error(self.raw_fd()).unwrap_or(-status);
+            let errno = raw::pending_error(self.raw_fd()).unwrap_or(-status);
             self.lost(ctx, Some(Error::os(errno, "read")));
             return;
         }
@@ -741,29 +703,21 @@ impl Conn {
     }
 
     fn flush(&self, ctx: &EnvCtx) {
-        let result = {
-            let pending = self.pending.borrow();
-            let off = self.pending_off.get();
-            send_all(self.raw_fd(), &[&pending[off..]]).map(|n| (n, pending.len() - off))
-        };
-        match result {
-            Ok((n, left)) => {
-                self.bytes_written.set(self.bytes_written.get() + n as u64);
-                if n < left {
-                    self.pending_off.set(self.pending_off.get() + n);
+        let sent = self.outbox.borrow_mut().flush(self.raw_fd());
+        match sent {
+            Ok(sent) => {
+                self.bytes_written
+                    .set(self.bytes_written.get() + sent.written as u64);
+                if sent.queued {
                     return;
                 }
-                self.pending.borrow_mut().clear();
-                self.pending_off.set(0);
                 if self.shutdown_after_flush.take() {
-                    shutdown_write(self.raw_fd());
+                    let _ = raw::shutdown_write(self.raw_fd());
                 }
                 self.update_mask();
                 self.call_owner(ctx, ctx.callbacks.on_write, &[js::null(ctx.env)]);
             }
             Err(errno) => {
-                self.pending.borrow_mut().clear();
-                self.pending_off.set(0);
                 self.update_mask();
                 let err = js::error_descriptor(ctx.env, &Error::os(errno, "write"));
                 self.call_owner(ctx, ctx.callbacks.on_write, &[err]);
@@ -777,34 +731,28 @@ impl Conn {
             if fd < 0 {
                 return;
             }
-            let (n, full) = {
+            let (got, full) = {
                 let mut buf = ctx.read_buf.borrow_mut();
-                // SAFETY: writes at most `buf.len()` bytes into the thread's read buffer, which
-                // the `borrow_mut` holds for the call; a stale descriptor is an error, not UB.
-                let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-                (n, n as usize == buf.len())
+                let got = raw::read(fd, &mut buf);
+                let full = got == raw::Read::Data(buf.len());
+                (got, full)
             };
-            if n > 0 {
-                self.bytes_read.set(self.bytes_read.get() + n as u64);
-                self.replay.borrow_mut().answered();
-                let chunk = ctx.chunk(&ctx.read_buf.borrow()[..n as usize]);
-                self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
-                if !full || self.state.get() != State::Active || !self.reading.get() {
+            match got {
+                raw::Read::Data(n) => {
+                    self.bytes_read.set(self.bytes_read.get() + n as u64);
+                    self.replay.borrow_mut().answered();
+                    let chunk = ctx.chunk(&ctx.read_buf.borrow()[..n]);
+                    self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
+                    if !full || self.state.get() != State::Active || !self.reading.get() {
+                        return;
+                    }
+                }
+                raw::Read::Eof => {
+                    self.lost(ctx, None);
                     return;
                 }
-                continue;
-            }
-            if n == 0 {
-                self.lost(ctx, None);
-                return;
-            }
-            let errno = std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO);
-            match errno {
-                libc::EINTR => continue,
-                libc::EAGAIN => return,
-                _ => {
+                raw::Read::WouldBlock => return,
+                raw::Read::Failed(errno) => {
                     self.lost(ctx, Some(Error::os(errno, "read")));
                     return;
                 }
@@ -880,8 +828,7 @@ impl Conn {
         }
         *self.tls.borrow_mut() = None;
         self.mask.set(0);
-        self.pending.borrow_mut().clear();
-        self.pending_off.set(0);
+        self.outbox.borrow_mut().clear();
         self.eof.set(false);
         *self.replay_out.borrow_mut() = bytes;
         self.state.set(State::Replaying);
@@ -907,8 +854,7 @@ impl Conn {
         if let Some(remote) = self.pumped() {
             remote.set_reading(false);
         }
-        self.pending.borrow_mut().clear();
-        self.pending_off.set(0);
+        self.outbox.borrow_mut().clear();
         self.update_mask();
         let desc = js::error_descriptor(ctx.env, &err);
         self.call_owner(ctx, ctx.callbacks.on_error, &[desc]);
@@ -987,84 +933,5 @@ unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: 
             State::Closed => {}
             _ => conn.fail(&ctx, guard::internal(&panic)),
         });
-    }
-}
-
-/// `sendmsg` of every chunk, retried on EINTR; returns how much the kernel took (0 when it
-/// would block) or the errno. MSG_NOSIGNAL: a closed peer is an EPIPE error, not a signal.
-fn send_all(fd: RawFd, chunks: &[&[u8]]) -> Result<usize, i32> {
-    if fd < 0 {
-        return Err(libc::EBADF);
-    }
-    let iovs: Vec<libc::iovec> = chunks
-        .iter()
-        .filter(|c| !c.is_empty())
-        .take(libc::UIO_MAXIOV as usize)
-        .map(|c| libc::iovec {
-            iov_base: c.as_ptr() as *mut _,
-            iov_len: c.len(),
-        })
-        .collect();
-    if iovs.is_empty() {
-        return Ok(0);
-    }
-    loop {
-        // SAFETY: an all-zero msghdr is a valid one (no address, no control data).
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = iovs.as_ptr() as *mut _;
-        msg.msg_iovlen = iovs.len() as _;
-        // SAFETY: the kernel only reads the iovecs, which point into `chunks`, borrowed for
-        // this call, at most UIO_MAXIOV of them. Test: __test__/backpressure.test.js "a large
-        // request body is written in full, with back-pressure from the socket".
-        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
-        if n >= 0 {
-            return Ok(n as usize);
-        }
-        let errno = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO);
-        match errno {
-            libc::EINTR => continue,
-            libc::EAGAIN => return Ok(0),
-            _ => return Err(errno),
-        }
-    }
-}
-
-/// The pending error of a socket (SO_ERROR), if any.
-fn socket_error(fd: RawFd) -> Option<i32> {
-    if fd < 0 {
-        return None;
-    }
-    let mut err: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes, the size of the local int it points at.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_ERROR,
-            (&mut err as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0 && err != 0).then_some(err)
-}
-
-fn shutdown_write(fd: RawFd) -> i32 {
-    if fd < 0 {
-        return -libc::EBADF;
-    }
-    // SAFETY: a plain syscall on a descriptor number, touching no memory of ours.
-    if unsafe { libc::shutdown(fd, libc::SHUT_WR) } == 0 {
-        0
-    } else {
-        match std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-        {
-            libc::ENOTCONN => 0,
-            errno => -errno,
-        }
     }
 }

@@ -6,6 +6,7 @@ pub mod dns;
 pub mod establish;
 pub mod liveness;
 pub mod pump;
+pub mod raw;
 pub mod tls;
 
 pub use connect::{
