@@ -934,11 +934,7 @@ impl EnvCtx {
         }
     }
 
-    /// Counts a failure of the established connection of `req` as agentkeepalive counts a
-    /// socket's: an error of the connection itself (a reset, a TLS alert) in
-    /// `errorSocketCount`, a timeout (headers or body) in `timeoutSocketCount` and
-    /// `errorSocketCount`. A malformed response or the server closing is neither, as on the
-    /// drop-in path.
+    /// Counts a failure of the established connection of `req` (see `Stats::count_failure`).
     fn count_failure(&self, req: &ReqState, err: &Error) {
         let established = self
             .conn(req.conn.get())
@@ -946,15 +942,7 @@ impl EnvCtx {
         if !established {
             return;
         }
-        let stats = &mut req.pool.state.borrow_mut().pool.stats;
-        if err.is_socket_fault() {
-            stats.error_socket_count += 1;
-        } else if err.timed_out() {
-            // A connection closed by its timeout also errs, as agentkeepalive's socket does
-            // when its timeout destroys it with an error.
-            stats.timeout_socket_count += 1;
-            stats.error_socket_count += 1;
-        }
+        req.pool.state.borrow_mut().pool.stats.count_failure(err);
     }
 
     /// The exchange of `req` is over: its connection goes back to the pool (with `sender`, if

@@ -1,0 +1,577 @@
+//! The pool's exports: `NativePool` (one per agent) with its options, limits, targets and
+//! TLS settings, and the checkout of a connection.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::binding::pool::PoolCell;
+use crate::binding::{conn, ctx, millis, pool};
+use crate::guard;
+use crate::pool::{KeyId, Limits, Scheduling};
+use crate::transport::dns::{parse_ip, Family};
+use crate::transport::tls::{TlsConfig, TlsOptions, Trust};
+use crate::transport::{AddressChoice, ConnectOptions, Order, ProxyTls, Target, Tunnel};
+
+#[napi(object)]
+pub struct PoolOptions {
+    pub max_sockets: f64,
+    pub max_free_sockets: f64,
+    pub max_total_sockets: f64,
+    pub lifo: bool,
+    pub no_delay: bool,
+    /// SO_KEEPALIVE's initial delay for new connections; absent when keep-alive is off.
+    pub keep_alive_msecs: Option<f64>,
+    /// The largest drop-in request kept for a replay after the keep-alive race (0: off).
+    pub replay_limit: Option<f64>,
+    /// Whether freed connections are kept (`keepAlive`); the promise path applies this,
+    /// `idle_ms` and `active_ttl_ms` in Rust when an exchange ends.
+    pub keep_alive: Option<bool>,
+    /// How long a freed connection may idle (`freeSocketTimeout`); absent or infinite: no limit.
+    pub idle_ms: Option<f64>,
+    /// `socketActiveTTL`: a connection older than this is not reused; absent: no limit.
+    pub active_ttl_ms: Option<f64>,
+    /// The agent's `timeout`: how long a promise-path connection may take to open (the drop-in
+    /// path's sockets time out in JavaScript); absent: no limit.
+    pub connect_timeout_ms: Option<f64>,
+    /// `agentKeepAliveTimeoutBuffer` (ms, default 1000).
+    pub hint_buffer_ms: Option<f64>,
+}
+
+/// When a promise-path connection goes back to the pool, and for how long.
+fn release_policy(opts: &PoolOptions) -> pool::ReleasePolicy {
+    pool::ReleasePolicy {
+        keep_alive: opts.keep_alive.unwrap_or(true),
+        idle: millis(opts.idle_ms),
+        ttl: millis(opts.active_ttl_ms),
+        hint_buffer: opts
+            .hint_buffer_ms
+            .filter(|ms| *ms >= 0.0 && ms.is_finite())
+            .map_or(Duration::from_secs(1), |ms| {
+                Duration::from_micros((ms * 1000.0) as u64)
+            }),
+    }
+}
+
+#[napi(object)]
+pub struct ConnectTarget {
+    pub host: Option<String>,
+    pub port: Option<u32>,
+    pub family: Option<u32>,
+    pub local_address: Option<String>,
+    pub local_port: Option<u32>,
+    /// A Unix socket path (`socketPath`).
+    pub path: Option<String>,
+    /// Addresses from a user's `lookup`, in order.
+    pub addresses: Option<Vec<String>>,
+    /// For TLS: the SNI name (empty or absent for none).
+    pub servername: Option<String>,
+    /// The promise path resolves the host through the user's `lookup` function (in
+    /// JavaScript) before each connection.
+    pub js_lookup: Option<bool>,
+    /// Through an HTTP proxy (`host` and `port` name it): the `CONNECT` request that opens the
+    /// tunnel to the origin, and what a refusal's message starts with.
+    pub tunnel_request: Option<String>,
+    pub tunnel_refused: Option<String>,
+    /// The proxy (`host`, `port`) is reached over TLS; `rejectUnauthorized` for its session
+    /// (Node's default for `tls.connect`: the environment may turn it off).
+    pub proxy_tls: Option<bool>,
+    pub proxy_reject_unauthorized: Option<bool>,
+    /// How a name's addresses are tried, as net.connect tries them: Happy Eyeballs with this
+    /// attempt timeout (`autoSelectFamilyAttemptTimeout`), or 0 for the first address only
+    /// (`autoSelectFamily: false`); absent: Node's defaults.
+    pub attempt_delay_ms: Option<u32>,
+    /// `dns.getDefaultResultOrder()` for the resolver's answers.
+    pub order: Option<String>,
+}
+
+/// `tls.connect` options of an HTTPS key, already normalised by `lib/tls.js`.
+#[napi(object)]
+pub struct TlsOptionsJs {
+    pub ca: Option<Vec<Buffer>>,
+    pub certs: Option<Vec<Buffer>>,
+    pub keys: Option<Vec<Buffer>>,
+    pub pfx: Option<Vec<PfxJs>>,
+    pub crl: Option<Vec<Buffer>>,
+    pub reject_unauthorized: bool,
+    pub min_version: Option<String>,
+    pub max_version: Option<String>,
+    pub ciphers: Option<String>,
+    pub alpn: Option<Vec<Buffer>>,
+    pub max_cached_sessions: u32,
+}
+
+/// One `pfx` entry: a PKCS#12 file and its passphrase (empty when none was given).
+#[napi(object)]
+pub struct PfxJs {
+    pub buf: Buffer,
+    pub passphrase: String,
+}
+
+/// A configuration error, for JavaScript to throw with its code.
+#[napi(object)]
+pub struct ErrorInfo {
+    pub code: String,
+    pub message: String,
+}
+
+#[napi(object)]
+pub struct PoolStats {
+    pub create_socket_count: f64,
+    pub create_socket_error_count: f64,
+    pub close_socket_count: f64,
+    pub error_socket_count: f64,
+    pub timeout_socket_count: f64,
+    pub request_count: f64,
+    pub replay_count: f64,
+}
+
+/// An idle connection, for the `freeSockets` view.
+#[napi(object)]
+pub struct IdleConn {
+    pub id: u32,
+    pub name: String,
+    /// Serves `http.request()` (else `agent.request()`).
+    pub drop_in: bool,
+    pub created: f64,
+    pub number: f64,
+    pub finished: u32,
+    pub idle_ms: f64,
+}
+
+#[napi(object)]
+pub struct KeyCounts {
+    pub key: u32,
+    pub name: String,
+    pub busy: u32,
+    pub idle: u32,
+    pub waiting: u32,
+    /// The queued waiters, in the order they will be served.
+    pub waiters: Vec<f64>,
+}
+
+fn limits(opts: &PoolOptions) -> Limits {
+    let count = |n: f64| {
+        if n.is_finite() && n >= 0.0 {
+            n as usize
+        } else {
+            usize::MAX
+        }
+    };
+    Limits {
+        max_sockets: count(opts.max_sockets),
+        max_free_sockets: count(opts.max_free_sockets),
+        max_total_sockets: count(opts.max_total_sockets),
+        scheduling: if opts.lifo {
+            Scheduling::Lifo
+        } else {
+            Scheduling::Fifo
+        },
+    }
+}
+
+fn connect_target(target: ConnectTarget) -> Result<Target> {
+    if let Some(path) = target.path {
+        return Ok(Target::Unix { path });
+    }
+    let local_address =
+        match target.local_address {
+            Some(s) => Some(parse_ip(&s).ok_or_else(|| {
+                Error::new(Status::InvalidArg, format!("invalid localAddress: {s}"))
+            })?),
+            None => None,
+        };
+    let addresses = match target.addresses {
+        Some(list) => Some(
+            list.iter()
+                .map(|s| {
+                    parse_ip(s).ok_or_else(|| {
+                        Error::new(Status::InvalidArg, format!("invalid address: {s}"))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        None => None,
+    };
+    let host = target.host.unwrap_or_else(|| "localhost".into());
+    let proxy_tls = match target.proxy_tls {
+        Some(true) => Some(ProxyTls {
+            config: proxy_tls_config(target.proxy_reject_unauthorized != Some(false))?,
+            host: host.clone(),
+        }),
+        _ => None,
+    };
+    Ok(Target::Tcp {
+        host,
+        port: target.port.unwrap_or(80) as u16,
+        family: Family::from_node(target.family.unwrap_or(0)),
+        local_address,
+        local_port: target.local_port.map(|p| p as u16),
+        addresses,
+        proxy_tls,
+        tunnel: target.tunnel_request.map(|request| Tunnel {
+            request,
+            refused: target.tunnel_refused.unwrap_or_default(),
+        }),
+        choice: match target.attempt_delay_ms {
+            None => AddressChoice::default(),
+            Some(ms) => AddressChoice {
+                attempt_delay: (ms > 0).then(|| Duration::from_millis(ms as u64)),
+                order: Order::from_node(target.order.as_deref()),
+            },
+        },
+    })
+}
+
+/// One agent's connection pool. The object anchors the pool's lifetime (collected with its
+/// agent); the calls made for every request are plain functions below that name the pool or
+/// the connection by number: no wrapper object, no `this` to unwrap (a third of the cost of a
+/// method call here).
+#[napi]
+pub struct NativePool {
+    cell: Rc<PoolCell>,
+}
+
+/// `id * 4 + verdict` (see `pool::verdict`), or, for an idle connection whose socket is still
+/// alive, that socket itself, now serving the caller.
+#[napi(ts_return_type = "number | object", catch_unwind)]
+pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
+    guard::point("checkout");
+    let cell = ctx()?
+        .pool(pool)
+        .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
+    let verdict = cell.checkout(KeyId(key));
+    let base = f64::from(pool::verdict::BASE);
+    if verdict % base == f64::from(pool::verdict::REUSE) {
+        let socket = cell.take((verdict / base) as u32);
+        if !socket.is_null() {
+            // SAFETY: js.rs invariants 1 and 2: a non-null value, just read from the
+            // connection's live socket reference, in this call's scope. Test:
+            // __test__/reuse.test.js "30 sequential requests share one connection".
+            return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) });
+        }
+    }
+    verdict.into_unknown(env)
+}
+
+thread_local! {
+    /// Node's default trust on this JavaScript thread (see [`set_default_ca`]); none until
+    /// given, and on Node versions that cannot tell it.
+    static DEFAULT_TRUST: RefCell<Option<Arc<Trust>>> = const { RefCell::new(None) };
+    /// The TLS configurations for sessions to proxies (with and without `rejectUnauthorized`),
+    /// made on first use with the default trust, and again after it changes.
+    static PROXY_TLS: RefCell<[Option<Arc<TlsConfig>>; 2]> = const { RefCell::new([None, None]) };
+}
+
+/// The configuration of a session to a proxy reached over TLS: what `tls.connect` with no
+/// options of its own uses (the default trust, sessions kept for resumption).
+fn proxy_tls_config(reject_unauthorized: bool) -> Result<Arc<TlsConfig>> {
+    PROXY_TLS.with(|configs| {
+        let mut configs = configs.borrow_mut();
+        let slot = &mut configs[usize::from(reject_unauthorized)];
+        if let Some(config) = slot {
+            return Ok(config.clone());
+        }
+        let opts = TlsOptions {
+            default_trust: DEFAULT_TRUST.with(|t| t.borrow().clone()),
+            reject_unauthorized,
+            max_cached_sessions: 100,
+            ..TlsOptions::default()
+        };
+        let config = Arc::new(
+            TlsConfig::new(&opts).map_err(|e| Error::new(Status::GenericFailure, e.message()))?,
+        );
+        *slot = Some(config.clone());
+        Ok(config)
+    })
+}
+
+/// Sets the trust of TLS configurations made from now on without `ca`: Node's default set
+/// (`tls.getCACertificates('default')`, PEM), given again whenever it changes. Returns how
+/// many certificates it holds.
+#[napi(catch_unwind)]
+pub fn set_default_ca(certs: Vec<String>) -> u32 {
+    let trust = Trust::node_default(&certs);
+    let n = trust.certificates() as u32;
+    DEFAULT_TRUST.with(|t| *t.borrow_mut() = Some(Arc::new(trust)));
+    PROXY_TLS.with(|configs| *configs.borrow_mut() = [None, None]);
+    n
+}
+
+/// The certificates of this thread's default trust that may have issued `top` (DER, the last
+/// certificate a server sent): JavaScript completes the chain with the one that did, as the
+/// verified chain OpenSSL reports ends at the trusted root.
+#[napi(catch_unwind)]
+pub fn trusted_issuers(top: Buffer) -> Vec<Buffer> {
+    DEFAULT_TRUST.with(|t| match &*t.borrow() {
+        Some(trust) => trust
+            .issuers_of(&top)
+            .into_iter()
+            .map(|c| Buffer::from(c.as_ref().to_vec()))
+            .collect(),
+        None => Vec::new(),
+    })
+}
+
+#[napi]
+impl NativePool {
+    #[napi(constructor, catch_unwind)]
+    pub fn new(agent: Unknown, options: PoolOptions) -> Result<Self> {
+        let connect_opts = ConnectOptions {
+            no_delay: options.no_delay,
+            keep_alive: options
+                .keep_alive_msecs
+                .map(|ms| Duration::from_millis(ms.max(0.0) as u64)),
+        };
+        let cell = PoolCell::new(ctx()?, agent.raw(), limits(&options), connect_opts);
+        cell.policy.set(release_policy(&options));
+        cell.connect_timeout.set(millis(options.connect_timeout_ms));
+        cell.replay_limit.set(
+            options
+                .replay_limit
+                .map_or(64 * 1024, |n| n.max(0.0) as usize),
+        );
+        Ok(NativePool { cell })
+    }
+
+    /// The number the plain functions name this pool by.
+    #[napi(getter, catch_unwind)]
+    pub fn id(&self) -> u32 {
+        self.cell.id
+    }
+
+    /// The key for a `getName()` string.
+    #[napi(catch_unwind)]
+    pub fn key(&self, name: String) -> u32 {
+        self.cell.state.borrow_mut().pool.key(&name).0
+    }
+
+    /// Keys in use.
+    #[napi(getter, catch_unwind)]
+    pub fn key_count(&self) -> u32 {
+        self.cell.state.borrow().pool.key_count() as u32
+    }
+
+    /// Forgets empty keys but the `keep` most recently used; returns their ids.
+    #[napi(catch_unwind)]
+    pub fn sweep_keys(&self, keep: u32) -> Vec<u32> {
+        self.cell.sweep_keys(keep as usize)
+    }
+
+    #[napi(catch_unwind)]
+    pub fn open_granted(&self, key: u32) -> u32 {
+        self.cell.open_granted(KeyId(key))
+    }
+
+    #[napi(catch_unwind)]
+    pub fn connect(&self, id: u32, target: ConnectTarget) -> Result<()> {
+        let servername = target.servername.clone();
+        self.cell.connect(id, connect_target(target)?, servername);
+        Ok(())
+    }
+
+    /// Sets key `key`'s TLS configuration; returns the error to throw, if the options are bad.
+    #[napi(catch_unwind)]
+    pub fn set_tls(&self, key: u32, options: TlsOptionsJs) -> Option<ErrorInfo> {
+        let bytes = |v: Option<Vec<Buffer>>| {
+            v.map(|list| list.into_iter().map(|b| b.to_vec()).collect::<Vec<_>>())
+        };
+        let certs = bytes(options.certs).unwrap_or_default();
+        let keys = bytes(options.keys).unwrap_or_default();
+        let opts = TlsOptions {
+            ca: bytes(options.ca),
+            identities: certs.into_iter().zip(keys).collect(),
+            crls: bytes(options.crl).unwrap_or_default(),
+            pfx: options
+                .pfx
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| (p.buf.to_vec(), p.passphrase))
+                .collect(),
+            default_trust: DEFAULT_TRUST.with(|t| t.borrow().clone()),
+            reject_unauthorized: options.reject_unauthorized,
+            min_version: options.min_version,
+            max_version: options.max_version,
+            ciphers: options.ciphers,
+            alpn: bytes(options.alpn).unwrap_or_default(),
+            max_cached_sessions: options.max_cached_sessions as usize,
+        };
+        self.cell
+            .set_tls(KeyId(key), &opts)
+            .err()
+            .map(|e| ErrorInfo {
+                code: e.code().to_owned(),
+                message: e.message(),
+            })
+    }
+
+    /// From now on, the TLS handshakes of this pool's connections report their key material
+    /// (Node's 'keylog' events); for good, as Node's agents do once asked.
+    #[napi(catch_unwind)]
+    pub fn log_keys(&self) {
+        self.cell
+            .keylog
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Where the promise path connects for `key`.
+    #[napi(catch_unwind)]
+    pub fn set_target(&self, key: u32, target: ConnectTarget) -> Result<()> {
+        let servername = target.servername.clone();
+        let js_lookup = target.js_lookup == Some(true);
+        self.cell
+            .set_target(KeyId(key), connect_target(target)?, servername, js_lookup);
+        Ok(())
+    }
+
+    /// The largest response head the promise path accepts, for new connections.
+    #[napi(catch_unwind)]
+    pub fn set_max_header_size(&self, bytes: u32) {
+        self.cell.max_header_size.set(bytes as usize);
+    }
+
+    /// Connection `id` leaves the pool's counts (HTTP upgrade). Returns a verdict.
+    #[napi(catch_unwind)]
+    pub fn detach(&self, id: u32) -> f64 {
+        self.cell.detach(id)
+    }
+
+    /// `[name, socket, name, socket, ...]` for every socket serving a checkout.
+    #[napi(ts_return_type = "Array<string | object>", catch_unwind)]
+    pub fn active_sockets<'env>(&self, env: &'env Env) -> Result<Vec<Unknown<'env>>> {
+        let mut out = Vec::new();
+        for (name, socket) in self.cell.active_sockets() {
+            out.push(name.into_unknown(env)?);
+            // SAFETY: js.rs invariants 1 and 2: a non-null socket from a live strong reference
+            // (`Conn::serving`), in this call's scope. Test: __test__/errors.test.js
+            // "agent.destroy() closes idle and active connections and fails queued requests".
+            out.push(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) });
+        }
+        Ok(out)
+    }
+
+    /// The idle connections, for the `freeSockets` view.
+    #[napi(catch_unwind)]
+    pub fn idle_connections(&self) -> Vec<IdleConn> {
+        self.cell
+            .idle_conns()
+            .into_iter()
+            .map(|(name, c)| {
+                let stamp = c.stamp.get();
+                IdleConn {
+                    id: c.id,
+                    name,
+                    drop_in: c.mode.get() != conn::Mode::Promise,
+                    created: stamp.created_ms,
+                    number: stamp.number,
+                    finished: stamp.finished,
+                    idle_ms: stamp.idle_ms,
+                }
+            })
+            .collect()
+    }
+
+    #[napi(catch_unwind)]
+    pub fn set_limits(&self, options: PoolOptions) -> Vec<f64> {
+        self.cell.policy.set(release_policy(&options));
+        self.cell
+            .connect_timeout
+            .set(millis(options.connect_timeout_ms));
+        self.cell.set_limits(limits(&options))
+    }
+
+    #[napi(catch_unwind)]
+    pub fn destroy(&self) -> Vec<f64> {
+        self.cell.destroy()
+    }
+
+    /// The handles of the `agent.request()`s on a connection (see
+    /// `PoolCell::requests_in_flight`).
+    #[napi(ts_return_type = "object[]", catch_unwind)]
+    pub fn requests_in_flight<'env>(&self, env: &'env Env) -> Vec<Unknown<'env>> {
+        self.cell
+            .requests_in_flight()
+            .into_iter()
+            // SAFETY: js.rs invariants 1 and 2: handles from the strong references of requests
+            // not finished (`finish` takes a request out of the map before deleting its
+            // reference), in this call's scope. Test: __test__/request/aborts.test.js
+            // "agent.destroy() ends agent.request()s: queued, waiting for the head, and mid-body".
+            .map(|v| unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+            .collect()
+    }
+
+    /// The handles of the `agent.request()`s waiting in the pool's queue (see
+    /// `PoolCell::requests_queued`), for `agent.destroy()` to fail.
+    #[napi(ts_return_type = "object[]", catch_unwind)]
+    pub fn requests_queued<'env>(&self, env: &'env Env) -> Vec<Unknown<'env>> {
+        self.cell
+            .requests_queued()
+            .into_iter()
+            // SAFETY: js.rs invariants 1 and 2: handles from the strong references of requests
+            // not finished (`finish` takes a request out of the map before deleting its
+            // reference), in this call's scope. Test: __test__/request/aborts.test.js
+            // "agent.destroy() ends agent.request()s: queued, waiting for the head, and mid-body".
+            .map(|v| unsafe { Unknown::from_raw_unchecked(env.raw(), v) })
+            .collect()
+    }
+
+    /// Counts an error on an established socket (`errorSocketCount`).
+    #[napi(catch_unwind)]
+    pub fn count_error(&self) {
+        self.cell.state.borrow_mut().pool.stats.error_socket_count += 1;
+    }
+
+    /// Counts a socket that could not be made (`createSocketErrorCount`): a `createSocket()`
+    /// of the program's gave an error, as agentkeepalive counts it.
+    #[napi(catch_unwind)]
+    pub fn count_connect_error(&self) {
+        self.cell
+            .state
+            .borrow_mut()
+            .pool
+            .stats
+            .create_socket_error_count += 1;
+    }
+
+    /// Counts a socket closed by its active timeout (`timeoutSocketCount`).
+    #[napi(catch_unwind)]
+    pub fn count_timeout(&self) {
+        self.cell.state.borrow_mut().pool.stats.timeout_socket_count += 1;
+    }
+
+    #[napi(catch_unwind)]
+    pub fn stats(&self) -> PoolStats {
+        let s = self.cell.stats();
+        PoolStats {
+            create_socket_count: s.create_socket_count as f64,
+            create_socket_error_count: s.create_socket_error_count as f64,
+            close_socket_count: s.close_socket_count as f64,
+            error_socket_count: s.error_socket_count as f64,
+            timeout_socket_count: s.timeout_socket_count as f64,
+            request_count: s.request_count as f64,
+            replay_count: s.replay_count as f64,
+        }
+    }
+
+    /// Counts per key, for the `sockets`, `freeSockets` and `requests` views.
+    #[napi(catch_unwind)]
+    pub fn snapshot(&self) -> Vec<KeyCounts> {
+        let st = self.cell.state.borrow();
+        st.pool
+            .snapshot()
+            .into_iter()
+            .map(|k| KeyCounts {
+                key: k.key.0,
+                waiters: st.pool.waiters_of(k.key).map(|w| w.0 as f64).collect(),
+                name: k.name,
+                busy: k.busy as u32,
+                idle: k.idle as u32,
+                waiting: k.waiting as u32,
+            })
+            .collect()
+    }
+}

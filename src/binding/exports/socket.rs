@@ -1,0 +1,344 @@
+//! The exports of one connection by its id, for the drop-in path's socket (lib/socket.js):
+//! bytes in and out, release to the pool, socket options and what the socket shows.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::binding::{conn, js, millis, pool, undefined};
+use crate::guard;
+use crate::transport::Peer;
+
+/// See [`conn_stamp`].
+#[napi(object)]
+pub struct ConnStamp {
+    pub created: f64,
+    pub number: f64,
+    pub finished: u32,
+    pub idle_ms: f64,
+}
+
+#[napi(object)]
+pub struct ConnInfo {
+    pub local_address: Option<String>,
+    pub local_port: Option<u32>,
+    pub local_family: Option<String>,
+    pub remote_address: Option<String>,
+    pub remote_port: Option<u32>,
+    pub remote_family: Option<String>,
+    pub bytes_read: f64,
+    pub bytes_written: f64,
+    pub created_at_ms_ago: f64,
+}
+
+fn family_name(ip: &IpAddr) -> String {
+    if ip.is_ipv4() { "IPv4" } else { "IPv6" }.to_owned()
+}
+
+/// The socket of connection `id`, now serving the caller's checkout; `undefined` when it was
+/// collected while idle.
+#[napi(ts_return_type = "object | undefined", catch_unwind)]
+pub fn take(env: &Env, id: u32) -> Result<Unknown<'_>> {
+    let socket = conn(id).map_or(std::ptr::null_mut(), |c| c.take(env.raw()));
+    let socket = if socket.is_null() {
+        undefined(env)
+    } else {
+        socket
+    };
+    // SAFETY: js.rs invariants 1 and 2: `undefined`, or a non-null value just read from the
+    // connection's live socket reference, in this call's scope.
+    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) })
+}
+
+/// Makes `socket` the JavaScript face of connection `id`.
+#[napi(catch_unwind)]
+pub fn bind(env: &Env, id: u32, socket: Unknown) -> bool {
+    match conn(id) {
+        Some(c) if c.state.get() != conn::State::Closed => {
+            c.bind(env.raw(), socket.raw());
+            true
+        }
+        _ => false,
+    }
+}
+
+/// 0: written; 1: pending (`onWrite` follows); negative: `-errno`.
+#[napi(catch_unwind)]
+pub fn write(id: u32, data: BufferSlice) -> i32 {
+    guard::point("write");
+    conn(id).map_or(-libc::EBADF, |c| c.write(&[&data[..]]))
+}
+
+#[napi(catch_unwind)]
+pub fn writev(id: u32, chunks: Vec<BufferSlice>) -> i32 {
+    guard::point("write");
+    let Some(c) = conn(id) else {
+        return -libc::EBADF;
+    };
+    let slices: Vec<&[u8]> = chunks.iter().map(|c| &c[..]).collect();
+    c.write(&slices)
+}
+
+#[napi(catch_unwind)]
+pub fn read_start(id: u32) {
+    if let Some(c) = conn(id) {
+        c.set_reading(true);
+    }
+}
+
+#[napi(catch_unwind)]
+pub fn read_stop(id: u32) {
+    if let Some(c) = conn(id) {
+        c.set_reading(false);
+    }
+}
+
+#[napi(catch_unwind)]
+pub fn shutdown(id: u32) -> i32 {
+    conn(id).map_or(0, |c| c.shutdown())
+}
+
+/// How long a drop-in connection its request freed may idle, by the agent's rule (see
+/// `ReleasePolicy::idle_for`): `own_ms` the socket's free timeout or the agent's, as
+/// JavaScript reads them now (infinite: no limit); `hint` the response's `Keep-Alive` header;
+/// `buffer_ms` the agent's `agentKeepAliveTimeoutBuffer`. 0: not kept.
+#[napi(catch_unwind)]
+pub fn idle_for(own_ms: f64, hint: Option<String>, buffer_ms: f64) -> f64 {
+    let own = if own_ms.is_infinite() && own_ms > 0.0 {
+        Duration::MAX
+    } else if own_ms > 0.0 {
+        Duration::from_micros((own_ms * 1000.0) as u64)
+    } else {
+        return 0.0;
+    };
+    let policy = crate::pool::ReleasePolicy {
+        keep_alive: true,
+        idle: None,
+        ttl: None,
+        hint_buffer: Duration::from_micros((buffer_ms.max(0.0) * 1000.0) as u64),
+    };
+    let hint = hint.and_then(|h| crate::pool::keep_alive_hint(h.as_bytes()));
+    match policy.idle_for(Some(own), hint) {
+        Some(Duration::MAX) => f64::INFINITY,
+        Some(idle) => idle.as_secs_f64() * 1000.0,
+        None => 0.0,
+    }
+}
+
+/// What is left of `socketActiveTTL` (`ttl_ms`, as JavaScript reads it now) for connection
+/// `id`, by the agent's rule (see `ReleasePolicy::settle`): 0 once reached, infinite without
+/// a TTL (or a connection).
+#[napi(catch_unwind)]
+pub fn ttl_left(id: u32, ttl_ms: f64) -> f64 {
+    let Some(conn) = conn(id) else {
+        return f64::INFINITY;
+    };
+    let policy = crate::pool::ReleasePolicy {
+        ttl: millis(Some(ttl_ms)),
+        ..crate::pool::ReleasePolicy::default()
+    };
+    match policy.settle(conn.created.elapsed(), Some(Duration::MAX)) {
+        crate::pool::Fate::Close => 0.0,
+        crate::pool::Fate::Release(Some(left)) if left != Duration::MAX => {
+            left.as_secs_f64() * 1000.0
+        }
+        crate::pool::Fate::Release(_) => f64::INFINITY,
+    }
+}
+
+/// The request on connection `id` finished. `idle_ms`: how long it may idle (negative: it may
+/// only serve a waiter; infinite: no limit). Returns a verdict (see `pool::verdict`).
+#[napi(catch_unwind)]
+pub fn release(id: u32, idle_ms: f64) -> f64 {
+    guard::point("release");
+    let Some(cell) = conn(id).and_then(|c| c.pool()) else {
+        return pool::verdict::NONE;
+    };
+    let idle = if idle_ms < 0.0 || idle_ms.is_nan() {
+        None
+    } else if idle_ms.is_infinite() {
+        Some(Duration::MAX)
+    } else {
+        Some(Duration::from_micros((idle_ms * 1000.0) as u64))
+    };
+    cell.release(id, idle)
+}
+
+/// The socket object of idle connection `id` if a program still holds one, else `undefined`.
+#[napi(ts_return_type = "object | undefined", catch_unwind)]
+pub fn idle_face(env: &Env, id: u32) -> Result<Unknown<'_>> {
+    let socket = conn(id)
+        .filter(|c| c.state.get() == conn::State::Idle)
+        .map_or(std::ptr::null_mut(), |c| c.idle_face(env.raw()));
+    let socket = if socket.is_null() {
+        undefined(env)
+    } else {
+        socket
+    };
+    // SAFETY: js.rs invariants 1 and 2: `undefined`, or a non-null value just read from the
+    // connection's live socket reference, in this call's scope. Test: __test__/compat.test.js
+    // "agent.freeSockets holds socket objects".
+    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) })
+}
+
+/// Makes `socket` the face of idle connection `id`, held weakly (see `Conn::adopt`).
+#[napi(catch_unwind)]
+pub fn adopt(env: &Env, id: u32, socket: Unknown) -> bool {
+    match conn(id) {
+        Some(c) if c.state.get() == conn::State::Idle => {
+            c.adopt(env.raw(), socket.raw());
+            true
+        }
+        _ => false,
+    }
+}
+
+/// What connection `id`'s socket was told of its TLS session at its connect (see
+/// `js::tls_info`), for a socket made for it later; `undefined` for a connection without TLS.
+#[napi(ts_return_type = "object | undefined", catch_unwind)]
+pub fn tls_session(env: &Env, id: u32) -> Result<Unknown<'_>> {
+    let value = conn(id)
+        .and_then(|c| {
+            c.tls
+                .borrow()
+                .as_deref()
+                .map(|info| js::tls_info(env.raw(), info))
+        })
+        .unwrap_or_else(|| undefined(env));
+    // SAFETY: js.rs invariant 1: a value made in this call's scope.
+    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
+}
+
+/// The server's name did not check out on connection `id`, which goes on
+/// (`rejectUnauthorized: false`): `code` is its socket's `authorizationError`.
+#[napi(catch_unwind)]
+pub fn tls_name_rejected(id: u32, code: String) {
+    if let Some(c) = conn(id) {
+        c.set_name_error(code);
+    }
+}
+
+/// The number of connection `id` among its agent's sockets (its name's), its creation time,
+/// the requests it finished and its free timeout, for a socket made for it later.
+#[napi(catch_unwind)]
+pub fn conn_stamp(id: u32) -> Option<ConnStamp> {
+    let stamp = conn(id)?.stamp.get();
+    Some(ConnStamp {
+        created: stamp.created_ms,
+        number: stamp.number,
+        finished: stamp.finished,
+        idle_ms: stamp.idle_ms,
+    })
+}
+
+/// Records the number of connection `id` among its agent's sockets (its name's).
+#[napi(catch_unwind)]
+pub fn number_conn(id: u32, number: f64) {
+    if let Some(c) = conn(id) {
+        let mut stamp = c.stamp.get();
+        stamp.number = number;
+        c.stamp.set(stamp);
+    }
+}
+
+/// Closes connection `id` if it is idle (a program destroyed its object in `freeSockets`).
+/// Returns a verdict (a waiter may connect).
+#[napi(catch_unwind)]
+pub fn close_idle(id: u32) -> f64 {
+    match conn(id).filter(|c| c.state.get() == conn::State::Idle) {
+        Some(c) => c.pool().map_or(pool::verdict::NONE, |cell| cell.close(id)),
+        None => pool::verdict::NONE,
+    }
+}
+
+/// The socket of connection `id` was destroyed. Returns a verdict (a waiter may connect).
+#[napi(catch_unwind)]
+pub fn close(id: u32) -> f64 {
+    match conn(id).and_then(|c| c.pool()) {
+        Some(cell) => cell.close(id),
+        None => pool::verdict::NONE,
+    }
+}
+
+#[napi(catch_unwind)]
+pub fn set_ref(id: u32, on: bool) {
+    if let Some(c) = conn(id) {
+        c.set_ref(on);
+    }
+}
+
+#[napi(catch_unwind)]
+pub fn set_no_delay(id: u32, on: bool) -> i32 {
+    conn(id).map_or(0, |c| c.set_no_delay(on))
+}
+
+#[napi(catch_unwind)]
+pub fn set_keep_alive(id: u32, on: bool, initial_delay_ms: u32) -> i32 {
+    conn(id).map_or(0, |c| c.set_keep_alive(on, initial_delay_ms))
+}
+
+#[napi(catch_unwind)]
+pub fn info(id: u32) -> Option<ConnInfo> {
+    let conn = conn(id)?;
+    let local = conn.local.get();
+    let remote = conn.remote.borrow().clone();
+    let (remote_address, remote_port, remote_family) = match remote {
+        Some(Peer::Tcp(addr)) => (
+            Some(addr.ip().to_string()),
+            Some(addr.port() as u32),
+            Some(family_name(&addr.ip())),
+        ),
+        Some(Peer::Unix(_)) | None => (None, None, None),
+    };
+    Some(ConnInfo {
+        local_address: local.map(|a| a.ip().to_string()),
+        local_port: local.map(|a| a.port() as u32),
+        local_family: local.map(|a| family_name(&a.ip())),
+        remote_address,
+        remote_port,
+        remote_family,
+        bytes_read: conn.bytes_read.get() as f64,
+        bytes_written: conn.bytes_written.get() as f64,
+        created_at_ms_ago: conn.created.elapsed().as_secs_f64() * 1000.0,
+    })
+}
+
+/// Drops the TLS sessions cached for the server of connection `id`, whose name failed the
+/// check after the handshake: as Node's https.Agent evicts the session of a socket closed by an
+/// error, so that the next connection makes a new session and is checked again (a resumed
+/// session is not).
+#[napi(catch_unwind)]
+pub fn forget_tls_sessions(id: u32) {
+    if let Some(conn) = conn(id) {
+        conn.with_tls(|config, info| config.forget_sessions(&info.server));
+    }
+}
+
+/// Remembers that the server of connection `id` has the right name (its session, resumed
+/// later, needs no check).
+#[napi(catch_unwind)]
+pub fn tls_name_verified(id: u32) {
+    if let Some(conn) = conn(id) {
+        conn.with_tls(|config, info| config.name_verified(info));
+    }
+}
+
+/// Connection `id`, opening in a slot the pool gave it, is carried by `link`, the stream a
+/// hook of the program's made (see `conn::Mode::Foreign`): it is established and serving the
+/// request that opened it. False when the slot is gone (the connection was closed meanwhile).
+#[napi(catch_unwind)]
+pub fn foreign(env: &Env, id: u32, link: Unknown) -> bool {
+    match conn(id) {
+        Some(c)
+            if c.state.get() == conn::State::Connecting && c.mode.get() == conn::Mode::DropIn =>
+        {
+            c.mode.set(conn::Mode::Foreign);
+            c.bind(env.raw(), link.raw());
+            c.state.set(conn::State::Active);
+            true
+        }
+        _ => false,
+    }
+}
