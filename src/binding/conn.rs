@@ -741,7 +741,7 @@ impl Conn {
                 raw::Read::Data(n) => {
                     self.bytes_read.set(self.bytes_read.get() + n as u64);
                     self.replay.borrow_mut().answered();
-                    let chunk = ctx.chunk(&ctx.read_buf.borrow()[..n]);
+                    let chunk = ctx.chunks.chunk(&ctx.read_buf.borrow()[..n]);
                     self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
                     if !full || self.state.get() != State::Active || !self.reading.get() {
                         return;
@@ -768,7 +768,7 @@ impl Conn {
                     .set(self.bytes_read.get() + bytes.len() as u64);
                 self.data_batch.set(ctx.wakes.get());
                 self.replay.borrow_mut().answered();
-                let chunk = ctx.chunk(&bytes);
+                let chunk = ctx.chunks.chunk(&bytes);
                 self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
             }
             Event::Eof => self.lost(ctx, None),

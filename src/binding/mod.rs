@@ -9,9 +9,11 @@ mod conn;
 pub(crate) mod debug;
 mod env;
 mod exports;
+mod inbox;
 mod js;
 mod pool;
 mod request;
+mod slab;
 mod uv;
 
 use std::rc::Rc;

@@ -17,7 +17,8 @@ use napi::sys;
 
 use super::conn::{Conn, Mode, State};
 use super::debug::debug;
-use super::env::{Completion, EnvCtx, Established, Link, PumpSink};
+use super::env::EnvCtx;
+use super::inbox::{Completion, Established, Link, PumpSink};
 use super::js::{self, Ref};
 use super::uv::{self, Handle};
 use crate::error::Error;

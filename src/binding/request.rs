@@ -17,7 +17,8 @@ use bytes::Bytes;
 use napi::sys;
 
 use super::conn::{Conn, Mode, State};
-use super::env::{Completion, EnvCtx, Hold};
+use super::env::{EnvCtx, Hold};
+use super::inbox::{Completion, HyperEstablished, Inbox};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::{verdict, PoolCell};
 use crate::client::plan::Replay;
@@ -135,7 +136,7 @@ pub const SWEEP_EVERY_MS: u64 = 500;
 /// The drain of a streamed request body, posted through `inbox` to request `id` (the id may be
 /// set once known).
 pub fn drain_to(
-    inbox: &Arc<super::env::Inbox>,
+    inbox: &Arc<Inbox>,
     id: Arc<std::sync::atomic::AtomicU32>,
 ) -> impl Fn() + Send + Sync + 'static {
     let inbox = inbox.clone();
@@ -149,7 +150,7 @@ pub fn drain_to(
 
 /// Posts an exchange's events through the thread's inbox.
 struct ReqSink {
-    inbox: Arc<super::env::Inbox>,
+    inbox: Arc<Inbox>,
     req: u32,
 }
 
@@ -596,7 +597,7 @@ impl PoolCell {
         self: &Rc<Self>,
         conn_id: u32,
         req_id: u32,
-        result: Result<super::env::HyperEstablished, Error>,
+        result: Result<HyperEstablished, Error>,
     ) {
         let Some(conn) = self.conn(conn_id) else {
             return;
@@ -836,7 +837,7 @@ impl EnvCtx {
                 let body = if chunks.is_empty() {
                     js::null(env)
                 } else {
-                    self.chunk_concat(&chunks)
+                    self.chunks.chunk_concat(&chunks)
                 };
                 let trailers = end
                     .as_ref()
@@ -867,7 +868,7 @@ impl EnvCtx {
                 }
             }
             Event::Data(chunks) => {
-                req.emit(kind::DATA, &[self.chunk_concat(&chunks)]);
+                req.emit(kind::DATA, &[self.chunks.chunk_concat(&chunks)]);
             }
             Event::End(trailers) => {
                 req.emit(kind::END, &[header_string(env, &trailers)]);

@@ -37,19 +37,25 @@ fn family_name(ip: &IpAddr) -> String {
     if ip.is_ipv4() { "IPv4" } else { "IPv6" }.to_owned()
 }
 
-/// The socket of connection `id`, now serving the caller's checkout; `undefined` when it was
-/// collected while idle.
-#[napi(ts_return_type = "object | undefined", catch_unwind)]
-pub fn take(env: &Env, id: u32) -> Result<Unknown<'_>> {
-    let socket = conn(id).map_or(std::ptr::null_mut(), |c| c.take(env.raw()));
+/// `socket`, a connection's socket just read in this call, or `undefined` when it is null.
+fn socket_or_undefined(env: &Env, socket: sys::napi_value) -> Unknown<'_> {
     let socket = if socket.is_null() {
         undefined(env)
     } else {
         socket
     };
-    // SAFETY: js.rs invariants 1 and 2: `undefined`, or a non-null value just read from the
-    // connection's live socket reference, in this call's scope.
-    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) })
+    // SAFETY: js.rs invariants 1 and 2: `undefined`, or a non-null value the caller just read
+    // from the connection's live socket reference, in this call's scope. Tests:
+    // __test__/compat.test.js "agent.freeSockets holds socket objects"; every drop-in request.
+    unsafe { Unknown::from_raw_unchecked(env.raw(), socket) }
+}
+
+/// The socket of connection `id`, now serving the caller's checkout; `undefined` when it was
+/// collected while idle.
+#[napi(ts_return_type = "object | undefined", catch_unwind)]
+pub fn take(env: &Env, id: u32) -> Result<Unknown<'_>> {
+    let socket = conn(id).map_or(std::ptr::null_mut(), |c| c.take(env.raw()));
+    Ok(socket_or_undefined(env, socket))
 }
 
 /// Makes `socket` the JavaScript face of connection `id`.
@@ -172,15 +178,7 @@ pub fn idle_face(env: &Env, id: u32) -> Result<Unknown<'_>> {
     let socket = conn(id)
         .filter(|c| c.state.get() == conn::State::Idle)
         .map_or(std::ptr::null_mut(), |c| c.idle_face(env.raw()));
-    let socket = if socket.is_null() {
-        undefined(env)
-    } else {
-        socket
-    };
-    // SAFETY: js.rs invariants 1 and 2: `undefined`, or a non-null value just read from the
-    // connection's live socket reference, in this call's scope. Test: __test__/compat.test.js
-    // "agent.freeSockets holds socket objects".
-    Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) })
+    Ok(socket_or_undefined(env, socket))
 }
 
 /// Makes `socket` the face of idle connection `id`, held weakly (see `Conn::adopt`).
