@@ -12,15 +12,16 @@ const { debuglog } = require('node:util');
 const binding = require('./native');
 const { NativeSocket, IdleConnection, kId, kName, kOptions, kSocketNumber } = require('./socket');
 const foreign = require('./foreign');
-const { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, NativeTlsSocket, keylogLines } = require('./tls');
-const { request, MAX_TARGET } = require('./request');
+const { normalizeServerName, serverNameError, rejectsUnauthorized, NativeTlsSocket, keylogLines } = require('./tls');
+const { request } = require('./request');
+const { Keys } = require('./keys');
 const net = require('node:net');
 const errors = require('./errors');
 const { normalize } = require('./options');
 const constants = require('./constants');
 const slab = require('./slab');
 const {
-  kProxy, proxyConfigOf, proxiedTo, proxyLinesOf, proxyTarget, addressChoice, checkAutoSelect, familyOf, blockListOf,
+  kProxy, proxyConfigOf, proxiedTo, proxyTarget, addressChoice, checkAutoSelect, familyOf, blockListOf,
   resolve, validatePort,
 } = require('./connect');
 const { kIdleFor, activeTtlLeft, keptIdle, idleTimeout, hintBuffer, defaultIdle } = require('./release');
@@ -56,14 +57,6 @@ const kServe = Symbol('hyperagent.serve');
 const kConnect = Symbol('hyperagent.connect');
 const kTls = Symbol('hyperagent.tls');
 const kSocketClass = Symbol('hyperagent.socketClass');
-const kOrigins = Symbol('hyperagent.origins');
-const kKeyOptions = Symbol('hyperagent.keyOptions');
-const kUrls = Symbol('hyperagent.urls');
-const kLastTarget = Symbol('hyperagent.lastTarget');
-const kParts = Symbol('hyperagent.parts');
-const kLastParts = Symbol('hyperagent.lastParts');
-const kSweepAt = Symbol('hyperagent.sweepAt');
-const kNames = Symbol('hyperagent.names');
 const kTunnel = Symbol('hyperagent.tunnel');
 const kKeylog = Symbol('hyperagent.keylog');
 const kMake = Symbol('hyperagent.make');
@@ -80,14 +73,6 @@ const kOpenings = Symbol('hyperagent.openings');
 // Sockets destroyed while in use whose 'close' has not come yet: Node's agent lists a socket
 // in `agent.sockets` until its 'close'.
 const kClosing = Symbol('hyperagent.closing');
-
-// Pool keys (one per getName() string: per origin, and per TLS configuration) are forgotten
-// once empty, as Node's agent deletes a name's lists, so that a process reaching many origins
-// over its life does not keep one for each. Not at once: when the keys double since the last
-// sweep (and there are at least SWEEP_KEYS_AT), a sweep forgets every empty key but the
-// KEEP_EMPTY_KEYS most recently used, whose TLS sessions are worth keeping.
-const SWEEP_KEYS_AT = 256;
-const KEEP_EMPTY_KEYS = 128;
 
 binding.setDebug(debug.enabled);
 
@@ -180,16 +165,6 @@ class Agent extends Base {
     // option and rule (recent versions' agents read it), on every version.
     this.agentKeepAliveTimeoutBuffer = hintBuffer(opts.agentKeepAliveTimeoutBuffer);
     this[kProxy] = proxyConfigOf(this);
-    this[kKeys] = new Map();
-    this[kOrigins] = new Map();
-    // agent.request()'s connection options per pool key (its TLS connections' names are
-    // checked with them).
-    this[kKeyOptions] = new Map();
-    this[kUrls] = new Map();
-    this[kLastTarget] = null;
-    this[kParts] = new Map();
-    this[kLastParts] = null;
-    this[kSweepAt] = SWEEP_KEYS_AT;
     this[kWaiters] = new Map();
     this[kClosing] = new Set();
     this[kOpenings] = new WeakMap();
@@ -198,6 +173,7 @@ class Agent extends Base {
     for (const name of STATUS_COUNTERS) this[`${name}LastCheck`] = 0;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
     this[kPoolId] = this[kPool].id;
+    this[kKeys] = new Keys(this, this[kPool], secure);
     this[kKeylog] = false;
     if (secure) {
       // Node's https.Agent turns key logging on for the sockets it makes once 'keylog' is
@@ -236,8 +212,8 @@ class Agent extends Base {
     errors.checkLocalPort(options.localPort);
     blockListOf(options);
     if (this[kTls]) normalizeServerName(options, req);
-    const name = nameOf(this, options);
-    const key = this._keyOf(name, options);
+    const name = this[kKeys].nameOf(options);
+    const key = this[kKeys].keyOf(name, options);
     let verdict;
     try {
       verdict = binding.checkout(this[kPoolId], key);
@@ -744,53 +720,15 @@ class Agent extends Base {
     return this[kPoolId];
   }
 
-  // What agent.request() needs of a URL (see `targetOf`), kept per URL string, or per origin
-  // and path for `{ origin, path }`: an application calls the same few URLs over and over.
-  // A URL object is kept by its serialization (it may change between calls).
+  // What agent.request() needs of a URL (see lib/keys.js).
   _target(input, parse) {
     refuseOwnConnect(this);
-    if (typeof input === 'string') return this._keptTarget(input, parse);
-    if (input instanceof URL) return this._keptTarget(input.href, parse);
-    if (input !== null && typeof input === 'object') {
-      const { origin, path = '/' } = input;
-      if (typeof origin === 'string' && typeof path === 'string') return this._partsTarget(origin, path, parse);
-    }
-    // Not a URL: parse() throws the error that says why.
-    return targetOf(parse(input), false, this);
+    return this[kKeys].target(input, parse);
   }
 
-  _keptTarget(input, parse) {
-    // The same URL as the last call's is the common case: one comparison, no hashing.
-    const last = this[kLastTarget];
-    if (last !== null && last.input === input) return last.target;
-    let target = this[kUrls].get(input);
-    if (target === undefined) {
-      target = targetOf(parse(input), true, this);
-      if (this[kUrls].size >= 1024) this[kUrls].clear();
-      this[kUrls].set(input, target);
-    }
-    this[kLastTarget] = { input, target };
-    return target;
-  }
-
-  _partsTarget(origin, path, parse) {
-    const last = this[kLastParts];
-    if (last !== null && last.origin === origin && last.path === path) return last.target;
-    let paths = this[kParts].get(origin);
-    let target = paths === undefined ? undefined : paths.get(path);
-    if (target === undefined) {
-      target = targetOf(parse({ origin, path }), true, this);
-      if (paths === undefined) {
-        if (this[kParts].size >= 64) this[kParts].clear();
-        paths = new Map();
-        this[kParts].set(origin, paths);
-      } else if (paths.size >= 1024) {
-        paths.clear();
-      }
-      paths.set(path, target);
-    }
-    this[kLastParts] = { origin, path, target };
-    return target;
+  // The pool key of a request target's origin for agent.request().
+  _requestKey(target) {
+    return this[kKeys].requestKey(target);
   }
 
   // The largest agent.request() body sent again after the keep-alive race (-1: never).
@@ -798,80 +736,11 @@ class Agent extends Base {
     return this.options.replay ? this.options.replayLimit : -1;
   }
 
-  // The pool key of a name, made on first use with the TLS configuration of `options`.
-  _keyOf(name, options) {
-    let key = this[kKeys].get(name);
-    if (key === undefined) {
-      if (this[kKeys].size >= this[kSweepAt]) this._sweepKeys();
-      key = this[kPool].key(name);
-      debug('pool key %d: %s', key, keyLabel(name));
-      if (this[kTls]) {
-        // Every TLS option that changes identity is part of the name: one configuration per key.
-        const failure = this[kPool].setTls(key, tlsOptions(this, options));
-        if (failure) throw errors.systemError(failure);
-      }
-      this[kKeys].set(name, key);
-    }
-    return key;
-  }
-
-  // Forgets the keys the pool forgets (see SWEEP_KEYS_AT), the request targets kept per URL,
-  // which carry their keys, and the names kept per host (see nameOf).
-  _sweepKeys() {
-    const swept = this[kPool].sweepKeys(KEEP_EMPTY_KEYS);
-    if (swept.length > 0) {
-      debug('forget %d empty pool keys', swept.length);
-      const gone = new Set(swept);
-      for (const [name, key] of this[kKeys]) if (gone.has(key)) this[kKeys].delete(name);
-      for (const [origin, key] of this[kOrigins]) if (gone.has(key)) this[kOrigins].delete(origin);
-      for (const key of swept) this[kKeyOptions].delete(key);
-      this[kUrls].clear();
-      this[kParts].clear();
-      this[kLastTarget] = null;
-      this[kLastParts] = null;
-      // The names kept per host and port (an HTTPS agent's hold its CA bundle each).
-      this[kNames]?.clear();
-    }
-    this[kSweepAt] = Math.max(SWEEP_KEYS_AT, 2 * this[kKeys].size);
-  }
-
-  // The pool key of a request target's origin for agent.request(), as addRequest would name
-  // it; kept on the target.
-  _requestKey(target) {
-    if (target.key !== -1) return target.key;
-    const { url } = target;
-    const origin = url.protocol + url.host;
-    let key = this[kOrigins].get(origin);
-    if (key === undefined) {
-      const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-      const port = url.port ? Number(url.port) : this.defaultPort;
-      const o = { __proto__: null, ...this.options, host, port };
-      if (this[kTls] && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
-      key = this._keyOf(this.getName(o), o);
-      const proxy = o.socketPath ? null : proxiedTo(this, o);
-      this[kPool].setTarget(key, proxy !== null ? proxyTarget(this, this[kTls], proxy, host, port, o.servername) : {
-        host,
-        port,
-        family: familyOf(o),
-        localAddress: o.localAddress || undefined,
-        localPort: o.localPort || undefined,
-        path: o.socketPath || undefined,
-        servername: this[kTls] ? o.servername : undefined,
-        jsLookup: (typeof o.lookup === 'function' || blockListOf(o) !== null) && !o.socketPath,
-        ...addressChoice(o),
-      });
-      this[kOrigins].set(origin, key);
-      this[kKeyOptions].set(key, o);
-    }
-    target.key = key;
-    return key;
-  }
-
   // A new TLS connection of agent.request() to the origin of `key`: what its server's name
   // check gives (see lib/tls.js): NAME_RIGHT, NAME_LET_PASS when it is not right but
   // `rejectUnauthorized: false` lets it pass, or the error that fails the request.
   _checkServerName(key, info) {
-    const options = this[kKeyOptions].get(key);
+    const options = this[kKeys].optionsOf(key);
     const err = serverNameError(options, info);
     if (err === null) return PROTOCOL.nameRight;
     return rejectsUnauthorized(options) ? err : PROTOCOL.nameLetPass;
@@ -881,7 +750,7 @@ class Agent extends Base {
   // agent's `lookup`, called as net.connect calls it; `done(err, addresses)`, an answer that is
   // not IP addresses being an error.
   _lookup(key, done) {
-    const o = this[kKeyOptions].get(key);
+    const o = this[kKeys].optionsOf(key);
     resolve(o, o.host, blockListOf(o), (err, addresses) => done(err, err ? undefined : addresses));
   }
 
@@ -1189,107 +1058,6 @@ function setRequestSocket(agent, req, socket) {
   const agentTimeout = agent.options.timeout || 0;
   if (req.timeout === undefined || req.timeout === agentTimeout) return;
   socket.setTimeout(req.timeout);
-}
-
-// What agent.request() takes from a URL, read once: URL getters cut a new string on each call.
-// `key` is the pool key of its origin, filled on first use (`_requestKey`).
-function targetOf(parsed, kept, agent) {
-  // A URL, or (`{ origin, path }`) the origin's URL and the path to send as it is.
-  const { url, path } = parsed instanceof URL ? { url: parsed, path: parsed.pathname + parsed.search } : parsed;
-  // Through an HTTP proxy, a plain-HTTP request names its whole URL, and carries the proxy's
-  // lines, as Node's http.request sends it through an agent with a proxy.
-  const proxied = url.protocol === 'http:' && proxiedTo(agent, { host: url.hostname, port: url.port }) !== null;
-  const requestTarget = proxied ? `${url.protocol}//${url.host}${path}` : path;
-  if (requestTarget.length > MAX_TARGET) {
-    throw errors.invalidArgValue('url', `${url.href.slice(0, 64)}...`,
-      `has a ${proxied ? 'request target (its whole URL, through the proxy)' : 'path and query'} of ${requestTarget.length} characters; agent.request() sends at most ${MAX_TARGET}`);
-  }
-  // Credentials in the URL go as basic authorization, as Node's http.request sends them.
-  const auth = url.username || url.password
-    ? `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`
-    : null;
-  const proxyLines = proxied ? proxyLinesOf(agent) : null;
-  // The header lines every request to it carries, as they cross to Rust (lib/request.js):
-  // the host, the authorization of the URL's credentials, and the proxy's.
-  let baseLines = auth === null ? `host\n${url.host}` : `host\n${url.host}\nauthorization\n${auth}`;
-  if (proxyLines !== null) baseLines += `\n${proxyLines.join('\n')}`;
-  return {
-    url,
-    protocol: url.protocol,
-    host: url.host,
-    auth,
-    proxyLines,
-    baseLines,
-    origin: url.origin,
-    path,
-    requestTarget,
-    key: -1,
-    // A target kept for its URL string has its request head (path and base lines) parsed in
-    // Rust once, on first use (null until then); others have none (undefined).
-    head: kept ? null : undefined,
-  };
-}
-
-// getName() builds a new string on every request; an HttpsAgent's holds every TLS option (a
-// whole CA bundle, often), and hashing that string for the pool's lookups cost more than the
-// rest of addRequest. While getName is the one the agent's class inherits from Node, the name
-// is a function of the options it reads: a probe finds those once per class, and the name of
-// the last request to the same host and port is reused while every one of them is the same.
-const nameKeysOf = new WeakMap();
-
-function nameOf(agent, options) {
-  const getName = agent.getName;
-  let keys = nameKeysOf.get(getName);
-  if (keys === undefined) {
-    keys = isNodeGetName(getName) ? probeNameKeys(getName) : null;
-    nameKeysOf.set(getName, keys);
-  }
-  if (keys === null) return getName.call(agent, options);
-  const names = (agent[kNames] ??= new Map());
-  const short = `${options.host}:${options.port}`;
-  const last = names.get(short);
-  if (last !== undefined && sameValues(options, keys, last.values)) return last.name;
-  const name = getName.call(agent, options);
-  if (names.size >= 1024) names.clear();
-  names.set(short, { name, values: keys.map((k) => options[k]) });
-  return name;
-}
-
-function sameValues(options, keys, values) {
-  for (let i = 0; i < keys.length; i++) if (options[keys[i]] !== values[i]) return false;
-  return true;
-}
-
-function isNodeGetName(getName) {
-  return getName === http.Agent.prototype.getName || getName === https.Agent.prototype.getName;
-}
-
-// The option names `getName` reads: every option present and truthy, so that every branch
-// that reads one reads it. null when it does something else with its argument.
-function probeNameKeys(getName) {
-  const keys = new Set();
-  const probe = new Proxy(Object.create(null), {
-    get(_, k) {
-      if (typeof k !== 'string') throw new TypeError('not a plain option read');
-      keys.add(k);
-      return 'x';
-    },
-    has: () => true,
-    ownKeys: () => {
-      throw new TypeError('not a plain option read');
-    },
-  });
-  try {
-    getName.call(null, probe);
-  } catch {
-    return null;
-  }
-  return [...keys];
-}
-
-// A key name for debug lines, without the PEM text of TLS options.
-function keyLabel(name) {
-  return name.split('-----BEGIN', 1)[0];
 }
 
 function snapshotCounts(snapshot) {
