@@ -73,17 +73,12 @@ pub struct Conn {
     pub key: KeyId,
     pool: Weak<PoolCell>,
     pub state: Cell<State>,
-    fd: RefCell<Option<OwnedFd>>,
-    poll: RefCell<Option<Handle>>,
-    /// The events the poll handle currently watches (0: stopped).
-    mask: Cell<c_int>,
+    /// What carries its bytes (see [`Io`]).
+    io: RefCell<Io>,
     owner: Cell<Option<Owner>>,
     reading: Cell<bool>,
     referenced: Cell<bool>,
     eof: Cell<bool>,
-    /// Bytes the kernel has not taken yet.
-    outbox: RefCell<Outbox>,
-    shutdown_after_flush: Cell<bool>,
     pub abort: RefCell<Option<tokio::task::AbortHandle>>,
     pub created: Instant,
     pub local: Cell<Option<SocketAddr>>,
@@ -92,25 +87,14 @@ pub struct Conn {
     pub bytes_written: Cell<u64>,
     /// Taken out of the pool's counts (an HTTP upgrade): the socket owns it alone now.
     pub detached: Cell<bool>,
-    /// For TLS: the pump on tokio that holds the connection (there is no `fd` then).
-    pumped: RefCell<Option<Arc<Remote>>>,
     /// For TLS: the session's details.
     pub tls: RefCell<Option<Box<TlsInfo>>>,
-    /// Whether this connection keeps the thread's inbox referenced (a pumped connection
-    /// serving a referenced socket keeps the process alive, as an active socket does).
-    holding: RefCell<Option<Hold>>,
     /// A drop-in connect runs on tokio for this connection and keeps the process alive until
     /// it reports or the connection closes, whichever comes first. A promise-path connect is
     /// held by its request instead.
     pub connect_hold: RefCell<Option<Hold>>,
     /// Which request path the connection serves: opened by one, it stays with it.
     pub mode: Cell<Mode>,
-    /// For the promise path: hyper's request half while the connection is idle (an exchange
-    /// in flight holds it).
-    pub hyper: RefCell<Option<client::Sender>>,
-    /// For the promise path: what stops the exchange running in the connection's task (see
-    /// `client::Sender::start`), shared by the requests it serves.
-    pub stopper: std::cell::OnceCell<Rc<client::Stopper>>,
     /// For the promise path, while the user's `lookup` runs: where its addresses go.
     pub lookup: RefCell<Option<tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>>>,
     /// The drop-in request's bytes while they may have to be sent again.
@@ -127,6 +111,56 @@ pub struct Conn {
     error_waited: Cell<bool>,
     /// What a socket object made for it while it idles shows (see [`Stamp`]).
     pub stamp: Cell<Stamp>,
+}
+
+/// What carries a connection's bytes: one kind at a time. A replay or the close takes the
+/// transport away.
+enum Io {
+    /// Nothing yet (opening, replaying) or any more (closed); or a hook's stream, whose bytes
+    /// never reach Rust.
+    None,
+    /// A plain socket driven on this thread's loop (the drop-in path).
+    Plain(Plain),
+    /// A connection pumped on tokio (TLS, or through a proxy reached over TLS).
+    Pumped {
+        remote: Arc<Remote>,
+        /// Held while the connection keeps the thread's inbox referenced (a pumped connection
+        /// serving a referenced socket keeps the process alive, as an active socket does).
+        holding: Option<Hold>,
+    },
+    /// The promise path's hyper connection.
+    Hyper {
+        /// Its request half while the connection is idle (an exchange in flight holds it).
+        sender: Option<client::Sender>,
+        /// What stops the exchange running in the connection's task (see
+        /// `client::Sender::start`), shared by the requests it serves; made on first use.
+        stopper: Option<Rc<client::Stopper>>,
+    },
+}
+
+/// A plain socket and the poll handle that watches it on this thread's loop.
+struct Plain {
+    /// Always there until the drop, which closes it before the socket (libuv forgets the
+    /// descriptor first).
+    poll: Option<Handle>,
+    fd: OwnedFd,
+    /// The events the poll handle watches (0: stopped).
+    mask: c_int,
+    /// Bytes the kernel has not taken yet.
+    outbox: Outbox,
+    /// A shutdown waits for the outbox to empty.
+    shutdown_after_flush: bool,
+}
+
+/// A connection dropped without its `close` (a panic in the middle of one, say) still closes
+/// its poll handle: the handle's data points at the connection, and libuv calls nothing more
+/// for a handle once it is closing (see `on_poll`).
+impl Drop for Plain {
+    fn drop(&mut self) {
+        if let Some(poll) = self.poll.take() {
+            poll.close();
+        }
+    }
 }
 
 /// What agentkeepalive's socket symbols and `timeout` say of a connection, kept here so that a
@@ -171,15 +205,11 @@ impl Conn {
             key,
             pool: Rc::downgrade(pool),
             state: Cell::new(State::Connecting),
-            fd: RefCell::new(None),
-            poll: RefCell::new(None),
-            mask: Cell::new(0),
+            io: RefCell::new(Io::None),
             owner: Cell::new(None),
             reading: Cell::new(true),
             referenced: Cell::new(true),
             eof: Cell::new(false),
-            outbox: RefCell::new(Outbox::default()),
-            shutdown_after_flush: Cell::new(false),
             abort: RefCell::new(None),
             created: Instant::now(),
             local: Cell::new(None),
@@ -187,13 +217,9 @@ impl Conn {
             bytes_read: Cell::new(0),
             bytes_written: Cell::new(0),
             detached: Cell::new(false),
-            pumped: RefCell::new(None),
             tls: RefCell::new(None),
-            holding: RefCell::new(None),
             connect_hold: RefCell::new(None),
             mode: Cell::new(Mode::DropIn),
-            hyper: RefCell::new(None),
-            stopper: std::cell::OnceCell::new(),
             lookup: RefCell::new(None),
             replay: RefCell::new(ReplayBuf::default()),
             replay_out: RefCell::new(Vec::new()),
@@ -236,7 +262,10 @@ impl Conn {
     }
 
     fn raw_fd(&self) -> RawFd {
-        self.fd.borrow().as_ref().map_or(-1, |fd| fd.as_raw_fd())
+        match &*self.io.borrow() {
+            Io::Plain(plain) => plain.fd.as_raw_fd(),
+            _ => -1,
+        }
     }
 
     /// Takes over a connected socket and starts watching it.
@@ -249,9 +278,13 @@ impl Conn {
         let handle =
             unsafe { Handle::poll(ctx.uv_loop, fd.as_raw_fd(), Rc::as_ptr(self) as *mut _) }
                 .map_err(|rc| Error::os(-rc, "uv_poll_init"))?;
-        *self.fd.borrow_mut() = Some(fd);
-        *self.poll.borrow_mut() = Some(handle);
-        self.mask.set(0);
+        *self.io.borrow_mut() = Io::Plain(Plain {
+            poll: Some(handle),
+            fd,
+            mask: 0,
+            outbox: Outbox::default(),
+            shutdown_after_flush: false,
+        });
         self.state.set(State::Active);
         self.sync_ref();
         self.update_mask();
@@ -260,7 +293,10 @@ impl Conn {
 
     /// Takes over a connection pumped on tokio (a TLS one, with its session's details).
     pub fn attach_pumped(&self, ctx: &Rc<EnvCtx>, remote: Arc<Remote>, info: Option<Box<TlsInfo>>) {
-        *self.pumped.borrow_mut() = Some(remote);
+        *self.io.borrow_mut() = Io::Pumped {
+            remote,
+            holding: None,
+        };
         *self.tls.borrow_mut() = info;
         self.state.set(State::Active);
         self.sync_ref_with(ctx);
@@ -283,7 +319,38 @@ impl Conn {
     }
 
     fn pumped(&self) -> Option<Arc<Remote>> {
-        self.pumped.borrow().clone()
+        match &*self.io.borrow() {
+            Io::Pumped { remote, .. } => Some(remote.clone()),
+            _ => None,
+        }
+    }
+
+    /// A promise-path connection goes idle with hyper's request half.
+    pub fn keep_sender(&self, sender: client::Sender) {
+        let mut io = self.io.borrow_mut();
+        match &mut *io {
+            Io::Hyper { sender: kept, .. } => *kept = Some(sender),
+            _ => {
+                *io = Io::Hyper {
+                    sender: Some(sender),
+                    stopper: None,
+                }
+            }
+        }
+    }
+
+    /// Takes hyper's request half of an idle promise-path connection, with what stops the
+    /// exchanges it runs in the connection's task.
+    pub fn take_sender(&self) -> Option<(client::Sender, Rc<client::Stopper>)> {
+        let mut io = self.io.borrow_mut();
+        let Io::Hyper { sender, stopper } = &mut *io else {
+            return None;
+        };
+        let sender = sender.take()?;
+        let stopper = stopper
+            .get_or_insert_with(|| Rc::new(sender.stopper()))
+            .clone();
+        Some((sender, stopper))
     }
 
     /// Makes `socket` this connection's face, serving the current checkout.
@@ -432,13 +499,14 @@ impl Conn {
             Mode::Foreign => return self.state.get() == State::Active,
             Mode::DropIn => {}
         }
-        if let Some(remote) = self.pumped() {
-            return self.state.get() == State::Active && !self.eof.get() && remote.is_clean();
+        if self.state.get() != State::Active || self.eof.get() {
+            return false;
         }
-        self.state.get() == State::Active
-            && !self.eof.get()
-            && !self.shutdown_after_flush.get()
-            && self.outbox.borrow().is_empty()
+        match &*self.io.borrow() {
+            Io::Pumped { remote, .. } => remote.is_clean(),
+            Io::Plain(plain) => !plain.shutdown_after_flush && plain.outbox.is_empty(),
+            Io::None | Io::Hyper { .. } => false,
+        }
     }
 
     /// Parks the connection idle: its face held weakly, watched for a FIN, an RST or stray
@@ -482,7 +550,9 @@ impl Conn {
     /// Whether an idle connection can carry a request right now.
     pub fn check_alive(&self) -> bool {
         match self.mode.get() {
-            Mode::Promise => return self.hyper.borrow().as_ref().is_some_and(|s| !s.is_closed()),
+            Mode::Promise => {
+                return matches!(&*self.io.borrow(), Io::Hyper { sender: Some(s), .. } if !s.is_closed())
+            }
             // Its stream's close is reported by JavaScript the moment it happens (the pool
             // forgets it then): while the pool lists it, it is open.
             Mode::Foreign => return true,
@@ -511,28 +581,34 @@ impl Conn {
     }
 
     fn sync_ref(&self) {
-        if let Some(poll) = &*self.poll.borrow() {
-            poll.set_ref(self.state.get() == State::Active && self.referenced.get());
-        } else if let Some(pool) = self.pool.upgrade() {
+        if let Io::Plain(plain) = &*self.io.borrow() {
+            if let Some(poll) = &plain.poll {
+                poll.set_ref(self.state.get() == State::Active && self.referenced.get());
+            }
+            return;
+        }
+        if let Some(pool) = self.pool.upgrade() {
             self.sync_ref_with(&pool.ctx);
         }
     }
 
     /// A pumped connection in use keeps the inbox (its only way in) referenced.
     fn sync_ref_with(&self, ctx: &Rc<EnvCtx>) {
-        if self.pumped.borrow().is_none() {
-            return;
-        }
         let want = self.state.get() == State::Active && self.referenced.get();
-        let mut holding = self.holding.borrow_mut();
-        if want != holding.is_some() {
-            *holding = want.then(|| ctx.hold());
+        if let Io::Pumped { holding, .. } = &mut *self.io.borrow_mut() {
+            if want != holding.is_some() {
+                *holding = want.then(|| ctx.hold());
+            }
         }
     }
 
     /// Watches what the state needs: readable while reading (or idle), writable while bytes
     /// wait. A stopped handle keeps nothing alive.
     fn update_mask(&self) {
+        let mut io = self.io.borrow_mut();
+        let Io::Plain(plain) = &mut *io else {
+            return;
+        };
         let want = match self.state.get() {
             State::Idle => uv::READABLE | uv::DISCONNECT,
             State::Active => {
@@ -540,24 +616,33 @@ impl Conn {
                 if self.reading.get() && !self.eof.get() {
                     m |= uv::READABLE | uv::DISCONNECT;
                 }
-                if !self.outbox.borrow().is_empty() {
+                if !plain.outbox.is_empty() {
                     m |= uv::WRITABLE;
                 }
                 m
             }
             State::Connecting | State::Replaying | State::Closed => 0,
         };
-        if want == self.mask.get() {
+        if want == plain.mask {
             return;
         }
-        if let Some(poll) = &*self.poll.borrow() {
+        if let Some(poll) = &plain.poll {
             if want == 0 {
                 poll.poll_stop();
             } else {
                 poll.poll_start(want, on_poll);
             }
-            self.mask.set(want);
+            plain.mask = want;
         }
+    }
+
+    /// Has the poll handle watch again what the state needs, as if it watched nothing (libuv
+    /// stopped it at an error).
+    fn restart_mask(&self) {
+        if let Io::Plain(plain) = &mut *self.io.borrow_mut() {
+            plain.mask = 0;
+        }
+        self.update_mask();
     }
 
     /// Writes `chunks` now if the kernel takes them; queues the rest.
@@ -593,7 +678,10 @@ impl Conn {
                 }
             };
         }
-        let sent = self.outbox.borrow_mut().write(self.raw_fd(), chunks);
+        let sent = match &mut *self.io.borrow_mut() {
+            Io::Plain(plain) => plain.outbox.write(plain.fd.as_raw_fd(), chunks),
+            _ => Err(libc::EBADF),
+        };
         match sent {
             Ok(sent) => {
                 self.bytes_written
@@ -622,11 +710,15 @@ impl Conn {
             remote.shutdown();
             return 0;
         }
-        if !self.outbox.borrow().is_empty() {
-            self.shutdown_after_flush.set(true);
-            return WRITE_PENDING;
-        }
-        raw::shutdown_write(self.raw_fd()).map_or_else(|errno| -errno, |()| 0)
+        let fd = match &mut *self.io.borrow_mut() {
+            Io::Plain(plain) if !plain.outbox.is_empty() => {
+                plain.shutdown_after_flush = true;
+                return WRITE_PENDING;
+            }
+            Io::Plain(plain) => plain.fd.as_raw_fd(),
+            _ => -1,
+        };
+        raw::shutdown_write(fd).map_or_else(|errno| -errno, |()| 0)
     }
 
     /// Stops everything: the poll handle first (libuv forgets the descriptor), then the socket.
@@ -637,31 +729,33 @@ impl Conn {
             abort.abort();
         }
         self.connect_hold.borrow_mut().take();
-        if let Some(poll) = self.poll.borrow_mut().take() {
-            poll.close();
-        }
-        // hyper closes the connection once its request half is gone.
-        self.hyper.borrow_mut().take();
-        if let Some(remote) = self.pumped.borrow_mut().take() {
+        self.end_io();
+    }
+
+    /// Ends what carries the connection's bytes: a plain socket's poll handle closes before the
+    /// socket (libuv forgets the descriptor first), a pump is told to close, and hyper closes
+    /// its connection once its request half is gone.
+    fn end_io(&self) {
+        let io = std::mem::replace(&mut *self.io.borrow_mut(), Io::None);
+        if let Io::Pumped { remote, .. } = &io {
             remote.close();
-            self.holding.borrow_mut().take();
         }
-        self.mask.set(0);
-        self.fd.borrow_mut().take();
-        self.outbox.borrow_mut().clear();
+        drop(io);
     }
 
     pub fn set_no_delay(&self, on: bool) -> i32 {
-        let fd = self.fd.borrow();
-        let Some(fd) = fd.as_ref() else { return 0 };
-        raw::set_no_delay(fd.as_fd(), on).map_or_else(|errno| -errno, |()| 0)
+        let Io::Plain(plain) = &*self.io.borrow() else {
+            return 0;
+        };
+        raw::set_no_delay(plain.fd.as_fd(), on).map_or_else(|errno| -errno, |()| 0)
     }
 
     pub fn set_keep_alive(&self, on: bool, initial_delay_ms: u32) -> i32 {
-        let fd = self.fd.borrow();
-        let Some(fd) = fd.as_ref() else { return 0 };
+        let Io::Plain(plain) = &*self.io.borrow() else {
+            return 0;
+        };
         let delay = std::time::Duration::from_millis(initial_delay_ms as u64);
-        raw::set_keep_alive(fd.as_fd(), on, delay).map_or_else(|errno| -errno, |()| 0)
+        raw::set_keep_alive(plain.fd.as_fd(), on, delay).map_or_else(|errno| -errno, |()| 0)
     }
 
     /// Readiness on an in-use connection: flush queued bytes, then read.
@@ -677,8 +771,7 @@ impl Conn {
                 self.read(ctx);
                 if self.bytes_read.get() != before {
                     if self.state.get() == State::Active && !self.eof.get() {
-                        self.mask.set(0);
-                        self.update_mask();
+                        self.restart_mask();
                     }
                     return;
                 }
@@ -703,16 +796,20 @@ impl Conn {
     }
 
     fn flush(&self, ctx: &EnvCtx) {
-        let sent = self.outbox.borrow_mut().flush(self.raw_fd());
+        let sent = match &mut *self.io.borrow_mut() {
+            Io::Plain(plain) => plain.outbox.flush(plain.fd.as_raw_fd()).inspect(|sent| {
+                if !sent.queued && std::mem::take(&mut plain.shutdown_after_flush) {
+                    let _ = raw::shutdown_write(plain.fd.as_raw_fd());
+                }
+            }),
+            _ => return,
+        };
         match sent {
             Ok(sent) => {
                 self.bytes_written
                     .set(self.bytes_written.get() + sent.written as u64);
                 if sent.queued {
                     return;
-                }
-                if self.shutdown_after_flush.take() {
-                    let _ = raw::shutdown_write(self.raw_fd());
                 }
                 self.update_mask();
                 self.call_owner(ctx, ctx.callbacks.on_write, &[js::null(ctx.env)]);
@@ -818,17 +915,8 @@ impl Conn {
         }
         let bytes = self.replay.borrow_mut().take_for_replay();
         // Stop the dead transport; the socket, its owner and its slot stay.
-        if let Some(poll) = self.poll.borrow_mut().take() {
-            poll.close();
-        }
-        self.fd.borrow_mut().take();
-        if let Some(remote) = self.pumped.borrow_mut().take() {
-            remote.close();
-            self.holding.borrow_mut().take();
-        }
+        self.end_io();
         *self.tls.borrow_mut() = None;
-        self.mask.set(0);
-        self.outbox.borrow_mut().clear();
         self.eof.set(false);
         *self.replay_out.borrow_mut() = bytes;
         self.state.set(State::Replaying);
@@ -851,10 +939,11 @@ impl Conn {
     pub fn fail(&self, ctx: &EnvCtx, err: Error) {
         self.eof.set(true);
         self.reading.set(false);
-        if let Some(remote) = self.pumped() {
-            remote.set_reading(false);
+        match &mut *self.io.borrow_mut() {
+            Io::Pumped { remote, .. } => remote.set_reading(false),
+            Io::Plain(plain) => plain.outbox.clear(),
+            Io::None | Io::Hyper { .. } => {}
         }
-        self.outbox.borrow_mut().clear();
         self.update_mask();
         let desc = js::error_descriptor(ctx.env, &err);
         self.call_owner(ctx, ctx.callbacks.on_error, &[desc]);
@@ -876,17 +965,6 @@ impl Conn {
 
 /// # Safety
 /// Called by libuv alone, on this thread's loop, for a connection's open poll handle.
-/// A connection dropped without its `close` (a panic in the middle of one, say) still closes
-/// its poll handle: the handle's data points at this connection, and libuv calls nothing more
-/// for a handle once it is closing (see `on_poll`).
-impl Drop for Conn {
-    fn drop(&mut self) {
-        if let Some(poll) = self.poll.get_mut().take() {
-            poll.close();
-        }
-    }
-}
-
 unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: c_int) {
     // SAFETY: uv.rs invariant 3: libuv's own live handle; its data is null (closed) or the
     // connection, from `Rc::as_ptr` in `attach`, kept alive by `EnvCtx::conns` while the handle

@@ -371,7 +371,7 @@ impl PoolCell {
         let Some(conn) = self.conn(conn_id) else {
             return;
         };
-        let sender = conn.hyper.borrow_mut().take();
+        let sender = conn.take_sender();
         let Some(mut spec) = req.spec.borrow_mut().take() else {
             return;
         };
@@ -386,13 +386,9 @@ impl PoolCell {
         });
         let ctl = req.ctl.clone();
         let running = match sender {
-            Some(sender) => {
-                // One for the connection, shared by the requests it serves: no count of the
-                // connection's shared state to change on each request.
-                let stopper = conn
-                    .stopper
-                    .get_or_init(|| Rc::new(sender.stopper()))
-                    .clone();
+            // The stopper is one for the connection, shared by the requests it serves: no count
+            // of the connection's shared state to change on each request.
+            Some((sender, stopper)) => {
                 match sender.start(spec, ctl, sink) {
                     // In the connection's task, which boxes the exchange on tokio's thread.
                     Ok(()) => Exchange::InConnection(stopper),
@@ -964,7 +960,7 @@ impl EnvCtx {
             Some(sender) if conn.state.get() == State::Active => sender,
             _ => return (conn_id, pool.close(conn_id)),
         };
-        *conn.hyper.borrow_mut() = Some(sender);
+        conn.keep_sender(sender);
         let policy = pool.policy.get();
         let idle = policy.idle_for(None, req.hint.get());
         let verdict = match policy.settle(conn.created.elapsed(), idle) {
