@@ -278,7 +278,7 @@ impl EnvCtx {
         self.requests.borrow().values().cloned().collect()
     }
 
-    /// Has the headers-timeout sweep (`EnvCtx::sweep_headers_deadlines`) run in
+    /// Has the headers-timeout sweep (`request::sweep_headers_deadlines`) run in
     /// `SWEEP_EVERY_MS`, unless it is due already.
     pub fn schedule_sweep(&self) {
         if self.sweep_due.replace(true) {
@@ -418,12 +418,12 @@ impl EnvCtx {
                 if let Some(req) = self.request(id) {
                     req.stop();
                 }
-                self.on_request_event(id, client::Event::Error(err()));
-                self.on_request_event(id, client::Event::Done(None));
+                super::request::on_request_event(self, id, client::Event::Error(err()));
+                super::request::on_request_event(self, id, client::Event::Done(None));
             }
             Owner::HyperConnect(pool, conn, req) => {
                 if let Some(cell) = self.pool(pool) {
-                    cell.hyper_connected(conn, req, Err(err()));
+                    super::request::hyper_connected(&cell, conn, req, Err(err()));
                 }
             }
             Owner::Connect(pool, conn) => {
@@ -461,7 +461,7 @@ impl EnvCtx {
                     cell.on_pump(conn, link, event);
                 }
             }
-            Completion::Req { req, event } => ctx.on_request_event(req, event),
+            Completion::Req { req, event } => super::request::on_request_event(ctx, req, event),
             Completion::HyperConnected {
                 pool,
                 conn,
@@ -469,12 +469,12 @@ impl EnvCtx {
                 result,
             } => {
                 if let Some(cell) = ctx.pool(pool) {
-                    cell.hyper_connected(conn, req, result);
+                    super::request::hyper_connected(&cell, conn, req, result);
                 }
             }
             Completion::HyperClosed { pool, conn } => {
                 if let Some(cell) = ctx.pool(pool) {
-                    cell.hyper_closed(conn);
+                    super::request::hyper_closed(&cell, conn);
                 }
             }
             Completion::HyperLookup {
@@ -484,7 +484,7 @@ impl EnvCtx {
                 reply,
             } => {
                 if let Some(cell) = ctx.pool(pool) {
-                    cell.hyper_lookup(conn, req, reply);
+                    super::request::hyper_lookup(&cell, conn, req, reply);
                 }
             }
             Completion::Keylog { pool, conn, lines } => {
@@ -508,7 +508,7 @@ unsafe extern "C" fn on_sweep(handle: *mut uv::RawHandle) {
     ctx.sweep_due.set(false);
     let _scope = HandleScope::open(ctx.env);
     let _batch = js::CallbackScope::open(ctx.env, ctx.batch);
-    if let Err(panic) = guard::catch(|| ctx.sweep_headers_deadlines()) {
+    if let Err(panic) = guard::catch(|| super::request::sweep_headers_deadlines(&ctx)) {
         super::debug::debug!("the headers timeout sweep failed: {panic}");
     }
 }

@@ -74,7 +74,7 @@ pub enum Completion {
 }
 
 /// Where a promise-path connection goes, its TLS session, and what lets its exchange start
-/// once the server's name is found right (a new TLS session: see `PoolCell::hyper_connected`).
+/// once the server's name is found right (a new TLS session: see `request::hyper_connected`).
 pub type HyperEstablished = (
     Option<SocketAddr>,
     Peer,

@@ -556,7 +556,7 @@ impl PoolCell {
         match self.ctx.request(req_id) {
             Some(req) => {
                 debug!("serve waiting request {req_id} (waiter {waiter})");
-                self.serve_promise(&req, handoff.then_some(conn_id));
+                super::request::serve_promise(self, &req, handoff.then_some(conn_id));
                 served
             }
             // Gone without leaving the queue (cannot happen while `abort` cancels its
@@ -765,7 +765,7 @@ impl PoolCell {
     pub fn sweep_keys(&self, keep: usize) -> Vec<u32> {
         let mut named: std::collections::HashSet<KeyId> =
             self.ctx.conns_of(self.id).iter().map(|c| c.key).collect();
-        named.extend(self.request_keys());
+        named.extend(super::request::request_keys(self));
         let swept = self
             .state
             .borrow_mut()

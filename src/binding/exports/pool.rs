@@ -10,7 +10,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::binding::pool::PoolCell;
-use crate::binding::{conn, ctx, millis, pool};
+use crate::binding::{conn, ctx, millis, pool, request};
 use crate::guard;
 use crate::pool::{KeyId, Limits, Scheduling};
 use crate::transport::dns::{parse_ip, Family};
@@ -490,11 +490,10 @@ impl NativePool {
     }
 
     /// The handles of the `agent.request()`s on a connection (see
-    /// `PoolCell::requests_in_flight`).
+    /// `request::requests_in_flight`).
     #[napi(ts_return_type = "object[]", catch_unwind)]
     pub fn requests_in_flight<'env>(&self, env: &'env Env) -> Vec<Unknown<'env>> {
-        self.cell
-            .requests_in_flight()
+        request::requests_in_flight(&self.cell)
             .into_iter()
             // SAFETY: js.rs invariants 1 and 2: handles from the strong references of requests
             // not finished (`finish` takes a request out of the map before deleting its
@@ -505,11 +504,10 @@ impl NativePool {
     }
 
     /// The handles of the `agent.request()`s waiting in the pool's queue (see
-    /// `PoolCell::requests_queued`), for `agent.destroy()` to fail.
+    /// `request::requests_queued`), for `agent.destroy()` to fail.
     #[napi(ts_return_type = "object[]", catch_unwind)]
     pub fn requests_queued<'env>(&self, env: &'env Env) -> Vec<Unknown<'env>> {
-        self.cell
-            .requests_queued()
+        request::requests_queued(&self.cell)
             .into_iter()
             // SAFETY: js.rs invariants 1 and 2: handles from the strong references of requests
             // not finished (`finish` takes a request out of the map before deleting its

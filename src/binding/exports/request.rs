@@ -269,7 +269,8 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         handle,
         context_name: args.value(arg::CONTEXT_NAME),
     };
-    let req = cell.request(
+    let req = request::start(
+        &cell,
         KeyId(key),
         js_side,
         plan.spec,

@@ -1,0 +1,259 @@
+//! The events of `agent.request()` exchanges on the JavaScript thread: each goes to its
+//! request's handle; the end of an exchange gives its connection back to the pool (or closes
+//! it), counts its failure, or sends the request again after the keep-alive race; the sweep of
+//! long headers timeouts.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{drain_to, header_string, keep_alive_hint, kind, ReqState};
+use crate::binding::conn::State;
+use crate::binding::env::EnvCtx;
+use crate::binding::js::{self};
+use crate::binding::pool::verdict;
+use crate::client::plan::Replay;
+use crate::client::{self, Event, Spec};
+use crate::error::Error;
+
+/// Starts the headers deadline of `req`, whose exchange just started, when this thread
+/// keeps its timeout.
+pub fn arm_headers_deadline(ctx: &EnvCtx, req: &ReqState) {
+    // A deadline past what an Instant holds never comes.
+    if let Some(deadline) = req
+        .headers_timeout
+        .get()
+        .and_then(|t| Instant::now().checked_add(t))
+    {
+        req.headers_deadline.set(Some(deadline));
+        ctx.schedule_sweep();
+    }
+}
+
+/// Fails the requests whose headers deadline passed before their response head came, as
+/// the exchange would at its own timeout; sweeps again while other deadlines run.
+pub fn sweep_headers_deadlines(ctx: &EnvCtx) {
+    let now = Instant::now();
+    // Deadlines armed meanwhile (by code the failures run) schedule a sweep themselves.
+    let mut running = false;
+    for req in ctx.requests() {
+        let Some(deadline) = req.headers_deadline.get() else {
+            continue;
+        };
+        if req.headed.get() || req.retrying.borrow().is_some() {
+            continue;
+        }
+        if deadline > now {
+            running = true;
+            continue;
+        }
+        req.headers_deadline.set(None);
+        let t = req.headers_timeout.get().unwrap_or_default();
+        crate::binding::debug::debug!("request {}: no response head within {t:?}", req.id);
+        // Stopped where it is, as an abort stops it: its connection closes.
+        if let Some(exchange) = req.abort.borrow_mut().take() {
+            exchange.stop();
+        }
+        on_request_event(ctx, req.id, Event::Error(client::headers_timeout(t)));
+        on_request_event(ctx, req.id, Event::Done(None));
+    }
+    if running {
+        ctx.schedule_sweep();
+    }
+}
+
+/// What the replay of `req` sends (taken: a request goes again once), and whether its body's
+/// writer waits for a drain; None when the replay is no longer possible. A streamed body's
+/// new writer takes the old one's place.
+pub(super) fn replay_spec(ctx: &EnvCtx, req: &ReqState) -> Option<(Spec, bool)> {
+    let replay = req.replay.borrow_mut().take()?;
+    let id = Arc::new(std::sync::atomic::AtomicU32::new(req.id));
+    let resend = replay.resend(drain_to(&ctx.inbox, id))?;
+    let drain = match resend.writer {
+        Some(writer) => {
+            let old = req.writer.borrow_mut().replace(writer);
+            old.is_some_and(|w| w.is_waiting()) && !resend.ended
+        }
+        None => false,
+    };
+    Some((resend.spec, drain))
+}
+
+/// An event of request `req`'s exchange, on the JavaScript thread.
+pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
+    let Some(req) = ctx.request(req_id) else {
+        // Aborted meanwhile: a connection that comes back is not reused (the abort
+        // already closed it), so there is nothing to do.
+        return;
+    };
+    let env = ctx.env;
+    match event {
+        Event::Info { status, headers } => {
+            // The server has the request: no replay will send it again (the exchange
+            // fails as answered if the connection dies now), so a streamed body's
+            // recording stops.
+            if let Some(replay) = req.replay.borrow_mut().take() {
+                replay.drop_recording();
+            }
+            req.emit(
+                kind::INFO,
+                &[js::number(env, status as f64), header_string(env, &headers)],
+            );
+        }
+        Event::Head {
+            status,
+            reason,
+            headers,
+            chunks,
+            end,
+            done,
+        } => {
+            req.headed.set(true);
+            if let Some(replay) = req.replay.borrow_mut().take() {
+                replay.drop_recording();
+            }
+            req.hint.set(keep_alive_hint(&headers));
+            let body = if chunks.is_empty() {
+                js::null(env)
+            } else {
+                ctx.chunks.chunk_concat(&chunks)
+            };
+            let trailers = end
+                .as_ref()
+                .map_or_else(|| js::null(env), |t| header_string(env, t));
+            let mut args = [
+                js::number(env, status as f64),
+                js::latin1(env, &reason),
+                header_string(env, &headers),
+                body,
+                trailers,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            ];
+            // The exchange ended with its head: the connection is settled first, so that
+            // code the response's end runs finds it back in the pool.
+            let finished = done.map(|sender| settle(ctx, &req, sender));
+            let given = match finished {
+                Some((conn_id, verdict)) => {
+                    args[5] = js::number(env, verdict);
+                    args[6] = js::number(env, conn_id as f64);
+                    7
+                }
+                None => 5,
+            };
+            req.emit(kind::HEAD, &args[..given]);
+            if finished.is_some() {
+                req.finish();
+            }
+        }
+        Event::Data(chunks) => {
+            req.emit(kind::DATA, &[ctx.chunks.chunk_concat(&chunks)]);
+        }
+        Event::End(trailers) => {
+            req.emit(kind::END, &[header_string(env, &trailers)]);
+        }
+        Event::Error(err) => {
+            count_failure(ctx, &req, &err);
+            let desc = js::error_descriptor(env, &err);
+            req.emit(kind::ERROR, &[desc]);
+        }
+        Event::Unsent(err) => {
+            count_failure(ctx, &req, &err);
+            // The keep-alive race: a reused connection died before answering. An
+            // idempotent request is sent once more, on a fresh connection (RFC 9110
+            // §9.2.2); anything else fails, saying whether it went out.
+            let possible = req.replay.borrow().as_ref().is_some_and(Replay::possible);
+            if crate::replay::replays_after_race(req.reused.get(), possible) {
+                *req.retrying.borrow_mut() = Some(err);
+            } else {
+                let desc = js::error_descriptor(env, &err);
+                req.emit(kind::ERROR, &[desc]);
+            }
+        }
+        Event::BodyDrain => {
+            req.emit(kind::DRAIN, &[]);
+        }
+        Event::Answered => {
+            req.emit(kind::ANSWERED, &[]);
+        }
+        Event::Done(sender) if req.retrying.borrow().is_some() => {
+            let err = req.retrying.borrow_mut().take();
+            match replay_spec(ctx, &req) {
+                Some((spec, drain)) => {
+                    crate::binding::debug::debug!("replay request {} on a new connection", req.id);
+                    req.unhold();
+                    let pool = req.pool();
+                    pool.retire(req.conn.get());
+                    pool.state.borrow_mut().pool.stats.replay_count += 1;
+                    *req.spec.borrow_mut() = Some(spec);
+                    super::open::connect_for(&pool, &req);
+                    // A writer held back while the connection was lost goes on, into the
+                    // new connection's body.
+                    if drain {
+                        req.emit(kind::DRAIN, &[]);
+                    }
+                }
+                // The streamed body outgrew what a replay keeps meanwhile: the request
+                // fails as it would have without one.
+                None => {
+                    if let Some(err) = err {
+                        req.emit(kind::ERROR, &[js::error_descriptor(env, &err)]);
+                    }
+                    on_request_event(ctx, req.id, Event::Done(sender));
+                }
+            }
+        }
+        Event::Done(sender) => {
+            let (conn_id, verdict) = settle(ctx, &req, sender);
+            req.emit(
+                kind::DONE,
+                &[js::number(env, verdict), js::number(env, conn_id as f64)],
+            );
+            req.finish();
+        }
+    }
+}
+
+/// Counts a failure of the established connection of `req` (see `Stats::count_failure`).
+pub(super) fn count_failure(ctx: &EnvCtx, req: &ReqState, err: &Error) {
+    let established = ctx
+        .conn(req.conn.get())
+        .is_some_and(|c| c.state.get() == State::Active);
+    if !established {
+        return;
+    }
+    req.pool.state.borrow_mut().pool.stats.count_failure(err);
+}
+
+/// The exchange of `req` is over: its connection goes back to the pool (with `sender`, if
+/// hyper keeps it open) or closes, by the agent's rules. Returns the connection and the
+/// pool's verdict (a waiter the JavaScript side serves, when not negative).
+pub(super) fn settle(
+    ctx: &EnvCtx,
+    req: &Rc<ReqState>,
+    sender: Option<client::Sender>,
+) -> (u32, f64) {
+    // The exchange is over: stopping it now would stop what its connection runs next.
+    req.abort.borrow_mut().take();
+    req.unhold();
+    req.writer.borrow_mut().take();
+    // The connection is the pool's again: an abort from now on does not close it.
+    let conn_id = req.conn.replace(0);
+    let Some(conn) = ctx.conn(conn_id) else {
+        return (conn_id, verdict::NONE);
+    };
+    let pool = req.pool();
+    let sender = match sender {
+        Some(sender) if conn.state.get() == State::Active => sender,
+        _ => return (conn_id, pool.close(conn_id)),
+    };
+    conn.keep_sender(sender);
+    let policy = pool.policy.get();
+    let idle = policy.idle_for(None, req.hint.get());
+    let verdict = match policy.settle(conn.created.elapsed(), idle) {
+        crate::pool::Fate::Close => pool.close(conn_id),
+        // A waiting `agent.request()` takes it here (`route`).
+        crate::pool::Fate::Release(idle) => pool.release(conn_id, idle),
+    };
+    (conn_id, verdict)
+}

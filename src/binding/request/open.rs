@@ -1,0 +1,500 @@
+//! Opening the way for an `agent.request()`: the checkout that gives it a connection of the
+//! promise path, a new connection or a place in the queue; the dispatch of its exchange on a
+//! connection; a new connection's connect, its TLS server check and the user's `lookup`.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use napi::sys;
+
+use super::{kind, name, Exchange, JsSide, ReqSink, ReqState};
+use crate::binding::conn::{Conn, Mode, State};
+use crate::binding::inbox::{Completion, HyperEstablished};
+use crate::binding::js::{self, AsyncContext, Ref};
+use crate::binding::pool::{verdict, PoolCell};
+use crate::client::plan::Replay;
+use crate::client::{self, BodyWriter, Control, Event, Sink, Spec};
+use crate::error::Error;
+use crate::pool::{Checkout, Fit, KeyId, WaiterId};
+use crate::runtime::runtime;
+use crate::transport::establish::{establish, Established as Opened, Secure};
+use crate::transport::{tls, Connected, Socket, Target};
+
+/// Starts `agent.request()`: a connection of the promise path now, a new one, or a place
+/// in the queue (served by [`PoolCell::route`]).
+pub fn start(
+    pool: &Rc<PoolCell>,
+    key: KeyId,
+    js_side: JsSide,
+    spec: Spec,
+    writer: Option<BodyWriter>,
+    ctl: Arc<Control>,
+    replay: Option<Replay>,
+) -> Rc<ReqState> {
+    let env = pool.ctx.env;
+    let req = Rc::new(ReqState {
+        id: pool.ctx.next_request_id(),
+        pool: pool.clone(),
+        key,
+        // SAFETY (both): js.rs invariant 1: the handle object and the context's name are
+        // arguments of the current `request` call, so the context captured is this call's;
+        // `finish` deletes and destroys them once (js.rs invariant 2). Tests:
+        // __test__/context.test.js "promise and stream events run in the context of the
+        // request() call"; __test__/safety.test.js "an end reached twice ends once: aborts
+        // and destroys from inside listeners, in every order".
+        handle: unsafe { Ref::new(env, js_side.handle, 1) },
+        ctx: unsafe { AsyncContext::named_by(env, js_side.handle, js_side.context_name) },
+        ctl,
+        spec: RefCell::new(Some(spec)),
+        writer: RefCell::new(writer),
+        conn: Cell::new(0),
+        abort: RefCell::new(None),
+        headed: Cell::new(false),
+        replay: RefCell::new(replay),
+        reused: Cell::new(false),
+        retrying: RefCell::new(None),
+        hint: Cell::new(None),
+        headers_timeout: Cell::new(None),
+        headers_deadline: Cell::new(None),
+        hold: RefCell::new(None),
+        finished: Cell::new(false),
+        waiter: Cell::new(None),
+    });
+    pool.ctx.insert_request(req.clone());
+    let mut discard = Vec::new();
+    let checkout = {
+        let ctx = &pool.ctx;
+        let mut st = pool.state.borrow_mut();
+        st.pool.checkout(
+            key,
+            |&id| ctx.conn(id).map_or(Fit::Dead, |c| c.fit(Mode::Promise)),
+            &mut discard,
+        )
+    };
+    for (id, _) in discard {
+        // A socket object (or a hook's stream) a program holds for it hears of its end.
+        pool.drop_idle(id, false);
+    }
+    match checkout {
+        Checkout::Reuse(conn) => dispatch(pool, &req, conn),
+        Checkout::Connect => connect_for(pool, &req),
+        Checkout::Queued(WaiterId(w)) => {
+            req.waiter.set(Some(w));
+            pool.promise_waiters.borrow_mut().insert(w, (req.id, key));
+        }
+    }
+    req
+}
+
+/// Serves waiter `w`, an `agent.request()`, with what the pool gave it: connection
+/// `conn_id` (a handoff: the request goes on it, or, if it belongs to the other path, on a
+/// new connection in its slot) or a slot (a grant: a new connection).
+pub fn serve_promise(pool: &Rc<PoolCell>, req: &Rc<ReqState>, handoff: Option<u32>) {
+    req.waiter.set(None);
+    match handoff.and_then(|id| pool.conn(id)) {
+        Some(conn) if conn.mode.get() == Mode::Promise => dispatch(pool, req, conn.id),
+        Some(conn) => {
+            pool.retire(conn.id);
+            connect_for(pool, req);
+        }
+        None => connect_for(pool, req),
+    }
+}
+
+/// The JavaScript handles of this pool's `agent.request()`s waiting in its queue, for
+/// `agent.destroy()` to fail.
+pub fn requests_queued(pool: &PoolCell) -> Vec<sys::napi_value> {
+    let env = pool.ctx.env;
+    pool.ctx
+        .requests()
+        .into_iter()
+        .filter(|r| r.pool.id == pool.id && r.waiter.get().is_some())
+        .map(|r| r.handle.get(env))
+        .collect()
+}
+
+/// `agent.destroy()`: the JavaScript handles of this pool's `agent.request()`s that are on
+/// a connection (or connecting), for JavaScript to abort, which closes their connections
+/// as the drop-in path's sockets are destroyed.
+pub fn requests_in_flight(pool: &PoolCell) -> Vec<sys::napi_value> {
+    let env = pool.ctx.env;
+    pool.ctx
+        .requests()
+        .into_iter()
+        .filter(|r| r.pool.id == pool.id && r.conn.get() != 0)
+        .map(|r| r.handle.get(env))
+        .collect()
+}
+
+/// The keys of this pool's `agent.request()`s in flight or queued.
+pub fn request_keys(pool: &PoolCell) -> Vec<KeyId> {
+    pool.ctx
+        .requests()
+        .into_iter()
+        .filter(|r| r.pool.id == pool.id)
+        .map(|r| r.key)
+        .collect()
+}
+
+/// Sends a request on an idle connection of the promise path.
+pub fn dispatch(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
+    let Some(conn) = pool.conn(conn_id) else {
+        return;
+    };
+    let sender = conn.take_sender();
+    let Some(mut spec) = req.spec.borrow_mut().take() else {
+        return;
+    };
+    req.keep_headers_timeout(&mut spec);
+    conn.state.set(State::Active);
+    req.conn.set(conn_id);
+    req.reused.set(true);
+    req.hold();
+    let sink: Arc<dyn Sink> = Arc::new(ReqSink {
+        inbox: pool.ctx.inbox.clone(),
+        req: req.id,
+    });
+    let ctl = req.ctl.clone();
+    let running = match sender {
+        // The stopper is one for the connection, shared by the requests it serves: no count
+        // of the connection's shared state to change on each request.
+        Some((sender, stopper)) => {
+            match sender.start(spec, ctl, sink) {
+                // In the connection's task, which boxes the exchange on tokio's thread.
+                Ok(()) => Exchange::InConnection(stopper),
+                // The connection's task has ended since: the exchange finds it closed.
+                Err(queued) => Exchange::Task(
+                    runtime()
+                        .spawn(async move { queued.start().await })
+                        .abort_handle(),
+                ),
+            }
+        }
+        None => {
+            // Closed since the checkout looked: the exchange reports a hang-up.
+            sink.post(Event::Error(Error::tls("ECONNRESET", "socket hang up")));
+            sink.post(Event::Done(None));
+            return;
+        }
+    };
+    *req.abort.borrow_mut() = Some(running);
+    super::events::arm_headers_deadline(&pool.ctx, req);
+}
+
+/// Opens a new promise-path connection for `req` (its slot is already counted) and runs
+/// the exchange on it in the same task.
+pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
+    let Some(mut spec) = req.spec.borrow_mut().take() else {
+        return;
+    };
+    // The headers timeout starts with the exchange, once connected (`hyper_connected`).
+    req.keep_headers_timeout(&mut spec);
+    // A request on a fresh connection is never sent again: a streamed body need not be
+    // kept for it (a replay's own body keeps nothing either).
+    if let Some(replay) = req.replay.borrow().as_ref() {
+        replay.drop_recording();
+    }
+    let conn: Rc<Conn> = pool.new_conn(req.key);
+    crate::binding::debug::debug!("request {}: create connection {}", req.id, conn.id);
+    conn.mode.set(Mode::Promise);
+    req.conn.set(conn.id);
+    req.reused.set(false);
+    req.hold();
+    let Some((target, servername)) = pool.target(req.key) else {
+        let sink = ReqSink {
+            inbox: pool.ctx.inbox.clone(),
+            req: req.id,
+        };
+        sink.post(Event::Error(Error::tls(
+            "ERR_HYPERAGENT_INTERNAL",
+            "no connect target for this origin",
+        )));
+        sink.post(Event::Done(None));
+        return;
+    };
+    let opts = pool.state.borrow().connect_opts;
+    let tls = pool.tls_config(req.key);
+    let keylog = pool.keylog.clone();
+    let js_lookup = pool.js_lookup(req.key);
+    let inbox = pool.ctx.inbox.clone();
+    let (pool_id, conn_id, req_id) = (pool.id, conn.id, req.id);
+    let ctl = req.ctl.clone();
+    let max_header = pool.max_header_size.get();
+    let connect_timeout = pool.connect_timeout.get();
+    let tunneled = matches!(
+        &target,
+        Target::Tcp {
+            tunnel: Some(_),
+            ..
+        }
+    );
+    let task = runtime().spawn(async move {
+        // Set once the connect (through a proxy's tunnel, when there is one) is done.
+        let connected = AtomicBool::new(false);
+        let sink: Arc<dyn Sink> = Arc::new(ReqSink {
+            inbox: inbox.clone(),
+            req: req_id,
+        });
+        // Boxed, as the connect's steps are: made here on tokio's thread, while the spawned
+        // future, which the JavaScript thread allocates for every connection, stays small.
+        let established = Box::pin(async {
+            let mut target = target;
+            // The user's `lookup` resolves the host, in JavaScript, as on the drop-in path;
+            // should it fail, JavaScript fails the request and closes this connection.
+            if let (true, Target::Tcp { addresses, .. }) = (js_lookup, &mut target) {
+                let (reply, resolved) = tokio::sync::oneshot::channel();
+                inbox.post(Completion::HyperLookup {
+                    pool: pool_id,
+                    conn: conn_id,
+                    req: req_id,
+                    reply,
+                });
+                let ips = resolved.await.map_err(|_| {
+                    Error::tls("ERR_HYPERAGENT_INTERNAL", "the lookup gave no answer")
+                })?;
+                *addresses = Some(ips);
+            }
+            let secure = tls.as_deref().map(|config| Secure {
+                config,
+                servername: servername.as_deref(),
+                keylog: keylog.clone(),
+            });
+            let on_keys = |lines| {
+                inbox.post(Completion::Keylog {
+                    pool: pool_id,
+                    conn: conn_id,
+                    lines,
+                })
+            };
+            let mark = || connected.store(true, Ordering::Relaxed);
+            let established =
+                Box::pin(establish(target, opts, secure, None, mark, on_keys)).await?;
+            let ((sender, connection), info, local, remote) = match established {
+                Opened::Secure {
+                    stream,
+                    info,
+                    local,
+                    remote,
+                } => {
+                    let http = Box::pin(client::handshake(stream, max_header)).await?;
+                    (http, Some(info), local, remote)
+                }
+                Opened::Plain(Connected {
+                    socket,
+                    local,
+                    remote,
+                }) => {
+                    let http = match socket {
+                        Socket::Tcp(tcp) => Box::pin(client::handshake(tcp, max_header)).await?,
+                        Socket::Unix(unix) => Box::pin(client::handshake(unix, max_header)).await?,
+                        Socket::Proxied(stream) => {
+                            Box::pin(client::handshake(*stream, max_header)).await?
+                        }
+                    };
+                    (http, None, local, remote)
+                }
+            };
+            Ok::<_, Error>((sender, connection, local, remote, info))
+        });
+        // Opening the connection (resolving, connecting, the TLS handshake) is bounded by
+        // the agent's timeout, failing as a drop-in socket with nobody listening would; a
+        // proxy's tunnel not open by then fails as Node's agent fails it.
+        let established = match connect_timeout {
+            Some(t) => tokio::time::timeout(t, established)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(match tunneled && !connected.load(Ordering::Relaxed) {
+                        true => Error::proxy_tunnel_timeout(t),
+                        false => Error::socket_timeout(t),
+                    })
+                }),
+            None => established.await,
+        };
+        match established {
+            Ok((sender, connection, local, remote, info)) => {
+                // As Node's: the server of a new TLS session is checked by name before a
+                // byte of HTTP is read or written; not a resumed one (checked when it was
+                // made), nor one whose chain already failed (`rejectUnauthorized: false`).
+                let unchecked = info.as_ref().is_some_and(tls::TlsConfig::needs_name_check);
+                let (verify, verified) = match unchecked {
+                    true => {
+                        let (tx, rx) = tokio::sync::oneshot::channel();
+                        (Some(tx), Some(rx))
+                    }
+                    false => (None, None),
+                };
+                inbox.post(Completion::HyperConnected {
+                    pool: pool_id,
+                    conn: conn_id,
+                    req: req_id,
+                    result: Ok((local, remote, info.map(Box::new), verify)),
+                });
+                // A name that fails closes the connection (this task stops here).
+                if let Some(verified) = verified {
+                    if verified.await.is_err() {
+                        return;
+                    }
+                }
+                connection.spawn(move || {
+                    inbox.post(Completion::HyperClosed {
+                        pool: pool_id,
+                        conn: conn_id,
+                    })
+                });
+                client::exchange(sender, spec, ctl, sink).await;
+            }
+            Err(err) => inbox.post(Completion::HyperConnected {
+                pool: pool_id,
+                conn: conn_id,
+                req: req_id,
+                result: Err(err),
+            }),
+        }
+    });
+    *req.abort.borrow_mut() = Some(Exchange::Task(task.abort_handle()));
+}
+
+/// A promise-path connect finished (on success the exchange is already running).
+pub fn hyper_connected(
+    pool: &Rc<PoolCell>,
+    conn_id: u32,
+    req_id: u32,
+    result: Result<HyperEstablished, Error>,
+) {
+    let Some(conn) = pool.conn(conn_id) else {
+        return;
+    };
+    match result {
+        Ok((local, remote, info, verify)) => {
+            conn.local.set(local);
+            *conn.remote.borrow_mut() = Some(remote);
+            *conn.tls.borrow_mut() = info;
+            conn.state.set(State::Active);
+            let Some(req) = pool
+                .ctx
+                .request(req_id)
+                .filter(|req| req.conn.get() == conn_id)
+            else {
+                // Nobody to check it for (its request ended meanwhile): it closes unused.
+                if verify.is_some() {
+                    pool.ctx.remove_conn(conn_id);
+                    conn.close(pool.ctx.env);
+                    let grant = pool.state.borrow_mut().pool.closed(conn.key);
+                    pool.notify_grants(grant.into_iter());
+                }
+                return;
+            };
+            super::events::arm_headers_deadline(&pool.ctx, &req);
+            if let Some(verify) = verify {
+                verify_server(pool, &req, &conn, verify);
+            }
+        }
+        Err(err) => {
+            pool.ctx.remove_conn(conn_id);
+            conn.close(pool.ctx.env);
+            // Not open within the agent's timeout: a timeout, as on the drop-in path.
+            let grant = pool
+                .state
+                .borrow_mut()
+                .pool
+                .connect_failed(conn.key, err.timed_out());
+            if let Some(req) = pool.ctx.request(req_id) {
+                req.conn.set(0);
+                let desc = js::error_descriptor(pool.ctx.env, &err);
+                req.emit(kind::ERROR, &[desc]);
+                req.unhold();
+                req.emit(
+                    kind::DONE,
+                    &[
+                        js::number(pool.ctx.env, verdict::NONE),
+                        js::number(pool.ctx.env, 0.0),
+                    ],
+                );
+                req.finish();
+            }
+            pool.notify_grants(grant.into_iter());
+        }
+    }
+}
+
+/// Has JavaScript check the name of the server of `req`'s new TLS connection, as Node's
+/// `tls.connect` does after the handshake: its exchange starts if the name is right;
+/// otherwise JavaScript has failed the request with the check's error and closed the
+/// connection, which counts as a socket error and drops the server's cached sessions (as
+/// Node's https.Agent evicts them), so that the next connection is checked anew.
+pub(super) fn verify_server(
+    pool: &PoolCell,
+    req: &Rc<ReqState>,
+    conn: &Conn,
+    verify: tokio::sync::oneshot::Sender<()>,
+) {
+    let env = pool.ctx.env;
+    let info = conn
+        .tls
+        .borrow()
+        .as_deref()
+        .map_or_else(|| js::null(env), |info| js::tls_info(env, info));
+    let verdict = req
+        .emit(kind::VERIFY, &[info, js::number(env, req.key.0 as f64)])
+        .and_then(|v| js::to_f64(env, v));
+    if verdict == Some(name::RIGHT) {
+        conn.with_tls(|config, info| config.name_verified(info));
+    }
+    if matches!(verdict, Some(v) if v == name::RIGHT || v == name::LET_PASS) {
+        let _ = verify.send(());
+        return;
+    }
+    pool.state.borrow_mut().pool.stats.error_socket_count += 1;
+    conn.with_tls(|config, info| config.forget_sessions(&info.server));
+    // JavaScript fails the request with the check's error; had it not (it threw), the
+    // request would wait for ever: it fails here.
+    if pool.ctx.request(req.id).is_some() {
+        let err = Error::tls(
+            "ERR_HYPERAGENT_INTERNAL",
+            "the server's name could not be checked",
+        );
+        super::events::on_request_event(&pool.ctx, req.id, Event::Error(err));
+        super::events::on_request_event(&pool.ctx, req.id, Event::Done(None));
+    }
+}
+
+/// A new connection of `req` waits for the user's `lookup`: JavaScript runs it and answers
+/// through `lookupDone` (or fails the request, which closes the connection).
+pub fn hyper_lookup(
+    pool: &Rc<PoolCell>,
+    conn_id: u32,
+    req_id: u32,
+    reply: tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>,
+) {
+    let Some(conn) = pool.conn(conn_id) else {
+        return;
+    };
+    let Some(req) = pool
+        .ctx
+        .request(req_id)
+        .filter(|req| req.conn.get() == conn_id)
+    else {
+        return;
+    };
+    *conn.lookup.borrow_mut() = Some(reply);
+    let env = pool.ctx.env;
+    req.emit(
+        kind::LOOKUP,
+        &[
+            js::number(env, conn_id as f64),
+            js::number(env, req.key.0 as f64),
+        ],
+    );
+}
+
+/// hyper's connection task ended (the server closed it, or it failed).
+pub fn hyper_closed(pool: &Rc<PoolCell>, conn_id: u32) {
+    let Some(conn) = pool.conn(conn_id) else {
+        return;
+    };
+    if conn.state.get() == State::Idle {
+        pool.evict_idle(&conn);
+    }
+}
