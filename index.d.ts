@@ -5,6 +5,7 @@ import * as https from 'node:https';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
 import { Readable } from 'node:stream';
+import { EventEmitter } from 'node:events';
 
 /**
  * A keep-alive `http.Agent` whose pool, sockets and DNS live in Rust. Pass it as the `agent`
@@ -400,6 +401,92 @@ declare namespace Agent {
   type HttpsAgent = InstanceType<typeof HttpsAgentClass>;
   type HttpsOptions = HttpsAgentOptions;
   const constants: Constants;
+  /**
+   * undici's Dispatcher contract over the agents' pools: Node's built-in `fetch` and undici's
+   * `request`/`stream`/`pipeline`/`fetch` take it as their `dispatcher`. Options are the
+   * agents' (with the TLS options of `HttpsAgent` for `https:` origins), or `http`/`https`: the
+   * agents to share.
+   */
+  class Dispatcher extends EventEmitter {
+    constructor(options?: DispatcherOptions);
+    /** The agents carrying its requests (made on first use unless given). */
+    readonly http: AgentClass;
+    readonly https: InstanceType<typeof HttpsAgentClass>;
+    /** `close()` or `destroy()` was called. */
+    readonly closed: boolean;
+    readonly destroyed: boolean;
+    /** Starts the request `options` describes; `handler` (either of undici's handler APIs) hears of it. */
+    dispatch(options: DispatchOptions, handler: DispatchHandler): boolean;
+    /** Graceful: refuses new requests, lets those in flight finish, then closes its own agents. */
+    close(): Promise<void>;
+    close(callback: (err: Error | null) => void): void;
+    /** At once: requests in flight fail with `err` (`UND_ERR_DESTROYED` when none). */
+    destroy(err?: Error | null): Promise<void>;
+    destroy(callback: (err: Error | null) => void): void;
+    destroy(err: Error | null, callback: (err: Error | null) => void): void;
+    /** undici's interceptors (`(dispatch) => (options, handler) => boolean`), the first outermost. */
+    compose(...interceptors: DispatchInterceptor[]): this;
+    compose(interceptors: DispatchInterceptor[]): this;
+  }
+
+  interface DispatcherOptions extends HttpsAgentOptions {
+    /** An `Agent` to carry `http:` requests (shared: `close()` leaves it open). */
+    http?: AgentClass | undefined;
+    /** An `HttpsAgent` to carry `https:` requests. */
+    https?: InstanceType<typeof HttpsAgentClass> | undefined;
+  }
+
+  /** What undici's `dispatch()` is given: the request. */
+  interface DispatchOptions {
+    origin: string | URL;
+    path: string;
+    method: string;
+    headers?: Record<string, string | string[] | undefined> | string[] | Iterable<[string, string]> | null | undefined;
+    body?: string | Buffer | Uint8Array | NodeJS.ReadableStream | AsyncIterable<Uint8Array | string> | Blob | null | undefined;
+    query?: Record<string, unknown> | undefined;
+    headersTimeout?: number | null | undefined;
+    bodyTimeout?: number | null | undefined;
+    reset?: boolean | undefined;
+    upgrade?: string | boolean | null | undefined;
+    [key: string]: unknown;
+  }
+
+  type DispatchFunction = (options: DispatchOptions, handler: DispatchHandler) => boolean;
+  type DispatchInterceptor = (dispatch: DispatchFunction) => DispatchFunction;
+
+  /** The newer handler API's controller of one request. */
+  interface DispatchController {
+    readonly paused: boolean;
+    readonly aborted: boolean;
+    readonly reason: Error | null;
+    readonly rawHeaders: Buffer[] | null;
+    readonly rawTrailers: Buffer[] | null;
+    pause(): void;
+    resume(): void;
+    abort(reason?: Error): void;
+  }
+
+  /** Either of undici's handler APIs: the one Node's fetch calls, or the newer one with a controller. */
+  interface DispatchHandler {
+    onConnect?(abort: (reason?: Error) => void): void;
+    onResponseStarted?(): void;
+    onHeaders?(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean;
+    onData?(chunk: Buffer): boolean;
+    onComplete?(trailers: Buffer[] | null): void;
+    onError?(err: Error): void;
+    onUpgrade?(statusCode: number, rawHeaders: Buffer[], socket: net.Socket): void;
+    onRequestStart?(controller: DispatchController, context: object): void;
+    onResponseStart?(controller: DispatchController, statusCode: number, headers: Record<string, string | string[]>, statusMessage: string): void;
+    onResponseData?(controller: DispatchController, chunk: Buffer): void;
+    onResponseEnd?(controller: DispatchController, trailers: Record<string, string | string[]>): void;
+    onResponseError?(controller: DispatchController, err: Error): void;
+  }
+
+  /** Makes `dispatcher` the one Node's built-in fetch (and undici's `getGlobalDispatcher()`) uses. */
+  function setGlobalDispatcher(dispatcher: { dispatch: DispatchFunction }): void;
+  /** The dispatcher Node's built-in fetch uses now. */
+  function getGlobalDispatcher(): { dispatch: DispatchFunction };
+
   /** `agent.request()` on a default `Agent` or `HttpsAgent`, by the URL's protocol. */
   function request(url: RequestUrl, options: RequestOptions & { responseHeaders: 'raw' }): Promise<RawHeadersResponse>;
   function request(url: RequestUrl, options?: RequestOptions): Promise<Response>;

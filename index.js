@@ -9,6 +9,7 @@ const http = require('node:http');
 const https = require('node:https');
 const { Agent, HttpsAgent } = require('./lib/agent');
 const constants = require('./lib/constants');
+const { Dispatcher, setGlobalDispatcher, getGlobalDispatcher } = require('./lib/dispatcher');
 
 let defaultHttp = null;
 let defaultHttps = null;
@@ -36,4 +37,7 @@ module.exports.HttpAgent = Agent;
 module.exports.HttpsAgent = HttpsAgent;
 module.exports.constants = constants;
 module.exports.request = request;
+module.exports.Dispatcher = Dispatcher;
+module.exports.setGlobalDispatcher = setGlobalDispatcher;
+module.exports.getGlobalDispatcher = getGlobalDispatcher;
 module.exports.default = Agent;

@@ -1,4 +1,6 @@
 import hyperagent from './index.js';
 
-export const { Agent, HttpAgent, HttpsAgent, constants, request } = hyperagent;
+export const {
+  Agent, HttpAgent, HttpsAgent, constants, request, Dispatcher, setGlobalDispatcher, getGlobalDispatcher,
+} = hyperagent;
 export default hyperagent;

@@ -2,7 +2,7 @@
 import test from 'node:test';
 import assert from 'node:assert';
 import http from 'node:http';
-import hyperagent, { Agent, HttpAgent, constants } from 'hyperagent-rs';
+import hyperagent, { Agent, HttpAgent, constants, Dispatcher, setGlobalDispatcher, getGlobalDispatcher } from 'hyperagent-rs';
 
 test('ES module imports: default and named exports', () => {
   assert.strictEqual(hyperagent, Agent);
@@ -11,4 +11,7 @@ test('ES module imports: default and named exports', () => {
   const agent = new Agent({ maxSockets: 2 });
   assert.ok(agent instanceof http.Agent);
   agent.destroy();
+  assert.strictEqual(Dispatcher, hyperagent.Dispatcher);
+  assert.strictEqual(typeof setGlobalDispatcher, 'function');
+  assert.strictEqual(typeof getGlobalDispatcher, 'function');
 });

@@ -148,6 +148,25 @@ function prematureClose() {
   return withCode(new Error('Premature close'), 'ERR_STREAM_PREMATURE_CLOSE');
 }
 
+// undici's errors of a dispatcher, by the names and codes code written against undici checks:
+// ClientClosedError (UND_ERR_CLOSED), ClientDestroyedError (UND_ERR_DESTROYED),
+// RequestAbortedError (UND_ERR_ABORTED).
+const UNDICI_ERRORS = {
+  CLOSED: ['ClientClosedError', 'The client is closed'],
+  DESTROYED: ['ClientDestroyedError', 'The client is destroyed'],
+  ABORTED: ['RequestAbortedError', 'Request aborted'],
+};
+
+function undiciError(kind) {
+  const [name, message] = UNDICI_ERRORS[kind];
+  const err = new Error(message);
+  // Named in its stack's header too (withCode takes the name it finds, then drops it).
+  err.name = name;
+  withCode(err, `UND_ERR_${kind}`);
+  err.name = name;
+  return err;
+}
+
 function hyperagentError(code, message, Ctor = Error) {
   return withCode(new Ctor(message), `ERR_HYPERAGENT_${code}`);
 }
@@ -204,5 +223,6 @@ module.exports = {
   prematureClose,
   abortError,
   hyperagentError,
+  undiciError,
   internalError,
 };

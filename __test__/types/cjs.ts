@@ -141,3 +141,28 @@ void [promisePath, asHttps, onTlsError, asDefault, asHttpAgent, counts, free, ch
 new hyperagent.Agent({ autoSelectFamily: false, autoSelectFamilyAttemptTimeout: 500 });
 // @ts-expect-error autoSelectFamily is a boolean
 new hyperagent.Agent({ autoSelectFamily: 'yes' });
+
+// The Dispatcher: fetch and undici over the agents' pools.
+const dispatcher = new hyperagent.Dispatcher({ maxSockets: 10, ca: 'pem', http: agent });
+const viaAgent: hyperagent.Agent = dispatcher.http;
+const composed: hyperagent.Dispatcher = dispatcher.compose((dispatch) => (opts, handler) => dispatch(opts, handler));
+const started: boolean = dispatcher.dispatch({ origin: 'http://127.0.0.1', path: '/', method: 'GET' }, {
+  onConnect(abort) { abort(); },
+  onHeaders(statusCode, rawHeaders, resume) { resume(); return statusCode < 400 && rawHeaders.length >= 0; },
+  onData(chunk) { return chunk.length > 0; },
+  onComplete() {},
+  onError(err) { void err.message; },
+});
+dispatcher.dispatch({ origin: new URL('https://x'), path: '/', method: 'POST', body: 'x' }, {
+  onResponseStart(controller, statusCode, headers) { controller.pause(); void headers[statusCode]; },
+  onResponseData(controller) { controller.resume(); },
+  onResponseEnd() {},
+  onResponseError(controller, err) { void controller.reason; void err; },
+});
+hyperagent.setGlobalDispatcher(dispatcher);
+const current: { dispatch: hyperagent.DispatchFunction } = hyperagent.getGlobalDispatcher();
+// @types/node's RequestInit has no `dispatcher` (Node's fetch takes it all the same).
+void fetch('http://127.0.0.1/', { dispatcher } as RequestInit);
+const closing: Promise<void> = dispatcher.close();
+dispatcher.destroy(null, (err) => { void err; });
+void [viaAgent, composed, started, current, closing];

@@ -1,0 +1,414 @@
+'use strict';
+
+// Dispatcher: Node's built-in fetch and undici's request/fetch over the agents' pools, against
+// real HTTP and HTTPS servers on loopback (fixture certificates verified for real) and scripted
+// raw servers for faults; both of undici's handler APIs driven directly.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const https = require('node:https');
+const path = require('node:path');
+const { once } = require('node:events');
+const undici = require('undici');
+const { Dispatcher, Agent, setGlobalDispatcher, getGlobalDispatcher } = require('..');
+const { httpServer, streamingServer, rawServer, readRequest, listen } = require('./helpers');
+
+const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+const CA = fixture('ca.pem');
+
+function sha256(buf) {
+  return crypto.createHash('sha256').update(buf).digest('hex');
+}
+
+// A server that answers with what it received: method, path, byte count and checksum.
+function echo(req, res) {
+  const hash = crypto.createHash('sha256');
+  let n = 0;
+  req.on('data', (c) => {
+    n += c.length;
+    hash.update(c);
+  });
+  req.on('end', () => {
+    res.setHeader('set-cookie', ['a=1', 'b=2']);
+    res.end(JSON.stringify({ method: req.method, url: req.url, bytes: n, sha: hash.digest('hex') }));
+  });
+}
+
+function dispatcher(t, options) {
+  const d = new Dispatcher(options);
+  t.after(() => d.destroy());
+  return d;
+}
+
+test('fetch goes through the dispatcher: status, body, set-cookie, statistics', async (t) => {
+  const server = await httpServer(t, echo);
+  const d = dispatcher(t);
+  const res = await fetch(`${server.url}/items?x=1`, { dispatcher: d, headers: { 'x-test': 'yes' } });
+  assert.strictEqual(res.status, 200);
+  assert.deepStrictEqual(res.headers.getSetCookie(), ['a=1', 'b=2']);
+  assert.deepStrictEqual(await res.json(), { method: 'GET', url: '/items?x=1', bytes: 0, sha: sha256(Buffer.alloc(0)) });
+  assert.strictEqual(d.http.requestCount, 1);
+  assert.ok(d.http instanceof Agent);
+});
+
+test('fetch bodies of 1 MiB go both ways whole: a string, a Blob, a stream', async (t) => {
+  const big = crypto.randomBytes(1 << 20);
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/download') return res.end(big);
+    return echo(req, res);
+  });
+  const d = dispatcher(t);
+  const down = Buffer.from(await (await fetch(`${server.url}/download`, { dispatcher: d })).arrayBuffer());
+  assert.strictEqual(sha256(down), sha256(big));
+  const viaBlob = await (await fetch(`${server.url}/blob`, { method: 'PUT', body: new Blob([big]), dispatcher: d })).json();
+  assert.deepStrictEqual([viaBlob.bytes, viaBlob.sha], [big.length, sha256(big)]);
+  const stream = new ReadableStream({
+    start(controller) {
+      for (let i = 0; i < big.length; i += 65536) controller.enqueue(big.subarray(i, i + 65536));
+      controller.close();
+    },
+  });
+  const viaStream = await (await fetch(`${server.url}/stream`, { method: 'POST', body: stream, duplex: 'half', dispatcher: d })).json();
+  assert.deepStrictEqual([viaStream.method, viaStream.bytes, viaStream.sha], ['POST', big.length, sha256(big)]);
+  const viaString = await (await fetch(`${server.url}/text`, { method: 'POST', body: 'héllo', dispatcher: d })).json();
+  assert.strictEqual(viaString.sha, sha256(Buffer.from('héllo')));
+});
+
+test('fetch follows redirects itself, each hop a request of the pool', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/old') {
+      res.writeHead(302, { location: '/new' });
+      return res.end();
+    }
+    return res.end(`at ${req.url}`);
+  });
+  const d = dispatcher(t);
+  const res = await fetch(`${server.url}/old`, { dispatcher: d });
+  assert.strictEqual(await res.text(), 'at /new');
+  assert.strictEqual(res.redirected, true);
+  assert.strictEqual(d.http.requestCount, 2);
+});
+
+test('HTTPS through the dispatcher checks the server against the CA it was given', async (t) => {
+  const server = https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => res.end('secure'));
+  await listen(t, server);
+  const url = `https://localhost:${server.address().port}/`;
+  const trusting = dispatcher(t, { ca: CA });
+  assert.strictEqual(await (await fetch(url, { dispatcher: trusting })).text(), 'secure');
+  assert.strictEqual(trusting.https.requestCount, 1);
+  const strict = dispatcher(t);
+  const err = await fetch(url, { dispatcher: strict }).then(() => null, (e) => e);
+  assert.ok(err instanceof TypeError);
+  assert.strictEqual(err.cause.code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
+});
+
+test('faults reach fetch as "fetch failed" with our Node-style error as cause', async (t) => {
+  const d = dispatcher(t);
+  // Refused: a port nothing listens on any more.
+  const gone = await rawServer(t, () => {});
+  const port = gone.port;
+  gone.close();
+  await once(gone, 'close');
+  const refused = await fetch(`http://127.0.0.1:${port}/`, { dispatcher: d }).then(() => null, (e) => e);
+  assert.strictEqual(refused.message, 'fetch failed');
+  assert.strictEqual(refused.cause.code, 'ECONNREFUSED');
+  // Reset before any answer, on a fresh connection (not replayed).
+  const resetting = await rawServer(t, async (socket) => {
+    await readRequest(socket);
+    socket.resetAndDestroy();
+  });
+  const reset = await fetch(`http://127.0.0.1:${resetting.port}/`, { dispatcher: d }).then(() => null, (e) => e);
+  assert.strictEqual(reset.message, 'fetch failed');
+  assert.strictEqual(reset.cause.code, 'ECONNRESET');
+  // Reset in the middle of the body: the body's read fails, with the same cause.
+  const midway = await rawServer(t, async (socket) => {
+    await readRequest(socket);
+    socket.write('HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial', () => socket.resetAndDestroy());
+  });
+  const res = await fetch(`http://127.0.0.1:${midway.port}/`, { dispatcher: d });
+  const bodyErr = await res.text().then(() => null, (e) => e);
+  assert.ok(bodyErr instanceof TypeError, String(bodyErr));
+  assert.strictEqual(bodyErr.cause.code, 'ECONNRESET');
+  assert.strictEqual(d.http.totalSocketCount, 0);
+});
+
+test('a fetch aborted before its answer or during its body ends, and frees its connection', async (t) => {
+  let held = null;
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/never') {
+      held = res;
+      server.emit('held');
+      return;
+    }
+    res.writeHead(200, { 'content-length': 10 });
+    res.write('12345');
+    server.emit('half');
+  });
+  const d = dispatcher(t);
+  const before = new AbortController();
+  const waiting = fetch(`${server.url}/never`, { dispatcher: d, signal: before.signal });
+  await once(server, 'held');
+  before.abort();
+  const err = await waiting.then(() => null, (e) => e);
+  assert.strictEqual(err.name, 'AbortError');
+  await once(held.socket, 'close');
+
+  const during = new AbortController();
+  const half = once(server, 'half');
+  const res = await fetch(`${server.url}/half`, { dispatcher: d, signal: during.signal });
+  await half;
+  const reading = res.text();
+  during.abort();
+  const bodyErr = await reading.then(() => null, (e) => e);
+  assert.strictEqual(bodyErr.name, 'AbortError');
+  for (let i = 0; i < 100 && d.http.totalSocketCount !== 0; i++) await new Promise(setImmediate);
+  assert.strictEqual(d.http.totalSocketCount, 0);
+});
+
+test('a fetch body left unread stops the server: back-pressure reaches the socket', async (t) => {
+  const chunk = Buffer.alloc(64 * 1024, 1);
+  const server = await streamingServer(t, chunk, 1024);
+  const d = dispatcher(t);
+  const res = await fetch(`${server.url}/`, { dispatcher: d });
+  const outcome = await server.outcome();
+  assert.ok(outcome.stalled < chunk.length * 1024, `the server wrote everything: ${JSON.stringify(outcome)}`);
+  await res.body.cancel();
+});
+
+test('a server closing idle connections loses no fetch: stale ones are caught before reuse', async (t) => {
+  // Each connection answers once, keeps alive in its headers, then closes after a moment.
+  const server = await httpServer(t, (req, res) => {
+    res.end('ok');
+    res.on('finish', () => setImmediate(() => req.socket.destroy()));
+  });
+  const d = dispatcher(t);
+  const results = [];
+  for (let i = 0; i < 20; i++) {
+    results.push(await (await fetch(`${server.url}/${i}`, { dispatcher: d })).text());
+  }
+  assert.deepStrictEqual(results, Array(20).fill('ok'));
+});
+
+test('setGlobalDispatcher makes built-in fetch use ours; getGlobalDispatcher returns it', async (t) => {
+  const server = await httpServer(t, echo);
+  const before = getGlobalDispatcher();
+  assert.ok(before && typeof before.dispatch === 'function', 'fetch has a default dispatcher');
+  const d = dispatcher(t);
+  setGlobalDispatcher(d);
+  t.after(() => setGlobalDispatcher(before));
+  assert.strictEqual(getGlobalDispatcher(), d);
+  const res = await fetch(`${server.url}/global`);
+  assert.strictEqual((await res.json()).url, '/global');
+  assert.strictEqual(d.http.requestCount, 1);
+  // undici's own getGlobalDispatcher() reads the same global.
+  assert.strictEqual(undici.getGlobalDispatcher(), d);
+  assert.throws(() => setGlobalDispatcher({}), { code: 'ERR_INVALID_ARG_TYPE' });
+});
+
+test("undici's request and fetch run on our dispatcher, and its interceptors compose", async (t) => {
+  let calls = 0;
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/flaky' && calls++ === 0) {
+      res.statusCode = 503;
+      return res.end('later');
+    }
+    return echo(req, res);
+  });
+  const d = dispatcher(t);
+  const r = await undici.request(`${server.url}/req`, { dispatcher: d, method: 'POST', body: 'xyz' });
+  assert.strictEqual(r.statusCode, 200);
+  assert.strictEqual((await r.body.json()).bytes, 3);
+  const f = await undici.fetch(`${server.url}/ufetch`, { dispatcher: d });
+  assert.strictEqual((await f.json()).url, '/ufetch');
+  const retrying = d.compose(undici.interceptors.retry({ maxRetries: 2, minTimeout: 1, statusCodes: [503] }));
+  const again = await undici.request(`${server.url}/flaky`, { dispatcher: retrying });
+  assert.strictEqual(again.statusCode, 200);
+  assert.strictEqual((await again.body.json()).url, '/flaky');
+  assert.strictEqual(calls, 2);
+});
+
+test('the old handler API, driven directly: onConnect, onHeaders, pause by false, resume, onComplete', async (t) => {
+  const big = crypto.randomBytes(512 * 1024);
+  const server = await httpServer(t, (req, res) => {
+    res.setHeader('trailer', 'x-sum');
+    res.write(big);
+    res.addTrailers({ 'x-sum': sha256(big) });
+    res.end();
+  });
+  const d = dispatcher(t);
+  const seen = { chunks: [], pauses: 0 };
+  let resume;
+  await new Promise((resolve, reject) => {
+    d.dispatch({ origin: server.url, path: '/old', method: 'GET', headers: { 'x-a': '1' } }, {
+      onConnect(abort) { seen.abort = typeof abort; },
+      onHeaders(status, raw, res) {
+        seen.status = status;
+        seen.raw = raw;
+        resume = res;
+        return true;
+      },
+      onData(chunk) {
+        seen.chunks.push(chunk);
+        // Every other chunk asks for a pause; the next turn resumes.
+        if (seen.chunks.length % 2 === 1) {
+          seen.pauses++;
+          setImmediate(resume);
+          return false;
+        }
+        return true;
+      },
+      onComplete(trailers) {
+        seen.trailers = trailers;
+        resolve();
+      },
+      onError: reject,
+    });
+  });
+  assert.strictEqual(seen.abort, 'function');
+  assert.strictEqual(seen.status, 200);
+  assert.ok(seen.raw.every((b) => Buffer.isBuffer(b)));
+  assert.strictEqual(sha256(Buffer.concat(seen.chunks)), sha256(big));
+  assert.ok(seen.pauses > 0);
+  assert.deepStrictEqual(seen.trailers.map(String), ['x-sum', sha256(big)]);
+});
+
+test('the newer handler API, driven directly: controller pause, resume and abort', async (t) => {
+  const big = crypto.randomBytes(256 * 1024);
+  const server = await httpServer(t, (req, res) => res.end(big));
+  const d = dispatcher(t);
+  const got = [];
+  const outcome = await new Promise((resolve) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
+      onRequestStart(controller, context) {
+        assert.strictEqual(typeof context, 'object');
+        assert.strictEqual(controller.aborted, false);
+      },
+      onResponseStart(controller, status, headers, message) {
+        got.push(['start', status, headers['content-length'], message]);
+      },
+      onResponseData(controller, chunk) {
+        got.push(chunk);
+        controller.pause();
+        assert.strictEqual(controller.paused, true);
+        setImmediate(() => controller.resume());
+      },
+      onResponseEnd(controller, trailers) {
+        resolve({ end: trailers });
+      },
+      onResponseError(controller, err) {
+        resolve({ err });
+      },
+    });
+  });
+  assert.deepStrictEqual(outcome, { end: {} });
+  assert.deepStrictEqual(got[0], ['start', 200, String(big.length), 'OK']);
+  assert.strictEqual(sha256(Buffer.concat(got.slice(1))), sha256(big));
+
+  // An abort from the controller fails the request with its reason, once.
+  const errors = [];
+  await new Promise((resolve) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
+      onRequestStart() {},
+      onResponseStart(controller) {
+        controller.abort(new Error('enough'));
+        controller.abort(new Error('twice'));
+        assert.strictEqual(controller.aborted, true);
+      },
+      onResponseData() {},
+      onResponseEnd() { errors.push('ended'); resolve(); },
+      onResponseError(controller, err) { errors.push(err.message); resolve(); },
+    });
+  });
+  assert.deepStrictEqual(errors, ['enough']);
+});
+
+test('a handler that throws gets its error back, and the connection is freed', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('x'.repeat(100000)));
+  const d = dispatcher(t);
+  const err = await new Promise((resolve) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
+      onConnect() {},
+      onHeaders() { throw new Error('from onHeaders'); },
+      onData() { return true; },
+      onComplete() { resolve(null); },
+      onError: resolve,
+    });
+  });
+  assert.strictEqual(err.message, 'from onHeaders');
+  assert.strictEqual(d.http.totalSocketCount, 0);
+});
+
+test('close() lets requests in flight finish and refuses new ones; destroy() fails them', async (t) => {
+  const waiting = [];
+  const server = await httpServer(t, (req, res) => {
+    waiting.push(res);
+    server.emit('waiting');
+  });
+  const d = new Dispatcher();
+  const inFlight = fetch(`${server.url}/a`, { dispatcher: d });
+  await once(server, 'waiting');
+  let closed = false;
+  const closing = d.close().then(() => { closed = true; });
+  assert.strictEqual(d.closed, true);
+  const refused = await fetch(`${server.url}/b`, { dispatcher: d }).then(() => null, (e) => e);
+  assert.strictEqual(refused.cause.code, 'UND_ERR_CLOSED');
+  assert.strictEqual(closed, false);
+  waiting.shift().end('done');
+  assert.strictEqual(await (await inFlight).text(), 'done');
+  await closing;
+  assert.strictEqual(closed, true);
+
+  const d2 = new Dispatcher();
+  const failing = fetch(`${server.url}/c`, { dispatcher: d2 });
+  await once(server, 'waiting');
+  await new Promise((resolve) => d2.destroy(null, resolve));
+  const err = await failing.then(() => null, (e) => e);
+  assert.strictEqual(err.cause.code, 'UND_ERR_DESTROYED');
+  assert.strictEqual(d2.destroyed, true);
+  for (const res of waiting) res.end();
+});
+
+test('bad arguments are refused at once with Node-style codes', (t) => {
+  assert.throws(() => new Dispatcher(1), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => new Dispatcher({ http: {} }), { code: 'ERR_INVALID_ARG_TYPE' });
+  const d = dispatcher(t);
+  assert.throws(() => d.dispatch({}, null), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => d.compose(1), { code: 'ERR_INVALID_ARG_TYPE' });
+  const errs = [];
+  d.dispatch({ origin: 'ftp://x', path: '/', method: 'GET' }, { onError: (e) => errs.push(e.code) });
+  d.dispatch({ origin: 'http://x', path: 1, method: 'GET' }, { onError: (e) => errs.push(e.code) });
+  assert.deepStrictEqual(errs, ['ERR_INVALID_ARG_VALUE', 'ERR_INVALID_ARG_TYPE']);
+});
+
+// A WebSocket server of the least kind: the handshake, then one text frame from the server.
+function acceptKey(key) {
+  return crypto.createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+}
+
+test("Node's WebSocket keeps working after setGlobalDispatcher: upgrades go to the dispatcher that was global", { skip: typeof WebSocket !== 'function' && 'no built-in WebSocket' }, async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('plain'));
+  server.on('upgrade', (req, socket) => {
+    // An upgraded socket is the server's no more: it is destroyed here, at the end.
+    t.after(() => socket.destroy());
+    // The client's close frame ends it.
+    socket.on('data', () => socket.end());
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n'
+      + `Sec-WebSocket-Accept: ${acceptKey(req.headers['sec-websocket-key'])}\r\n\r\n`);
+    const text = Buffer.from('hi from server');
+    socket.write(Buffer.concat([Buffer.from([0x81, text.length]), text]));
+  });
+  const before = getGlobalDispatcher();
+  const d = dispatcher(t);
+  setGlobalDispatcher(d);
+  t.after(() => setGlobalDispatcher(before));
+  const ws = new WebSocket(`ws://127.0.0.1:${server.port}/`);
+  const [message] = await once(ws, 'message');
+  assert.strictEqual(message.data, 'hi from server');
+  ws.close();
+  await once(ws, 'close');
+  // Plain requests still go through ours.
+  assert.strictEqual(await (await fetch(`${server.url}/`)).text(), 'plain');
+  assert.strictEqual(d.http.requestCount, 1);
+});

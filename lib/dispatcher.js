@@ -1,0 +1,463 @@
+'use strict';
+
+// Dispatcher: undici's Dispatcher contract over the agents' agent.request() path, so that
+// Node's built-in fetch and undici's request/stream/pipeline/fetch reach the Rust pool:
+// dispatch(opts, handler) with both of undici's handler APIs, close(), destroy(), compose(),
+// and the global dispatcher that fetch reads.
+
+const { EventEmitter } = require('node:events');
+const errors = require('./errors');
+const { Agent, HttpsAgent } = require('./agent');
+
+// Where Node's built-in fetch (undici 6 and 7) reads the global dispatcher, and where undici's
+// newer releases keep theirs.
+const GLOBAL = Symbol.for('undici.globalDispatcher.1');
+const GLOBAL_NEXT = Symbol.for('undici.globalDispatcher.2');
+
+const kHttp = Symbol('hyperagent.http');
+const kHttps = Symbol('hyperagent.https');
+const kOptions = Symbol('hyperagent.agentOptions');
+const kOwned = Symbol('hyperagent.owned');
+const kRunning = Symbol('hyperagent.running');
+const kState = Symbol('hyperagent.state');
+const kIdle = Symbol('hyperagent.idle');
+
+const OPEN = 0;
+const CLOSED = 1;
+const DESTROYED = 2;
+
+// Settles through `callback` when one is given (then returns nothing), else through the
+// promise returned, as undici's close() and destroy() do.
+function settle(promise, callback) {
+  if (typeof callback !== 'function') return promise;
+  promise.then(() => callback(null, null), (err) => callback(err, null));
+  return undefined;
+}
+
+class Dispatcher extends EventEmitter {
+  constructor(options = {}) {
+    super();
+    if (options === null || typeof options !== 'object') {
+      throw errors.invalidArgType('options', 'of type object', options);
+    }
+    const { http, https, ...agentOptions } = options;
+    if (http !== undefined && !(http instanceof Agent)) {
+      throw errors.invalidArgType('options.http', 'an instance of Agent', http);
+    }
+    if (https !== undefined && !(https instanceof HttpsAgent)) {
+      throw errors.invalidArgType('options.https', 'an instance of HttpsAgent', https);
+    }
+    // The agents given are shared: closing the dispatcher leaves them open. The ones it makes
+    // (on first use, with the other options, keep-alive on as undici's) are its own.
+    this[kHttp] = http ?? null;
+    this[kHttps] = https ?? null;
+    this[kOptions] = { keepAlive: true, ...agentOptions };
+    this[kOwned] = [];
+    // Exchanges in flight, and what waits for the last one to end (close()).
+    this[kRunning] = new Set();
+    this[kIdle] = null;
+    this[kState] = OPEN;
+    // Each agent checks its options now: a wrong one is said at construction, not at the
+    // first request.
+    if (http === undefined) void this.http;
+    if (https === undefined) void this.https;
+  }
+
+  // The Agent and HttpsAgent whose pools carry the requests.
+  get http() {
+    if (this[kHttp] === null) this[kHttp] = this._own(new Agent(this[kOptions]));
+    return this[kHttp];
+  }
+
+  get https() {
+    if (this[kHttps] === null) this[kHttps] = this._own(new HttpsAgent(this[kOptions]));
+    return this[kHttps];
+  }
+
+  _own(agent) {
+    this[kOwned].push(agent);
+    return agent;
+  }
+
+  get closed() {
+    return this[kState] !== OPEN;
+  }
+
+  get destroyed() {
+    return this[kState] === DESTROYED;
+  }
+
+  // undici's dispatch(): starts the request `opts` describes; `handler` hears of it. Returns
+  // true: the dispatcher takes more at once (its agents queue within their limits).
+  dispatch(opts, handler) {
+    if (handler === null || typeof handler !== 'object') {
+      throw errors.invalidArgType('handler', 'of type object', handler);
+    }
+    const exchange = new Exchange(this, handler);
+    try {
+      if (this[kState] === DESTROYED) throw errors.undiciError('DESTROYED');
+      if (this[kState] === CLOSED) throw errors.undiciError('CLOSED');
+      const { agent, origin } = this._route(opts);
+      if (agent === null) return fallback().dispatch(opts, handler);
+      exchange.start(agent, origin, opts);
+    } catch (err) {
+      exchange.fail(err);
+    }
+    return true;
+  }
+
+  // Which agent carries `opts`, and its origin; no agent for an upgrade or a tunnel, which the
+  // promise path cannot hand over.
+  _route(opts) {
+    if (opts === null || typeof opts !== 'object') throw errors.invalidArgType('opts', 'of type object', opts);
+    const { origin, path, method } = opts;
+    let url;
+    if (typeof origin === 'string') url = new URL(origin);
+    else if (origin instanceof URL) url = origin;
+    else throw errors.invalidArgType('opts.origin', 'of type string or an instance of URL', origin);
+    if (typeof path !== 'string') throw errors.invalidArgType('opts.path', 'of type string', path);
+    if (typeof method !== 'string') throw errors.invalidArgType('opts.method', 'of type string', method);
+    if (opts.upgrade || method.toUpperCase() === 'CONNECT') return { agent: null, origin: url.origin };
+    if (url.protocol === 'http:') return { agent: this.http, origin: url.origin };
+    if (url.protocol === 'https:') return { agent: this.https, origin: url.origin };
+    throw errors.invalidArgValue('opts.origin', origin, 'is not an http: or https: origin');
+  }
+
+  _started(exchange) {
+    this[kRunning].add(exchange);
+  }
+
+  _ended(exchange) {
+    this[kRunning].delete(exchange);
+    if (this[kRunning].size === 0 && this[kIdle] !== null) {
+      const idle = this[kIdle];
+      this[kIdle] = null;
+      idle();
+    }
+  }
+
+  // Graceful: refuses new requests, lets those in flight finish, then closes its own agents'
+  // connections.
+  close(callback) {
+    if (this[kState] === OPEN) this[kState] = CLOSED;
+    const promise = new Promise((resolve) => {
+      const done = () => {
+        for (const agent of this[kOwned]) agent.destroy();
+        resolve();
+      };
+      if (this[kRunning].size === 0) done();
+      else {
+        const before = this[kIdle];
+        this[kIdle] = before === null ? done : () => { before(); done(); };
+      }
+    });
+    return settle(promise, callback);
+  }
+
+  // At once: requests in flight fail with `err` (undici's ClientDestroyedError when none is
+  // given), and its own agents close.
+  destroy(err, callback) {
+    if (typeof err === 'function') {
+      callback = err;
+      err = null;
+    }
+    this[kState] = DESTROYED;
+    const reason = err ?? errors.undiciError('DESTROYED');
+    for (const exchange of [...this[kRunning]]) exchange.abort(reason);
+    for (const agent of this[kOwned]) agent.destroy();
+    const idle = this[kIdle];
+    this[kIdle] = null;
+    if (idle !== null) idle();
+    return settle(Promise.resolve(), callback);
+  }
+
+  // undici's compose(): the interceptors wrap dispatch, the first outermost; the result is this
+  // dispatcher with the composed dispatch.
+  compose(...interceptors) {
+    const list = interceptors.length === 1 && Array.isArray(interceptors[0]) ? interceptors[0] : interceptors;
+    let dispatch = this.dispatch.bind(this);
+    for (let i = list.length - 1; i >= 0; i--) {
+      const interceptor = list[i];
+      if (typeof interceptor !== 'function') {
+        throw errors.invalidArgType('interceptor', 'of type function', interceptor);
+      }
+      dispatch = interceptor(dispatch);
+      if (typeof dispatch !== 'function' || dispatch.length !== 2) {
+        throw errors.invalidArgValue('interceptor', interceptor, 'must return a function (opts, handler)');
+      }
+    }
+    return new Proxy(this, {
+      get(target, key) {
+        return key === 'dispatch' ? dispatch : Reflect.get(target, key);
+      },
+    });
+  }
+}
+
+// One dispatched request: agent.request() under the handler's API.
+class Exchange {
+  constructor(dispatcher, handler) {
+    this.dispatcher = dispatcher;
+    this.handler = handler;
+    // The newer API (a controller), or the one Node's fetch calls (onConnect ...).
+    this.controlled = typeof handler.onRequestStart === 'function' || typeof handler.onResponseStart === 'function';
+    this.controller = this.controlled ? new Controller(this) : null;
+    this.abortController = new AbortController();
+    this.body = null;
+    this.response = null;
+    this.paused = false;
+    this.done = false;
+    this.reason = null;
+    this.abort = (reason) => this.abortWith(reason);
+  }
+
+  start(agent, origin, opts) {
+    this.dispatcher._started(this);
+    if (this.controlled) {
+      this.call('onRequestStart', this.controller, {});
+    } else if (typeof this.handler.onConnect === 'function') {
+      this.call('onConnect', this.abort);
+    }
+    if (this.done) return;
+    if (this.reason !== null) {
+      this.fail(this.reason);
+      return;
+    }
+    const options = {
+      method: opts.method,
+      headers: opts.headers ?? undefined,
+      body: opts.body ?? undefined,
+      query: opts.query ?? undefined,
+      signal: this.abortController.signal,
+      headersTimeout: opts.headersTimeout ?? undefined,
+      bodyTimeout: opts.bodyTimeout ?? undefined,
+      reset: opts.reset ?? undefined,
+    };
+    agent.request({ origin, path: opts.path }, options).then(
+      (res) => this.onResponse(res),
+      (err) => this.fail(err),
+    );
+  }
+
+  // Calls a handler method; a throw fails the request (its error goes to the handler's error
+  // callback, as undici routes it).
+  call(name, ...args) {
+    const fn = this.handler[name];
+    if (typeof fn !== 'function') return undefined;
+    try {
+      return fn.apply(this.handler, args);
+    } catch (err) {
+      this.fail(err);
+      return false;
+    }
+  }
+
+  onResponse(res) {
+    const body = res.body;
+    if (this.done) {
+      body.destroy();
+      return;
+    }
+    this.response = res;
+    this.body = body;
+    let more;
+    if (this.controlled) {
+      this.call('onResponseStart', this.controller, res.statusCode, res.headers, res.statusMessage);
+    } else {
+      this.call('onResponseStarted');
+      more = this.call('onHeaders', res.statusCode, bytesOf(res.rawHeaders), this.resumer(), res.statusMessage);
+    }
+    if (this.done) {
+      body.destroy();
+      return;
+    }
+    if (more === false || this.paused) body.pause();
+    body.on('data', (chunk) => {
+      if (this.done) return;
+      const wants = this.controlled
+        ? this.call('onResponseData', this.controller, chunk)
+        : this.call('onData', chunk);
+      if ((wants === false && !this.controlled) || this.paused) body.pause();
+    });
+    body.on('end', () => this.complete());
+    body.on('error', (err) => this.fail(err));
+  }
+
+  // The resume function of the old API's onHeaders: more data is wanted (idempotent).
+  resumer() {
+    return () => this.resume();
+  }
+
+  pause() {
+    this.paused = true;
+    if (this.body !== null) this.body.pause();
+  }
+
+  resume() {
+    this.paused = false;
+    if (this.body !== null && !this.done) this.body.resume();
+  }
+
+  complete() {
+    if (this.done) return;
+    this.done = true;
+    this.dispatcher._ended(this);
+    const trailers = this.response.trailers;
+    // A throw from here goes to the handler's error callback all the same (undici's retry
+    // handler throws from onResponseEnd to have the request sent again).
+    try {
+      if (this.controlled) this.handler.onResponseEnd?.(this.controller, trailers);
+      else this.handler.onComplete?.(bytesOf(flatten(trailers)));
+    } catch (err) {
+      this.report(err);
+    }
+  }
+
+  // Stops the request with `reason` (undici's RequestAbortedError when none is given); a
+  // second abort, or one after the end, does nothing.
+  abortWith(reason) {
+    if (this.done || this.reason !== null) return;
+    this.reason = reason ?? errors.undiciError('ABORTED');
+    this.abortController.abort(this.reason);
+    if (this.body !== null) this.body.destroy();
+    this.fail(this.reason);
+  }
+
+  // Fails the request once: its error reaches the handler.
+  fail(err) {
+    if (this.done) return;
+    this.done = true;
+    this.dispatcher._ended(this);
+    if (!this.abortController.signal.aborted) this.abortController.abort(err);
+    if (this.body !== null) this.body.destroy();
+    this.report(this.reason ?? err);
+  }
+
+  // Gives `error` to the handler's error callback; after the response head, a turn of the loop
+  // later, so that a fetch body stream set up in the head's callbacks hears it.
+  report(error) {
+    const call = () => {
+      const name = this.controlled ? 'onResponseError' : 'onError';
+      const fn = this.handler[name];
+      if (typeof fn !== 'function') return;
+      try {
+        if (this.controlled) fn.call(this.handler, this.controller, error);
+        else fn.call(this.handler, error);
+      } catch (thrown) {
+        // The handler's own error callback failed: nothing of ours can take that; it surfaces
+        // as the program's uncaught exception, as it does with undici.
+        process.nextTick(() => { throw thrown; });
+      }
+    };
+    if (this.response !== null) setImmediate(call);
+    else call();
+  }
+}
+
+// The newer handler API's controller of one request.
+class Controller {
+  constructor(exchange) {
+    this.exchange = exchange;
+  }
+
+  pause() {
+    this.exchange.pause();
+  }
+
+  resume() {
+    this.exchange.resume();
+  }
+
+  abort(reason) {
+    this.exchange.abortWith(reason);
+  }
+
+  get paused() {
+    return this.exchange.paused;
+  }
+
+  get aborted() {
+    return this.exchange.reason !== null;
+  }
+
+  get reason() {
+    return this.exchange.reason;
+  }
+
+  get rawHeaders() {
+    const res = this.exchange.response;
+    return res === null ? null : bytesOf(res.rawHeaders);
+  }
+
+  get rawTrailers() {
+    const res = this.exchange.response;
+    return res === null || !this.exchange.done ? null : bytesOf(flatten(res.trailers));
+  }
+}
+
+// Header lines as the old API gives them: a flat array of Buffers (latin1, as on the wire).
+function bytesOf(raw) {
+  const out = new Array(raw.length);
+  for (let i = 0; i < raw.length; i++) out[i] = Buffer.from(raw[i], 'latin1');
+  return out;
+}
+
+// A header object as flat name/value lines (an array value gives one line each).
+function flatten(headers) {
+  const out = [];
+  for (const name of Object.keys(headers)) {
+    const value = headers[name];
+    if (Array.isArray(value)) for (const v of value) out.push(name, v);
+    else out.push(name, value);
+  }
+  return out;
+}
+
+// The dispatcher that was global before this package set one: it serves upgrades and tunnels
+// (Node's WebSocket, CONNECT), which the promise path cannot hand over.
+let previous = null;
+
+// Has Node load its fetch implementation (undici), which makes its default global dispatcher.
+function loadFetch() {
+  void globalThis.Headers;
+}
+
+function fallback() {
+  if (previous !== null) return previous;
+  loadFetch();
+  const current = globalThis[GLOBAL];
+  if (current !== undefined && !isOurs(current)) return current;
+  throw errors.hyperagentError('UNSUPPORTED', 'upgrade and CONNECT requests need the dispatcher that was global before setGlobalDispatcher(); there is none');
+}
+
+function isOurs(dispatcher) {
+  return dispatcher instanceof Dispatcher;
+}
+
+// Makes `dispatcher` the global one: Node's built-in fetch (Node 20, 22, 24) and undici's
+// own getGlobalDispatcher() use it from now on.
+function setGlobalDispatcher(dispatcher) {
+  if (dispatcher === null || typeof dispatcher !== 'object' || typeof dispatcher.dispatch !== 'function') {
+    throw errors.invalidArgType('dispatcher', 'an object with a dispatch() method', dispatcher);
+  }
+  loadFetch();
+  const current = globalThis[GLOBAL];
+  if (previous === null && current !== undefined && !isOurs(current)) previous = current;
+  setGlobal(GLOBAL, dispatcher);
+  setGlobal(GLOBAL_NEXT, dispatcher);
+}
+
+function setGlobal(symbol, value) {
+  if (Object.getOwnPropertyDescriptor(globalThis, symbol) === undefined) {
+    Object.defineProperty(globalThis, symbol, { value, writable: true, enumerable: false, configurable: false });
+  } else {
+    globalThis[symbol] = value;
+  }
+}
+
+function getGlobalDispatcher() {
+  loadFetch();
+  return globalThis[GLOBAL];
+}
+
+module.exports = { Dispatcher, setGlobalDispatcher, getGlobalDispatcher };
