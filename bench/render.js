@@ -351,6 +351,11 @@ function targetsSection(byWorkload, baseline) {
   rows.push(ratioTarget(hello, '`agent.request()`, HTTP hello ≥ 1.5× undici `Pool.request`', 'hyperagent-request', 'undici-pool', 1.5));
   rows.push(ratioTarget(httpsHello, '`agent.request()`, HTTPS hello ≥ 2× undici `Pool.request`',
     'hyperagent-https-request', 'undici-pool-https', 2));
+  rows.push(ratioTarget(hello, '`fetch` with the `Dispatcher`, HTTP hello ≥ 1.3× fetch\'s default', 'fetch-hyperagent', 'fetch', 1.3));
+  rows.push(ratioTarget(httpsHello, '`fetch` with the `Dispatcher`, HTTPS hello ≥ 2× fetch with undici\'s `Agent`',
+    'fetch-https-hyperagent', 'fetch-https', 2));
+  rows.push(ratioTarget(hello, 'undici `request()` with the `Dispatcher`, HTTP hello ≥ 1.3× with undici\'s `Agent`',
+    'undici-request-hyperagent', 'undici-request', 1.3));
   if (hello) {
     // Judged on event-loop utilisation, the benchmark's definition; the thread's own CPU time
     // is shown beside it.
@@ -458,6 +463,12 @@ const COLORS = {
   'undici-pool': '#1f6fb2',
   'undici-request': '#4a9fe0',
   fetch: '#9cc9ee',
+  'fetch-hyperagent': '#f76707',
+  'undici-request-hyperagent': '#d9480f',
+  'undici-request-https': '#4a9fe0',
+  'fetch-https': '#9cc9ee',
+  'undici-request-https-hyperagent': '#d9480f',
+  'fetch-https-hyperagent': '#f76707',
   hyperagent: '#e8590c',
   'hyperagent-request': '#c92a2a',
   'node-https-ka': '#52606d',

@@ -176,6 +176,58 @@ function hyperagentRequest(ctx) {
   };
 }
 
+// undici's request() with `dispatcher`.
+function undiciRequestRow(dispatcher, ctx) {
+  const undici = require('undici');
+  return {
+    send: viaPromiseApi((p, opts) => undici.request(ctx.origin + p, { dispatcher, ...opts })),
+    socketsCreated: () => null,
+    idleHeld: () => null,
+    close: () => dispatcher.close(),
+  };
+}
+
+function undiciRequest(ctx) {
+  const undici = require('undici');
+  return undiciRequestRow(new undici.Agent(undiciOptions(ctx)), ctx);
+}
+
+// hyperagent's Dispatcher, over agents with the options of the other hyperagent rows.
+function hyperagentDispatcher(ctx) {
+  const { Dispatcher } = require(path.join(__dirname, '..'));
+  return new Dispatcher(keepAliveOptions(ctx));
+}
+
+function undiciRequestHyperagent(ctx) {
+  return undiciRequestRow(hyperagentDispatcher(ctx), ctx);
+}
+
+// Node's built-in fetch, with `dispatcher` (its default global one when undefined).
+function fetchRow(ctx, dispatcher, close) {
+  return {
+    send: async ({ method, path: reqPath, body, headers, json }) => {
+      const res = await fetch(ctx.origin + reqPath, { method, body, headers, dispatcher });
+      if (json) {
+        const value = await res.json();
+        if (res.status !== 200) throw new Error(`status ${res.status}`);
+        return jsonLength(value);
+      }
+      const buf = await res.arrayBuffer();
+      if (res.status !== 200) throw new Error(`status ${res.status}`);
+      return buf.byteLength;
+    },
+    socketsCreated: () => null,
+    idleHeld: () => null,
+    close,
+  };
+}
+
+function fetchHyperagent(ctx) {
+  const dispatcher = hyperagentDispatcher(ctx);
+  const agent = ctx.protocol === 'https' ? dispatcher.https : dispatcher.http;
+  return { ...fetchRow(ctx, dispatcher, () => dispatcher.close()), socketsCreated: createdOf(agent) };
+}
+
 const rows = [
   {
     id: 'node-close',
@@ -186,21 +238,7 @@ const rows = [
   { id: 'node-ka', label: 'Node http.Agent (keepAlive: true)', protocol: 'http', setup: nodeKeepAlive },
   { id: 'agentkeepalive', label: 'agentkeepalive', protocol: 'http', setup: agentkeepalive },
   { id: 'undici-pool', label: 'undici Pool.request', protocol: 'http', setup: undiciPool },
-  {
-    id: 'undici-request',
-    label: 'undici request() + Agent',
-    protocol: 'http',
-    setup: (ctx) => {
-      const undici = require('undici');
-      const agent = new undici.Agent(undiciOptions(ctx));
-      return {
-        send: viaPromiseApi((p, opts) => undici.request(ctx.origin + p, { dispatcher: agent, ...opts })),
-        socketsCreated: () => null,
-        idleHeld: () => null,
-        close: () => agent.close(),
-      };
-    },
-  },
+  { id: 'undici-request', label: 'undici request() + Agent', protocol: 'http', setup: undiciRequest },
   {
     // Node's built-in fetch with its default global dispatcher, as users call it: that
     // dispatcher has no connection limit, so it opens as many connections as requests are in
@@ -208,22 +246,14 @@ const rows = [
     id: 'fetch',
     label: 'fetch (Node built-in)',
     protocol: 'http',
-    setup: (ctx) => ({
-      send: async ({ method, path: reqPath, body, headers, json }) => {
-        const res = await fetch(ctx.origin + reqPath, { method, body, headers });
-        if (json) {
-          const value = await res.json();
-          if (res.status !== 200) throw new Error(`status ${res.status}`);
-          return jsonLength(value);
-        }
-        const buf = await res.arrayBuffer();
-        if (res.status !== 200) throw new Error(`status ${res.status}`);
-        return buf.byteLength;
-      },
-      socketsCreated: () => null,
-      idleHeld: () => null,
-      close: async () => {},
-    }),
+    setup: (ctx) => fetchRow(ctx, undefined, async () => {}),
+  },
+  { id: 'fetch-hyperagent', label: 'fetch + hyperagent Dispatcher', protocol: 'http', setup: fetchHyperagent },
+  {
+    id: 'undici-request-hyperagent',
+    label: 'undici request() + hyperagent Dispatcher',
+    protocol: 'http',
+    setup: undiciRequestHyperagent,
   },
   { id: 'hyperagent', label: 'hyperagent Agent (http.request)', protocol: 'http', setup: hyperagentDropIn },
   { id: 'hyperagent-request', label: 'hyperagent agent.request()', protocol: 'http', setup: hyperagentRequest },
@@ -244,6 +274,26 @@ const rows = [
     protocol: 'https',
     setup: hyperagentRequest,
   },
+  { id: 'undici-request-https', label: 'undici request() + Agent (TLS)', protocol: 'https', setup: undiciRequest },
+  {
+    id: 'undici-request-https-hyperagent',
+    label: 'undici request() + hyperagent Dispatcher (TLS)',
+    protocol: 'https',
+    setup: undiciRequestHyperagent,
+  },
+  {
+    // fetch's default dispatcher takes no CA: undici's Agent given the bench's CA, as a program
+    // that trusts a private CA passes it.
+    id: 'fetch-https',
+    label: 'fetch + undici Agent (TLS)',
+    protocol: 'https',
+    setup: (ctx) => {
+      const undici = require('undici');
+      const agent = new undici.Agent(undiciOptions(ctx));
+      return fetchRow(ctx, agent, () => agent.close());
+    },
+  },
+  { id: 'fetch-https-hyperagent', label: 'fetch + hyperagent Dispatcher (TLS)', protocol: 'https', setup: fetchHyperagent },
 ];
 
 const byId = new Map(rows.map((row) => [row.id, row]));
