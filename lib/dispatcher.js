@@ -8,6 +8,7 @@
 const { EventEmitter } = require('node:events');
 const errors = require('./errors');
 const { Agent, HttpsAgent } = require('./agent');
+const { request } = require('./request');
 
 // Where Node's built-in fetch (undici 6 and 7) reads the global dispatcher, and where undici's
 // newer releases keep theirs.
@@ -194,7 +195,8 @@ class Dispatcher extends EventEmitter {
   }
 }
 
-// One dispatched request: agent.request() under the handler's API.
+// One dispatched request: agent.request()'s exchange in Rust, its events handed to the
+// handler in its API (lib/request.js HandlerRequest calls onHead, onChunk, complete, fail).
 class Exchange {
   constructor(dispatcher, handler) {
     this.dispatcher = dispatcher;
@@ -202,13 +204,13 @@ class Exchange {
     // The newer API (a controller), or the one Node's fetch calls (onConnect ...).
     this.controlled = typeof handler.onRequestStart === 'function' || typeof handler.onResponseStart === 'function';
     this.controller = this.controlled ? new Controller(this) : null;
-    this.abortController = new AbortController();
-    this.body = null;
+    this.pending = null;
     this.response = null;
     this.paused = false;
-    this.done = false;
+    this.finished = false;
     this.reason = null;
     this.abort = (reason) => this.abortWith(reason);
+    this.resumer = () => this.resume();
   }
 
   start(agent, origin, opts) {
@@ -218,25 +220,17 @@ class Exchange {
     } else if (typeof this.handler.onConnect === 'function') {
       this.call('onConnect', this.abort);
     }
-    if (this.done) return;
-    if (this.reason !== null) {
-      this.fail(this.reason);
-      return;
-    }
+    if (this.finished) return;
     const options = {
       method: opts.method,
       headers: opts.headers ?? undefined,
       body: opts.body ?? undefined,
       query: opts.query ?? undefined,
-      signal: this.abortController.signal,
       headersTimeout: opts.headersTimeout ?? undefined,
       bodyTimeout: opts.bodyTimeout ?? undefined,
       reset: opts.reset ?? undefined,
     };
-    agent.request({ origin, path: opts.path }, options).then(
-      (res) => this.onResponse(res),
-      (err) => this.fail(err),
-    );
+    this.pending = request(agent, { origin, path: opts.path }, options, this);
   }
 
   // Calls a handler method; a throw fails the request (its error goes to the handler's error
@@ -247,62 +241,50 @@ class Exchange {
     try {
       return fn.apply(this.handler, args);
     } catch (err) {
-      this.fail(err);
+      this.abortWith(err);
       return false;
     }
   }
 
-  onResponse(res) {
-    const body = res.body;
-    if (this.done) {
-      body.destroy();
-      return;
-    }
-    this.response = res;
-    this.body = body;
+  // The response head; true if the handler wants the body now.
+  onHead(response) {
+    if (this.finished) return false;
+    this.response = response;
     let more;
     if (this.controlled) {
-      this.call('onResponseStart', this.controller, res.statusCode, res.headers, res.statusMessage);
+      this.call('onResponseStart', this.controller, response.statusCode, response.headers, response.statusMessage);
     } else {
       this.call('onResponseStarted');
-      more = this.call('onHeaders', res.statusCode, bytesOf(res.rawHeaders), this.resumer(), res.statusMessage);
+      more = this.call('onHeaders', response.statusCode, bytesOf(response.rawHeaders), this.resumer, response.statusMessage);
     }
-    if (this.done) {
-      body.destroy();
-      return;
-    }
-    if (more === false || this.paused) body.pause();
-    body.on('data', (chunk) => {
-      if (this.done) return;
-      const wants = this.controlled
-        ? this.call('onResponseData', this.controller, chunk)
-        : this.call('onData', chunk);
-      if ((wants === false && !this.controlled) || this.paused) body.pause();
-    });
-    body.on('end', () => this.complete());
-    body.on('error', (err) => this.fail(err));
+    if (more === false) this.paused = true;
+    return !this.finished && !this.paused;
   }
 
-  // The resume function of the old API's onHeaders: more data is wanted (idempotent).
-  resumer() {
-    return () => this.resume();
+  // A chunk of the body; true if the handler wants more now.
+  onChunk(chunk) {
+    if (this.controlled) this.call('onResponseData', this.controller, chunk);
+    else if (this.call('onData', chunk) === false) this.paused = true;
+    return !this.finished && !this.paused;
   }
 
   pause() {
+    if (this.finished || this.paused) return;
     this.paused = true;
-    if (this.body !== null) this.body.pause();
+    if (this.pending !== null) this.pending.pause();
   }
 
   resume() {
+    if (this.finished || !this.paused) return;
     this.paused = false;
-    if (this.body !== null && !this.done) this.body.resume();
+    if (this.pending !== null) this.pending.resume();
   }
 
-  complete() {
-    if (this.done) return;
-    this.done = true;
+  complete(response) {
+    if (this.finished) return;
+    this.finished = true;
     this.dispatcher._ended(this);
-    const trailers = this.response.trailers;
+    const trailers = response.trailers;
     // A throw from here goes to the handler's error callback all the same (undici's retry
     // handler throws from onResponseEnd to have the request sent again).
     try {
@@ -316,20 +298,23 @@ class Exchange {
   // Stops the request with `reason` (undici's RequestAbortedError when none is given); a
   // second abort, or one after the end, does nothing.
   abortWith(reason) {
-    if (this.done || this.reason !== null) return;
+    if (this.finished || this.reason !== null) return;
     this.reason = reason ?? errors.undiciError('ABORTED');
-    this.abortController.abort(this.reason);
-    if (this.body !== null) this.body.destroy();
     this.fail(this.reason);
   }
 
-  // Fails the request once: its error reaches the handler.
+  // Fails the request once, from our side: its exchange stops, its error reaches the handler.
   fail(err) {
-    if (this.done) return;
-    this.done = true;
+    if (this.finished) return;
+    if (this.pending !== null) this.pending.abort(err);
+    this.failed(err);
+  }
+
+  // The request failed (in Rust, or stopped by `fail`): its error reaches the handler, once.
+  failed(err) {
+    if (this.finished) return;
+    this.finished = true;
     this.dispatcher._ended(this);
-    if (!this.abortController.signal.aborted) this.abortController.abort(err);
-    if (this.body !== null) this.body.destroy();
     this.report(this.reason ?? err);
   }
 
@@ -391,7 +376,7 @@ class Controller {
 
   get rawTrailers() {
     const res = this.exchange.response;
-    return res === null || !this.exchange.done ? null : bytesOf(flatten(res.trailers));
+    return res === null || !this.exchange.finished ? null : bytesOf(flatten(res.trailers));
   }
 }
 

@@ -364,8 +364,89 @@ class PendingRequest {
   }
 }
 
-// agent.request(url, options): see README "agent.request()".
-function request(agent, input, options = {}) {
+// A request whose events go to a Dispatcher's exchange (lib/dispatcher.js), which hands them to
+// an undici handler: no promise and no body stream. The exchange has onHead(response),
+// onChunk(buffer) (each false when it paused), complete(response) and failed(err); more of
+// the body is asked for after the head and each chunk, unless it paused (then at its resume).
+class HandlerRequest extends PendingRequest {
+  constructor(agent, exchange, signal, info) {
+    super(agent, null, (err) => exchange.failed(err), signal, info);
+    this.exchange = exchange;
+    // While the exchange is paused: the chunks it has not taken yet (null: not paused), and
+    // whether the response's end waits behind them.
+    this.held = null;
+    this.endHeld = false;
+  }
+
+  onHead(status, reason, raw, chunk, trailers, verdict, connId) {
+    this.response = new Response(status, reason, raw, null);
+    if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
+    const list = chunkList(chunk);
+    if (this.exchange.onHead(this.response)) this.deliver(list);
+    else this.held = list.slice();
+    if (trailers !== null) this.onEnd(trailers);
+    if (verdict !== undefined) this.onDone(verdict, connId);
+    else if (this.ended) this.completeIfEarly();
+    else if (this.held === null) this.pull();
+  }
+
+  // Hands chunks to the exchange until it pauses (then keeps the rest); true if it wants more.
+  deliver(list) {
+    for (let i = 0; i < list.length; i++) {
+      if (this.exchange.finished) return false;
+      if (!this.exchange.onChunk(list[i])) {
+        this.held = list.slice(i + 1);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  onData(chunk) {
+    if (this.held !== null) {
+      for (const c of chunkList(chunk)) this.held.push(c);
+      return;
+    }
+    if (this.deliver(chunkList(chunk)) && !this.ended) this.pull();
+  }
+
+  // The exchange paused outside a chunk's delivery (in its head's callback, say).
+  pause() {
+    if (this.held === null) this.held = [];
+  }
+
+  // The exchange resumed: chunks held by its pause go first, then the end, or more is asked for.
+  resume() {
+    const held = this.held;
+    if (held === null) return;
+    this.held = null;
+    if (!this.deliver(held)) return;
+    if (this.endHeld) {
+      this.endHeld = false;
+      this.exchange.complete(this.response);
+    } else if (!this.ended) {
+      this.pull();
+    }
+  }
+
+  complete() {
+    if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
+    if (this.held !== null) this.endHeld = true;
+    else this.exchange.complete(this.response);
+  }
+
+  fail(err) {
+    this.dropSource(err);
+    if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
+    // As a body stream's: an error after the response is complete is not the response's.
+    if (this.response === null || (!this.answered && (!this.ended || this.aborted))) this.exchange.failed(err);
+  }
+}
+
+// agent.request(url, options): see README "agent.request()". With `exchange` (a Dispatcher's,
+// see lib/dispatcher.js), the request's events go to it instead of a promise and a body
+// stream, and the pending request is returned.
+function request(agent, input, options = {}, exchange = null) {
   if (options === null || typeof options !== 'object') {
     throw errors.invalidArgType('options', 'of type object', options);
   }
@@ -500,11 +581,19 @@ function request(agent, input, options = {}) {
   const key = agent._requestKey(target);
   if (options.maxResponseHeaderSize !== undefined) agent._setMaxHeaderSize(options.maxResponseHeaderSize);
 
-  const promise = new Promise(captureSettlers);
-  const resolve = settlers.resolve;
-  const reject = settlers.reject;
-  settlers.resolve = null;
-  settlers.reject = null;
+  let promise = null;
+  let resolve = null;
+  let reject = null;
+  if (exchange === null) {
+    promise = new Promise(captureSettlers);
+    resolve = settlers.resolve;
+    reject = settlers.reject;
+    settlers.resolve = null;
+    settlers.reject = null;
+  } else {
+    reject = (err) => exchange.fail(err);
+  }
+  let pending = null;
   // What throws from here on rejects the promise, as a throw in its executor would.
   try {
     if (signal && signal.aborted) {
@@ -513,7 +602,9 @@ function request(agent, input, options = {}) {
     }
     const info = { origin: target.origin, method, path: query === '' ? target.path : `${target.path}?${query}`, headers };
     if (channels.created.hasSubscribers) channels.created.publish({ request: info });
-    const pending = new PendingRequest(agent, resolve, reject, signal, info);
+    pending = exchange === null
+      ? new PendingRequest(agent, resolve, reject, signal, info)
+      : new HandlerRequest(agent, exchange, signal, info);
     pending.extras = extras;
     // In REQUEST_ARGS's order: pool, key, handle, method, path, headers, body, streamed,
     // contentLength, flags, headersTimeout, bodyTimeout, replayLimit, contextName.
@@ -534,7 +625,7 @@ function request(agent, input, options = {}) {
   } catch (err) {
     reject(errors.internalError(err));
   }
-  return promise;
+  return exchange === null ? promise : pending;
 }
 
 // A promise's settling functions, taken from its executor without a closure made per request.
@@ -545,4 +636,4 @@ function captureSettlers(resolve, reject) {
   settlers.reject = reject;
 }
 
-module.exports = { request, PendingRequest, MAX_TARGET };
+module.exports = { request, PendingRequest, HandlerRequest, MAX_TARGET };
