@@ -22,6 +22,12 @@ const kOwned = Symbol('hyperagent.owned');
 const kRunning = Symbol('hyperagent.running');
 const kState = Symbol('hyperagent.state');
 const kIdle = Symbol('hyperagent.idle');
+const kRoutes = Symbol('hyperagent.routes');
+
+// Upgrades and tunnels have no agent: they go to the dispatcher that was global (see fallback).
+const NO_ROUTE = { agent: null, origin: null };
+// The most origin strings whose route a dispatcher keeps.
+const MAX_ROUTES = 256;
 
 const OPEN = 0;
 const CLOSED = 1;
@@ -57,6 +63,7 @@ class Dispatcher extends EventEmitter {
     // Exchanges in flight, and what waits for the last one to end (close()).
     this[kRunning] = new Set();
     this[kIdle] = null;
+    this[kRoutes] = new Map();
     this[kState] = OPEN;
     // Each agent checks its options now: a wrong one is said at construction, not at the
     // first request.
@@ -112,16 +119,27 @@ class Dispatcher extends EventEmitter {
   _route(opts) {
     if (opts === null || typeof opts !== 'object') throw errors.invalidArgType('opts', 'of type object', opts);
     const { origin, path, method } = opts;
-    let url;
-    if (typeof origin === 'string') url = new URL(origin);
-    else if (origin instanceof URL) url = origin;
-    else throw errors.invalidArgType('opts.origin', 'of type string or an instance of URL', origin);
     if (typeof path !== 'string') throw errors.invalidArgType('opts.path', 'of type string', path);
     if (typeof method !== 'string') throw errors.invalidArgType('opts.method', 'of type string', method);
-    if (opts.upgrade || method.toUpperCase() === 'CONNECT') return { agent: null, origin: url.origin };
+    if (opts.upgrade || method === 'CONNECT' || method.toUpperCase() === 'CONNECT') return NO_ROUTE;
+    // An application calls a few origins over and over: each string's route is kept.
+    if (typeof origin === 'string') {
+      let route = this[kRoutes].get(origin);
+      if (route === undefined) {
+        route = this._routeOf(new URL(origin), origin);
+        if (this[kRoutes].size >= MAX_ROUTES) this[kRoutes].clear();
+        this[kRoutes].set(origin, route);
+      }
+      return route;
+    }
+    if (origin instanceof URL) return this._routeOf(origin, origin);
+    throw errors.invalidArgType('opts.origin', 'of type string or an instance of URL', origin);
+  }
+
+  _routeOf(url, given) {
     if (url.protocol === 'http:') return { agent: this.http, origin: url.origin };
     if (url.protocol === 'https:') return { agent: this.https, origin: url.origin };
-    throw errors.invalidArgValue('opts.origin', origin, 'is not an http: or https: origin');
+    throw errors.invalidArgValue('opts.origin', given, 'is not an http: or https: origin');
   }
 
   _started(exchange) {
