@@ -274,6 +274,36 @@ test('the old handler API, driven directly: onConnect, onHeaders, pause by false
   assert.deepStrictEqual(seen.trailers.map(String), ['x-sum', sha256(big)]);
 });
 
+test('a response that ends while its handler is paused completes only at the resume', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('small and whole'));
+  const d = dispatcher(t);
+  const order = [];
+  await new Promise((resolve, reject) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
+      onConnect() {},
+      onHeaders(status, raw, resume) {
+        this.resume = resume;
+        return true;
+      },
+      onData(chunk) {
+        order.push(`data ${chunk}`);
+        setImmediate(() => {
+          order.push('resume');
+          this.resume();
+        });
+        return false;
+      },
+      onComplete() {
+        order.push('complete');
+        resolve();
+      },
+      onError: reject,
+    });
+  });
+  assert.deepStrictEqual(order, ['data small and whole', 'resume', 'complete']);
+  assert.strictEqual(d.http.requestCount, 1);
+});
+
 test('the newer handler API, driven directly: controller pause, resume and abort', async (t) => {
   const big = crypto.randomBytes(256 * 1024);
   const server = await httpServer(t, (req, res) => res.end(big));

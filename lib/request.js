@@ -370,7 +370,7 @@ class PendingRequest {
 // the body is asked for after the head and each chunk, unless it paused (then at its resume).
 class HandlerRequest extends PendingRequest {
   constructor(agent, exchange, signal, info) {
-    super(agent, null, (err) => exchange.failed(err), signal, info);
+    super(agent, null, null, signal, info);
     this.exchange = exchange;
     // While the exchange is paused: the chunks it has not taken yet (null: not paused), and
     // whether the response's end waits behind them.
