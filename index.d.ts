@@ -434,6 +434,9 @@ declare namespace Agent {
     http?: AgentClass | undefined;
     /** An `HttpsAgent` to carry `https:` requests. */
     https?: InstanceType<typeof HttpsAgentClass> | undefined;
+    /** Each request's headers and body timeouts (ms) unless it gives its own, as undici's `Agent` takes them. Default: 300000. */
+    headersTimeout?: number | undefined;
+    bodyTimeout?: number | undefined;
   }
 
   /** What undici's `dispatch()` is given: the request. */

@@ -403,6 +403,7 @@ test('close() lets requests in flight finish and refuses new ones; destroy() fai
 test('bad arguments are refused at once with Node-style codes', (t) => {
   assert.throws(() => new Dispatcher(1), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => new Dispatcher({ http: {} }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => new Dispatcher({ headersTimeout: -1 }), { code: 'ERR_OUT_OF_RANGE' });
   const d = dispatcher(t);
   assert.throws(() => d.dispatch({}, null), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => d.compose(1), { code: 'ERR_INVALID_ARG_TYPE' });

@@ -11,17 +11,39 @@ const { setTimeout: sleep } = require('node:timers/promises');
 const http = require('node:http');
 const https = require('node:https');
 const path = require('node:path');
-const { Agent, HttpsAgent } = require('..');
+const { Agent, HttpsAgent, Dispatcher } = require('..');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const { rawServer, readRequest, request, reset } = require('./helpers');
 
 const reply = (body, extra = '') => `HTTP/1.1 200 OK\r\nContent-Length: ${body.length}\r\n${extra}\r\n${body}`;
 
-// Both paths behind one function: resolves with the body text, rejects with the error.
+// A Dispatcher over an agent's pool, one per agent: fetch's requests count with the agent's.
+const dispatchers = new WeakMap();
+function dispatcherOf(agent, headersTimeout) {
+  let d = dispatchers.get(agent);
+  if (d === undefined) {
+    d = new Dispatcher({ http: agent, headersTimeout });
+    dispatchers.set(agent, d);
+  }
+  return d;
+}
+
+// The paths behind one function: resolves with the body text, rejects with the error (fetch's
+// cause: fetch wraps it in its TypeError).
 const paths = {
   'http.request': (agent, url, opts = {}) => request(url, { agent, ...opts }, opts.body).then((r) => r.body),
   'agent.request()': (agent, url, opts = {}) => agent.request(url, opts).then((r) => r.body.text()),
+  fetch: (agent, url, opts = {}) => {
+    const { method, body, headersTimeout } = opts;
+    // fetch writes the content-length itself (a second one would be joined to it).
+    const { 'content-length': _, ...headers } = opts.headers ?? {};
+    return fetch(url, { method, headers, body, dispatcher: dispatcherOf(agent, headersTimeout) })
+      .then((r) => r.text())
+      .catch((err) => {
+        throw err.cause ?? err;
+      });
+  },
 };
 
 // A server that answers each request with its id, and closes every connection once it has

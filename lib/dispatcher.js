@@ -9,6 +9,7 @@ const { EventEmitter } = require('node:events');
 const errors = require('./errors');
 const { Agent, HttpsAgent } = require('./agent');
 const { request } = require('./request');
+const { numberOption } = require('./options');
 
 // Where Node's built-in fetch (undici 6 and 7) reads the global dispatcher, and where undici's
 // newer releases keep theirs.
@@ -23,6 +24,7 @@ const kRunning = Symbol('hyperagent.running');
 const kState = Symbol('hyperagent.state');
 const kIdle = Symbol('hyperagent.idle');
 const kRoutes = Symbol('hyperagent.routes');
+const kTimeouts = Symbol('hyperagent.timeouts');
 
 // Upgrades and tunnels have no agent: they go to the dispatcher that was global (see fallback).
 const NO_ROUTE = { agent: null, origin: null };
@@ -47,7 +49,7 @@ class Dispatcher extends EventEmitter {
     if (options === null || typeof options !== 'object') {
       throw errors.invalidArgType('options', 'of type object', options);
     }
-    const { http, https, ...agentOptions } = options;
+    const { http, https, headersTimeout, bodyTimeout, ...agentOptions } = options;
     if (http !== undefined && !(http instanceof Agent)) {
       throw errors.invalidArgType('options.http', 'an instance of Agent', http);
     }
@@ -59,6 +61,10 @@ class Dispatcher extends EventEmitter {
     this[kHttp] = http ?? null;
     this[kHttps] = https ?? null;
     this[kOptions] = { keepAlive: true, ...agentOptions };
+    // undici Agent's options: each request's timeouts unless it gives its own.
+    if (headersTimeout !== undefined) numberOption(headersTimeout, 'options.headersTimeout', 0, '>= 0');
+    if (bodyTimeout !== undefined) numberOption(bodyTimeout, 'options.bodyTimeout', 0, '>= 0');
+    this[kTimeouts] = { headersTimeout, bodyTimeout };
     this[kOwned] = [];
     // Exchanges in flight, and what waits for the last one to end (close()).
     this[kRunning] = new Set();
@@ -244,8 +250,8 @@ class Exchange {
       headers: opts.headers ?? undefined,
       body: opts.body ?? undefined,
       query: opts.query ?? undefined,
-      headersTimeout: opts.headersTimeout ?? undefined,
-      bodyTimeout: opts.bodyTimeout ?? undefined,
+      headersTimeout: opts.headersTimeout ?? this.dispatcher[kTimeouts].headersTimeout,
+      bodyTimeout: opts.bodyTimeout ?? this.dispatcher[kTimeouts].bodyTimeout,
       reset: opts.reset ?? undefined,
     };
     this.pending = request(agent, { origin, path: opts.path }, options, this);
