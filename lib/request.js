@@ -590,14 +590,14 @@ function request(agent, input, options = {}, exchange = null) {
     reject = settlers.reject;
     settlers.resolve = null;
     settlers.reject = null;
-  } else {
-    reject = (err) => exchange.fail(err);
   }
   let pending = null;
-  // What throws from here on rejects the promise, as a throw in its executor would.
+  // What throws from here on rejects the promise (or fails the exchange), as a throw in its
+  // executor would.
   try {
     if (signal && signal.aborted) {
-      reject(abortError(signal));
+      if (exchange === null) reject(abortError(signal));
+      else exchange.fail(abortError(signal));
       return promise;
     }
     const info = { origin: target.origin, method, path: query === '' ? target.path : `${target.path}?${query}`, headers };
@@ -623,7 +623,8 @@ function request(agent, input, options = {}, exchange = null) {
       pending.pump(source);
     }
   } catch (err) {
-    reject(errors.internalError(err));
+    if (exchange === null) reject(errors.internalError(err));
+    else exchange.fail(errors.internalError(err));
   }
   return exchange === null ? promise : pending;
 }
