@@ -1,6 +1,6 @@
 'use strict';
 
-// Dispatcher: Node's built-in fetch and undici's request/fetch over the agents' pools, against
+// Dispatcher: Node's built-in fetch and undici's request/fetch/stream/pipeline over the agents' pools, against
 // real HTTP and HTTPS servers on loopback (fixture certificates verified for real) and scripted
 // raw servers for faults; both of undici's handler APIs driven directly.
 
@@ -11,6 +11,8 @@ const fs = require('node:fs');
 const https = require('node:https');
 const path = require('node:path');
 const { once } = require('node:events');
+const { Readable, Writable } = require('node:stream');
+const { pipeline } = require('node:stream/promises');
 const undici = require('undici');
 const { Dispatcher, Agent, setGlobalDispatcher, getGlobalDispatcher } = require('..');
 const { httpServer, streamingServer, rawServer, readRequest, listen } = require('./helpers');
@@ -207,7 +209,7 @@ test('setGlobalDispatcher makes built-in fetch use ours; getGlobalDispatcher ret
   assert.throws(() => setGlobalDispatcher({}), { code: 'ERR_INVALID_ARG_TYPE' });
 });
 
-test("undici's request and fetch run on our dispatcher, and its interceptors compose", async (t) => {
+test("undici's request, fetch, stream and pipeline run on our dispatcher, and its interceptors compose", async (t) => {
   let calls = 0;
   const server = await httpServer(t, (req, res) => {
     if (req.url === '/flaky' && calls++ === 0) {
@@ -222,6 +224,19 @@ test("undici's request and fetch run on our dispatcher, and its interceptors com
   assert.strictEqual((await r.body.json()).bytes, 3);
   const f = await undici.fetch(`${server.url}/ufetch`, { dispatcher: d });
   assert.strictEqual((await f.json()).url, '/ufetch');
+  // stream() writes the body into a Writable of the caller's; pipeline() sends a stream and
+  // reads the answer as one.
+  const streamed = [];
+  await undici.stream(`${server.url}/stream`, { dispatcher: d, opaque: streamed },
+    ({ opaque }) => new Writable({ write(chunk, _, cb) { opaque.push(chunk); cb(); } }));
+  assert.strictEqual(JSON.parse(Buffer.concat(streamed)).url, '/stream');
+  const piped = [];
+  await pipeline(
+    Readable.from(['abc', 'def']),
+    undici.pipeline(`${server.url}/pipe`, { dispatcher: d, method: 'PUT' }, ({ body }) => body),
+    new Writable({ write(chunk, _, cb) { piped.push(chunk); cb(); } }),
+  );
+  assert.deepStrictEqual((({ method, bytes }) => ({ method, bytes }))(JSON.parse(Buffer.concat(piped))), { method: 'PUT', bytes: 6 });
   const retrying = d.compose(undici.interceptors.retry({ maxRetries: 2, minTimeout: 1, statusCodes: [503] }));
   const again = await undici.request(`${server.url}/flaky`, { dispatcher: retrying });
   assert.strictEqual(again.statusCode, 200);
