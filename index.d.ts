@@ -75,6 +75,12 @@ declare namespace Agent {
     readonly totalSocketCount: number;
     getCurrentStatus(): AgentStatus;
     /**
+     * Graceful: requests from now on fail (`ERR_HYPERAGENT_AGENT_CLOSED`), those in flight or
+     * waiting for a connection finish, then the agent is destroyed (its idle connections close).
+     */
+    close(): Promise<void>;
+    close(callback: (err: null) => void): void;
+    /**
      * Sends a request with HTTP spoken by hyper in Rust, on this agent's pool (limits and
      * statistics shared with `http.request`). Resolves when the response head arrives.
      */
@@ -270,6 +276,7 @@ declare namespace Agent {
   /** The error codes hyperagent's own states carry. */
   type HyperagentErrorCode =
     | 'ERR_HYPERAGENT_AGENT_DESTROYED'
+    | 'ERR_HYPERAGENT_AGENT_CLOSED'
     | 'ERR_HYPERAGENT_UNSUPPORTED'
     | 'ERR_HYPERAGENT_HEADERS_TIMEOUT'
     | 'ERR_HYPERAGENT_BODY_TIMEOUT'

@@ -73,6 +73,8 @@ const kOpenings = Symbol('hyperagent.openings');
 // Sockets destroyed while in use whose 'close' has not come yet: Node's agent lists a socket
 // in `agent.sockets` until its 'close'.
 const kClosing = Symbol('hyperagent.closing');
+// A graceful close() under way: { promise, resolve, done }, or null.
+const kClose = Symbol('hyperagent.close');
 
 binding.setDebug(debug.enabled);
 
@@ -167,6 +169,7 @@ class Agent extends Base {
     this[kProxy] = proxyConfigOf(this);
     this[kWaiters] = new Map();
     this[kClosing] = new Set();
+    this[kClose] = null;
     this[kOpenings] = new WeakMap();
     this[constants.CURRENT_ID] = 0;
     // agentkeepalive's marks for statusChanged, own properties as it has them.
@@ -201,6 +204,10 @@ class Agent extends Base {
   // ---- Node's http.Agent contract -----------------------------------------------------------
 
   addRequest(req, options, port, localAddress) {
+    if (this[kClose] !== null) {
+      req.onSocket(undefined, errors.agentClosed());
+      return;
+    }
     // Legacy signature: addRequest(req, host, port, localAddress)
     if (typeof options === 'string') options = { host: options, port, localAddress };
     options = mergeOptions(options, this.options);
@@ -253,6 +260,38 @@ class Agent extends Base {
     req.reusedSocket = true;
     // A stream of a program's hook may have no ref() (a net.Socket has).
     if (typeof socket.ref === 'function') socket.ref();
+  }
+
+  // Graceful: requests from now on fail (ERR_HYPERAGENT_AGENT_CLOSED); those in flight or
+  // waiting for a connection finish; then the agent is destroyed, which closes its idle
+  // connections. A promise, or `callback(null)`.
+  close(callback) {
+    if (this[kClose] === null) {
+      let resolve;
+      const promise = new Promise((r) => { resolve = r; });
+      this[kClose] = { promise, resolve, done: false };
+      this._settle();
+    }
+    const { promise } = this[kClose];
+    if (typeof callback !== 'function') return promise;
+    promise.then(() => callback(null));
+    return undefined;
+  }
+
+  get _closing() {
+    return this[kClose] !== null;
+  }
+
+  // While a close() waits: the agent is destroyed once nothing is in flight or waiting.
+  _settle() {
+    const closing = this[kClose];
+    if (closing === null || closing.done) return;
+    const pool = this[kPool];
+    if (this[kWaiters].size > 0 || pool.requestsInFlight().length > 0) return;
+    for (const k of pool.snapshot()) if (k.busy > 0 || k.waiting > 0) return;
+    closing.done = true;
+    this.destroy();
+    closing.resolve();
   }
 
   destroy() {
@@ -605,6 +644,7 @@ class Agent extends Base {
       return;
     }
     if (verdict >= 0) this[kServe](verdict, 0);
+    this._settle();
   }
 
   // agentkeepalive's socket numbering: the names of an agent's sockets count from 0.
@@ -828,6 +868,7 @@ class Agent extends Base {
     } else if (verdict === IDLE) {
       holder._parked();
     }
+    this._settle();
   }
 
   // A hook's stream finished its request ('free'): back to the pool as a socket of Node's

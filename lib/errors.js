@@ -171,6 +171,11 @@ function hyperagentError(code, message, Ctor = Error) {
   return withCode(new Ctor(message), `ERR_HYPERAGENT_${code}`);
 }
 
+// A request to an agent that close() was called on.
+function agentClosed() {
+  return hyperagentError('AGENT_CLOSED', 'The agent is closed: close() was called, and it takes no new requests');
+}
+
 // What a call into the addon threw. A panic in Rust is caught at the boundary and thrown as an
 // Error of Node-API's `GenericFailure` status; it becomes ERR_HYPERAGENT_INTERNAL, with the
 // panic's message, for the request or socket it happened for. Anything else is returned as it is.
@@ -223,6 +228,7 @@ module.exports = {
   prematureClose,
   abortError,
   hyperagentError,
+  agentClosed,
   undiciError,
   internalError,
 };

@@ -234,6 +234,7 @@ class PendingRequest {
     this.cleanup();
     this.onDrain();
     if (verdict >= 0) this.agent._serveVerdict(verdict, connId);
+    this.agent._settle();
     if (this.ended && !this.answered) this.complete();
   }
 
@@ -313,6 +314,7 @@ class PendingRequest {
     this.done = true;
     this.onDrain();
     if (verdict >= 0) this.agent._serveVerdict(verdict);
+    this.agent._settle();
   }
 
   // The exchange ended before its body was all sent (it failed, was aborted, or the response
@@ -447,6 +449,12 @@ class HandlerRequest extends PendingRequest {
 // see lib/dispatcher.js), the request's events go to it instead of a promise and a body
 // stream, and the pending request is returned.
 function request(agent, input, options = {}, exchange = null) {
+  if (agent._closing) {
+    const err = errors.agentClosed();
+    if (exchange === null) return Promise.reject(err);
+    exchange.fail(err);
+    return null;
+  }
   if (options === null || typeof options !== 'object') {
     throw errors.invalidArgType('options', 'of type object', options);
   }

@@ -164,5 +164,8 @@ const current: { dispatch: hyperagent.DispatchFunction } = hyperagent.getGlobalD
 // @types/node's RequestInit has no `dispatcher` (Node's fetch takes it all the same).
 void fetch('http://127.0.0.1/', { dispatcher } as RequestInit);
 const closing: Promise<void> = dispatcher.close();
+const agentClosing: Promise<void> = agent.close();
+agent.close((err) => { void err; });
+void agentClosing;
 dispatcher.destroy(null, (err) => { void err; });
 void [viaAgent, composed, started, current, closing];
