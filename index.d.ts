@@ -131,6 +131,11 @@ declare namespace Agent {
     replay?: boolean | undefined;
     /** Largest request, in bytes, kept for a replay. Default: `65536`. */
     replayLimit?: number | undefined;
+    /**
+     * `agent.request()` (and a `Dispatcher` over this agent) speaks HTTP/2 without TLS, by prior
+     * knowledge (h2c), to every origin of this agent. `http.request` stays on HTTP/1.1. Default: `false`.
+     */
+    h2c?: boolean | undefined;
     /** @deprecated use `freeSocketTimeout`. */
     freeSocketKeepAliveTimeout?: Duration | undefined;
     /** @deprecated use `freeSocketTimeout`. */
@@ -148,6 +153,12 @@ declare namespace Agent {
     timeout?: Duration | undefined;
     /** TLS sessions kept for resumption. Default: `100`; `0` turns resumption off. */
     maxCachedSessions?: number | undefined;
+    /**
+     * `agent.request()` (and a `Dispatcher` over this agent) offers HTTP/2 in ALPN, ahead of
+     * HTTP/1.1: a server that chooses it gets one connection per origin carrying many requests
+     * at once. `http.request` stays on HTTP/1.1. Default: `false`.
+     */
+    allowH2?: boolean | undefined;
   }
 
   /**
@@ -238,7 +249,10 @@ declare namespace Agent {
 
   interface Response {
     statusCode: number;
+    /** The reason phrase; `''` over HTTP/2, which has none. */
     statusMessage: string;
+    /** `'2.0'` when the response came over HTTP/2, `'1.1'` otherwise. */
+    httpVersion: '1.1' | '2.0';
     /** The same, by undici's name. */
     readonly statusText: string;
     /** The request's `opaque` option; `null` without one. */

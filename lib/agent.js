@@ -114,6 +114,7 @@ function limitsOf(agent) {
     // forever on a peer that accepted and went quiet.
     connectTimeoutMs: agent.options.timeout > 0 ? agent.options.timeout : OPEN_TIMEOUT_MS,
     hintBufferMs: agent.agentKeepAliveTimeoutBuffer,
+    http2: agent[kTls] ? agent.options.allowH2 : agent.options.h2c,
   };
 }
 

@@ -109,6 +109,11 @@ function normalize(input) {
   // Sending an idempotent request again when a reused connection dies before answering.
   options.replay = options.replay === undefined ? true : bool(options.replay, 'options.replay');
   options.replayLimit = options.replayLimit === undefined ? 65536 : count(options.replayLimit, 'options.replayLimit', 0);
+  // HTTP/2 on agent.request(): offered in ALPN over TLS (`allowH2`), spoken by prior knowledge
+  // over plain TCP (`h2c`). http.request stays on HTTP/1.1.
+  for (const name of ['allowH2', 'h2c']) {
+    options[name] = options[name] === undefined ? false : bool(options[name], `options.${name}`);
+  }
   for (const name of ['localAddress', 'socketPath']) {
     if (options[name] !== undefined && typeof options[name] !== 'string') {
       throw errors.invalidArgType(`options.${name}`, 'of type string', options[name]);

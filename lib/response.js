@@ -271,9 +271,11 @@ function withExtras(response, { opaque, raw }) {
 }
 
 class Response {
+  // `statusMessage` is null for a response that came over HTTP/2, which has no reason phrase.
   constructor(statusCode, statusMessage, raw, body) {
     this.statusCode = statusCode;
-    this.statusMessage = statusMessage;
+    this.statusMessage = statusMessage === null ? '' : statusMessage;
+    this.httpVersion = statusMessage === null ? '2.0' : '1.1';
     this._raw = raw;
     this._rawHeaders = null;
     this._headers = null;

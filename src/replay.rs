@@ -68,6 +68,24 @@ pub fn promise_replayable(
     within && !expect_continue && (idempotent_method(method) || idempotency_key)
 }
 
+/// Whether an `agent.request()` that may go over HTTP/2 keeps its body for a replay whatever
+/// its method: a stream the server refused, or left out with a GOAWAY, was not processed
+/// (RFC 9113 §8.7), and may go again (replay on, within the limit, no `Expect: 100-continue`).
+pub fn refusal_replayable(limit: Option<usize>, expect_continue: bool, body: PlannedBody) -> bool {
+    let Some(limit) = limit else { return false };
+    let within = match body {
+        PlannedBody::Bytes(n) => n <= limit,
+        PlannedBody::Streamed => true,
+    };
+    within && !expect_continue
+}
+
+/// Whether a request the server did not process (see [`refusal_replayable`]) is sent again:
+/// on whatever connection it met it, fresh or reused, while its replay is still possible.
+pub fn replays_after_refusal(possible: bool) -> bool {
+    possible
+}
+
 /// Whether a request that met the race (its connection died before any byte of the answer)
 /// is sent again: only after it went out on a reused connection, and while its replay is
 /// still possible (every byte at hand, not replayed yet).
@@ -202,6 +220,12 @@ mod tests {
 
     #[test]
     fn only_a_reused_connection_with_the_request_at_hand_replays() {
+        assert!(replays_after_refusal(true));
+        assert!(!replays_after_refusal(false));
+        assert!(refusal_replayable(Some(10), false, PlannedBody::Bytes(10)));
+        assert!(!refusal_replayable(Some(10), false, PlannedBody::Bytes(11)));
+        assert!(!refusal_replayable(Some(10), true, PlannedBody::Streamed));
+        assert!(!refusal_replayable(None, false, PlannedBody::Bytes(0)));
         assert!(replays_after_race(true, true));
         assert!(!replays_after_race(false, true));
         assert!(!replays_after_race(true, false));

@@ -68,6 +68,10 @@ new hyperagent.Agent({ maxSockets: '5' });
 import https = require('node:https');
 const secure = new hyperagent.HttpsAgent({ ca: 'PEM', rejectUnauthorized: true, maxCachedSessions: 10, freeSocketTimeout: '4s' });
 new hyperagent.HttpsAgent({ pfx: [{ buf: Buffer.from(''), passphrase: 'secret' }], crl: ['PEM'] });
+new hyperagent.HttpsAgent({ allowH2: true });
+new hyperagent.Agent({ h2c: true });
+// @ts-expect-error allowH2 is a boolean
+new hyperagent.HttpsAgent({ allowH2: 'yes' });
 const asHttps: https.Agent = secure;
 https.get('https://127.0.0.1/', { agent: secure });
 secure.on('keylog', (line, socket) => {
@@ -104,6 +108,7 @@ async function promisePath(): Promise<unknown> {
     bodyTimeout: 1000,
   });
   const code: number = res.statusCode;
+  const version: '1.1' | '2.0' = res.httpVersion;
   const cookies: string[] | undefined = res.headers['set-cookie'];
   for await (const chunk of res.body) void (chunk as Buffer);
   const other = await hyperagent.request({ origin: 'http://127.0.0.1', path: '/x' });

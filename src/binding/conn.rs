@@ -111,6 +111,9 @@ pub struct Conn {
     error_waited: Cell<bool>,
     /// What a socket object made for it while it idles shows (see [`Stamp`]).
     pub stamp: Cell<Stamp>,
+    /// A promise-path connect that may become an HTTP/2 session is under way: requests of its
+    /// key wait for it (`pool::multiplex`) until it reports, or closes.
+    pub h2_pending: Cell<bool>,
 }
 
 /// What carries a connection's bytes: one kind at a time. A replay or the close takes the
@@ -127,6 +130,12 @@ enum Io {
         /// Held while the connection keeps the thread's inbox referenced (a pumped connection
         /// serving a referenced socket keeps the process alive, as an active socket does).
         holding: Option<Hold>,
+    },
+    /// The promise path's HTTP/2 connection: many exchanges at once, each with a sender of
+    /// its own ([`Conn::stream`]); it never idles in the pool (see `pool::multiplex`).
+    Session {
+        sender: client::Sender,
+        stopper: client::Stopper,
     },
     /// The promise path's hyper connection.
     Hyper {
@@ -235,6 +244,7 @@ impl Conn {
                 number: -1.0,
                 ..Stamp::default()
             }),
+            h2_pending: Cell::new(false),
         }
     }
 
@@ -336,6 +346,28 @@ impl Conn {
                     stopper: None,
                 }
             }
+        }
+    }
+
+    /// Makes this promise-path connection an HTTP/2 session, with its request half.
+    pub fn make_session(&self, sender: client::Sender) {
+        let stopper = sender.stopper();
+        *self.io.borrow_mut() = Io::Session { sender, stopper };
+    }
+
+    /// A sender for one more stream, if this is an open HTTP/2 session.
+    pub fn stream(&self) -> Option<client::Sender> {
+        match &*self.io.borrow() {
+            Io::Session { sender, .. } if !sender.is_closed() => sender.stream(),
+            _ => None,
+        }
+    }
+
+    /// How many streams this HTTP/2 session takes at once (0 when it is not one).
+    pub fn max_streams(&self) -> usize {
+        match &*self.io.borrow() {
+            Io::Session { sender, .. } => sender.max_streams(),
+            _ => 0,
         }
     }
 
@@ -505,7 +537,7 @@ impl Conn {
         match &*self.io.borrow() {
             Io::Pumped { remote, .. } => remote.is_clean(),
             Io::Plain(plain) => !plain.shutdown_after_flush && plain.outbox.is_empty(),
-            Io::None | Io::Hyper { .. } => false,
+            Io::None | Io::Hyper { .. } | Io::Session { .. } => false,
         }
     }
 
@@ -737,8 +769,11 @@ impl Conn {
     /// its connection once its request half is gone.
     fn end_io(&self) {
         let io = std::mem::replace(&mut *self.io.borrow_mut(), Io::None);
-        if let Io::Pumped { remote, .. } = &io {
-            remote.close();
+        match &io {
+            Io::Pumped { remote, .. } => remote.close(),
+            // Its streams' senders outlive it: the connection is stopped, not left to them.
+            Io::Session { stopper, .. } => stopper.stop(),
+            _ => {}
         }
         drop(io);
     }
@@ -942,7 +977,7 @@ impl Conn {
         match &mut *self.io.borrow_mut() {
             Io::Pumped { remote, .. } => remote.set_reading(false),
             Io::Plain(plain) => plain.outbox.clear(),
-            Io::None | Io::Hyper { .. } => {}
+            Io::None | Io::Hyper { .. } | Io::Session { .. } => {}
         }
         self.update_mask();
         let desc = js::error_descriptor(ctx.env, &err);

@@ -80,6 +80,8 @@ pub type HyperEstablished = (
     Peer,
     Option<Box<TlsInfo>>,
     Option<tokio::sync::oneshot::Sender<()>>,
+    // For an HTTP/2 connection: the session's own sender, for its other streams.
+    Option<crate::client::Sender>,
 );
 
 /// A connection ready for requests.

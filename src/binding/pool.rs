@@ -67,6 +67,7 @@ pub struct PoolState {
     pub connect_opts: ConnectOptions,
 }
 
+use crate::pool::multiplex::Sessions;
 pub use crate::pool::ReleasePolicy;
 
 pub struct PoolCell {
@@ -98,6 +99,11 @@ pub struct PoolCell {
     /// The queued waiters that are `agent.request()`s, with their request ids: served here
     /// (see [`PoolCell::route`]); the others are JavaScript's.
     pub promise_waiters: RefCell<HashMap<u64, (u32, KeyId)>>,
+    /// The promise path tries HTTP/2: by ALPN over TLS (`allowH2`), by prior knowledge over
+    /// plain TCP (`h2c`).
+    pub http2: std::cell::Cell<bool>,
+    /// Its HTTP/2 sessions, and the requests waiting for a stream (by request id).
+    pub sessions: RefCell<Sessions<u32>>,
 }
 
 impl PoolCell {
@@ -130,6 +136,8 @@ impl PoolCell {
             keylog: Arc::new(AtomicBool::new(false)),
             agent,
             promise_waiters: RefCell::new(HashMap::new()),
+            http2: std::cell::Cell::new(false),
+            sessions: RefCell::new(Sessions::default()),
         });
         ctx.register_pool(&cell);
         // SAFETY: uv.rs invariants 2 and 3: this thread's loop; the data is the cell, whose
@@ -318,6 +326,8 @@ impl PoolCell {
                 config,
                 servername: servername.as_deref(),
                 keylog,
+                // `http.request` speaks HTTP/1.1 only.
+                offer_h2: false,
             });
             // The keys reach the socket before the connect's outcome, as Node emits 'keylog'
             // during the handshake (a failed one's too).
@@ -661,9 +671,48 @@ impl PoolCell {
         }
     }
 
-    /// Sets the expiry timer for the earliest idle deadline, if it is not set earlier already.
+    /// How long an HTTP/2 session may carry no stream: as long as a pooled connection may
+    /// idle (`freeSocketTimeout`; not at all with keep-alive off).
+    fn session_idle(&self) -> Duration {
+        self.policy
+            .get()
+            .idle_for(None, None)
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// Closes the HTTP/2 sessions whose idle time ran out (their slots go back to the pool),
+    /// and sets the timer for the next.
+    pub fn expire_sessions(self: &Rc<Self>) {
+        let expired = self
+            .sessions
+            .borrow_mut()
+            .expire(Instant::now(), self.session_idle());
+        for (key, id) in expired {
+            debug!("idle HTTP/2 session {} expired", id);
+            self.close_session(key, id);
+        }
+        let mut st = self.state.borrow_mut();
+        self.arm_timer(&mut st);
+    }
+
+    /// Closes HTTP/2 session `id` (no longer among the sessions): its slot goes back.
+    fn close_session(self: &Rc<Self>, key: KeyId, id: u32) {
+        if let Some(conn) = self.ctx.remove_conn(id) {
+            conn.close(self.env());
+            let grant = self.state.borrow_mut().pool.closed(key);
+            self.notify_grants(grant.into_iter());
+        }
+    }
+
+    /// Sets the expiry timer for the earliest idle deadline (of an idle connection or an idle
+    /// HTTP/2 session), if it is not set earlier already.
     fn arm_timer(&self, st: &mut PoolState) {
-        let Some(next) = st.pool.next_deadline() else {
+        let sessions = self.sessions.borrow().next_deadline(self.session_idle());
+        let Some(next) = [st.pool.next_deadline(), sessions]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
             return;
         };
         if st.armed.is_some_and(|armed| armed <= next) {
@@ -692,6 +741,7 @@ impl PoolCell {
             self.drop_idle(id, true);
         }
         self.notify_grants(grants.into_iter());
+        self.expire_sessions();
     }
 
     /// Hands the key log lines of connection `id`'s handshake to JavaScript: to its socket (a
@@ -746,10 +796,14 @@ impl PoolCell {
 
     /// `agent.destroy()`: closes idle connections and returns the queued waiters to fail.
     /// Connections in use are closed by destroying their sockets.
-    pub fn destroy(&self) -> Vec<f64> {
+    pub fn destroy(self: &Rc<Self>) -> Vec<f64> {
         let (idle, waiters) = self.state.borrow_mut().pool.drain();
         for id in idle {
             self.drop_idle(id, false);
+        }
+        let sessions = self.sessions.borrow_mut().drain();
+        for (key, id) in sessions {
+            self.close_session(key, id);
         }
         waiters.into_iter().map(|w| w.0 as f64).collect()
     }

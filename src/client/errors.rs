@@ -83,6 +83,9 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
     // The cause of a broken connection, as the socket reported it.
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
+        if let Some(named) = cause.downcast_ref::<h2::Error>().and_then(h2_error) {
+            return named;
+        }
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
             if io.kind() == std::io::ErrorKind::UnexpectedEof {
                 return hang_up();
@@ -101,6 +104,87 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
         return Error::os(libc::ETIMEDOUT, "read");
     }
     Error::tls("ERR_HYPERAGENT_HTTP", format!("HTTP error: {err}"))
+}
+
+/// An HTTP/2 stream reset or a GOAWAY, in Node's `http2` terms (`ERR_HTTP2_STREAM_ERROR`,
+/// `ERR_HTTP2_GOAWAY_SESSION`, `ERR_HTTP2_SESSION_ERROR`, with nghttp2's names of the error
+/// codes); None when it is not one (a broken connection: its socket error says it).
+fn h2_error(err: &h2::Error) -> Option<Error> {
+    let reason = err.reason()?;
+    let name = reason_name(reason);
+    Some(if err.is_go_away() && err.is_remote() {
+        Error::tls(
+            "ERR_HTTP2_GOAWAY_SESSION",
+            format!("New streams cannot be created after receiving a GOAWAY ({name})"),
+        )
+    } else if err.is_go_away() {
+        Error::tls(
+            "ERR_HTTP2_SESSION_ERROR",
+            format!("Session closed with error code {name}"),
+        )
+    } else {
+        Error::tls(
+            "ERR_HTTP2_STREAM_ERROR",
+            format!("Stream closed with error code {name}"),
+        )
+    })
+}
+
+/// nghttp2's name of an HTTP/2 error code, as Node's messages give it.
+fn reason_name(reason: h2::Reason) -> String {
+    let code = u32::from(reason);
+    const NAMES: [&str; 14] = [
+        "NO_ERROR",
+        "PROTOCOL_ERROR",
+        "INTERNAL_ERROR",
+        "FLOW_CONTROL_ERROR",
+        "SETTINGS_TIMEOUT",
+        "STREAM_CLOSED",
+        "FRAME_SIZE_ERROR",
+        "REFUSED_STREAM",
+        "CANCEL",
+        "COMPRESSION_ERROR",
+        "CONNECT_ERROR",
+        "ENHANCE_YOUR_CALM",
+        "INADEQUATE_SECURITY",
+        "HTTP_1_1_REQUIRED",
+    ];
+    match NAMES.get(code as usize) {
+        Some(name) => format!("NGHTTP2_{name}"),
+        None => format!("{code}"),
+    }
+}
+
+/// Whether an HTTP/2 request that failed was certainly not processed by the server, so that
+/// it may be sent again whatever its method (RFC 9113 §8.7): the server refused its stream
+/// (`REFUSED_STREAM`), or its stream was above the last one a GOAWAY let through; or hyper
+/// never sent it (the connection had closed first).
+pub fn unprocessed(err: &hyper::Error) -> bool {
+    if err.is_canceled() {
+        return true;
+    }
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
+            return h2.is_remote()
+                && (h2.is_go_away() || h2.reason() == Some(h2::Reason::REFUSED_STREAM));
+        }
+        source = cause.source();
+    }
+    false
+}
+
+/// Whether the server reset an HTTP/2 stream (for a reason other than refusing it): it had
+/// the request.
+pub fn is_stream_reset(err: &hyper::Error) -> bool {
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
+            return h2.is_reset() && h2.is_remote();
+        }
+        source = cause.source();
+    }
+    false
 }
 
 /// A malformed chunked body (or its trailers), as hyper's decoder reports it, named as llhttp
@@ -137,6 +221,19 @@ fn body_parse_error(io: &std::io::Error) -> Option<Error> {
 mod tests {
     use super::*;
     use std::io::{Error as IoError, ErrorKind};
+
+    #[test]
+    fn http2_errors_are_named_as_node_names_them() {
+        let reset = h2::Error::from(h2::Reason::REFUSED_STREAM);
+        let err = h2_error(&reset).unwrap();
+        assert_eq!(err.code(), "ERR_HTTP2_STREAM_ERROR");
+        assert_eq!(
+            err.message(),
+            "Stream closed with error code NGHTTP2_REFUSED_STREAM"
+        );
+        assert_eq!(reason_name(h2::Reason::from(0x1234)), "4660");
+        assert_eq!(reason_name(h2::Reason::CANCEL), "NGHTTP2_CANCEL");
+    }
 
     #[test]
     fn timeouts_are_counted_as_timeouts_by_their_kind_not_their_code() {

@@ -26,8 +26,8 @@ use http::{Method, Request};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Body as _, Frame, Incoming};
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 
@@ -40,15 +40,66 @@ use crate::error::Error;
 pub type ReqBody = BoxBody<Bytes, std::io::Error>;
 /// A connection's request half; the connection itself runs in its own task.
 pub struct Sender {
-    hyper: http1::SendRequest<ReqBody>,
+    hyper: Hyper,
     /// The connection task's waker (see [`wake`]).
     wake: Arc<wake::ConnWake>,
+}
+
+/// hyper's request half, of the protocol the connection speaks.
+enum Hyper {
+    /// One request at a time: the sender goes with the exchange and comes back after it.
+    H1(http1::SendRequest<ReqBody>),
+    /// Many at once: each exchange has a clone ([`Sender::stream`]). Boxed, with whether it
+    /// runs over TLS (its requests name the scheme `https`): the sender is in every
+    /// exchange's future, which stays small (see `an_exchange_fits_a_small_allocation`).
+    H2(Box<(http2::SendRequest<ReqBody>, bool)>),
+}
+
+impl Hyper {
+    fn is_closed(&self) -> bool {
+        match self {
+            Hyper::H1(s) => s.is_closed(),
+            Hyper::H2(h2) => h2.0.is_closed(),
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        match self {
+            Hyper::H1(s) => s.is_ready(),
+            Hyper::H2(h2) => h2.0.is_ready(),
+        }
+    }
+
+    /// Ready for a request (an HTTP/2 connection is, while it is open).
+    fn ready(&mut self) -> impl Future<Output = hyper::Result<()>> + '_ {
+        std::future::poll_fn(move |cx| match self {
+            Hyper::H1(s) => s.poll_ready(cx),
+            Hyper::H2(h2) => h2.0.poll_ready(cx),
+        })
+    }
 }
 
 impl Sender {
     /// The connection has closed (or will not take another request).
     pub fn is_closed(&self) -> bool {
         self.hyper.is_closed()
+    }
+
+    /// Whether the connection speaks HTTP/2 (and carries many exchanges at once).
+    pub fn is_multiplexed(&self) -> bool {
+        matches!(self.hyper, Hyper::H2(..))
+    }
+
+    /// For an HTTP/2 connection, a sender for one more stream on it (an exchange of its own,
+    /// run by [`exchange`] in a task of its own); None for HTTP/1.1.
+    pub fn stream(&self) -> Option<Sender> {
+        match &self.hyper {
+            Hyper::H2(h2) => Some(Sender {
+                hyper: Hyper::H2(Box::new((h2.0.clone(), h2.1))),
+                wake: self.wake.clone(),
+            }),
+            Hyper::H1(_) => None,
+        }
     }
 
     /// Runs one request on this connection, in the connection's own task (see [`wake`]):
@@ -66,6 +117,15 @@ impl Sender {
             sink,
         };
         wake.queue(queued)
+    }
+
+    /// How many streams the server takes at once on this HTTP/2 connection, as its latest
+    /// settings say (1 for HTTP/1.1).
+    pub fn max_streams(&self) -> usize {
+        match self.hyper {
+            Hyper::H1(_) => 1,
+            Hyper::H2(..) => self.wake.max_streams.load(Ordering::Relaxed).max(1),
+        }
     }
 
     /// What stops the exchanges [`Sender::start`] runs on this connection.
@@ -103,9 +163,11 @@ impl Stopper {
 /// An idle one (closed by the pool) ends as hyper ends it, gracefully (a TLS close_notify);
 /// one in the middle of an exchange (aborted, failed, or answered before its request's body
 /// went out) closes at once, whatever hyper still had to send (see [`wake::ConnWake::cut`]).
+/// An HTTP/2 connection's streams end on their own: a sender of one is dropped with no effect
+/// on the connection (which the pool closes with its [`Stopper`]).
 impl Drop for Sender {
     fn drop(&mut self) {
-        if !self.hyper.is_ready() {
+        if matches!(self.hyper, Hyper::H1(_)) && !self.hyper.is_ready() {
             self.wake.cut();
         }
     }
@@ -113,7 +175,10 @@ impl Drop for Sender {
 
 impl std::fmt::Debug for Sender {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.hyper.fmt(f)
+        match &self.hyper {
+            Hyper::H1(s) => s.fmt(f),
+            Hyper::H2(h2) => h2.0.fmt(f),
+        }
     }
 }
 
@@ -239,8 +304,11 @@ pub enum Event {
     End(HeaderLines),
     Error(Error),
     /// The connection failed before any byte of a response: the request may or may not have
-    /// been processed (the binding may send it again, see `src/binding/request.rs`).
+    /// been processed (the binding may send it again, see `src/binding/request`).
     Unsent(Error),
+    /// The server did not process the request (HTTP/2: it refused the stream, or a GOAWAY
+    /// left it out): it may be sent again whatever its method (see `src/replay.rs`).
+    Refused(Error),
     /// A streamed request body can take more.
     BodyDrain,
     /// The response is complete while the request is still going out: the server answered
@@ -343,13 +411,69 @@ where
         .map_err(|e| hyper_error(&e, false))?;
     Ok((
         Sender {
-            hyper: sender,
+            hyper: Hyper::H1(sender),
             wake: wake.clone(),
         },
         Connection {
             hyper: Box::pin(async move {
                 let _ = conn.await;
             }),
+            wake,
+        },
+    ))
+}
+
+/// The most streams an HTTP/2 connection opens at once until the server's settings say
+/// otherwise: the first requests on a new connection do not wait for its SETTINGS frame.
+const H2_INITIAL_STREAMS: usize = 100;
+/// Each stream's receive window: how far an unread response body runs ahead before the server
+/// waits (HTTP/2's flow control is the back-pressure of its streams). The connection's window
+/// holds several streams' worth, so that one unread body does not stop the others.
+const H2_STREAM_WINDOW: u32 = 1024 * 1024;
+const H2_CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
+
+/// Starts HTTP/2 on a connected stream (TLS that chose `h2` in ALPN, or `h2c` by prior
+/// knowledge): nothing is read or written until the connection is spawned. Its request half
+/// gives a sender per exchange ([`Sender::stream`]); how many streams the server takes at
+/// once is kept up to date as its settings come ([`Sender::max_streams`]).
+pub async fn handshake_h2<IO>(
+    io: IO,
+    max_header_size: usize,
+    secure: bool,
+) -> Result<(Sender, Connection), Error>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let wake = Arc::new(wake::ConnWake::default());
+    wake.max_streams
+        .store(H2_INITIAL_STREAMS, Ordering::Relaxed);
+    let io = Counted {
+        io,
+        shared: wake.clone(),
+        backlog: false,
+    };
+    let (sender, mut conn) = http2::Builder::new(TokioExecutor::new())
+        .initial_max_send_streams(H2_INITIAL_STREAMS)
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW)
+        .max_header_list_size(u32::try_from(max_header_size).unwrap_or(u32::MAX))
+        .handshake::<_, ReqBody>(TokioIo::new(io))
+        .await
+        .map_err(|e| hyper_error(&e, false))?;
+    let limit = wake.clone();
+    Ok((
+        Sender {
+            hyper: Hyper::H2(Box::new((sender, secure))),
+            wake: wake.clone(),
+        },
+        Connection {
+            hyper: Box::pin(std::future::poll_fn(move |cx| {
+                let polled = Pin::new(&mut conn).poll(cx);
+                limit
+                    .max_streams
+                    .store(conn.current_max_send_streams(), Ordering::Relaxed);
+                polled.map(|_| ())
+            })),
             wake,
         },
     ))
@@ -484,35 +608,52 @@ fn run_exchange(
         // What the connection had received before this request: more when it fails means
         // that a response had begun (an informational one, or part of a head).
         let received = sender.wake.received.load(Ordering::Relaxed);
-        let sending = sender.hyper.send_request(request_of(
+        let request = request_of(
             spec.method,
             &spec.head,
             spec.body,
             spec.expect_continue,
             spec.informational.then(|| sink.clone()),
-        ));
-        let response = match spec.headers_timeout {
-            // Boxed: a timer is large, and only a timeout shorter than the binding's own checks
-            // (see `src/binding/request.rs`) comes here.
-            Some(t) => match Box::pin(tokio::time::timeout(t, sending)).await {
-                Ok(r) => r,
-                Err(_) => {
-                    sink.post(Event::Error(errors::headers_timeout(t)));
-                    sink.post(Event::Done(None));
-                    return;
+        );
+        let response = match &mut sender.hyper {
+            Hyper::H1(s) => {
+                let sending = s.send_request(request);
+                match spec.headers_timeout {
+                    // Boxed: a timer is large, and only a timeout shorter than the binding's
+                    // own checks (see `src/binding/request`) comes here.
+                    Some(t) => match Box::pin(tokio::time::timeout(t, sending)).await {
+                        Ok(r) => r,
+                        Err(_) => return headers_timed_out(&*sink, t),
+                    },
+                    None => sending.await,
                 }
-            },
-            None => sending.await,
+            }
+            // Boxed, so that the HTTP/1.1 exchange's future stays small.
+            Hyper::H2(h2) => {
+                let sending = h2.0.send_request(absolute(request, h2.1));
+                match Box::pin(within_headers(sending, spec.headers_timeout)).await {
+                    Some(r) => r,
+                    None => {
+                        return headers_timed_out(&*sink, spec.headers_timeout.unwrap_or_default())
+                    }
+                }
+            }
         };
         let response = match response {
             Ok(r) => r,
             // A malformed response came, or a response had begun: the server has the request.
             // Anything else means no response byte arrived, and the request may not have been
-            // processed at all.
+            // processed at all. On HTTP/2, where other streams' bytes arrive too, the protocol
+            // says which requests were not processed; a stream the server reset otherwise was.
             Err(e) => {
                 let err = hyper_error(&e, false);
-                let answering = sender.wake.received.load(Ordering::Relaxed) != received;
-                sink.post(if e.is_parse() || e.is_parse_status() {
+                let answering = match sender.hyper {
+                    Hyper::H1(_) => sender.wake.received.load(Ordering::Relaxed) != received,
+                    Hyper::H2(..) => errors::is_stream_reset(&e),
+                };
+                sink.post(if sender.is_multiplexed() && errors::unprocessed(&e) {
+                    Event::Refused(err.with_request_sent(false))
+                } else if e.is_parse() || e.is_parse_status() {
                     Event::Error(err)
                 } else if answering {
                     Event::Error(err.with_request_sent(true))
@@ -572,11 +713,16 @@ fn run_exchange(
         // ask for more: the response reaches the consumer, and its listeners, first.
         let mut failed_later = false;
         for round in 1.. {
+            // HTTP/2's wake-ups of the connection are never of the kind held back: taking a
+            // body's data may let its connection send a window update.
             let took = std::future::poll_fn(|cx| {
-                Poll::Ready(wake::hold(&sender.wake, || {
-                    let took = take_arrived(&mut body, cx, &mut arrived);
-                    (took, arrived.end.is_some())
-                }))
+                Poll::Ready(match sender.hyper {
+                    Hyper::H1(_) => wake::hold(&sender.wake, || {
+                        let took = take_arrived(&mut body, cx, &mut arrived);
+                        (took, arrived.end.is_some())
+                    }),
+                    Hyper::H2(..) => take_arrived(&mut body, cx, &mut arrived),
+                })
             })
             .await;
             failed_later = round > 1 && arrived.failed.is_some();
@@ -606,19 +752,21 @@ fn run_exchange(
         } else {
             None
         };
-        let (done, sender) = match settled {
-            Some(reusable) => (Some(reusable.then_some(sender)), None),
-            None => (None, Some(sender)),
-        };
-        sink.post(Event::Head {
+        let head = move |done| Event::Head {
             status: status.as_u16(),
             reason,
             headers,
             chunks,
             end,
             done,
-        });
-        let Some(mut sender) = sender else { return };
+        };
+        // The sender stays where it is (a copy of it in another local would take room in the
+        // future's state for good).
+        if let Some(reusable) = settled {
+            sink.post(head(Some(reusable.then_some(sender))));
+            return;
+        }
+        sink.post(head(None));
         if let Some(e) = failed {
             if failed_later {
                 ctl.take().await;
@@ -657,6 +805,48 @@ fn run_exchange(
             None => sender.hyper.ready().await.is_ok(),
         };
         sink.post(Event::Done(reusable.then_some(sender)));
+    }
+}
+
+/// An HTTP/2 request names its scheme and authority in its target (`:scheme` and
+/// `:authority`, RFC 9113 §8.3.1): the `host` header becomes the authority. (hyper drops the
+/// connection-specific headers itself.)
+fn absolute(mut req: Request<ReqBody>, secure: bool) -> Request<ReqBody> {
+    let Some(host) = req.headers_mut().remove(http::header::HOST) else {
+        return req;
+    };
+    let mut parts = req.uri().clone().into_parts();
+    parts.scheme = Some(match secure {
+        true => http::uri::Scheme::HTTPS,
+        false => http::uri::Scheme::HTTP,
+    });
+    parts.authority = http::uri::Authority::try_from(host.as_bytes()).ok();
+    if parts.path_and_query.is_none() {
+        parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    }
+    match http::Uri::from_parts(parts) {
+        Ok(uri) => *req.uri_mut() = uri,
+        // Not an authority: it goes as the header it was.
+        Err(_) => {
+            req.headers_mut().insert(http::header::HOST, host);
+        }
+    }
+    req
+}
+
+/// The exchange ends: no response head came within `t`.
+fn headers_timed_out(sink: &dyn Sink, t: Duration) {
+    sink.post(Event::Error(errors::headers_timeout(t)));
+    sink.post(Event::Done(None));
+}
+
+/// The response of `sending`, or None if its head did not come within `timeout`. The timer is
+/// boxed: it is large, and only a timeout shorter than the binding's own checks (see
+/// `src/binding/request`) comes here.
+async fn within_headers<F: Future>(sending: F, timeout: Option<Duration>) -> Option<F::Output> {
+    match timeout {
+        Some(t) => Box::pin(tokio::time::timeout(t, sending)).await.ok(),
+        None => Some(sending.await),
     }
 }
 

@@ -12,7 +12,7 @@ use http::Method;
 use tokio::sync::Notify;
 
 use super::{channel_body, empty_body, full_body, gated, BodyWriter, Head, Recording, Spec};
-use crate::replay::{promise_replayable, PlannedBody};
+use crate::replay::{promise_replayable, refusal_replayable, PlannedBody};
 
 /// Why a request cannot be planned: the call's input is wrong. Each is said at once, before
 /// anything is sent.
@@ -97,6 +97,8 @@ pub struct Intent {
     pub replay_limit: Option<usize>,
     /// The largest response head accepted, in bytes.
     pub max_head_size: usize,
+    /// It may go over HTTP/2, where a refused stream is sent again whatever its method.
+    pub refusable: bool,
 }
 
 /// A planned request: its first exchange, what its replay needs (when it may have one), and
@@ -131,6 +133,7 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
         body_timeout_ms,
         replay_limit,
         max_head_size,
+        refusable,
     } = intent;
     if let (Source::Bytes(bytes), Some(declared)) = (&body, content_length) {
         if declared != bytes.len() as u64 {
@@ -140,16 +143,19 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
             });
         }
     }
-    let replayable = promise_replayable(
+    let planned = match &body {
+        Source::Bytes(bytes) => PlannedBody::Bytes(bytes.len()),
+        Source::Streamed => PlannedBody::Streamed,
+    };
+    let idempotent = promise_replayable(
         replay_limit,
         method.as_str().as_bytes(),
         head.headers.contains_key("idempotency-key"),
         expect_continue,
-        match &body {
-            Source::Bytes(bytes) => PlannedBody::Bytes(bytes.len()),
-            Source::Streamed => PlannedBody::Streamed,
-        },
+        planned,
     );
+    let replayable =
+        idempotent || (refusable && refusal_replayable(replay_limit, expect_continue, planned));
     let headers_timeout = timeout(headers_timeout_ms);
     let body_timeout = timeout(body_timeout_ms);
     let (req_body, writer, replay_body) = match body {
@@ -182,6 +188,7 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
         }
     };
     let replay = replay_body.map(|body| Replay {
+        idempotent,
         method: method.clone(),
         head: head.clone(),
         body,
@@ -215,6 +222,9 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
 /// What it takes to send a request again: its head, and its body in memory or as its writer
 /// recorded it.
 pub struct Replay {
+    /// It may also go again after the keep-alive race (an idempotent request); otherwise only
+    /// after a refusal.
+    pub idempotent: bool,
     pub method: Method,
     pub head: Arc<Head>,
     pub body: ReplayBody,
@@ -317,6 +327,7 @@ mod tests {
             body_timeout_ms: 0.0,
             replay_limit: Some(16),
             max_head_size: 16 * 1024,
+            refusable: false,
         }
     }
 

@@ -35,6 +35,8 @@ type Boxed = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub(super) struct ConnWake {
     task: TaskWaker,
     pub(super) received: AtomicU64,
+    /// An HTTP/2 connection's limit on streams at once (the server's setting).
+    pub(super) max_streams: std::sync::atomic::AtomicUsize,
     /// Set by the stream when a write took the last of a backlog (see [`run`]).
     pub(super) drained: AtomicBool,
     /// The connection is given up: its task drops it at once (see [`ConnWake::cut`]).

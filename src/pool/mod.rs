@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod expiry;
+pub mod multiplex;
 mod release;
 mod stats;
 

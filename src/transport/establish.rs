@@ -47,6 +47,8 @@ pub struct Secure<'a> {
     pub servername: Option<&'a str>,
     /// Whether the handshake's key material is kept (a 'keylog' listener), read as it comes.
     pub keylog: Arc<AtomicBool>,
+    /// ALPN offers HTTP/2 (`h2`) ahead of HTTP/1.1.
+    pub offer_h2: bool,
 }
 
 /// A deadline for the whole of it, and the limit it stands for (the timeout's error says it).
@@ -82,7 +84,10 @@ pub async fn establish(
     // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
     macro_rules! handshake {
         ($io:expr, $variant:expr) => {{
-            let handshake = within(deadline, tls::handshake($io, secure.config, server));
+            let handshake = within(
+                deadline,
+                tls::handshake_offering($io, secure.config, server, secure.offer_h2),
+            );
             let (result, lines) = tls::logging_keys(secure.keylog, handshake).await;
             if !lines.is_empty() {
                 on_keys(lines);

@@ -40,6 +40,8 @@ pub struct PoolOptions {
     pub connect_timeout_ms: Option<f64>,
     /// `agentKeepAliveTimeoutBuffer` (ms, default 1000).
     pub hint_buffer_ms: Option<f64>,
+    /// The promise path tries HTTP/2 (`allowH2` over TLS, `h2c` over plain TCP).
+    pub http2: Option<bool>,
 }
 
 /// When a promise-path connection goes back to the pool, and for how long.
@@ -330,6 +332,7 @@ impl NativePool {
         let cell = PoolCell::new(ctx()?, agent.raw(), limits(&options), connect_opts);
         cell.policy.set(release_policy(&options));
         cell.connect_timeout.set(millis(options.connect_timeout_ms));
+        cell.http2.set(options.http2.unwrap_or(false));
         cell.replay_limit.set(
             options
                 .replay_limit

@@ -258,6 +258,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         body_timeout_ms,
         replay_limit: (replay_limit >= 0.0).then_some(replay_limit as usize),
         max_head_size: cell.max_header_size.get(),
+        refusable: cell.http2.get(),
     };
     // A streamed body's drain reaches the request through the inbox; its id is known once
     // registered.

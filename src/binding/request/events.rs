@@ -121,9 +121,14 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
             let trailers = end
                 .as_ref()
                 .map_or_else(|| js::null(env), |t| header_string(env, t));
+            // HTTP/2 has no reason phrase: a null says the response came over it.
+            let reason = match super::streams::on_session(&req) {
+                true => js::null(env),
+                false => js::latin1(env, &reason),
+            };
             let mut args = [
                 js::number(env, status as f64),
-                js::latin1(env, &reason),
+                reason,
                 header_string(env, &headers),
                 body,
                 trailers,
@@ -162,8 +167,26 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
             // The keep-alive race: a reused connection died before answering. An
             // idempotent request is sent once more, on a fresh connection (RFC 9110
             // §9.2.2); anything else fails, saying whether it went out.
-            let possible = req.replay.borrow().as_ref().is_some_and(Replay::possible);
+            let possible = req
+                .replay
+                .borrow()
+                .as_ref()
+                .is_some_and(|r| r.idempotent && r.possible());
             if crate::replay::replays_after_race(req.reused.get(), possible) {
+                *req.retrying.borrow_mut() = Some(err);
+            } else {
+                let desc = js::error_descriptor(env, &err);
+                req.emit(kind::ERROR, &[desc]);
+            }
+        }
+        Event::Refused(err) => {
+            // The server did not process it: its session takes no more streams, and the
+            // request goes again elsewhere, whatever its method.
+            if super::streams::on_session(&req) {
+                super::streams::session_draining(&req.pool, req.key, req.conn.get());
+            }
+            let possible = req.replay.borrow().as_ref().is_some_and(Replay::possible);
+            if crate::replay::replays_after_refusal(possible) {
                 *req.retrying.borrow_mut() = Some(err);
             } else {
                 let desc = js::error_descriptor(env, &err);
@@ -183,10 +206,19 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
                     crate::binding::debug::debug!("replay request {} on a new connection", req.id);
                     req.unhold();
                     let pool = req.pool();
-                    pool.retire(req.conn.get());
                     pool.state.borrow_mut().pool.stats.replay_count += 1;
                     *req.spec.borrow_mut() = Some(spec);
-                    super::open::connect_for(&pool, &req);
+                    if super::streams::on_session(&req) {
+                        // Its stream is over; it is routed as a new request is (the session
+                        // it met takes no more).
+                        let conn_id = req.conn.replace(0);
+                        req.abort.borrow_mut().take();
+                        super::streams::stream_done(&pool, req.key, conn_id);
+                        super::streams::route(&pool, &req);
+                    } else {
+                        pool.retire(req.conn.get());
+                        super::open::connect_for(&pool, &req);
+                    }
                     // A writer held back while the connection was lost goes on, into the
                     // new connection's body.
                     if drain {
@@ -237,6 +269,12 @@ pub(super) fn settle(
     req.abort.borrow_mut().take();
     req.unhold();
     req.writer.borrow_mut().take();
+    // An HTTP/2 stream's end frees a stream, not the connection.
+    if super::streams::on_session(req) {
+        let conn_id = req.conn.replace(0);
+        super::streams::stream_done(&req.pool(), req.key, conn_id);
+        return (conn_id, verdict::NONE);
+    }
     // The connection is the pool's again: an abort from now on does not close it.
     let conn_id = req.conn.replace(0);
     let Some(conn) = ctx.conn(conn_id) else {

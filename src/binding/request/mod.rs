@@ -9,6 +9,7 @@
 
 mod events;
 mod open;
+mod streams;
 
 pub use events::{on_request_event, sweep_headers_deadlines};
 pub use open::{
@@ -129,6 +130,9 @@ pub struct ReqState {
     /// Its place in the pool's queue while it waits for a connection (see
     /// `PoolCell::route`, which serves it).
     pub waiter: Cell<Option<u64>>,
+    /// It waits for a stream of an HTTP/2 session, or for the connection that may give one
+    /// (see `streams::route`).
+    stream_wait: Cell<bool>,
 }
 
 /// Headers timeouts longer than this (the default is 300 s) are not a tokio timer around each
@@ -204,6 +208,22 @@ impl ReqState {
         self.headers_deadline.set(None);
     }
 
+    /// The request's exchange starts on connection `conn_id`, reused (an idle one, or a stream
+    /// of an HTTP/2 session): what it sends, and where its events go. None if it has started
+    /// already.
+    fn begin_on(&self, conn_id: u32) -> Option<(Spec, Arc<dyn Sink>)> {
+        let mut spec = self.spec.borrow_mut().take()?;
+        self.keep_headers_timeout(&mut spec);
+        self.conn.set(conn_id);
+        self.reused.set(true);
+        self.hold();
+        let sink: Arc<dyn Sink> = Arc::new(ReqSink {
+            inbox: self.pool.ctx.inbox.clone(),
+            req: self.id,
+        });
+        Some((spec, sink))
+    }
+
     /// Stops the request's task, if it has one running (the env's cleanup).
     pub fn stop(&self) {
         if let Some(exchange) = self.abort.borrow_mut().take() {
@@ -271,6 +291,7 @@ pub fn abort(req: &Rc<ReqState>) -> f64 {
         exchange.stop();
     }
     req.writer.borrow_mut().take();
+    let on_session = streams::on_session(req);
     let conn_id = req.conn.replace(0);
     let pool = req.pool.clone();
     // Its place in the queue, if it still waits.
@@ -278,14 +299,29 @@ pub fn abort(req: &Rc<ReqState>) -> f64 {
         pool.promise_waiters.borrow_mut().remove(&w);
         pool.cancel(w);
     }
+    if req.stream_wait.take() {
+        pool.sessions
+            .borrow_mut()
+            .cancel(req.key, u64::from(req.id));
+    }
     let in_flight = conn_id != 0;
     req.unhold();
     req.finish();
-    if in_flight {
-        pool.close(conn_id)
-    } else {
-        verdict::NONE
+    // An HTTP/2 stream is reset alone (its task stopped): the session goes on.
+    if on_session {
+        streams::stream_done(&pool, req.key, conn_id);
+        return verdict::NONE;
     }
+    // A connection that requests wait for, closed before it could serve them.
+    let abandoned = pool.conn(conn_id).is_some_and(|c| c.h2_pending.take());
+    let verdict = match in_flight {
+        true => pool.close(conn_id),
+        false => verdict::NONE,
+    };
+    if abandoned {
+        streams::connect_abandoned(&pool, req.key);
+    }
+    verdict
 }
 
 /// Bytes of a streamed request body.

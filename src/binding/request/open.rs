@@ -61,8 +61,17 @@ pub fn start(
         hold: RefCell::new(None),
         finished: Cell::new(false),
         waiter: Cell::new(None),
+        stream_wait: Cell::new(false),
     });
     pool.ctx.insert_request(req.clone());
+    super::streams::route(pool, &req);
+    req
+}
+
+/// The pool's checkout for `req`: an idle connection of the promise path, a new one, or a place
+/// in the pool's queue (or, when the key has HTTP/2 sessions, a wait for a stream on one).
+pub(super) fn checkout(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
+    let key = req.key;
     let mut discard = Vec::new();
     let checkout = {
         let ctx = &pool.ctx;
@@ -78,14 +87,20 @@ pub fn start(
         pool.drop_idle(id, false);
     }
     match checkout {
-        Checkout::Reuse(conn) => dispatch(pool, &req, conn),
-        Checkout::Connect => connect_for(pool, &req),
+        Checkout::Reuse(conn) => dispatch(pool, req, conn),
+        Checkout::Connect => connect_for(pool, req),
+        // A full HTTP/2 session frees a stream sooner than the pool frees a slot.
+        Checkout::Queued(WaiterId(w))
+            if pool.http2.get() && pool.sessions.borrow_mut().wait(key, u64::from(req.id)) =>
+        {
+            pool.cancel(w);
+            req.stream_wait.set(true);
+        }
         Checkout::Queued(WaiterId(w)) => {
             req.waiter.set(Some(w));
             pool.promise_waiters.borrow_mut().insert(w, (req.id, key));
         }
     }
-    req
 }
 
 /// Serves waiter `w`, an `agent.request()`, with what the pool gave it: connection
@@ -110,7 +125,7 @@ pub fn requests_queued(pool: &PoolCell) -> Vec<sys::napi_value> {
     pool.ctx
         .requests()
         .into_iter()
-        .filter(|r| r.pool.id == pool.id && r.waiter.get().is_some())
+        .filter(|r| r.pool.id == pool.id && (r.waiter.get().is_some() || r.stream_wait.get()))
         .map(|r| r.handle.get(env))
         .collect()
 }
@@ -144,18 +159,10 @@ pub fn dispatch(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
         return;
     };
     let sender = conn.take_sender();
-    let Some(mut spec) = req.spec.borrow_mut().take() else {
+    let Some((spec, sink)) = req.begin_on(conn_id) else {
         return;
     };
-    req.keep_headers_timeout(&mut spec);
     conn.state.set(State::Active);
-    req.conn.set(conn_id);
-    req.reused.set(true);
-    req.hold();
-    let sink: Arc<dyn Sink> = Arc::new(ReqSink {
-        inbox: pool.ctx.inbox.clone(),
-        req: req.id,
-    });
     let ctl = req.ctl.clone();
     let running = match sender {
         // The stopper is one for the connection, shared by the requests it serves: no count
@@ -193,12 +200,19 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     req.keep_headers_timeout(&mut spec);
     // A request on a fresh connection is never sent again: a streamed body need not be
     // kept for it (a replay's own body keeps nothing either).
-    if let Some(replay) = req.replay.borrow().as_ref() {
+    // (Except where it may speak HTTP/2, whose server may refuse the stream.)
+    if let Some(replay) = req.replay.borrow().as_ref().filter(|_| !pool.http2.get()) {
         replay.drop_recording();
     }
     let conn: Rc<Conn> = pool.new_conn(req.key);
     crate::binding::debug::debug!("request {}: create connection {}", req.id, conn.id);
     conn.mode.set(Mode::Promise);
+    // One that may speak HTTP/2: its key's next requests wait for it (`streams::route`).
+    let http2 = pool.http2.get();
+    if http2 {
+        conn.h2_pending.set(true);
+        pool.sessions.borrow_mut().connecting(req.key);
+    }
     req.conn.set(conn.id);
     req.reused.set(false);
     req.hold();
@@ -260,6 +274,7 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
                 config,
                 servername: servername.as_deref(),
                 keylog: keylog.clone(),
+                offer_h2: http2,
             });
             let on_keys = |lines| {
                 inbox.post(Completion::Keylog {
@@ -278,7 +293,11 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
                     local,
                     remote,
                 } => {
-                    let http = Box::pin(client::handshake(stream, max_header)).await?;
+                    // HTTP/2 when the server chose it in ALPN.
+                    let http = match info.alpn.as_deref() == Some(b"h2") {
+                        true => Box::pin(client::handshake_h2(stream, max_header, true)).await?,
+                        false => Box::pin(client::handshake(stream, max_header)).await?,
+                    };
                     (http, Some(info), local, remote)
                 }
                 Opened::Plain(Connected {
@@ -286,12 +305,21 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
                     local,
                     remote,
                 }) => {
+                    // Without TLS, HTTP/2 only by prior knowledge (`h2c`).
+                    macro_rules! speak {
+                        ($io:expr) => {
+                            match http2 {
+                                true => {
+                                    Box::pin(client::handshake_h2($io, max_header, false)).await?
+                                }
+                                false => Box::pin(client::handshake($io, max_header)).await?,
+                            }
+                        };
+                    }
                     let http = match socket {
-                        Socket::Tcp(tcp) => Box::pin(client::handshake(tcp, max_header)).await?,
-                        Socket::Unix(unix) => Box::pin(client::handshake(unix, max_header)).await?,
-                        Socket::Proxied(stream) => {
-                            Box::pin(client::handshake(*stream, max_header)).await?
-                        }
+                        Socket::Tcp(tcp) => speak!(tcp),
+                        Socket::Unix(unix) => speak!(unix),
+                        Socket::Proxied(stream) => speak!(*stream),
                     };
                     (http, None, local, remote)
                 }
@@ -325,11 +353,13 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
                     }
                     false => (None, None),
                 };
+                // An HTTP/2 session's own sender, for its other streams.
+                let session = sender.stream();
                 inbox.post(Completion::HyperConnected {
                     pool: pool_id,
                     conn: conn_id,
                     req: req_id,
-                    result: Ok((local, remote, info.map(Box::new), verify)),
+                    result: Ok((local, remote, info.map(Box::new), verify, session)),
                 });
                 // A name that fails closes the connection (this task stops here).
                 if let Some(verified) = verified {
@@ -367,7 +397,7 @@ pub fn hyper_connected(
         return;
     };
     match result {
-        Ok((local, remote, info, verify)) => {
+        Ok((local, remote, info, verify, session)) => {
             conn.local.set(local);
             *conn.remote.borrow_mut() = Some(remote);
             *conn.tls.borrow_mut() = info;
@@ -383,6 +413,20 @@ pub fn hyper_connected(
                     conn.close(pool.ctx.env);
                     let grant = pool.state.borrow_mut().pool.closed(conn.key);
                     pool.notify_grants(grant.into_iter());
+                    if conn.h2_pending.take() {
+                        super::streams::connect_abandoned(pool, conn.key);
+                    }
+                } else if conn.h2_pending.take() {
+                    match session {
+                        // Its streams serve the requests that waited for it.
+                        Some(session) => {
+                            conn.make_session(session);
+                            let room = conn.max_streams();
+                            super::streams::session_opened(pool, conn.key, conn_id, room);
+                            super::streams::stream_done(pool, conn.key, conn_id);
+                        }
+                        None => super::streams::session_refused(pool, conn.key),
+                    }
                 }
                 return;
             };
@@ -390,10 +434,26 @@ pub fn hyper_connected(
             if let Some(verify) = verify {
                 verify_server(pool, &req, &conn, verify);
             }
+            if !conn.h2_pending.take() {
+                return;
+            }
+            // A name that failed closed the connection.
+            let open = pool.conn(conn_id).is_some();
+            match session {
+                Some(session) if open => {
+                    conn.make_session(session);
+                    super::streams::session_opened(pool, conn.key, conn_id, conn.max_streams());
+                }
+                Some(_) => super::streams::connect_abandoned(pool, conn.key),
+                None => super::streams::session_refused(pool, conn.key),
+            }
         }
         Err(err) => {
             pool.ctx.remove_conn(conn_id);
             conn.close(pool.ctx.env);
+            if conn.h2_pending.take() {
+                super::streams::connect_failed(pool, conn.key, &err);
+            }
             // Not open within the agent's timeout: a timeout, as on the drop-in path.
             let grant = pool
                 .state
@@ -494,6 +554,9 @@ pub fn hyper_closed(pool: &Rc<PoolCell>, conn_id: u32) {
     let Some(conn) = pool.conn(conn_id) else {
         return;
     };
+    if super::streams::session_closed(pool, conn.key, conn_id) {
+        return;
+    }
     if conn.state.get() == State::Idle {
         pool.evict_idle(&conn);
     }

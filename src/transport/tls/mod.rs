@@ -118,6 +118,9 @@ const CRL_SIGNATURE_FAILURE: VerifyFailure =
 /// resumes a session only with the configuration, and verifier, that made it).
 pub struct TlsConfig {
     base: Arc<ClientConfig>,
+    /// The same, offering HTTP/2 in ALPN (`h2` first, then `http/1.1`), for the connections
+    /// of the promise path when HTTP/2 is allowed; made on first use.
+    offering_h2: std::sync::OnceLock<Arc<ClientConfig>>,
     sessions: Option<Arc<ClientSessionMemoryCache>>,
     /// The leaf certificates (DER) whose server name JavaScript found right: a session resumed
     /// with one of them is not checked again, as Node does not check a resumed session. One
@@ -431,6 +434,7 @@ impl TlsConfig {
         };
         Ok(TlsConfig {
             base: Arc::new(config),
+            offering_h2: std::sync::OnceLock::new(),
             sessions,
             named: std::sync::Mutex::new(Vec::new()),
             reject: opts.reject_unauthorized,
@@ -443,8 +447,16 @@ impl TlsConfig {
         self.reject
     }
 
-    fn connector(&self) -> TlsConnector {
-        TlsConnector::from(self.base.clone())
+    fn connector(&self, offer_h2: bool) -> TlsConnector {
+        if !offer_h2 {
+            return TlsConnector::from(self.base.clone());
+        }
+        let config = self.offering_h2.get_or_init(|| {
+            let mut config = (*self.base).clone();
+            config.alpn_protocols = alpn_with_h2(&self.base.alpn_protocols);
+            Arc::new(config)
+        });
+        TlsConnector::from(config.clone())
     }
 
     /// Whether JavaScript is to check the name of the server of session `info`: not when the
@@ -631,6 +643,17 @@ pub async fn logging_keys<F: std::future::Future>(
         .await
 }
 
+/// What ALPN offers when HTTP/2 is allowed: `h2` ahead of the protocols otherwise offered
+/// (`http/1.1` when none are).
+fn alpn_with_h2(given: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let mut offered = vec![b"h2".to_vec()];
+    match given {
+        [] => offered.push(b"http/1.1".to_vec()),
+        _ => offered.extend(given.iter().filter(|p| p.as_slice() != b"h2").cloned()),
+    }
+    offered
+}
+
 /// Runs the client handshake on a connected socket.
 pub async fn handshake<IO>(
     io: IO,
@@ -640,7 +663,20 @@ pub async fn handshake<IO>(
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
-    let connector = config.connector();
+    handshake_offering(io, config, server, false).await
+}
+
+/// Runs the client handshake on a connected socket, offering HTTP/2 in ALPN if `h2`.
+pub async fn handshake_offering<IO>(
+    io: IO,
+    config: &TlsConfig,
+    server: ServerName<'static>,
+    h2: bool,
+) -> Result<(ClientStream<IO>, TlsInfo), Error>
+where
+    IO: AsyncRead + AsyncWrite + Unpin,
+{
+    let connector = config.connector(h2);
     let servername = match &server {
         ServerName::DnsName(name) => Some(name.as_ref().to_owned()),
         _ => None,

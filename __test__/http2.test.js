@@ -1,0 +1,356 @@
+'use strict';
+
+// HTTP/2 on agent.request() and the Dispatcher: against Node's http2 servers (TLS with the
+// committed fixture certificates verified for real, and h2c), with the faults a server can
+// script at the frame level: a stream limit, REFUSED_STREAM, GOAWAY, resets.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const http2 = require('node:http2');
+const https = require('node:https');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const { Readable } = require('node:stream');
+const { once } = require('node:events');
+const { Agent, HttpsAgent, Dispatcher } = require('..');
+const { until } = require('./helpers');
+
+const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+const CA = fixture('ca.pem');
+const TLS = { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') };
+const { NGHTTP2_REFUSED_STREAM, NGHTTP2_INTERNAL_ERROR, NGHTTP2_CANCEL } = http2.constants;
+
+// An HTTP/2 server (TLS with HTTP/1.1 too, or h2c) that counts its sessions and closes them
+// when the test ends.
+async function h2Server(t, handler, { plain = false, settings } = {}) {
+  const server = plain
+    ? http2.createServer({ settings })
+    : http2.createSecureServer({ ...TLS, allowHTTP1: true, settings });
+  server.sessions = [];
+  server.on('session', (s) => server.sessions.push(s));
+  server.on('request', handler);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  server.origin = `${plain ? 'http' : 'https'}://localhost:${server.address().port}`;
+  t.after(() => {
+    for (const s of server.sessions) s.destroy();
+    server.close();
+  });
+  return server;
+}
+
+function h2Agent(t, options = {}) {
+  const agent = new HttpsAgent({ allowH2: true, ca: CA, ...options });
+  t.after(() => agent.destroy());
+  return agent;
+}
+
+async function text(res) {
+  let s = '';
+  for await (const chunk of res.body) s += chunk;
+  return s;
+}
+
+test('ALPN decides: h2 where the server takes it, HTTP/1.1 otherwise or without allowH2', async (t) => {
+  const seen = [];
+  const server = await h2Server(t, (req, res) => {
+    seen.push({ version: req.httpVersion, authority: req.headers[':authority'], scheme: req.headers[':scheme'], host: req.headers.host });
+    res.end(`v${req.httpVersion}`);
+  });
+  const agent = h2Agent(t);
+  const res = await agent.request(`${server.origin}/a`);
+  assert.strictEqual(res.httpVersion, '2.0');
+  assert.strictEqual(res.statusMessage, '');
+  assert.strictEqual(await text(res), 'v2.0');
+  // The host header became :authority, with the scheme.
+  assert.deepStrictEqual(seen[0], { version: '2.0', authority: `localhost:${server.address().port}`, scheme: 'https', host: undefined });
+
+  const plain = new HttpsAgent({ ca: CA });
+  t.after(() => plain.destroy());
+  const old = await plain.request(`${server.origin}/b`);
+  assert.strictEqual(old.httpVersion, '1.1');
+  assert.strictEqual(old.statusMessage, 'OK');
+  assert.strictEqual(await text(old), 'v1.1');
+
+  // A server without h2 in ALPN: HTTP/1.1, as before.
+  const h1 = https.createServer(TLS, (req, res) => res.end(`v${req.httpVersion}`));
+  h1.listen(0, '127.0.0.1');
+  await once(h1, 'listening');
+  t.after(() => { h1.closeAllConnections(); h1.close(); });
+  const fallback = await agent.request(`https://localhost:${h1.address().port}/c`);
+  assert.strictEqual(fallback.httpVersion, '1.1');
+  assert.strictEqual(await text(fallback), 'v1.1');
+  // And http.request through the same agent stays on HTTP/1.1 (it offers http/1.1 alone).
+  const dropIn = await new Promise((resolve, reject) => {
+    https.get(`${server.origin}/d`, { agent }, (r) => {
+      let s = '';
+      r.on('data', (c) => { s += c; }).on('end', () => resolve(s));
+    }).on('error', reject);
+  });
+  assert.strictEqual(dropIn, 'v1.1');
+});
+
+test('100 requests at once share one connection, with headers as on HTTP/1.1', async (t) => {
+  const server = await h2Server(t, (req, res) => {
+    res.setHeader('set-cookie', ['a=1', 'b=2']);
+    res.setHeader('X-Mixed-Case', 'yes');
+    res.end(`${req.method} ${req.url}`);
+  });
+  const agent = h2Agent(t);
+  const bodies = await Promise.all(Array.from({ length: 100 }, async (_, i) => {
+    const res = await agent.request(`${server.origin}/${i}`, i % 2 ? { method: 'POST', body: `b${i}` } : {});
+    assert.deepStrictEqual(res.headers['set-cookie'], ['a=1', 'b=2']);
+    assert.strictEqual(res.headers['x-mixed-case'], 'yes');
+    return text(res);
+  }));
+  assert.deepStrictEqual(bodies, Array.from({ length: 100 }, (_, i) => `${i % 2 ? 'POST' : 'GET'} /${i}`));
+  assert.strictEqual(server.sessions.length, 1);
+});
+
+test('a small stream limit: every request is served, never more streams at once than allowed', async (t) => {
+  let open = 0;
+  let most = 0;
+  const server = await h2Server(t, (req, res) => {
+    open++;
+    most = Math.max(most, open);
+    setImmediate(() => { open--; res.end(req.url); });
+  }, { settings: { maxConcurrentStreams: 2 } });
+  const agent = h2Agent(t);
+  // The session's settings are known once its first request is answered.
+  assert.strictEqual(await text(await agent.request(`${server.origin}/first`)), '/first');
+  const bodies = await Promise.all(Array.from({ length: 30 }, async (_, i) => text(await agent.request(`${server.origin}/${i}`))));
+  assert.deepStrictEqual(bodies, Array.from({ length: 30 }, (_, i) => `/${i}`));
+  assert.ok(most <= 2, `at most 2 streams at once per session, saw ${most}`);
+});
+
+test('REFUSED_STREAM: the request goes again, whatever its method, and is processed once', async (t) => {
+  const attempts = new Map();
+  const processed = [];
+  const server = await h2Server(t, (req, res) => {
+    const n = (attempts.get(req.url) || 0) + 1;
+    attempts.set(req.url, n);
+    if (n === 1) {
+      req.stream.close(NGHTTP2_REFUSED_STREAM);
+      return;
+    }
+    let body = '';
+    req.on('data', (c) => { body += c; }).on('end', () => {
+      processed.push(`${req.method} ${req.url} ${body}`);
+      res.end('ok');
+    });
+  });
+  const agent = h2Agent(t);
+  const post = await agent.request(`${server.origin}/post`, { method: 'POST', body: 'payload' });
+  assert.strictEqual(await text(post), 'ok');
+  const get = await agent.request(`${server.origin}/get`);
+  assert.strictEqual(await text(get), 'ok');
+  assert.deepStrictEqual(processed, ['POST /post payload', 'GET /get ']);
+  assert.strictEqual(attempts.get('/post'), 2);
+});
+
+test('GOAWAY with requests in flight: those left out go again on a new connection, none twice', async (t) => {
+  const processed = new Map();
+  let firstSession = null;
+  const held = [];
+  const server = await h2Server(t, (req, res) => {
+    const session = req.stream.session;
+    if (firstSession === null) firstSession = session;
+    let body = '';
+    req.on('data', (c) => { body += c; }).on('end', () => {
+      const answer = () => {
+        processed.set(req.url, (processed.get(req.url) || 0) + 1);
+        res.end(`${req.url} ${body}`);
+      };
+      if (session !== firstSession) return answer();
+      held.push({ id: req.stream.id, answer });
+      // Once all five are here, the first session processes its first stream only.
+      if (held.length === 5) {
+        held.sort((a, b) => a.id - b.id);
+        session.goaway(0, held[0].id);
+        held[0].answer();
+      }
+    });
+  });
+  const agent = h2Agent(t);
+  const results = await Promise.all(Array.from({ length: 5 }, async (_, i) => {
+    const res = await agent.request(`${server.origin}/${i}`, { method: i % 2 ? 'POST' : 'PUT', body: `body${i}` });
+    return text(res);
+  }));
+  assert.deepStrictEqual(results, Array.from({ length: 5 }, (_, i) => `/${i} body${i}`));
+  for (let i = 0; i < 5; i++) assert.strictEqual(processed.get(`/${i}`), 1, `/${i} processed once`);
+  assert.ok(server.sessions.length >= 2, 'the rest went on a new connection');
+});
+
+test('a stream the server resets fails with Node\'s HTTP/2 code; the other streams go on', async (t) => {
+  const server = await h2Server(t, (req, res) => {
+    if (req.url === '/reset') req.stream.close(NGHTTP2_INTERNAL_ERROR);
+    else res.end('fine');
+  });
+  const agent = h2Agent(t);
+  await assert.rejects(agent.request(`${server.origin}/reset`), (err) => {
+    assert.strictEqual(err.code, 'ERR_HTTP2_STREAM_ERROR');
+    assert.match(err.message, /NGHTTP2_INTERNAL_ERROR/);
+    return true;
+  });
+  assert.strictEqual(await text(await agent.request(`${server.origin}/ok`)), 'fine');
+  assert.strictEqual(server.sessions.length, 1);
+});
+
+test('abort resets only its stream (CANCEL); the others on the connection complete', async (t) => {
+  const waiting = [];
+  let cancelled = null;
+  const server = await h2Server(t, (req, res) => {
+    req.stream.on('close', () => { if (req.url === '/abort') cancelled = req.stream.rstCode; });
+    waiting.push(res);
+    if (waiting.length === 3) for (const r of waiting) if (!r.req.url.startsWith('/abort')) r.end('done');
+  });
+  const agent = h2Agent(t);
+  const ac = new AbortController();
+  const aborted = agent.request(`${server.origin}/abort`, { signal: ac.signal });
+  const a = agent.request(`${server.origin}/a`);
+  const b = agent.request(`${server.origin}/b`);
+  await until(() => waiting.length === 3, 5000, 'three streams at the server');
+  ac.abort();
+  await assert.rejects(aborted, { name: 'AbortError' });
+  assert.strictEqual(await text(await a), 'done');
+  assert.strictEqual(await text(await b), 'done');
+  await until(() => cancelled !== null, 5000, 'the stream reset');
+  assert.strictEqual(cancelled, NGHTTP2_CANCEL);
+  assert.strictEqual(server.sessions.length, 1);
+});
+
+test('trailers, and a large upload streamed with its checksum', async (t) => {
+  const server = await h2Server(t, (req, res) => {
+    const hash = crypto.createHash('sha256');
+    let bytes = 0;
+    req.on('data', (c) => { hash.update(c); bytes += c.length; });
+    req.on('end', () => {
+      res.addTrailers({ 'x-sum': hash.digest('hex') });
+      res.end(String(bytes));
+    });
+  });
+  const agent = h2Agent(t);
+  const chunk = crypto.randomBytes(64 * 1024);
+  const count = 128; // 8 MiB
+  const expected = crypto.createHash('sha256');
+  for (let i = 0; i < count; i++) expected.update(chunk);
+  const res = await agent.request(`${server.origin}/up`, {
+    method: 'POST',
+    body: Readable.from((function* () { for (let i = 0; i < count; i++) yield chunk; })()),
+  });
+  assert.strictEqual(await text(res), String(count * chunk.length));
+  assert.strictEqual(res.trailers['x-sum'], expected.digest('hex'));
+});
+
+test('an unread body stalls only its own stream, within its window', async (t) => {
+  let written = 0;
+  let stalled = null;
+  const server = await h2Server(t, (req, res) => {
+    if (req.url !== '/big') return res.end('small');
+    const chunk = Buffer.alloc(64 * 1024, 1);
+    const pump = () => {
+      // 64 MiB at most; stops when the stream's window is full and Node buffers.
+      while (written < 64 * 1024 * 1024) {
+        written += chunk.length;
+        if (!res.write(chunk)) {
+          stalled = written;
+          res.once('drain', pump);
+          return;
+        }
+      }
+      res.end();
+    };
+    pump();
+  });
+  const agent = h2Agent(t);
+  const big = await agent.request(`${server.origin}/big`);
+  await until(() => stalled !== null, 5000, 'the server to stall');
+  // Another stream on the same connection is served meanwhile.
+  assert.strictEqual(await text(await agent.request(`${server.origin}/small`)), 'small');
+  assert.strictEqual(server.sessions.length, 1);
+  assert.ok(written < 8 * 1024 * 1024, `the unread body held ${written} bytes`);
+  big.body.destroy();
+});
+
+test('h2c: HTTP/2 by prior knowledge on a plain Agent', async (t) => {
+  const server = await h2Server(t, (req, res) => res.end(`h2c ${req.httpVersion} ${req.headers[':scheme']}`), { plain: true });
+  const agent = new Agent({ h2c: true });
+  t.after(() => agent.destroy());
+  const res = await agent.request(`http://127.0.0.1:${server.address().port}/`);
+  assert.strictEqual(res.httpVersion, '2.0');
+  assert.strictEqual(await text(res), 'h2c 2.0 http');
+});
+
+test('a session the server closes is replaced by a new one for the next request', async (t) => {
+  const server = await h2Server(t, (req, res) => res.end('hi'));
+  const agent = h2Agent(t);
+  assert.strictEqual(await text(await agent.request(`${server.origin}/1`)), 'hi');
+  const first = server.sessions[0];
+  first.close();
+  await once(first, 'close');
+  // The client hears the close (GOAWAY, then the end of the connection) asynchronously: the
+  // next request is served either way, on a new session.
+  assert.strictEqual(await text(await agent.request(`${server.origin}/2`)), 'hi');
+  assert.strictEqual(server.sessions.length, 2);
+});
+
+test('allowH2 and h2c are checked as booleans', () => {
+  assert.throws(() => new HttpsAgent({ allowH2: 'yes' }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => new Agent({ h2c: 1 }), { code: 'ERR_INVALID_ARG_TYPE' });
+});
+
+test('fetch over HTTP/2 through the Dispatcher', async (t) => {
+  const server = await h2Server(t, (req, res) => res.end(`fetched over ${req.httpVersion}`));
+  const dispatcher = new Dispatcher({ allowH2: true, ca: CA });
+  t.after(() => dispatcher.destroy());
+  const res = await fetch(`${server.origin}/`, { dispatcher });
+  assert.strictEqual(res.status, 200);
+  assert.strictEqual(await res.text(), 'fetched over 2.0');
+});
+
+test('an idle session closes after freeSocketTimeout, and agent.destroy() closes the rest', async (t) => {
+  const server = await h2Server(t, (req, res) => res.end('hi'));
+  const agent = h2Agent(t, { freeSocketTimeout: 50 });
+  assert.strictEqual(await text(await agent.request(`${server.origin}/1`)), 'hi');
+  await once(server.sessions[0], 'close');
+
+  const other = h2Agent(t);
+  assert.strictEqual(await text(await other.request(`${server.origin}/2`)), 'hi');
+  const session = server.sessions[1];
+  assert.strictEqual(session.closed, false);
+  other.destroy();
+  await once(session, 'close');
+
+  const once1 = h2Agent(t, { keepAlive: false });
+  assert.strictEqual(await text(await once1.request(`${server.origin}/3`)), 'hi');
+  await once(server.sessions[2], 'close');
+});
+
+test('requests waiting for a session fail with its connect error, and on agent.destroy()', async (t) => {
+  // Nothing listens on this port once the server has closed.
+  const server = await h2Server(t, (req, res) => res.end('hi'));
+  const { port } = server.address();
+  server.close();
+  for (const s of server.sessions) s.destroy();
+  await once(server, 'close');
+  const agent = h2Agent(t);
+  const results = await Promise.allSettled(Array.from({ length: 5 }, () => agent.request(`https://localhost:${port}/`)));
+  for (const r of results) {
+    assert.strictEqual(r.status, 'rejected');
+    assert.strictEqual(r.reason.code, 'ECONNREFUSED');
+  }
+
+  // A server that accepts and never answers the handshake: the waiters fail with the agent.
+  const net = require('node:net');
+  const silent = net.createServer(() => {});
+  silent.listen(0, '127.0.0.1');
+  await once(silent, 'listening');
+  t.after(() => silent.close());
+  const other = h2Agent(t);
+  const pending = Array.from({ length: 3 }, () => other.request(`https://localhost:${silent.address().port}/`));
+  await until(() => other.getCurrentStatus().createSocketCount >= 1, 5000, 'the connect to start');
+  other.destroy();
+  const settled = await Promise.allSettled(pending);
+  for (const r of settled) assert.strictEqual(r.status, 'rejected');
+});

@@ -1,0 +1,474 @@
+//! A pool's HTTP/2 sessions: connections that carry many requests at once.
+//!
+//! A session holds its pool slot for its whole life (the pool counts it busy, so `maxSockets`
+//! counts connections): it never idles in the pool's lists. A request to its key takes a
+//! stream on it while it has room, as the server's `SETTINGS_MAX_CONCURRENT_STREAMS` allows;
+//! past that it goes to the pool's checkout (another connection, within `maxSockets`), or
+//! waits here for a stream. While a connection that may become a session is being set up,
+//! requests to its key wait for it rather than each opening a connection of its own: they take
+//! streams on it if it speaks HTTP/2, go to the checkout if it speaks HTTP/1.1, and share its
+//! error if it fails.
+//!
+//! Like the rest of `src/pool`, it owns no sockets and reads no clock: the binding stores its
+//! connection ids here, tests store numbers. Invariants, kept in this file only:
+//! - a session's `open` counts the streams handed out on it and not yet given back;
+//! - a request waits here only while its key has a connect under way or a session;
+//!   when neither is left, the waiters come back to be routed again.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use super::KeyId;
+
+/// Where a request goes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Route<C> {
+    /// A stream on this session (counted).
+    Stream(C),
+    /// It waits here: for the connection being set up, or for a stream to end.
+    Wait,
+    /// The pool's checkout: an idle connection, a new one, or the pool's queue.
+    Checkout,
+}
+
+/// What a new session does for the requests that waited for it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Opened {
+    /// They take a stream on it (counted).
+    pub streams: Vec<u64>,
+    /// It had no room for this one, which opens another connection (the rest wait for it).
+    pub checkout: Option<u64>,
+}
+
+struct Session<C> {
+    conn: C,
+    open: usize,
+    /// It takes no new streams (the server sent GOAWAY, or it is closing).
+    closing: bool,
+    /// Since when it has carried no stream (its idle time runs out as a pooled connection's).
+    idle_since: Option<Instant>,
+}
+
+struct Key<C> {
+    sessions: Vec<Session<C>>,
+    /// Connects under way that may become sessions.
+    connecting: usize,
+    /// The last connect of this key spoke HTTP/1.1: requests no longer wait for connects.
+    plain: bool,
+    waiting: VecDeque<u64>,
+}
+
+impl<C> Default for Key<C> {
+    fn default() -> Self {
+        Key {
+            sessions: Vec::new(),
+            connecting: 0,
+            plain: false,
+            waiting: VecDeque::new(),
+        }
+    }
+}
+
+impl<C> Key<C> {
+    fn is_empty(&self) -> bool {
+        self.sessions.is_empty() && self.connecting == 0 && self.waiting.is_empty()
+    }
+}
+
+pub struct Sessions<C> {
+    keys: HashMap<KeyId, Key<C>>,
+}
+
+impl<C> Default for Sessions<C> {
+    fn default() -> Self {
+        Sessions {
+            keys: HashMap::new(),
+        }
+    }
+}
+
+/// A key's sessions and their streams in use, for the agent's status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub sessions: usize,
+    pub streams: usize,
+}
+
+impl<C: Copy + PartialEq> Sessions<C> {
+    /// Routes request `req` to `key`; `room` tells how many streams a session takes at once
+    /// (the server's latest setting). A session with room is taken, the first one first (the
+    /// others can then idle and expire).
+    pub fn route(&mut self, key: KeyId, req: u64, room: impl Fn(C) -> usize) -> Route<C> {
+        let Some(k) = self.keys.get_mut(&key) else {
+            return Route::Checkout;
+        };
+        if let Some(s) = k
+            .sessions
+            .iter_mut()
+            .find(|s| !s.closing && s.open < room(s.conn))
+        {
+            s.open += 1;
+            s.idle_since = None;
+            return Route::Stream(s.conn);
+        }
+        // Something to wait for: a connect that may speak HTTP/2, or a full session when
+        // another connection is on its way (whose own waiters wait behind it).
+        if k.connecting > 0 && !k.plain {
+            k.waiting.push_back(req);
+            return Route::Wait;
+        }
+        Route::Checkout
+    }
+
+    /// The pool's checkout had no slot for `req` while `key` has sessions: it waits here for a
+    /// stream rather than in the pool's queue (whose slots free only when a connection ends).
+    /// False when the key has no session to wait for.
+    pub fn wait(&mut self, key: KeyId, req: u64) -> bool {
+        match self.keys.get_mut(&key) {
+            Some(k) if k.sessions.iter().any(|s| !s.closing) => {
+                k.waiting.push_back(req);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A new connection of `key` that may speak HTTP/2 is being set up.
+    pub fn connecting(&mut self, key: KeyId) {
+        self.keys.entry(key).or_default().connecting += 1;
+    }
+
+    /// The connect came up speaking HTTP/2 as `conn`, with a first stream for the request that
+    /// opened it; `room` streams at once. The waiters take streams on it as it has room.
+    pub fn opened(&mut self, key: KeyId, conn: C, room: usize) -> Opened {
+        let k = self.keys.entry(key).or_default();
+        k.connecting = k.connecting.saturating_sub(1);
+        k.plain = false;
+        let mut session = Session {
+            conn,
+            open: 1,
+            closing: false,
+            idle_since: None,
+        };
+        let mut opened = Opened::default();
+        while session.open < room {
+            let Some(req) = k.waiting.pop_front() else {
+                break;
+            };
+            session.open += 1;
+            opened.streams.push(req);
+        }
+        k.sessions.push(session);
+        // No room for the rest: one of them opens the next connection, unless one is on its
+        // way already.
+        if k.connecting == 0 {
+            opened.checkout = k.waiting.pop_front();
+        }
+        opened
+    }
+
+    /// The connect came up speaking HTTP/1.1: requests stop waiting for connects, and those
+    /// that waited are routed again (each to the pool's checkout).
+    pub fn plain(&mut self, key: KeyId) -> Vec<u64> {
+        let Some(k) = self.keys.get_mut(&key) else {
+            return Vec::new();
+        };
+        k.connecting = k.connecting.saturating_sub(1);
+        k.plain = true;
+        let waiting = k.waiting.drain(..).collect();
+        self.forget_if_empty(key);
+        waiting
+    }
+
+    /// The connect failed. When no other is under way and no session has room later, the
+    /// requests that waited for it fail with its error (returned); otherwise they wait on.
+    pub fn connect_failed(&mut self, key: KeyId) -> Vec<u64> {
+        let Some(k) = self.keys.get_mut(&key) else {
+            return Vec::new();
+        };
+        k.connecting = k.connecting.saturating_sub(1);
+        let waiting = match k.connecting == 0 && !k.sessions.iter().any(|s| !s.closing) {
+            true => k.waiting.drain(..).collect(),
+            false => Vec::new(),
+        };
+        self.forget_if_empty(key);
+        waiting
+    }
+
+    /// A stream of session `conn` ended (at `now`): the first waiter takes its place
+    /// (counted), if the session takes new streams.
+    pub fn stream_done(&mut self, key: KeyId, conn: C, now: Instant) -> Option<u64> {
+        let k = self.keys.get_mut(&key)?;
+        let s = k.sessions.iter_mut().find(|s| s.conn == conn)?;
+        s.open = s.open.saturating_sub(1);
+        let next = match s.closing {
+            true => None,
+            false => k.waiting.pop_front(),
+        };
+        match next {
+            Some(_) => s.open += 1,
+            None if s.open == 0 => s.idle_since = Some(now),
+            None => {}
+        }
+        next
+    }
+
+    /// Whether session `conn` carries no stream and takes no new one: it is to be closed.
+    pub fn is_spent(&self, key: KeyId, conn: C) -> bool {
+        self.keys.get(&key).is_some_and(|k| {
+            k.sessions
+                .iter()
+                .any(|s| s.conn == conn && s.closing && s.open == 0)
+        })
+    }
+
+    /// When the first idle session's time runs out, for sessions that may idle `idle`.
+    pub fn next_deadline(&self, idle: Duration) -> Option<Instant> {
+        self.keys
+            .values()
+            .flat_map(|k| k.sessions.iter())
+            .filter_map(|s| s.idle_since?.checked_add(idle))
+            .min()
+    }
+
+    /// Takes out the sessions idle for `idle` or longer at `now`, for them to be closed.
+    pub fn expire(&mut self, now: Instant, idle: Duration) -> Vec<(KeyId, C)> {
+        let mut out = Vec::new();
+        for (&key, k) in &mut self.keys {
+            k.sessions.retain(|s| {
+                let expired = s
+                    .idle_since
+                    .and_then(|since| since.checked_add(idle))
+                    .is_some_and(|deadline| deadline <= now);
+                if expired {
+                    out.push((key, s.conn));
+                }
+                !expired
+            });
+        }
+        for &(key, _) in &out {
+            self.forget_if_empty(key);
+        }
+        out
+    }
+
+    /// Session `conn` takes no new streams (a GOAWAY came); those it carries go on.
+    pub fn close_gracefully(&mut self, key: KeyId, conn: C) {
+        if let Some(s) = self
+            .keys
+            .get_mut(&key)
+            .and_then(|k| k.sessions.iter_mut().find(|s| s.conn == conn))
+        {
+            s.closing = true;
+        }
+    }
+
+    /// Whether `conn` is a session of `key` (its streams are counted here).
+    pub fn is_session(&self, key: KeyId, conn: C) -> bool {
+        self.keys
+            .get(&key)
+            .is_some_and(|k| k.sessions.iter().any(|s| s.conn == conn))
+    }
+
+    /// Session `conn` has closed. With no session left to take them and no connect under way,
+    /// the requests that waited for a stream are routed again (returned).
+    pub fn closed(&mut self, key: KeyId, conn: C) -> Vec<u64> {
+        let Some(k) = self.keys.get_mut(&key) else {
+            return Vec::new();
+        };
+        k.sessions.retain(|s| s.conn != conn);
+        let stranded = k.connecting == 0 && !k.sessions.iter().any(|s| !s.closing);
+        let waiting = match stranded {
+            true => k.waiting.drain(..).collect(),
+            false => Vec::new(),
+        };
+        self.forget_if_empty(key);
+        waiting
+    }
+
+    /// Forgets waiter `req` of `key` (aborted); whether it waited here.
+    pub fn cancel(&mut self, key: KeyId, req: u64) -> bool {
+        let Some(k) = self.keys.get_mut(&key) else {
+            return false;
+        };
+        let before = k.waiting.len();
+        k.waiting.retain(|&r| r != req);
+        let found = k.waiting.len() != before;
+        self.forget_if_empty(key);
+        found
+    }
+
+    /// Takes out every session (the agent is destroyed), for them to be closed; the requests
+    /// that waited are failed by their agent.
+    pub fn drain(&mut self) -> Vec<(KeyId, C)> {
+        let mut out = Vec::new();
+        for (key, k) in self.keys.drain() {
+            out.extend(k.sessions.into_iter().map(|s| (key, s.conn)));
+        }
+        out
+    }
+
+    /// Sessions and streams in use, per key.
+    pub fn usage(&self) -> Vec<(KeyId, Usage)> {
+        self.keys
+            .iter()
+            .filter(|(_, k)| !k.sessions.is_empty())
+            .map(|(&key, k)| {
+                (
+                    key,
+                    Usage {
+                        sessions: k.sessions.len(),
+                        streams: k.sessions.iter().map(|s| s.open).sum(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    fn forget_if_empty(&mut self, key: KeyId) {
+        // A key that learnt its server speaks HTTP/1.1 keeps it.
+        if self
+            .keys
+            .get(&key)
+            .is_some_and(|k| k.is_empty() && !k.plain)
+        {
+            self.keys.remove(&key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K: KeyId = KeyId(1);
+
+    fn at(secs: u64) -> Instant {
+        use std::sync::OnceLock;
+        static BASE: OnceLock<Instant> = OnceLock::new();
+        *BASE.get_or_init(Instant::now) + Duration::from_secs(secs)
+    }
+
+    fn room(n: usize) -> impl Fn(u32) -> usize {
+        move |_| n
+    }
+
+    #[test]
+    fn a_key_without_sessions_goes_to_the_checkout() {
+        let mut s = Sessions::<u32>::default();
+        assert_eq!(s.route(K, 1, room(10)), Route::Checkout);
+    }
+
+    #[test]
+    fn requests_wait_for_the_connect_and_share_the_session_it_opens() {
+        let mut s = Sessions::<u32>::default();
+        assert_eq!(s.route(K, 1, room(10)), Route::Checkout);
+        s.connecting(K);
+        for req in 2..=5 {
+            assert_eq!(s.route(K, req, room(10)), Route::Wait);
+        }
+        let opened = s.opened(K, 7, 10);
+        assert_eq!(opened.streams, vec![2, 3, 4, 5]);
+        assert_eq!(opened.checkout, None);
+        // The next ones take streams at once; a session in use does not expire.
+        assert_eq!(s.route(K, 6, room(10)), Route::Stream(7));
+        assert_eq!(s.next_deadline(Duration::ZERO), None);
+        assert_eq!(
+            s.usage(),
+            vec![(
+                K,
+                Usage {
+                    sessions: 1,
+                    streams: 6
+                }
+            )]
+        );
+    }
+
+    #[test]
+    fn past_the_servers_limit_one_more_connection_opens_and_the_rest_wait() {
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        for req in 2..=6 {
+            assert_eq!(s.route(K, req, room(2)), Route::Wait);
+        }
+        let opened = s.opened(K, 7, 2);
+        assert_eq!(opened.streams, vec![2]);
+        assert_eq!(opened.checkout, Some(3));
+        s.connecting(K);
+        // 4, 5, 6 wait on; a stream that ends serves the first of them.
+        assert_eq!(s.stream_done(K, 7, at(0)), Some(4));
+        let second = s.opened(K, 8, 2);
+        assert_eq!(second.streams, vec![5]);
+        assert_eq!(second.checkout, Some(6));
+    }
+
+    #[test]
+    fn a_full_session_sends_requests_to_the_checkout_and_they_may_wait_for_a_stream() {
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        s.opened(K, 7, 1);
+        assert_eq!(s.route(K, 2, room(1)), Route::Checkout);
+        // The pool had no slot: it waits for a stream.
+        assert!(s.wait(K, 2));
+        assert_eq!(s.stream_done(K, 7, at(0)), Some(2));
+        assert_eq!(s.stream_done(K, 7, at(1)), None);
+        // Idle from then on: its time runs out as a pooled connection's.
+        let idle = Duration::from_secs(4);
+        assert_eq!(s.next_deadline(idle), Some(at(5)));
+        assert!(s.expire(at(4), idle).is_empty());
+        assert_eq!(s.expire(at(5), idle), vec![(K, 7)]);
+        assert!(s.keys.is_empty());
+    }
+
+    #[test]
+    fn an_http1_server_stops_the_waiting_for_connects() {
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        assert_eq!(s.route(K, 2, room(10)), Route::Wait);
+        assert_eq!(s.route(K, 3, room(10)), Route::Wait);
+        assert_eq!(s.plain(K), vec![2, 3]);
+        // Each routed again opens its own connection, as HTTP/1.1 needs.
+        s.connecting(K);
+        assert_eq!(s.route(K, 2, room(10)), Route::Checkout);
+        s.connecting(K);
+        assert_eq!(s.route(K, 3, room(10)), Route::Checkout);
+    }
+
+    #[test]
+    fn a_failed_connect_fails_its_waiters_unless_another_may_serve_them() {
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        s.connecting(K);
+        assert_eq!(s.route(K, 2, room(10)), Route::Wait);
+        assert!(s.connect_failed(K).is_empty());
+        assert_eq!(s.connect_failed(K), vec![2]);
+        assert!(s.keys.is_empty());
+    }
+
+    #[test]
+    fn a_closed_session_hands_its_waiters_back_and_a_graceful_close_takes_no_streams() {
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        s.opened(K, 7, 1);
+        assert!(s.wait(K, 2));
+        s.close_gracefully(K, 7);
+        assert!(!s.is_spent(K, 7));
+        assert_eq!(s.stream_done(K, 7, at(0)), None);
+        assert!(s.is_spent(K, 7));
+        assert_eq!(s.route(K, 3, room(1)), Route::Checkout);
+        assert!(!s.wait(K, 3));
+        assert_eq!(s.closed(K, 7), vec![2]);
+        assert!(!s.is_session(K, 7));
+    }
+
+    #[test]
+    fn an_aborted_waiter_is_forgotten() {
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        assert_eq!(s.route(K, 2, room(10)), Route::Wait);
+        assert!(s.cancel(K, 2));
+        assert!(!s.cancel(K, 2));
+        assert_eq!(s.opened(K, 7, 10), Opened::default());
+    }
+}
