@@ -283,8 +283,13 @@ declare namespace Agent {
     freeSockets: Record<string, number>;
     /** Connections in use (or connecting) per origin name. */
     sockets: Record<string, number>;
-    /** Requests waiting for a connection per origin name. */
+    /** Requests waiting for a connection (or an HTTP/2 stream) per origin name. */
     requests: Record<string, number>;
+    /**
+     * HTTP/2 connections (counted in `sockets` too) and their streams in use, per origin name;
+     * only for an agent with `allowH2` or `h2c` (the others have agentkeepalive's keys alone).
+     */
+    http2?: Record<string, { sessions: number; streams: number }>;
   }
 
   /** The error codes hyperagent's own states carry. */

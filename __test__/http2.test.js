@@ -211,6 +211,7 @@ test('abort resets only its stream (CANCEL); the others on the connection comple
   const a = agent.request(`${server.origin}/a`);
   const b = agent.request(`${server.origin}/b`);
   await until(() => waiting.length === 3, 5000, 'three streams at the server');
+  assert.deepStrictEqual(Object.values(agent.getCurrentStatus().http2), [{ sessions: 1, streams: 3 }]);
   ac.abort();
   await assert.rejects(aborted, { name: 'AbortError' });
   assert.strictEqual(await text(await a), 'done');
@@ -218,6 +219,9 @@ test('abort resets only its stream (CANCEL); the others on the connection comple
   await until(() => cancelled !== null, 5000, 'the stream reset');
   assert.strictEqual(cancelled, NGHTTP2_CANCEL);
   assert.strictEqual(server.sessions.length, 1);
+  const status = agent.getCurrentStatus();
+  assert.deepStrictEqual(Object.values(status.http2), [{ sessions: 1, streams: 0 }]);
+  assert.strictEqual(status.requestCount, 2, 'the two completed streams count as requests');
 });
 
 test('trailers, and a large upload streamed with its checksum', async (t) => {

@@ -359,8 +359,9 @@ class Agent extends Base {
       errorSocketCount: s.errorSocketCount,
       timeoutSocketCount: s.timeoutSocketCount,
       requestCount: s.requestCount,
-      // Counts straight from the pool: connections in use by either request path.
-      ...snapshotCounts(this[kPool].snapshot()),
+      // Counts straight from the pool: connections in use by either request path (and, for
+      // an agent that may speak HTTP/2, its sessions: agentkeepalive's keys alone otherwise).
+      ...snapshotCounts(this[kPool].snapshot(), this.options.allowH2 || this.options.h2c),
     };
   }
 
@@ -1102,16 +1103,19 @@ function setRequestSocket(agent, req, socket) {
   socket.setTimeout(req.timeout);
 }
 
-function snapshotCounts(snapshot) {
+function snapshotCounts(snapshot, withHttp2) {
   const freeSockets = {};
   const sockets = {};
   const requests = {};
+  // HTTP/2 connections (also counted in `sockets`) and their streams in use.
+  const http2 = {};
   for (const k of snapshot) {
     if (k.idle > 0) freeSockets[k.name] = k.idle;
     if (k.busy > 0) sockets[k.name] = k.busy;
     if (k.waiting > 0) requests[k.name] = k.waiting;
+    if (k.sessions > 0) http2[k.name] = { sessions: k.sessions, streams: k.streams };
   }
-  return { freeSockets, sockets, requests };
+  return withHttp2 ? { freeSockets, sockets, requests, http2 } : { freeSockets, sockets, requests };
 }
 
 module.exports = { Agent, HttpsAgent, kPool };

@@ -27,7 +27,7 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, Full};
 use hyper::body::{Body as _, Frame, Incoming};
 use hyper::client::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 
@@ -432,6 +432,25 @@ const H2_INITIAL_STREAMS: usize = 100;
 const H2_STREAM_WINDOW: u32 = 1024 * 1024;
 const H2_CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 
+/// When an HTTP/2 connection is asked for a PING: after `after` with nothing from it, idle or
+/// not; one whose answer does not come within `timeout` is closed (its streams fail, and the
+/// pool forgets it), so that a connection that died quietly is found before a request waits on
+/// it for ever.
+#[derive(Clone, Copy, Debug)]
+pub struct Ping {
+    pub after: Duration,
+    pub timeout: Duration,
+}
+
+impl Default for Ping {
+    fn default() -> Self {
+        Ping {
+            after: Duration::from_secs(10),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
 /// Starts HTTP/2 on a connected stream (TLS that chose `h2` in ALPN, or `h2c` by prior
 /// knowledge): nothing is read or written until the connection is spawned. Its request half
 /// gives a sender per exchange ([`Sender::stream`]); how many streams the server takes at
@@ -440,6 +459,7 @@ pub async fn handshake_h2<IO>(
     io: IO,
     max_header_size: usize,
     secure: bool,
+    ping: Ping,
 ) -> Result<(Sender, Connection), Error>
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -457,6 +477,10 @@ where
         .initial_stream_window_size(H2_STREAM_WINDOW)
         .initial_connection_window_size(H2_CONNECTION_WINDOW)
         .max_header_list_size(u32::try_from(max_header_size).unwrap_or(u32::MAX))
+        .timer(TokioTimer::new())
+        .keep_alive_interval(ping.after)
+        .keep_alive_timeout(ping.timeout)
+        .keep_alive_while_idle(true)
         .handshake::<_, ReqBody>(TokioIo::new(io))
         .await
         .map_err(|e| hyper_error(&e, false))?;

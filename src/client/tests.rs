@@ -985,3 +985,97 @@ async fn an_exchange_in_its_connections_task_outlives_the_connection() {
     );
     assert!(matches!(rx.recv().await, Some(Event::Done(None))));
 }
+
+/// An HTTP/2 server on loopback: answers each request with `hello <path>` while `serving`;
+/// otherwise it takes the handshake and then reads nothing more (a peer that died quietly).
+async fn h2_server(serving: bool) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        let mut conn = h2::server::handshake(sock).await.unwrap();
+        if !serving {
+            // Held, never polled again: no PING is answered.
+            let _held = conn;
+            return std::future::pending::<()>().await;
+        }
+        while let Some(Ok((req, mut respond))) = conn.accept().await {
+            let body = format!("hello {}", req.uri().path());
+            let mut stream = respond
+                .send_response(http::Response::new(()), false)
+                .unwrap();
+            stream.send_data(Bytes::from(body), true).unwrap();
+        }
+    });
+    port
+}
+
+/// PINGs after 100 ms of quiet, answered within 200 ms.
+const QUICK_PING: Ping = Ping {
+    after: Duration::from_millis(100),
+    timeout: Duration::from_millis(200),
+};
+
+async fn h2_connect(port: u16) -> (Sender, tokio::sync::oneshot::Receiver<()>) {
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (sender, connection) = handshake_h2(tcp, 16 * 1024, false, QUICK_PING)
+        .await
+        .unwrap();
+    let (closed_tx, closed) = tokio::sync::oneshot::channel();
+    connection.spawn(move || {
+        let _ = closed_tx.send(());
+    });
+    (sender, closed)
+}
+
+#[tokio::test]
+async fn http2_streams_run_at_once_on_one_connection() {
+    let port = h2_server(true).await;
+    let (sender, _closed) = h2_connect(port).await;
+    assert!(sender.is_multiplexed());
+    let mut receivers = Vec::new();
+    for i in 0..5 {
+        let (sink, rx) = sink();
+        let stream = sender.stream().expect("a stream of an HTTP/2 connection");
+        tokio::spawn(exchange(
+            stream,
+            get(&format!("/{i}")),
+            Arc::new(Control::default()),
+            sink,
+        ));
+        receivers.push(rx);
+    }
+    for (i, mut rx) in receivers.into_iter().enumerate() {
+        let Some(Event::Head { status, chunks, .. }) = rx.recv().await else {
+            panic!("no head");
+        };
+        assert_eq!(status, 200);
+        let mut body = chunks.concat();
+        while let Some(event) = rx.recv().await {
+            match event {
+                Event::Data(more) => body.extend(more.concat()),
+                Event::End(_) | Event::Done(_) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(body, format!("hello /{i}").as_bytes());
+    }
+    assert!(!sender.is_closed());
+}
+
+/// A quiet connection is asked for a PING: one whose peer answers stays open, one whose peer
+/// died quietly closes once the answer is late.
+#[tokio::test]
+async fn a_quiet_http2_connection_that_does_not_answer_a_ping_closes() {
+    let (alive, mut alive_closed) = h2_connect(h2_server(true).await).await;
+    let (dead, dead_closed) = h2_connect(h2_server(false).await).await;
+    // Bounded: the silent one is found within a PING's wait and its timeout (300 ms).
+    tokio::time::timeout(Duration::from_secs(10), dead_closed)
+        .await
+        .expect("the silent connection closed")
+        .unwrap();
+    assert!(dead.is_closed());
+    // By then the answering one has been asked (and answered) at least once.
+    assert!(alive_closed.try_recv().is_err());
+    assert!(!alive.is_closed());
+}

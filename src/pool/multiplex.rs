@@ -87,11 +87,13 @@ impl<C> Default for Sessions<C> {
     }
 }
 
-/// A key's sessions and their streams in use, for the agent's status.
+/// A key's sessions, their streams in use and the requests waiting for one, for the agent's
+/// status.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
     pub sessions: usize,
     pub streams: usize,
+    pub waiting: usize,
 }
 
 impl<C: Copy + PartialEq> Sessions<C> {
@@ -308,21 +310,13 @@ impl<C: Copy + PartialEq> Sessions<C> {
         out
     }
 
-    /// Sessions and streams in use, per key.
-    pub fn usage(&self) -> Vec<(KeyId, Usage)> {
-        self.keys
-            .iter()
-            .filter(|(_, k)| !k.sessions.is_empty())
-            .map(|(&key, k)| {
-                (
-                    key,
-                    Usage {
-                        sessions: k.sessions.len(),
-                        streams: k.sessions.iter().map(|s| s.open).sum(),
-                    },
-                )
-            })
-            .collect()
+    /// The sessions of `key`, their streams in use and the requests waiting for one.
+    pub fn usage(&self, key: KeyId) -> Usage {
+        self.keys.get(&key).map_or_else(Usage::default, |k| Usage {
+            sessions: k.sessions.len(),
+            streams: k.sessions.iter().map(|s| s.open).sum(),
+            waiting: k.waiting.len(),
+        })
     }
 
     fn forget_if_empty(&mut self, key: KeyId) {
@@ -374,14 +368,12 @@ mod tests {
         assert_eq!(s.route(K, 6, room(10)), Route::Stream(7));
         assert_eq!(s.next_deadline(Duration::ZERO), None);
         assert_eq!(
-            s.usage(),
-            vec![(
-                K,
-                Usage {
-                    sessions: 1,
-                    streams: 6
-                }
-            )]
+            s.usage(K),
+            Usage {
+                sessions: 1,
+                streams: 6,
+                waiting: 0
+            }
         );
     }
 
@@ -411,6 +403,7 @@ mod tests {
         assert_eq!(s.route(K, 2, room(1)), Route::Checkout);
         // The pool had no slot: it waits for a stream.
         assert!(s.wait(K, 2));
+        assert_eq!(s.usage(K).waiting, 1);
         assert_eq!(s.stream_done(K, 7, at(0)), Some(2));
         assert_eq!(s.stream_done(K, 7, at(1)), None);
         // Idle from then on: its time runs out as a pooled connection's.

@@ -154,6 +154,9 @@ pub struct KeyCounts {
     pub waiting: u32,
     /// The queued waiters, in the order they will be served.
     pub waiters: Vec<f64>,
+    /// HTTP/2 connections (counted in `busy` too) and their streams in use.
+    pub sessions: u32,
+    pub streams: u32,
 }
 
 fn limits(opts: &PoolOptions) -> Limits {
@@ -562,16 +565,22 @@ impl NativePool {
     #[napi(catch_unwind)]
     pub fn snapshot(&self) -> Vec<KeyCounts> {
         let st = self.cell.state.borrow();
+        let sessions = self.cell.sessions.borrow();
         st.pool
             .snapshot()
             .into_iter()
-            .map(|k| KeyCounts {
-                key: k.key.0,
-                waiters: st.pool.waiters_of(k.key).map(|w| w.0 as f64).collect(),
-                name: k.name,
-                busy: k.busy as u32,
-                idle: k.idle as u32,
-                waiting: k.waiting as u32,
+            .map(|k| {
+                let h2 = sessions.usage(k.key);
+                KeyCounts {
+                    key: k.key.0,
+                    waiters: st.pool.waiters_of(k.key).map(|w| w.0 as f64).collect(),
+                    name: k.name,
+                    busy: k.busy as u32,
+                    idle: k.idle as u32,
+                    waiting: (k.waiting + h2.waiting) as u32,
+                    sessions: h2.sessions as u32,
+                    streams: h2.streams as u32,
+                }
             })
             .collect()
     }

@@ -269,8 +269,12 @@ pub(super) fn settle(
     req.abort.borrow_mut().take();
     req.unhold();
     req.writer.borrow_mut().take();
-    // An HTTP/2 stream's end frees a stream, not the connection.
+    // An HTTP/2 stream's end frees a stream, not the connection; one that completed counts
+    // as a request, as a released connection does.
     if super::streams::on_session(req) {
+        if sender.is_some() {
+            req.pool.state.borrow_mut().pool.stats.request_count += 1;
+        }
         let conn_id = req.conn.replace(0);
         super::streams::stream_done(&req.pool(), req.key, conn_id);
         return (conn_id, verdict::NONE);

@@ -295,7 +295,15 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
                 } => {
                     // HTTP/2 when the server chose it in ALPN.
                     let http = match info.alpn.as_deref() == Some(b"h2") {
-                        true => Box::pin(client::handshake_h2(stream, max_header, true)).await?,
+                        true => {
+                            Box::pin(client::handshake_h2(
+                                stream,
+                                max_header,
+                                true,
+                                Default::default(),
+                            ))
+                            .await?
+                        }
                         false => Box::pin(client::handshake(stream, max_header)).await?,
                     };
                     (http, Some(info), local, remote)
@@ -310,7 +318,13 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
                         ($io:expr) => {
                             match http2 {
                                 true => {
-                                    Box::pin(client::handshake_h2($io, max_header, false)).await?
+                                    Box::pin(client::handshake_h2(
+                                        $io,
+                                        max_header,
+                                        false,
+                                        Default::default(),
+                                    ))
+                                    .await?
                                 }
                                 false => Box::pin(client::handshake($io, max_header)).await?,
                             }
