@@ -149,6 +149,38 @@ test('REFUSED_STREAM: the request goes again, whatever its method, and is proces
   assert.strictEqual(attempts.get('/post'), 2);
 });
 
+test('a refused stream with a streamed body goes again whole; without replay it fails with Node\'s code', async (t) => {
+  const attempts = new Map();
+  const server = await h2Server(t, (req, res) => {
+    const n = (attempts.get(req.url) || 0) + 1;
+    attempts.set(req.url, n);
+    if (n === 1) {
+      req.stream.close(NGHTTP2_REFUSED_STREAM);
+      return;
+    }
+    const hash = crypto.createHash('sha256');
+    req.on('data', (c) => hash.update(c)).on('end', () => res.end(hash.digest('hex')));
+  });
+  const agent = h2Agent(t);
+  const chunk = Buffer.alloc(4096, 7);
+  const expected = crypto.createHash('sha256');
+  for (let i = 0; i < 8; i++) expected.update(chunk);
+  const res = await agent.request(`${server.origin}/streamed`, {
+    method: 'POST',
+    body: Readable.from((function* () { for (let i = 0; i < 8; i++) yield chunk; })()),
+  });
+  assert.strictEqual(await text(res), expected.digest('hex'));
+  assert.strictEqual(attempts.get('/streamed'), 2);
+
+  const strict = h2Agent(t, { replay: false });
+  await assert.rejects(strict.request(`${server.origin}/strict`, { method: 'POST', body: 'x' }), (err) => {
+    assert.strictEqual(err.code, 'ERR_HTTP2_STREAM_ERROR');
+    assert.match(err.message, /NGHTTP2_REFUSED_STREAM/);
+    return true;
+  });
+  assert.strictEqual(attempts.get('/strict'), 1);
+});
+
 test('GOAWAY with requests in flight: those left out go again on a new connection, none twice', async (t) => {
   const processed = new Map();
   let firstSession = null;
