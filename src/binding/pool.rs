@@ -828,10 +828,14 @@ impl PoolCell {
         let mut tls = self.tls.borrow_mut();
         let mut targets = self.targets.borrow_mut();
         let mut js_lookups = self.js_lookups.borrow_mut();
+        let mut sessions = self.sessions.borrow_mut();
         for key in &swept {
             tls.remove(key);
             targets.remove(key);
             js_lookups.remove(key);
+            // A key that had no connection and no request has no session either: what it
+            // learnt of its server goes with it (its slot may serve another origin next).
+            sessions.forget(*key);
         }
         swept.into_iter().map(|k| k.0).collect()
     }

@@ -319,6 +319,12 @@ impl<C: Copy + PartialEq> Sessions<C> {
         })
     }
 
+    /// Forgets `key` (swept from the pool: its number may name another origin next), with
+    /// what it learnt of its server.
+    pub fn forget(&mut self, key: KeyId) {
+        self.keys.remove(&key);
+    }
+
     fn forget_if_empty(&mut self, key: KeyId) {
         // A key that learnt its server speaks HTTP/1.1 keeps it.
         if self
@@ -421,6 +427,8 @@ mod tests {
         assert_eq!(s.route(K, 2, room(10)), Route::Wait);
         assert_eq!(s.route(K, 3, room(10)), Route::Wait);
         assert_eq!(s.plain(K), vec![2, 3]);
+        // The key keeps what it learnt until it is swept.
+        assert_eq!(s.keys.len(), 1);
         // Each routed again opens its own connection, as HTTP/1.1 needs.
         s.connecting(K);
         assert_eq!(s.route(K, 2, room(10)), Route::Checkout);
