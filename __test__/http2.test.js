@@ -390,3 +390,20 @@ test('requests waiting for a session fail with its connect error, and on agent.d
   const settled = await Promise.allSettled(pending);
   for (const r of settled) assert.strictEqual(r.status, 'rejected');
 });
+
+test('agent.close(): the streams in flight finish, then the session closes', async (t) => {
+  let release = null;
+  const server = await h2Server(t, (req, res) => {
+    if (req.url === '/slow') release = () => res.end('slow done');
+    else res.end('quick');
+  });
+  const agent = h2Agent(t);
+  const slow = agent.request(`${server.origin}/slow`);
+  await until(() => release !== null, 5000, 'the slow stream at the server');
+  const closing = agent.close();
+  await assert.rejects(agent.request(`${server.origin}/late`), { code: 'ERR_HYPERAGENT_AGENT_CLOSED' });
+  release();
+  assert.strictEqual(await text(await slow), 'slow done');
+  await closing;
+  await once(server.sessions[0], 'close');
+});

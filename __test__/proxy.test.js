@@ -221,6 +221,35 @@ test('HTTPS goes through a CONNECT tunnel, verified for the origin, on both path
   }
 });
 
+test('HTTP/2 goes through a CONNECT tunnel too: one tunnel carries the streams', async (t) => {
+  if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
+  const http2 = require('node:http2');
+  const origin = http2.createSecureServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') });
+  const sessions = [];
+  origin.on('session', (s) => sessions.push(s));
+  origin.on('stream', (stream, headers) => {
+    stream.respond({ ':status': 200 });
+    stream.end(`h2 ${headers[':path']}`);
+  });
+  origin.listen(0, '127.0.0.1');
+  await once(origin, 'listening');
+  t.after(() => {
+    for (const s of sessions) s.destroy();
+    origin.close();
+  });
+  const proxy = await proxyServer(t);
+  const agent = new HttpsAgent({ ca: CA, allowH2: true, proxyEnv: { HTTPS_PROXY: proxy.url } });
+  t.after(() => agent.destroy());
+  const url = `https://localhost:${origin.address().port}`;
+  const results = await Promise.all(['/a', '/b', '/c'].map(async (p) => {
+    const res = await agent.request(url + p);
+    return `${res.httpVersion} ${await res.body.text()}`;
+  }));
+  assert.deepStrictEqual(results, ['2.0 h2 /a', '2.0 h2 /b', '2.0 h2 /c']);
+  assert.strictEqual(proxy.seen.length, 1, 'one tunnel');
+  assert.strictEqual(sessions.length, 1);
+});
+
 test('a tunnel the proxy refuses fails with ERR_PROXY_TUNNEL and its status, as Node\'s agent fails', async (t) => {
   if (!(await nodeUsesProxyEnv(t))) return t.skip('this Node ignores proxyEnv');
   const origin = await httpsOrigin(t);

@@ -289,7 +289,8 @@ class Agent extends Base {
     if (closing === null || closing.done) return;
     const pool = this[kPool];
     if (this[kWaiters].size > 0 || pool.requestsInFlight().length > 0) return;
-    for (const k of pool.snapshot()) if (k.busy > 0 || k.waiting > 0) return;
+    // An HTTP/2 session holds its slot while it idles: its streams are the requests in flight.
+    for (const k of pool.snapshot()) if (k.busy > k.sessions || k.waiting > 0) return;
     closing.done = true;
     this.destroy();
     closing.resolve();
