@@ -453,6 +453,13 @@ declare namespace Agent {
     /** undici's interceptors (`(dispatch) => (options, handler) => boolean`), the first outermost. */
     compose(...interceptors: DispatchInterceptor[]): this;
     compose(interceptors: DispatchInterceptor[]): this;
+    /** undici's connection events, for its agents' `agent.request()` connections. */
+    on(event: 'connect', listener: (origin: URL, targets: Dispatcher[]) => void): this;
+    on(event: 'disconnect' | 'connectionError', listener: (origin: URL, targets: Dispatcher[], error: Error) => void): this;
+    on(event: string | symbol, listener: (...args: any[]) => void): this;
+    once(event: 'connect', listener: (origin: URL, targets: Dispatcher[]) => void): this;
+    once(event: 'disconnect' | 'connectionError', listener: (origin: URL, targets: Dispatcher[], error: Error) => void): this;
+    once(event: string | symbol, listener: (...args: any[]) => void): this;
   }
 
   interface DispatcherOptions extends HttpsAgentOptions {

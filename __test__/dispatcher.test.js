@@ -457,3 +457,34 @@ test("Node's WebSocket keeps working after setGlobalDispatcher: upgrades go to t
   assert.strictEqual(await (await fetch(`${server.url}/`)).text(), 'plain');
   assert.strictEqual(d.http.requestCount, 1);
 });
+
+test("undici's connection events: 'connect', 'disconnect' and 'connectionError', with the origin and the dispatcher", async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const d = dispatcher(t);
+  const connected = once(d, 'connect');
+  const res = await fetch(`${server.url}/`, { dispatcher: d });
+  assert.strictEqual(await res.text(), 'ok');
+  const [origin, targets] = await connected;
+  assert.ok(origin instanceof URL);
+  assert.strictEqual(origin.origin, server.url);
+  assert.deepStrictEqual(targets, [d]);
+
+  // The server closes the idle connection.
+  const disconnected = once(d, 'disconnect');
+  server.closeAllConnections();
+  const [gone, goneTargets, err] = await disconnected;
+  assert.strictEqual(gone.origin, server.url);
+  assert.deepStrictEqual(goneTargets, [d]);
+  assert.ok(err instanceof Error);
+
+  // A port nobody listens on.
+  const closed = await httpServer(t);
+  const { port } = closed.address();
+  closed.close();
+  await once(closed, 'close');
+  const failed = once(d, 'connectionError');
+  await assert.rejects(fetch(`http://127.0.0.1:${port}/`, { dispatcher: d }), (e) => e.cause.code === 'ECONNREFUSED');
+  const [where, , refused] = await failed;
+  assert.strictEqual(where.origin, `http://127.0.0.1:${port}`);
+  assert.strictEqual(refused.code, 'ECONNREFUSED');
+});

@@ -109,12 +109,17 @@ test('100 requests at once share one connection, with headers as on HTTP/1.1', a
 });
 
 test('a small stream limit: every request is served, never more streams at once than allowed', async (t) => {
-  let open = 0;
+  // Streams open at once, per session (past the limit, more sessions may open).
+  const open = new Map();
   let most = 0;
   const server = await h2Server(t, (req, res) => {
-    open++;
-    most = Math.max(most, open);
-    setImmediate(() => { open--; res.end(req.url); });
+    const session = req.stream.session;
+    open.set(session, (open.get(session) || 0) + 1);
+    most = Math.max(most, open.get(session));
+    setImmediate(() => {
+      open.set(session, open.get(session) - 1);
+      res.end(req.url);
+    });
   }, { settings: { maxConcurrentStreams: 2 } });
   const agent = h2Agent(t);
   // The session's settings are known once its first request is answered.

@@ -75,6 +75,8 @@ const kOpenings = Symbol('hyperagent.openings');
 const kClosing = Symbol('hyperagent.closing');
 // A graceful close() under way: { promise, resolve, done }, or null.
 const kClose = Symbol('hyperagent.close');
+// The watchers of the agent's agent.request() connections (see _watchConnections).
+const kWatchers = Symbol('hyperagent.watchers');
 
 binding.setDebug(debug.enabled);
 
@@ -91,6 +93,7 @@ binding.init(
   (pending, kind, a, b, c, d, e, f, g) => pending._onEvent(slab.chunk, kind, a, b, c, d, e, f, g),
   slab.setSlab,
   (target, lines) => target._onKeylog(lines),
+  (agent, kind, key, desc) => agent._onConnection(kind, key, desc),
 );
 
 function limitsOf(agent) {
@@ -805,6 +808,26 @@ class Agent extends Base {
   // A verdict of the pool for a waiter (a connection `connId` handed off, or a slot granted).
   _serveVerdict(verdict, connId = 0) {
     this[kServe](verdict, connId);
+  }
+
+  // `watcher` (a Dispatcher with 'connect', 'disconnect' or 'connectionError' listeners)
+  // hears of this agent's agent.request() connections from now on (`on`), or no longer. Rust
+  // tells of them only while someone listens.
+  _watchConnections(watcher, on) {
+    const watchers = (this[kWatchers] ??= new Set());
+    if (on) watchers.add(watcher);
+    else watchers.delete(watcher);
+    this[kPool].watchConnections(watchers.size > 0);
+  }
+
+  // Called by Rust on a later turn than the event: an agent.request() connection of pool key
+  // `key` opened, closed, or failed to open (`desc`, its error).
+  _onConnection(kind, key, desc) {
+    const watchers = this[kWatchers];
+    const origin = this[kKeys].originOf(key);
+    if (watchers === undefined || watchers.size === 0 || origin === undefined) return;
+    const err = desc === null ? null : errors.systemError(desc);
+    for (const watcher of watchers) watcher._onConnection(kind, origin, err);
   }
 
   // Called by Rust when a slot freed outside any JavaScript call (an idle connection died or

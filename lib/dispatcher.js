@@ -25,6 +25,11 @@ const kState = Symbol('hyperagent.state');
 const kIdle = Symbol('hyperagent.idle');
 const kRoutes = Symbol('hyperagent.routes');
 const kTimeouts = Symbol('hyperagent.timeouts');
+const kWatching = Symbol('hyperagent.watching');
+
+// undici's connection events, and the kinds Rust tells them by.
+const CONNECTION_EVENTS = ['connect', 'disconnect', 'connectionError'];
+const { connectionConnect: CONNECTED, connectionDisconnect: DISCONNECTED } = require('./native').protocol();
 
 // Upgrades and tunnels have no agent: they go to the dispatcher that was global (see fallback).
 const NO_ROUTE = { agent: null, origin: null };
@@ -75,6 +80,39 @@ class Dispatcher extends EventEmitter {
     // first request.
     if (http === undefined) void this.http;
     if (https === undefined) void this.https;
+    // undici's 'connect', 'disconnect' and 'connectionError': the agents tell of their
+    // agent.request() connections while someone listens.
+    this[kWatching] = false;
+    this.on('newListener', (name) => {
+      if (CONNECTION_EVENTS.includes(name)) this._watch(true);
+    });
+    this.on('removeListener', (name) => {
+      if (CONNECTION_EVENTS.includes(name)) this._watch(CONNECTION_EVENTS.some((n) => this.listenerCount(n) > 0));
+    });
+  }
+
+  _watch(on) {
+    if (this[kWatching] === on) return;
+    this[kWatching] = on;
+    this.http._watchConnections(this, on);
+    this.https._watchConnections(this, on);
+  }
+
+  // Closed: shared agents' connections are no longer its own to tell of (its own agents'
+  // last closes still are).
+  _unwatchShared() {
+    for (const agent of [this[kHttp], this[kHttps]]) {
+      if (agent !== null && !this[kOwned].includes(agent)) agent._watchConnections(this, false);
+    }
+  }
+
+  // A connection of one of its agents opened, closed or failed to open, told as undici's
+  // Agent tells it: the origin (a URL), the dispatchers it went through, and the error.
+  _onConnection(kind, origin, err) {
+    const url = new URL(origin);
+    if (kind === CONNECTED) this.emit('connect', url, [this]);
+    else if (kind === DISCONNECTED) this.emit('disconnect', url, [this], err ?? errors.undiciError('SOCKET'));
+    else this.emit('connectionError', url, [this], err);
   }
 
   // The Agent and HttpsAgent whose pools carry the requests.
@@ -168,6 +206,7 @@ class Dispatcher extends EventEmitter {
     const promise = new Promise((resolve) => {
       const done = () => {
         for (const agent of this[kOwned]) agent.destroy();
+        this._unwatchShared();
         resolve();
       };
       if (this[kRunning].size === 0) done();
@@ -190,6 +229,7 @@ class Dispatcher extends EventEmitter {
     const reason = err ?? errors.undiciError('DESTROYED');
     for (const exchange of [...this[kRunning]]) exchange.abort(reason);
     for (const agent of this[kOwned]) agent.destroy();
+    this._unwatchShared();
     const idle = this[kIdle];
     this[kIdle] = null;
     if (idle !== null) idle();

@@ -155,6 +155,7 @@ const UNDICI_ERRORS = {
   CLOSED: ['ClientClosedError', 'The client is closed'],
   DESTROYED: ['ClientDestroyedError', 'The client is destroyed'],
   ABORTED: ['RequestAbortedError', 'Request aborted'],
+  SOCKET: ['SocketError', 'closed'],
 };
 
 function undiciError(kind) {

@@ -41,6 +41,9 @@ class Keys {
     this.byName = new Map();
     // agent.request()'s origins (`protocol + host`) -> pool key.
     this.byOrigin = new Map();
+    // The origin (`https://host:port`) of each key agent.request() named, for the connection
+    // events a Dispatcher tells.
+    this.origins = new Map();
     // agent.request()'s connection options per pool key (its TLS connections' names are
     // checked with them, its `lookup` called with them).
     this.options = new Map();
@@ -81,7 +84,10 @@ class Keys {
       const gone = new Set(swept);
       for (const [name, key] of this.byName) if (gone.has(key)) this.byName.delete(name);
       for (const [origin, key] of this.byOrigin) if (gone.has(key)) this.byOrigin.delete(origin);
-      for (const key of swept) this.options.delete(key);
+      for (const key of swept) {
+        this.options.delete(key);
+        this.origins.delete(key);
+      }
       this.urls.clear();
       this.parts.clear();
       this.lastTarget = null;
@@ -168,10 +174,17 @@ class Keys {
         ...addressChoice(o),
       });
       this.byOrigin.set(origin, key);
+      this.origins.set(key, url.origin);
       this.options.set(key, o);
     }
     target.key = key;
     return key;
+  }
+
+  // The origin of `key`, as agent.request() named it (undefined for a key only http.request
+  // used).
+  originOf(key) {
+    return this.origins.get(key);
   }
 
   // The connection options agent.request() uses for the origin of `key`.

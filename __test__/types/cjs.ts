@@ -151,6 +151,8 @@ new hyperagent.Agent({ autoSelectFamily: 'yes' });
 const dispatcher = new hyperagent.Dispatcher({ maxSockets: 10, ca: 'pem', http: agent });
 const viaAgent: hyperagent.Agent = dispatcher.http;
 const composed: hyperagent.Dispatcher = dispatcher.compose((dispatch) => (opts, handler) => dispatch(opts, handler));
+dispatcher.on('connect', (origin: URL, targets: hyperagent.Dispatcher[]) => void [origin.host, targets.length]);
+dispatcher.on('disconnect', (origin, targets, err: Error) => void [origin, targets, err.message]);
 const started: boolean = dispatcher.dispatch({ origin: 'http://127.0.0.1', path: '/', method: 'GET' }, {
   onConnect(abort) { abort(); },
   onHeaders(statusCode, rawHeaders, resume) { resume(); return statusCode < 400 && rawHeaders.length >= 0; },

@@ -53,6 +53,9 @@ pub struct Callbacks {
     /// `NativePool::log_keys` asked for it); `target` is the connection's socket, or the agent
     /// for a connection of `agent.request()`.
     pub on_keylog: Ref,
+    /// `onConnection(agent, kind, key, error)`: an `agent.request()` connection opened, closed
+    /// or failed to open (see `PoolCell::watch_connections`).
+    pub on_connection: Ref,
 }
 
 /// The most completions a batch's vector is kept for the next batch with room for.
@@ -146,6 +149,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
             callbacks.on_request,
             callbacks.set_slab,
             callbacks.on_keylog,
+            callbacks.on_connection,
         ] {
             r.delete(env);
         }
@@ -228,7 +232,14 @@ impl EnvCtx {
     }
 
     pub fn remove_conn(&self, id: u32) -> Option<Rc<Conn>> {
-        self.conns.borrow_mut().remove(&id)
+        let conn = self.conns.borrow_mut().remove(&id)?;
+        // An `agent.request()` connection that had opened is gone: watchers hear of it.
+        if conn.mode.get() == super::conn::Mode::Promise && conn.remote.borrow().is_some() {
+            if let Some(pool) = conn.pool() {
+                pool.post_connection(super::pool::connection::DISCONNECT, conn.key, None);
+            }
+        }
+        Some(conn)
     }
 
     /// Every connection of pool `pool`, in id order.
@@ -492,6 +503,16 @@ impl EnvCtx {
                     cell.emit_keylog(conn, &lines);
                 }
             }
+            Completion::Connection {
+                pool,
+                key,
+                kind,
+                error,
+            } => {
+                if let Some(cell) = ctx.pool(pool) {
+                    cell.emit_connection(kind, key, error.as_ref());
+                }
+            }
         }
     }
 }
@@ -560,6 +581,7 @@ fn teardown() {
         cb.on_request,
         cb.set_slab,
         cb.on_keylog,
+        cb.on_connection,
     ] {
         r.delete(ctx.env);
     }

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use super::uv;
 use crate::client;
 use crate::error::Error;
+use crate::pool::KeyId;
 use crate::runtime;
 use crate::transport::pump::{Event, Remote, Sink};
 use crate::transport::tls::TlsInfo;
@@ -42,6 +43,15 @@ pub enum Completion {
         pool: u32,
         conn: u32,
         lines: Vec<u8>,
+    },
+    /// An `agent.request()` connection of key `key` opened, closed or failed to open (a
+    /// `pool::connection` kind), told to the agent's watchers on a later turn, never in the
+    /// middle of the pool's own work.
+    Connection {
+        pool: u32,
+        key: KeyId,
+        kind: u32,
+        error: Option<Error>,
     },
     /// Something happened on a connection whose bytes stay on tokio (TLS).
     Pump {

@@ -39,6 +39,7 @@ pub fn init(
     on_request: Unknown,
     set_slab: Unknown,
     on_keylog: Unknown,
+    on_connection: Unknown,
 ) -> Result<()> {
     let raw = env.raw();
     // SAFETY: js.rs invariant 1: arguments of this call; each reference is deleted once, by
@@ -57,6 +58,7 @@ pub fn init(
             on_request: r(&on_request),
             set_slab: r(&set_slab),
             on_keylog: r(&on_keylog),
+            on_connection: r(&on_connection),
         },
     )?;
     Ok(())
@@ -90,6 +92,10 @@ pub struct Protocol {
     pub write_pending: i32,
     /// The request function's arguments, by name, in the order it takes them (see `arg`).
     pub request_args: Vec<String>,
+    /// `onConnection` kinds (`pool::connection`).
+    pub connection_connect: u32,
+    pub connection_disconnect: u32,
+    pub connection_error: u32,
 }
 
 /// See [`Protocol`].
@@ -115,6 +121,9 @@ pub fn protocol() -> Protocol {
         write_done: conn::WRITE_DONE,
         write_pending: conn::WRITE_PENDING,
         request_args: arg::NAMES.iter().map(|n| n.to_string()).collect(),
+        connection_connect: pool::connection::CONNECT,
+        connection_disconnect: pool::connection::DISCONNECT,
+        connection_error: pool::connection::CONNECTION_ERROR,
     }
 }
 

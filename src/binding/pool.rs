@@ -104,6 +104,17 @@ pub struct PoolCell {
     pub http2: std::cell::Cell<bool>,
     /// Its HTTP/2 sessions, and the requests waiting for a stream (by request id).
     pub sessions: RefCell<Sessions<u32>>,
+    /// Whether the agent wants to hear of its `agent.request()` connections opening, closing
+    /// and failing to open (a `Dispatcher` with 'connect', 'disconnect' or
+    /// 'connectionError' listeners).
+    pub watch_connections: std::cell::Cell<bool>,
+}
+
+/// What `onConnection` tells of an `agent.request()` connection (undici's dispatcher events).
+pub mod connection {
+    pub const CONNECT: u32 = 0;
+    pub const DISCONNECT: u32 = 1;
+    pub const CONNECTION_ERROR: u32 = 2;
 }
 
 impl PoolCell {
@@ -138,6 +149,7 @@ impl PoolCell {
             promise_waiters: RefCell::new(HashMap::new()),
             http2: std::cell::Cell::new(false),
             sessions: RefCell::new(Sessions::default()),
+            watch_connections: std::cell::Cell::new(false),
         });
         ctx.register_pool(&cell);
         // SAFETY: uv.rs invariants 2 and 3: this thread's loop; the data is the cell, whose
@@ -742,6 +754,37 @@ impl PoolCell {
         }
         self.notify_grants(grants.into_iter());
         self.expire_sessions();
+    }
+
+    /// Posts a connection event of key `key` for the agent's watchers, if it has any: it
+    /// reaches them on a later turn ([`PoolCell::emit_connection`]).
+    pub fn post_connection(&self, kind: u32, key: KeyId, error: Option<Error>) {
+        if self.watch_connections.get() {
+            self.ctx.inbox.post(Completion::Connection {
+                pool: self.id,
+                key,
+                kind,
+                error,
+            });
+        }
+    }
+
+    /// Tells the agent of a connection event: `agent._onConnection(kind, key, error)`.
+    pub fn emit_connection(&self, kind: u32, key: KeyId, error: Option<&Error>) {
+        let env = self.env();
+        let agent = self.agent.get(env);
+        if agent.is_null() {
+            return;
+        }
+        let func = self.ctx.callbacks.on_connection.get(env);
+        let error = error.map_or_else(|| js::null(env), |e| js::error_descriptor(env, e));
+        let args = [
+            agent,
+            js::number(env, f64::from(kind)),
+            js::number(env, f64::from(key.0)),
+            error,
+        ];
+        js::make_callback(env, None, agent, func, &args);
     }
 
     /// Hands the key log lines of connection `id`'s handshake to JavaScript: to its socket (a

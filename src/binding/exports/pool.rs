@@ -561,6 +561,13 @@ impl NativePool {
         }
     }
 
+    /// Whether the agent hears of its `agent.request()` connections opening, closing and
+    /// failing to open (`onConnection`).
+    #[napi(catch_unwind)]
+    pub fn watch_connections(&self, on: bool) {
+        self.cell.watch_connections.set(on);
+    }
+
     /// Counts per key, for the `sockets`, `freeSockets` and `requests` views.
     #[napi(catch_unwind)]
     pub fn snapshot(&self) -> Vec<KeyCounts> {

@@ -13,7 +13,7 @@ use super::{kind, name, Exchange, JsSide, ReqSink, ReqState};
 use crate::binding::conn::{Conn, Mode, State};
 use crate::binding::inbox::{Completion, HyperEstablished};
 use crate::binding::js::{self, AsyncContext, Ref};
-use crate::binding::pool::{verdict, PoolCell};
+use crate::binding::pool::{connection, verdict, PoolCell};
 use crate::client::plan::Replay;
 use crate::client::{self, BodyWriter, Control, Event, Sink, Spec};
 use crate::error::Error;
@@ -448,6 +448,10 @@ pub fn hyper_connected(
             if let Some(verify) = verify {
                 verify_server(pool, &req, &conn, verify);
             }
+            // Open, its server's name checked: watchers hear of it.
+            if pool.conn(conn_id).is_some() {
+                pool.post_connection(connection::CONNECT, conn.key, None);
+            }
             if !conn.h2_pending.take() {
                 return;
             }
@@ -465,6 +469,7 @@ pub fn hyper_connected(
         Err(err) => {
             pool.ctx.remove_conn(conn_id);
             conn.close(pool.ctx.env);
+            pool.post_connection(connection::CONNECTION_ERROR, conn.key, Some(err.clone()));
             if conn.h2_pending.take() {
                 super::streams::connect_failed(pool, conn.key, &err);
             }
