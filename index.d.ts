@@ -193,6 +193,13 @@ declare namespace Agent {
     query?: Record<string, string | number | boolean | bigint | readonly (string | number | boolean | bigint)[] | null | undefined>;
     /** Sent with `content-length` when its length is known (a Blob's too, with its type as `content-type`; a `FormData` or `URLSearchParams` as fetch sends it), chunked otherwise. Bytes of 4 KiB or more are sent from their own memory, without a copy (as `socket.write()` sends them): change or transfer them only once the request is over. */
     body?: RequestBody;
+    /**
+     * Trailers after the body (the body then goes chunked, without a `content-length`): given as
+     * headers are, or a function giving them (or a promise of them) once a streamed body has
+     * been read to its end. Over HTTP/1.1 a `trailer` header names them (made for you from an
+     * object; give it yourself with a function).
+     */
+    trailers?: Record<string, string | string[]> | Iterable<[string, string]> | (() => Record<string, string | string[]> | Promise<Record<string, string | string[]>>) | null;
     /** Aborts at any stage; the promise rejects (or the body errors) with the signal's reason. */
     signal?: AbortSignal;
     /** Time allowed for the response head once the request is on its connection, in ms (over 1000, checked every 500 ms). Default: `300000` (as undici). */

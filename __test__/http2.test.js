@@ -261,12 +261,14 @@ test('abort resets only its stream (CANCEL); the others on the connection comple
   assert.strictEqual(status.requestCount, 2, 'the two completed streams count as requests');
 });
 
-test('trailers, and a large upload streamed with its checksum', async (t) => {
+test('trailers both ways, and a large upload streamed with its checksum', async (t) => {
+  let sent = null;
   const server = await h2Server(t, (req, res) => {
     const hash = crypto.createHash('sha256');
     let bytes = 0;
     req.on('data', (c) => { hash.update(c); bytes += c.length; });
     req.on('end', () => {
+      sent = req.trailers;
       res.addTrailers({ 'x-sum': hash.digest('hex') });
       res.end(String(bytes));
     });
@@ -279,9 +281,12 @@ test('trailers, and a large upload streamed with its checksum', async (t) => {
   const res = await agent.request(`${server.origin}/up`, {
     method: 'POST',
     body: Readable.from((function* () { for (let i = 0; i < count; i++) yield chunk; })()),
+    trailers: () => ({ 'x-sent': String(count) }),
   });
   assert.strictEqual(await text(res), String(count * chunk.length));
   assert.strictEqual(res.trailers['x-sum'], expected.digest('hex'));
+  // Over HTTP/2 the request's trailers need no trailer header.
+  assert.strictEqual(sent['x-sent'], String(count));
 });
 
 test('an unread body stalls only its own stream, within its window', async (t) => {

@@ -46,6 +46,7 @@ class HeaderList {
     this.expect = -1;
     this.upgrade = -1;
     this.connection = -1;
+    this.trailer = -1;
     // A proxy-authorization or proxy-connection line is there.
     this.proxy = false;
   }
@@ -76,6 +77,7 @@ class HeaderList {
       case 'expect': if (this.expect < 0) this.expect = at; break;
       case 'upgrade': if (this.upgrade < 0) this.upgrade = at; break;
       case 'connection': if (this.connection < 0) this.connection = at; break;
+      case 'trailer': if (this.trailer < 0) this.trailer = at; break;
       case 'proxy-authorization': case 'proxy-connection': this.proxy = true; break;
       default: break;
     }
@@ -104,6 +106,7 @@ class HeaderList {
     if (this.expect >= 0) this.expect += 2;
     if (this.upgrade >= 0) this.upgrade += 2;
     if (this.connection >= 0) this.connection += 2;
+    if (this.trailer >= 0) this.trailer += 2;
   }
 }
 
@@ -128,6 +131,30 @@ function headerList(headers) {
   }
   for (const name of Object.keys(headers)) list.add(name, headers[name]);
   return list;
+}
+
+// Fields a request may not carry as trailers (RFC 9110 §6.5.1: framing, routing, request
+// modifiers, content handling), which HTTP/1.1 would drop.
+const NOT_TRAILERS = new Set([
+  'authorization', 'cache-control', 'content-encoding', 'content-length', 'content-range',
+  'content-type', 'host', 'max-forwards', 'set-cookie', 'trailer', 'transfer-encoding', 'te',
+  'connection', 'keep-alive', 'upgrade', 'proxy-authorization', 'cookie', 'expect',
+]);
+
+// A request's trailers (`what` names them in errors), given as headers are: the lines as they
+// cross to Rust (`name\nvalue...`, names lower-case) and the names, for the `trailer` header.
+function trailerLines(trailers, what) {
+  if (trailers === null || typeof trailers !== 'object') throw errors.invalidArgType(what, 'of type object', trailers);
+  const list = headerList(trailers);
+  const flat = list.flat;
+  const names = [];
+  for (let i = 0; i < flat.length; i += 2) {
+    const name = lowerName(flat[i]);
+    if (NOT_TRAILERS.has(name)) throw errors.invalidArgValue(what, trailers, `may not carry ${name} (RFC 9110 §6.5.1)`);
+    flat[i] = name;
+    if (!names.includes(name)) names.push(name);
+  }
+  return { lines: flat.join('\n'), names };
 }
 
 // Node's rules for joining repeated response headers (IncomingMessage#headers).
@@ -156,4 +183,4 @@ function headerObject(raw) {
   return out;
 }
 
-module.exports = { TOKEN, invalidToken, headerList, headerObject };
+module.exports = { TOKEN, invalidToken, headerList, headerObject, trailerLines };

@@ -10,7 +10,7 @@ const diagnostics = require('node:diagnostics_channel');
 const binding = require('./native');
 const errors = require('./errors');
 const { numberOption } = require('./options');
-const { TOKEN, invalidToken, headerList, headerObject } = require('./headers');
+const { TOKEN, invalidToken, headerList, headerObject, trailerLines } = require('./headers');
 const { chunkBytes, lengthMismatch, bodyOf } = require('./request-body');
 const { pushChunk, chunkList, ResponseBody, withExtras, Response } = require('./response');
 const { MAX_TARGET, queryOf, parseUrl } = require('./target');
@@ -30,7 +30,7 @@ const { expectContinue: EXPECT_CONTINUE, informational: INFORMATIONAL } = PROTOC
 const { nameRight: NAME_RIGHT, nameLetPass: NAME_LET_PASS } = PROTOCOL;
 // The order of startRequest's arguments is Rust's (`arg` in src/binding/mod.rs): the call in
 // request() below passes them so, which this load checks, once, against the addon it loaded.
-const REQUEST_ARGS = 'pool,key,handle,method,path,headers,body,streamed,contentLength,flags,headersTimeout,bodyTimeout,replayLimit,contextName';
+const REQUEST_ARGS = 'pool,key,handle,method,path,headers,body,streamed,contentLength,flags,headersTimeout,bodyTimeout,replayLimit,contextName,trailers';
 if (PROTOCOL.requestArgs.join() !== REQUEST_ARGS) {
   throw errors.hyperagentError('INTERNAL', `the addon takes agent.request()'s arguments as (${PROTOCOL.requestArgs}), not as lib/request.js passes them`);
 }
@@ -67,6 +67,8 @@ class PendingRequest {
     // A streamed body's source until it is all sent, its declared length (undefined: chunked),
     // and what made it fail.
     this.source = null;
+    // A function giving the trailers once a streamed body has ended (see pump).
+    this.trailers = null;
     this.declaredLength = undefined;
     this.bodyError = undefined;
     this.agent = agent;
@@ -355,7 +357,11 @@ class PendingRequest {
       }
       if (this.declaredLength !== undefined && sent !== this.declaredLength) throw lengthMismatch(this.declaredLength, sent);
       this.source = null;
-      if (!this.done) binding.bodyEnd(this.id);
+      // Trailers made when the body has ended (a checksum of it, say): their function's
+      // error, or a wrong value, fails the request as a source's error does.
+      let trailers;
+      if (this.trailers !== null) trailers = trailerLines(await this.trailers(), 'the trailers function\'s result').lines;
+      if (!this.done) binding.bodyEnd(this.id, trailers);
     } catch (err) {
       if (!this.done) {
         // A source's own error, or a fault of the addon in bodyWrite (README, "Safety").
@@ -515,6 +521,23 @@ function request(agent, input, options = {}, exchange = null) {
   if (highWaterMark !== undefined && highWaterMark !== null) {
     numberOption(highWaterMark, 'options.highWaterMark', 0, 'an integer >= 0', true);
   }
+  // Trailers after the body: given as headers are, or a function that gives them once the body
+  // has been read to its end (for a body in memory: at once, with no promise).
+  let trailers = null;
+  let trailersLater = null;
+  const trailersOption = options.trailers;
+  if (trailersOption !== undefined && trailersOption !== null) {
+    if (typeof trailersOption === 'function' && source !== null) {
+      trailersLater = trailersOption;
+    } else {
+      const value = typeof trailersOption === 'function' ? trailersOption() : trailersOption;
+      if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+        throw errors.invalidArgValue('options.trailers', trailersOption, 'must give the trailers at once for a body in memory');
+      }
+      trailers = trailerLines(value, 'options.trailers');
+    }
+  }
+  const trailed = trailers !== null || trailersLater !== null;
   const informed = typeof onInfo === 'function';
   const extras = options.opaque !== undefined || options.responseHeaders === 'raw' || informed
     || (highWaterMark !== undefined && highWaterMark !== null)
@@ -542,7 +565,14 @@ function request(agent, input, options = {}, exchange = null) {
   if (target.proxyLines !== null) headers.push(...target.proxyLines);
   let contentLength;
   const declared = own ? list.contentLength : -1;
-  if (declared >= 0) {
+  // HTTP/1.1 sends trailers after a chunked body only: no length goes with them.
+  if (trailed && declared >= 0) {
+    throw errors.invalidArgValue('options.headers', options.headers, 'has a content-length, which trailers cannot follow (HTTP/1.1 sends them after a chunked body)');
+  }
+  if (trailed) {
+    // Their names, as HTTP/1.1 asks (hyper sends only the trailers the header names).
+    if (trailers !== null && (!own || list.trailer < 0)) headers.push('trailer', trailers.names.join(', '));
+  } else if (declared >= 0) {
     const value = headers[declared + 1];
     if (!/^\d+$/.test(value)) {
       throw errors.invalidArgValue('options.headers', value, 'has a content-length that is not a non-negative integer');
@@ -573,7 +603,7 @@ function request(agent, input, options = {}, exchange = null) {
   // What crosses as the path: the target's head parsed once, when the request has no header
   // lines but the target's base lines (see targetOf in agent.js).
   let pathOrHead = query === '' ? target.requestTarget : `${target.requestTarget}?${query}`;
-  if (own || typed || closing) {
+  if (own || typed || closing || trailed) {
     headerLines = headers.join('\n');
   } else if (contentLength !== undefined) {
     headerLines = `${target.baseLines}\ncontent-length\n${contentLength}`;
@@ -615,18 +645,20 @@ function request(agent, input, options = {}, exchange = null) {
       : new HandlerRequest(agent, exchange, signal, info);
     pending.extras = extras;
     // In REQUEST_ARGS's order: pool, key, handle, method, path, headers, body, streamed,
-    // contentLength, flags, headersTimeout, bodyTimeout, replayLimit, contextName.
+    // contentLength, flags, headersTimeout, bodyTimeout, replayLimit, contextName, trailers.
     const result = startRequest(
       agent._poolId, key, pending, method,
       pathOrHead, headerLines, bytes, source !== null, contentLength ?? -1,
       (expectContinue ? EXPECT_CONTINUE : 0) | (informed ? INFORMATIONAL : 0),
       headersTimeout, bodyTimeout, agent._replayLimit, CONTEXT_NAME,
+      trailers !== null ? trailers.lines : trailersLater !== null ? true : null,
     );
     // Sent, or queued: Rust serves it when the pool has a connection for it.
     pending.id = result;
     if (signal) pending.unwatch = watchAbort(signal, () => pending.abort(abortError(signal)));
     if (source !== null) {
       pending.source = source;
+      pending.trailers = trailersLater;
       pending.declaredLength = contentLength;
       pending.pump(source);
     }

@@ -106,6 +106,7 @@ async function promisePath(): Promise<unknown> {
     signal: AbortSignal.timeout(5000),
     headersTimeout: 1000,
     bodyTimeout: 1000,
+    trailers: async () => ({ 'x-sum': 'abc' }),
   });
   const code: number = res.statusCode;
   const version: '1.1' | '2.0' = res.httpVersion;

@@ -243,6 +243,78 @@ pub fn channel_body(
     )
 }
 
+type TrailersFuture = dyn std::future::Future<Output = Option<http::HeaderMap>> + Send + Sync;
+
+/// A request's trailers: given with the request, or set when its body's source has ended (by
+/// then its last bytes are written). Kept for a replay, which sends them too.
+pub struct Trailers(tokio::sync::watch::Sender<Option<http::HeaderMap>>);
+
+impl Trailers {
+    pub fn new(known: Option<http::HeaderMap>) -> Arc<Trailers> {
+        Arc::new(Trailers(tokio::sync::watch::Sender::new(known)))
+    }
+
+    /// The trailers are known now (once: later calls change nothing).
+    pub fn set(&self, trailers: http::HeaderMap) {
+        self.0.send_if_modified(|slot| {
+            let unset = slot.is_none();
+            if unset {
+                *slot = Some(trailers);
+            }
+            unset
+        });
+    }
+
+    /// `body`, then the trailers once they are known. Its length is never exact: over
+    /// HTTP/1.1 trailers follow only a chunked body.
+    pub fn after(self: &Arc<Self>, body: ReqBody) -> ReqBody {
+        struct WithTrailers {
+            inner: Option<ReqBody>,
+            /// Taken once they have come (or are known not to): the body has ended.
+            trailers: Option<Pin<Box<TrailersFuture>>>,
+        }
+        impl Body for WithTrailers {
+            type Data = Bytes;
+            type Error = std::io::Error;
+            fn poll_frame(
+                mut self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+            ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+                if let Some(inner) = self.inner.as_mut() {
+                    match Pin::new(inner).poll_frame(cx) {
+                        Poll::Ready(None) => self.inner = None,
+                        other => return other,
+                    }
+                }
+                let Some(trailers) = self.trailers.as_mut() else {
+                    return Poll::Ready(None);
+                };
+                let trailers = std::task::ready!(trailers.as_mut().poll(cx));
+                self.trailers = None;
+                Poll::Ready(trailers.map(|t| Ok(Frame::trailers(t))))
+            }
+            fn is_end_stream(&self) -> bool {
+                self.trailers.is_none()
+            }
+            fn size_hint(&self) -> SizeHint {
+                let mut hint = SizeHint::new();
+                hint.set_lower(self.inner.as_ref().map_or(0, |b| b.size_hint().lower()));
+                hint
+            }
+        }
+        let mut rx = self.0.subscribe();
+        let trailers = async move {
+            // The request ended without them (its writer failed, or it was aborted): none.
+            rx.wait_for(Option::is_some).await.ok()?.clone()
+        };
+        WithTrailers {
+            inner: Some(body),
+            trailers: Some(Box::pin(trailers)),
+        }
+        .boxed()
+    }
+}
+
 /// How long a body waits for `100 Continue` before it is sent anyway (as curl does).
 const CONTINUE_WAIT: Duration = Duration::from_secs(1);
 

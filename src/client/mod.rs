@@ -31,7 +31,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Notify;
 
-pub use body::{channel_body, gated, BodyWriter, Recording, WriteResult};
+pub use body::{channel_body, gated, BodyWriter, Recording, Trailers, WriteResult};
 pub use errors::{headers_timeout, hyper_error};
 
 use crate::error::Error;

@@ -11,7 +11,9 @@ use bytes::Bytes;
 use http::Method;
 use tokio::sync::Notify;
 
-use super::{channel_body, empty_body, full_body, gated, BodyWriter, Head, Recording, Spec};
+use super::{
+    channel_body, empty_body, full_body, gated, BodyWriter, Head, Recording, Spec, Trailers,
+};
 use crate::replay::{promise_replayable, refusal_replayable, PlannedBody};
 
 /// Why a request cannot be planned: the call's input is wrong. Each is said at once, before
@@ -58,17 +60,25 @@ impl Head {
     /// (`name\nvalue\n...`; JavaScript checked that none holds a newline).
     pub fn parse(path: &str, lines: &[u8]) -> Result<Head, Invalid> {
         let uri = http::Uri::try_from(path).map_err(|_| Invalid::Path(path.to_owned()))?;
-        let mut headers = http::HeaderMap::new();
-        let mut parts = lines.split(|&b| b == b'\n');
-        while let (Some(name), Some(value)) = (parts.next(), parts.next()) {
-            let name = http::HeaderName::from_bytes(name)
-                .map_err(|_| Invalid::HeaderName(String::from_utf8_lossy(name).into_owned()))?;
-            let value = http::HeaderValue::from_bytes(value)
-                .map_err(|_| Invalid::HeaderValue(name.to_string()))?;
-            headers.append(name, value);
-        }
-        Ok(Head { uri, headers })
+        Ok(Head {
+            uri,
+            headers: header_map(lines)?,
+        })
     }
+}
+
+/// Header (or trailer) lines as JavaScript packs them (`name\nvalue\n...`), as a map.
+pub fn header_map(lines: &[u8]) -> Result<http::HeaderMap, Invalid> {
+    let mut headers = http::HeaderMap::new();
+    let mut parts = lines.split(|&b| b == b'\n');
+    while let (Some(name), Some(value)) = (parts.next(), parts.next()) {
+        let name = http::HeaderName::from_bytes(name)
+            .map_err(|_| Invalid::HeaderName(String::from_utf8_lossy(name).into_owned()))?;
+        let value = http::HeaderValue::from_bytes(value)
+            .map_err(|_| Invalid::HeaderValue(name.to_string()))?;
+        headers.append(name, value);
+    }
+    Ok(headers)
 }
 
 /// A request's body as the call gives it.
@@ -99,6 +109,8 @@ pub struct Intent {
     pub max_head_size: usize,
     /// It may go over HTTP/2, where a refused stream is sent again whatever its method.
     pub refusable: bool,
+    /// Trailers after the body: known now, or set when the body's source ends.
+    pub trailers: Option<Arc<Trailers>>,
 }
 
 /// A planned request: its first exchange, what its replay needs (when it may have one), and
@@ -107,6 +119,8 @@ pub struct Plan {
     pub spec: Spec,
     pub replay: Option<Replay>,
     pub writer: Option<BodyWriter>,
+    /// Its trailers, to be set when its body's source ends (when they were not known).
+    pub trailers: Option<Arc<Trailers>>,
 }
 
 /// A timeout in milliseconds as the call gives it: 0, negative or not finite is none.
@@ -134,6 +148,7 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
         replay_limit,
         max_head_size,
         refusable,
+        trailers,
     } = intent;
     if let (Source::Bytes(bytes), Some(declared)) = (&body, content_length) {
         if declared != bytes.len() as u64 {
@@ -187,8 +202,13 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
             }
         }
     };
+    let req_body = match &trailers {
+        Some(t) => t.after(req_body),
+        None => req_body,
+    };
     let replay = replay_body.map(|body| Replay {
         idempotent,
+        trailers: trailers.clone(),
         method: method.clone(),
         head: head.clone(),
         body,
@@ -216,6 +236,7 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
         spec,
         replay,
         writer,
+        trailers,
     })
 }
 
@@ -225,6 +246,8 @@ pub struct Replay {
     /// It may also go again after the keep-alive race (an idempotent request); otherwise only
     /// after a refusal.
     pub idempotent: bool,
+    /// Its trailers, sent again too.
+    pub trailers: Option<Arc<Trailers>>,
     pub method: Method,
     pub head: Arc<Head>,
     pub body: ReplayBody,
@@ -287,6 +310,10 @@ impl Replay {
                 (body, Some(writer), recorded.ended)
             }
         };
+        let body = match &self.trailers {
+            Some(t) => t.after(body),
+            None => body,
+        };
         let spec = Spec {
             method: self.method,
             head: self.head,
@@ -328,6 +355,7 @@ mod tests {
             replay_limit: Some(16),
             max_head_size: 16 * 1024,
             refusable: false,
+            trailers: None,
         }
     }
 
@@ -496,5 +524,54 @@ mod tests {
         let again = plan.replay.unwrap().resend(|| {}).unwrap();
         let err = again.spec.body.collect().await.unwrap_err();
         assert!(err.to_string().contains("source broke"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn trailers_follow_the_body_and_go_again_with_a_replay() {
+        // Known with the request: after the bytes, with no exact length (HTTP/1.1 chunks it).
+        let known = header_map(b"x-sum\nabc").unwrap();
+        let mut given = intent("PUT", b"", Source::Bytes(Bytes::from_static(b"hello")));
+        given.trailers = Some(Trailers::new(Some(known.clone())));
+        let plan = planned(given);
+        assert_eq!(hyper::body::Body::size_hint(&plan.spec.body).exact(), None);
+        let collected = plan.spec.body.collect().await.unwrap();
+        assert_eq!(collected.trailers(), Some(&known));
+        assert_eq!(collected.to_bytes(), "hello");
+        // The replay sends them too.
+        let resend = plan.replay.unwrap().resend(|| {}).unwrap();
+        let again = resend.spec.body.collect().await.unwrap();
+        assert_eq!(again.trailers(), Some(&known));
+
+        // Set when a streamed body's source ends.
+        let mut later = intent("POST", b"", Source::Streamed);
+        later.trailers = Some(Trailers::new(None));
+        let mut plan = planned(later);
+        let mut writer = plan.writer.take().unwrap();
+        assert_eq!(
+            writer.write(Bytes::from_static(b"ab")),
+            super::super::WriteResult::Ready
+        );
+        let trailers = plan.trailers.take().unwrap();
+        trailers.set(header_map(b"x-late\n1").unwrap());
+        // A second setting changes nothing.
+        trailers.set(header_map(b"x-late\n2").unwrap());
+        writer.end();
+        let collected = plan.spec.body.collect().await.unwrap();
+        assert_eq!(collected.trailers().unwrap()["x-late"], "1");
+        assert_eq!(collected.to_bytes(), "ab");
+    }
+
+    #[tokio::test]
+    async fn a_body_whose_trailers_never_come_ends_without_them() {
+        let mut later = intent("POST", b"", Source::Streamed);
+        later.trailers = Some(Trailers::new(None));
+        let mut plan = planned(later);
+        let mut writer = plan.writer.take().unwrap();
+        writer.end();
+        // The request ended without setting them (its handle let go of them).
+        drop(plan.trailers.take());
+        drop(plan.replay.take());
+        let collected = plan.spec.body.collect().await.unwrap();
+        assert!(collected.trailers().is_none());
     }
 }

@@ -93,7 +93,10 @@ pub(crate) mod arg {
     pub const BODY_TIMEOUT: usize = 11;
     pub const REPLAY_LIMIT: usize = 12;
     pub const CONTEXT_NAME: usize = 13;
-    pub const COUNT: usize = 14;
+    /// The trailers' lines (`name\nvalue...`); `true`: they come with the body's end
+    /// ([`super::body_end`]); null: none.
+    pub const TRAILERS: usize = 14;
+    pub const COUNT: usize = 15;
     /// Their names, in order.
     pub const NAMES: [&str; COUNT] = [
         "pool",
@@ -110,6 +113,7 @@ pub(crate) mod arg {
         "bodyTimeout",
         "replayLimit",
         "contextName",
+        "trailers",
     ];
 }
 
@@ -117,7 +121,7 @@ pub(crate) mod arg {
 /// conversion of its arguments (a length query and an allocation per string, a borrow scope
 /// per call) took about 8% of the JavaScript thread's time per request.
 /// Arguments (see [`arg`]): `(pool, key, handle, method, path, headers, body, streamed,
-/// contentLength, flags, headersTimeout, bodyTimeout, replayLimit, contextName)`; `headers` is
+/// contentLength, flags, headersTimeout, bodyTimeout, replayLimit, contextName, trailers)`; `headers` is
 /// `name\nvalue\n...`, already validated; `path` may instead be a head from [`prepare_head`]
 /// (then `headers` is ignored); `body` a Buffer, a string (sent as UTF-8) or null;
 /// `contentLength` negative when there is none; `flags` [`EXPECT_CONTINUE`] and
@@ -243,6 +247,18 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let cell = ctx
         .pool(pool)
         .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
+    let trailers = if args.is_nullish(arg::TRAILERS) {
+        None
+    } else if args.bool(arg::TRAILERS) == Some(true) {
+        Some(client::Trailers::new(None))
+    } else {
+        let mut buf = [MaybeUninit::uninit(); 256];
+        let lines = args
+            .latin1(arg::TRAILERS, &mut buf)
+            .ok_or_else(|| bad("trailers"))?;
+        let map = client::plan::header_map(&lines).map_err(invalid)?;
+        Some(client::Trailers::new(Some(map)))
+    };
     let intent = client::plan::Intent {
         method: client::plan::method(&method).map_err(invalid)?,
         head,
@@ -259,6 +275,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         replay_limit: (replay_limit >= 0.0).then_some(replay_limit as usize),
         max_head_size: cell.max_header_size.get(),
         refusable: cell.http2.get(),
+        trailers,
     };
     // A streamed body's drain reaches the request through the inbox; its id is known once
     // registered.
@@ -270,15 +287,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
         handle,
         context_name: args.value(arg::CONTEXT_NAME),
     };
-    let req = request::start(
-        &cell,
-        KeyId(key),
-        js_side,
-        plan.spec,
-        plan.writer,
-        ctl,
-        plan.replay,
-    );
+    let req = request::start(&cell, KeyId(key), js_side, plan, ctl);
     id_slot.store(req.id, std::sync::atomic::Ordering::Release);
     Ok(req.id as f64)
 }
@@ -316,13 +325,20 @@ pub fn body_write(id: u32, chunk: BufferSlice) -> u32 {
     }
 }
 
+/// The body's source ended; `trailers` (`name\nvalue...`) are its trailers, when they come
+/// with the end. Throws on trailers that are not valid header lines.
 #[napi(catch_unwind)]
-pub fn body_end(id: u32) {
+pub fn body_end(id: u32, trailers: Option<String>) -> Result<()> {
     if let Some(req) = request_state(id) {
+        if let Some(lines) = trailers {
+            let map = client::plan::header_map(lines.as_bytes()).map_err(invalid)?;
+            request::set_trailers(&req, map);
+        }
         if let Some(w) = req.writer.borrow_mut().as_mut() {
             w.end();
         }
     }
+    Ok(())
 }
 
 #[napi(catch_unwind)]

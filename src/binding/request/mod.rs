@@ -133,6 +133,8 @@ pub struct ReqState {
     /// It waits for a stream of an HTTP/2 session, or for the connection that may give one
     /// (see `streams::route`).
     stream_wait: Cell<bool>,
+    /// Its trailers, when they come with its body's end ([`set_trailers`]).
+    trailers: Option<Arc<client::Trailers>>,
 }
 
 /// Headers timeouts longer than this (the default is 300 s) are not a tokio timer around each
@@ -322,6 +324,13 @@ pub fn abort(req: &Rc<ReqState>) -> f64 {
         streams::connect_abandoned(&pool, req.key);
     }
     verdict
+}
+
+/// The trailers of `req`, known now that its body's source has ended.
+pub fn set_trailers(req: &ReqState, trailers: http::HeaderMap) {
+    if let Some(t) = &req.trailers {
+        t.set(trailers);
+    }
 }
 
 /// Bytes of a streamed request body.

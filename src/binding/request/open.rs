@@ -14,8 +14,8 @@ use crate::binding::conn::{Conn, Mode, State};
 use crate::binding::inbox::{Completion, HyperEstablished};
 use crate::binding::js::{self, AsyncContext, Ref};
 use crate::binding::pool::{connection, verdict, PoolCell};
-use crate::client::plan::Replay;
-use crate::client::{self, BodyWriter, Control, Event, Sink, Spec};
+use crate::client::plan::Plan;
+use crate::client::{self, Control, Event, Sink};
 use crate::error::Error;
 use crate::pool::{Checkout, Fit, KeyId, WaiterId};
 use crate::runtime::runtime;
@@ -28,11 +28,15 @@ pub fn start(
     pool: &Rc<PoolCell>,
     key: KeyId,
     js_side: JsSide,
-    spec: Spec,
-    writer: Option<BodyWriter>,
+    plan: Plan,
     ctl: Arc<Control>,
-    replay: Option<Replay>,
 ) -> Rc<ReqState> {
+    let Plan {
+        spec,
+        replay,
+        writer,
+        trailers,
+    } = plan;
     let env = pool.ctx.env;
     let req = Rc::new(ReqState {
         id: pool.ctx.next_request_id(),
@@ -62,6 +66,7 @@ pub fn start(
         finished: Cell::new(false),
         waiter: Cell::new(None),
         stream_wait: Cell::new(false),
+        trailers,
     });
     pool.ctx.insert_request(req.clone());
     super::streams::route(pool, &req);
