@@ -193,6 +193,8 @@ declare namespace Agent {
     query?: Record<string, string | number | boolean | bigint | readonly (string | number | boolean | bigint)[] | null | undefined>;
     /** Sent with `content-length` when its length is known (a Blob's too, with its type as `content-type`; a `FormData` or `URLSearchParams` as fetch sends it), chunked otherwise. Bytes of 4 KiB or more are sent from their own memory, without a copy (as `socket.write()` sends them): change or transfer them only once the request is over. */
     body?: RequestBody;
+    /** `HttpsAgent`: this request's server name (SNI, and the name its certificate is checked for). */
+    servername?: string;
     /**
      * Trailers after the body (the body then goes chunked, without a `content-length`): given as
      * headers are, or a function giving them (or a promise of them) once a streamed body has

@@ -488,3 +488,27 @@ test("undici's connection events: 'connect', 'disconnect' and 'connectionError',
   assert.strictEqual(where.origin, `http://127.0.0.1:${port}`);
   assert.strictEqual(refused.code, 'ECONNREFUSED');
 });
+
+test("an HTTPS request's own server name: undici's servername, or its host header's", async (t) => {
+  const names = [];
+  const server = https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => {
+    names.push(req.socket.servername || null);
+    res.end('ok');
+  });
+  await listen(t, server);
+  const origin = `https://127.0.0.1:${server.address().port}`;
+  const d = dispatcher(t, { ca: CA });
+  const plain = await undici.request(`${origin}/`, { dispatcher: d });
+  assert.strictEqual(await plain.body.text(), 'ok');
+  const named = await undici.request(`${origin}/`, { dispatcher: d, servername: 'localhost' });
+  assert.strictEqual(await named.body.text(), 'ok');
+  const hosted = await undici.request(`${origin}/`, { dispatcher: d, headers: { host: `localhost:${server.address().port}` } });
+  assert.strictEqual(await hosted.body.text(), 'ok');
+  // An IP address sends no name; the others send theirs, each on a connection of its own.
+  assert.deepStrictEqual(names, [null, 'localhost', 'localhost']);
+  // agent.request() takes it too; a name the certificate does not hold fails its check.
+  const res = await d.https.request(`${origin}/`, { servername: 'localhost' });
+  assert.strictEqual(await res.body.text(), 'ok');
+  await assert.rejects(d.https.request(`${origin}/`, { servername: 'example.com' }), { code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
+  assert.throws(() => d.https.request(`${origin}/`, { servername: 42 }), { code: 'ERR_INVALID_ARG_TYPE' });
+});

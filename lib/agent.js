@@ -773,8 +773,8 @@ class Agent extends Base {
   }
 
   // The pool key of a request target's origin for agent.request().
-  _requestKey(target) {
-    return this[kKeys].requestKey(target);
+  _requestKey(target, servername) {
+    return this[kKeys].requestKey(target, servername);
   }
 
   // The largest agent.request() body sent again after the keep-alive race (-1: never).

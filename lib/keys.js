@@ -149,16 +149,24 @@ class Keys {
   // The pool key of a request target's origin for agent.request(), as addRequest would name
   // it; kept on the target. The first request to an origin tells the pool where its
   // connections go.
-  requestKey(target) {
+  // With `servername` (an HTTPS request's own, for SNI and the certificate's name), the key
+  // is that of the origin with that name, not kept on the target.
+  requestKey(target, servername) {
+    if (servername !== undefined && this.secure) return this.originKey(target.url, servername);
     if (target.key !== -1) return target.key;
+    target.key = this.originKey(target.url, undefined);
+    return target.key;
+  }
+
+  originKey(url, servername) {
     const agent = this.agent;
-    const { url } = target;
-    const origin = url.protocol + url.host;
+    const origin = servername === undefined ? url.protocol + url.host : `${url.protocol}${url.host}\0${servername}`;
     let key = this.byOrigin.get(origin);
     if (key === undefined) {
       const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
       const port = url.port ? Number(url.port) : agent.defaultPort;
       const o = { __proto__: null, ...agent.options, host, port };
+      if (servername !== undefined) o.servername = servername;
       if (this.secure && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
       key = this.keyOf(agent.getName(o), o);
       const proxy = o.socketPath ? null : proxiedTo(agent, o);
@@ -177,7 +185,6 @@ class Keys {
       this.origins.set(key, url.origin);
       this.options.set(key, o);
     }
-    target.key = key;
     return key;
   }
 

@@ -538,6 +538,12 @@ function request(agent, input, options = {}, exchange = null) {
     }
   }
   const trailed = trailers !== null || trailersLater !== null;
+  // An HTTPS request's own server name (SNI, and the name its certificate is checked for):
+  // its connections are those of its origin with that name (a key of their own).
+  const { servername } = options;
+  if (servername !== undefined && typeof servername !== 'string') {
+    throw errors.invalidArgType('options.servername', 'of type string', servername);
+  }
   const informed = typeof onInfo === 'function';
   const extras = options.opaque !== undefined || options.responseHeaders === 'raw' || informed
     || (highWaterMark !== undefined && highWaterMark !== null)
@@ -616,7 +622,7 @@ function request(agent, input, options = {}, exchange = null) {
     }
   }
 
-  const key = agent._requestKey(target);
+  const key = agent._requestKey(target, servername);
   if (options.maxResponseHeaderSize !== undefined) agent._setMaxHeaderSize(options.maxResponseHeaderSize);
 
   let promise = null;
