@@ -512,3 +512,18 @@ test("an HTTPS request's own server name: undici's servername, or its host heade
   await assert.rejects(d.https.request(`${origin}/`, { servername: 'example.com' }), { code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
   assert.throws(() => d.https.request(`${origin}/`, { servername: 42 }), { code: 'ERR_INVALID_ARG_TYPE' });
 });
+
+test("informational (1xx) responses reach undici's handlers: request()'s onInfo", async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' }, () => res.end('final'));
+  });
+  const d = dispatcher(t);
+  const infos = [];
+  const res = await undici.request(`${server.url}/`, { dispatcher: d, onInfo: (info) => infos.push(info) });
+  assert.strictEqual(res.statusCode, 200);
+  assert.strictEqual(await res.body.text(), 'final');
+  assert.deepStrictEqual(infos, [{ statusCode: 103, headers: { link: '</style.css>; rel=preload; as=style' } }]);
+  // fetch's handler has no onInfo: the 103 is not asked for, and fetch sees the final response.
+  const fetched = await fetch(`${server.url}/`, { dispatcher: d });
+  assert.strictEqual(await fetched.text(), 'final');
+});

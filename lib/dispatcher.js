@@ -324,6 +324,9 @@ class Exchange {
       bodyTimeout: opts.bodyTimeout ?? this.dispatcher[kTimeouts].bodyTimeout,
       reset: opts.reset ?? undefined,
       servername: servernameOf(opts, origin),
+      // Informational (1xx) responses, to a handler of undici's own API that hears of them
+      // (its request(), stream() and pipeline() keep the caller's onInfo on the handler).
+      onInfo: typeof this.handler.onInfo === 'function' ? (info) => this.onInformational(info) : undefined,
     };
     this.pending = request(agent, { origin, path: opts.path }, options, this);
   }
@@ -354,6 +357,17 @@ class Exchange {
     }
     if (more === false) this.paused = true;
     return !this.finished && !this.paused;
+  }
+
+  // An informational (1xx) response, as undici hands one to a handler: to onHeaders (or
+  // onResponseStart) ahead of the final response's.
+  onInformational({ statusCode, headers }) {
+    if (this.finished) return;
+    if (this.controlled) {
+      this.call('onResponseStart', this.controller, statusCode, headers, '');
+    } else {
+      this.call('onHeaders', statusCode, bytesOf(flatten(headers)), this.resumer, '');
+    }
   }
 
   // A chunk of the body; true if the handler wants more now.
