@@ -5,8 +5,9 @@
 //   node bench/client.js <row-id> '<workload JSON>'
 //
 // The workload JSON is an entry of workloads.js, resolved (quick overrides applied) and
-// completed with the server's `port` (and, for HTTPS, `ca`: the path of the certificate
-// authority to trust). Idle workloads need `node --expose-gc`. The process exits
+// completed with the server's `port` (and, for HTTPS and HTTP/2, `ca`: the path of the
+// certificate authority to trust). Idle workloads, and load workloads with `streamMemory`, need
+// `node --expose-gc`. The process exits
 // once it has printed its line; a run that takes longer than `timeoutMs` prints an error line
 // and exits non-zero.
 
@@ -38,12 +39,12 @@ async function main() {
       protocol: row.protocol,
       host,
       port: w.port,
-      origin: `${row.protocol}://${host}:${w.port}`,
+      origin: `${row.protocol === 'http' ? 'http' : 'https'}://${host}:${w.port}`,
       connections: w.connections,
       idleTimeout: w.idleTimeout,
       ca: w.ca ? fs.readFileSync(w.ca, 'utf8') : undefined,
     });
-  const result = w.kind === 'idle' ? await idle(setup, w) : await load(setup(), w);
+  const result = w.kind === 'idle' ? await idle(setup, w) : await load(await setup(), w);
   // CPU time of the whole process, lifetime: the runner compares it with what the CPUs did.
   const cpu = process.cpuUsage();
   print({ row: rowId, workload: w.id, ...result, lifetimeCpuUs: cpu.user + cpu.system }, 0);
@@ -101,6 +102,8 @@ async function sendInContext(als, client, req) {
 // A load workload: a fixed number of requests (`requests`, or `perCaller` per caller), or as
 // many as `durationMs` allows, after an unmeasured warm-up.
 async function load(client, w) {
+  // Before anything else has run in this process: what open streams cost.
+  const memory = w.streamMemory ? await streamMemory(client, w) : null;
   const body = w.requestBytes ? Buffer.alloc(w.requestBytes, 'x') : w.requestBody;
   const req = { method: w.method, path: w.path, body, headers: w.headers, json: w.json === true };
   // An active AsyncLocalStorage for the workloads that measure what context propagation costs.
@@ -163,6 +166,7 @@ async function load(client, w) {
     cpuUs: (cpu.user + cpu.system) / run.made,
     maxRssMiB: process.resourceUsage().maxRSS / 1024,
     socketsCreated: client.socketsCreated(),
+    ...memory,
   };
   if (w.histogram) {
     // Requests finished under each bound (and at or over the last), as agentkeepalive's
@@ -202,12 +206,13 @@ async function settledMemory() {
   return process.memoryUsage();
 }
 
-// The server's counters, over TLS when the workload's server speaks it (`w.ca` given).
-function serverStats(w) {
+// The server's counters (or another query answered in JSON, such as /unpark), over TLS when the
+// workload's server speaks it (`w.ca` given), on a connection of its own (HTTP/1.1).
+function serverStats(w, p = '/stats') {
   const tls = w.ca ? { ca: fs.readFileSync(w.ca, 'utf8'), servername: 'localhost' } : null;
   return new Promise((resolve, reject) => {
     (tls ? https : http)
-      .get({ host: '127.0.0.1', port: w.port, path: '/stats', agent: false, ...tls }, (res) => {
+      .get({ host: '127.0.0.1', port: w.port, path: p, agent: false, ...tls }, (res) => {
         let text = '';
         res.setEncoding('utf8');
         res.on('data', (chunk) => (text += chunk));
@@ -215,6 +220,64 @@ function serverStats(w) {
       })
       .on('error', reject);
   });
+}
+
+// The memory `w.streamMemory` requests in flight add to the client (HTTP/2: open streams on
+// its connection), against the same client idle: both after a forced GC, the first with the
+// client's connection open and idle (after one request to the server's /stats, so that the
+// code of the later queries is loaded too), the second while the server holds all the requests
+// (`/park`, counted by its /stats) before it lets them answer (`/unpark`). The runner subtracts
+// the connections of these queries (`statsQueries`) from the client's.
+async function streamMemory(client, w) {
+  if (typeof global.gc !== 'function') throw new Error('streamMemory needs node --expose-gc');
+  const n = w.streamMemory;
+  let statsQueries = 0;
+  const stats = (p = '/stats') => (statsQueries++, serverStats(w, p));
+  await client.send({ method: 'GET', path: '/hello' });
+  await stats();
+  const idleMemory = await settledMemory();
+  let answered = 0;
+  let failures = 0;
+  let firstError = null;
+  const requests = [];
+  for (let i = 0; i < n; i++) {
+    requests.push(client.send({ method: 'GET', path: '/park' }).then(
+      () => answered++,
+      (err) => {
+        failures++;
+        firstError ??= `${err.code ?? err.name}: ${err.message}`;
+      },
+    ));
+  }
+  // Until the server holds them all (at most 30 s).
+  const until = performance.now() + 30000;
+  let parked = 0;
+  while ((parked = (await stats()).parked) < n && failures === 0 && performance.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  // Let the sockets of the queries close.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const openMemory = await settledMemory();
+  // Every request still open while memory was measured, or the figure means nothing.
+  const open = n - answered - failures;
+  await stats('/unpark');
+  await Promise.all(requests);
+  if (parked < n || open < n || failures) {
+    return {
+      statsQueries,
+      streamMemoryError: `${parked} of ${n} requests reached the server, ${open} open when measured` +
+        (failures ? `, ${failures} failed (${firstError})` : ''),
+    };
+  }
+  return {
+    statsQueries,
+    streams: n,
+    idleRss: idleMemory.rss,
+    streamsRss: openMemory.rss,
+    rssPerStream: (openMemory.rss - idleMemory.rss) / n,
+    heapPerStream: (openMemory.heapUsed - idleMemory.heapUsed) / n,
+    externalPerStream: (openMemory.external - idleMemory.external) / n,
+  };
 }
 
 // Opens `n` connections at once and waits until they are idle in the client's pool.
@@ -235,11 +298,11 @@ async function idle(setup, w) {
   // A first client of the same row opens and closes as many connections, so that the base
   // measurement already includes what the burst of opening them leaves behind (a grown young
   // generation, allocator caches), loaded code included. What remains is what holding costs.
-  const primer = setup();
+  const primer = await setup();
   const primed = await openIdle(primer, n);
   await primer.close();
 
-  const client = setup();
+  const client = await setup();
   await client.send({ method: 'GET', path: '/hello' });
   const base = await settledMemory();
   const heldBefore = client.idleHeld() ?? 1;

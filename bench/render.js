@@ -125,8 +125,14 @@ const pct = (v) => `${Math.round(v * 100)}%`;
 
 // ---- Sections ----------------------------------------------------------------------------------
 
+// The column of ratios: against Node's keep-alive agent, or the workload's own baseline.
+function ratioHead(entry, baseline) {
+  const base = baseOf(entry, baseline);
+  return base === 'node-ka' || base === 'node-https-ka' ? '× Node keep-alive' : `× ${label(base)}`;
+}
+
 function loadTable(entry, baseline) {
-  const head = ['client', 'req/s', `× Node keep-alive`, 'p50 ms', 'p99 ms', 'sockets', 'JS CPU µs/req',
+  const head = ['client', 'req/s', ratioHead(entry, baseline), 'p50 ms', 'p99 ms', 'sockets', 'JS CPU µs/req',
     'JS thread CPU µs/req', 'CPU µs/req', 'peak RSS MiB', 'failed'];
   const rows = rowIds(entry).map((id) => [
     name(id),
@@ -154,10 +160,38 @@ function describeLoad(w) {
       ? `${w.concurrency} in flight, measured for ${w.durationMs / 1000} s`
       : `${int(w.requests)} requests, ${w.concurrency} in flight`;
   const warm = w.warmupMs ? `, after ${int(w.warmupMs)} ms of unmeasured warm-up` : ', no warm-up';
-  return `\`${w.method} ${w.path}\`${body}${headers}; ${shape}, ${w.connections} connections${warm}.`;
+  const conns = w.group === 'h2'
+    ? 'HTTP/2 over TLS, each client with the connections it opens itself (see *sockets*)'
+    : `${w.connections} connections`;
+  return `\`${w.method} ${w.path}\`${body}${headers}; ${shape}, ${conns}${warm}.`;
 }
 
-const CHARTED = new Set(['throughput', 'akb', 'https']);
+// The memory of `streamMemory` open streams (requests in flight) of an HTTP/2 workload's rows.
+function streamMemoryTable(entry) {
+  const w = entry.workload;
+  const missed = [];
+  const rows = rowIds(entry).map((id) => {
+    const errs = [...new Set(entry.runs.map((run) => run[id]?.streamMemoryError).filter(Boolean))];
+    if (errs.length) missed.push(`- ${label(id)}: not measured in ${errs.length} run(s): ${errs.join('; ')}`);
+    return [
+      name(id),
+      mib(median(values(entry, id, 'idleRss'))),
+      mib(median(values(entry, id, 'streamsRss'))),
+      range(spread(values(entry, id, 'rssPerStream').map((b) => b / 1024)), fixed(1)),
+      range(spread(values(entry, id, 'heapPerStream')), int),
+    ];
+  });
+  return `Memory of ${int(w.streamMemory)} open streams: in each client's fresh process, before the warm-up, ` +
+    `the memory after a forced GC with ${int(w.streamMemory)} requests in flight (\`GET /park\`, held by the ` +
+    `server until it has them all and the client has measured), against the same process with its ` +
+    `connection open and idle just before; divided by ${int(w.streamMemory)}. *RSS* includes native memory ` +
+    `(hyperagent's sessions live in Rust); *JS heap* is V8's \`heapUsed\`. One measurement per run ` +
+    `(medians, min–max): RSS moves in pages and with the allocator, so small figures are coarse.\n\n` +
+    table(['client', 'idle RSS MiB', `RSS with ${int(w.streamMemory)} open MiB`, 'RSS KiB/stream',
+      'JS heap B/stream'], rows) + (missed.length ? `\n${missed.join('\n')}\n` : '');
+}
+
+const CHARTED = new Set(['throughput', 'akb', 'https', 'h2']);
 
 function summaryTable(entries, baseline) {
   const ids = [...new Set(entries.flatMap(rowIds))];
@@ -177,14 +211,19 @@ function summaryTable(entries, baseline) {
 function summary(entries, baseline) {
   const http = entries.filter((e) => e.workload.group === 'throughput' || e.workload.group === 'akb');
   const https = entries.filter((e) => e.workload.group === 'https');
-  if (http.length === 0 && https.length === 0) return '';
+  const h2 = entries.filter((e) => e.workload.group === 'h2');
+  if (http.length === 0 && https.length === 0 && h2.length === 0) return '';
   let out = `## Summary: requests per second relative to Node's keep-alive agent
 
 ` +
     `Median of the per-run ratios (min–max), each run paired with Node's keep-alive agent ` +
-    `(\`http.Agent\` or \`https.Agent\` with \`keepAlive: true\`) in the same round. Above 1 is faster.\n\n`;
+    `(\`http.Agent\` or \`https.Agent\` with \`keepAlive: true\`) in the same round` +
+    (h2.length ? ` (for HTTP/2, with ${label(baseOf(h2[0], baseline))})` : '') + '. Above 1 is faster.\n\n';
   if (http.length) out += `### HTTP\n\n${summaryTable(http, baseline)}\n`;
   if (https.length) out += `### HTTPS\n\n${summaryTable(https, baseline)}\n`;
+  if (h2.length) {
+    out += `### HTTP/2 (× ${label(baseOf(h2[0], baseline))})\n\n${summaryTable(h2, baseline)}\n`;
+  }
   return out + '![ratios](results.svg)\n';
 }
 
@@ -194,6 +233,8 @@ function shortTitle(w) {
     api: 'JSON API call',
     akb: 'agentkeepalive scenario', 'https-hello': 'hello', 'https-64k': '64 KiB resp.',
     'https-handshake': 'handshakes (close)',
+    'h2-hello': 'hello, 50 in flight', 'h2-hello-500': 'hello, 500 in flight',
+    'h2-64k': '64 KiB resp., 50 in flight', 'h2-64k-500': '64 KiB resp., 500 in flight',
   }[w.id] ?? w.id;
 }
 
@@ -356,6 +397,13 @@ function targetsSection(byWorkload, baseline) {
     'fetch-https-hyperagent', 'fetch-https', 2));
   rows.push(ratioTarget(hello, 'undici `request()` with the `Dispatcher`, HTTP hello ≥ 1.3× with undici\'s `Agent`',
     'undici-request-hyperagent', 'undici-request', 1.3));
+  const h2Hello = byWorkload['h2-hello'];
+  rows.push(ratioTarget(h2Hello, '`agent.request()` over HTTP/2, hello with 50 in flight ≥ 2× undici\'s HTTP/2 ' +
+    '(`allowH2`, one connection multiplexed)', 'hyperagent-h2', 'undici-h2', 2));
+  rows.push(ratioTarget(h2Hello, '`agent.request()` over HTTP/2, hello with 50 in flight ≥ 2× undici\'s HTTP/2 ' +
+    'on its defaults (`allowH2` only: a connection per request in flight)', 'hyperagent-h2', 'undici-h2-default', 2));
+  rows.push(ratioTarget(h2Hello, '`agent.request()` over HTTP/2, hello with 50 in flight ≥ 1.5× Node\'s `http2` client',
+    'hyperagent-h2', 'node-http2', 1.5));
   if (hello) {
     // Judged on event-loop utilisation, the benchmark's definition; the thread's own CPU time
     // is shown beside it.
@@ -408,12 +456,15 @@ function notes(data) {
     'req/s and latency are measured after the warm-up (where there is one); a failed request counts as failed and not in the rate. Latency is from the call to the end of the response body.',
     '*sockets*: connections the server accepted while the client process ran (warm-up included). *JS CPU*: event-loop active time (`performance.eventLoopUtilization()`) per request. *JS thread CPU*: the CPU time of the JavaScript thread alone (`/proc/self/task/<pid>/stat`) per request; it differs from *JS CPU* where other threads of the process share the client\'s core (hyperagent\'s tokio thread): event-loop utilisation counts wall time, including the time those threads ran while a callback was under way. *CPU*: `process.cpuUsage()` (every thread of the process) per request. *peak RSS*: `process.resourceUsage().maxRSS`.',
   ];
+  if (data.results.some((e) => e.workload.group === 'h2')) {
+    lines.push('HTTP/2 workloads: the server speaks HTTP/2 to a client that chooses `h2` in ALPN (and HTTP/1.1 to every other client, all the HTTPS rows among them) and takes up to 1,000 streams on a connection; the HTTP/2 rows get no connection limit but for undici\'s baseline (one connection), and each keeps one connection (see *sockets*) but for undici on its defaults. Their ratios are taken against undici\'s HTTP/2 client given one connection and `pipelining: 1000` (undici 7 sends at most `pipelining` requests at once on a connection, HTTP/2 included, so on its defaults it opens a connection per request in flight: its own row). Each HTTP/2 row checks at setup that the server saw HTTP/2 (`GET /version`; hyperagent\'s also that `httpVersion` is `\'2.0\'`), and after each run the server\'s count of HTTP/2 connections must equal the connections the row opened (for every other TLS row, it must be 0), or the run is an error. Node\'s `http2` session keeps its default flow-control windows (64 KiB).');
+  }
   if (info.disturbedThreshold !== undefined) {
     const total = data.results.reduce((n, e) => n + e.runs.reduce((m, run) => m + Object.keys(run).length, 0), 0);
     lines.push(`A client run during which other processes (neither the client nor the server) used more than ${pct(info.disturbedThreshold)} of a core, by \`/proc/stat\` less the two processes' own CPU time, is run again once the machine has been quiet for a second (at most 3 attempts, the least disturbed kept), and so is a client that died without a result (its error is still listed): ${info.retries} repeat(s) over ${total} client runs here${info.waitedS ? `, after ${info.waitedS} s of waiting in all` : ''}.`);
   }
   if (info.mode === 'quick') {
-    lines.push('This is a `--quick` run: 1 round; throughput measured for 0.5 s after 0.5 s of warm-up (instead of 2 s after 0.75 s, 1.5 s after 0.5 s for the scale series); the agentkeepalive scenario with 100 requests per caller instead of 1,000; 1,000 idle connections instead of 10,000 (200 idle TLS connections instead of 1,000); the scale rows for Node\'s keep-alive agent and hyperagent\'s two paths only; the 1 MiB and HTTPS 64 KiB workloads and the pool micro-benchmark left out.');
+    lines.push('This is a `--quick` run: 1 round; throughput measured for 0.5 s after 0.5 s of warm-up (instead of 2 s after 0.75 s, 1.5 s after 0.5 s for the scale series); the agentkeepalive scenario with 100 requests per caller instead of 1,000; 1,000 idle connections instead of 10,000 (200 idle TLS connections instead of 1,000); the scale rows for Node\'s keep-alive agent and hyperagent\'s two paths only; the 1 MiB, HTTPS 64 KiB and HTTP/2 64 KiB workloads and the pool micro-benchmark left out.');
   }
   return '## How it is measured\n\n' + lines.map((l) => `- ${l}`).join('\n') + '\n';
 }
@@ -440,6 +491,11 @@ function renderMarkdown(data) {
   const https = results.filter((e) => e.workload.group === 'https');
   for (const entry of [...throughput, ...https]) {
     parts.push(`## ${entry.workload.title}\n\n${describeLoad(entry.workload)}\n\n${loadTable(entry, baseline)}${footnotes([entry])}`);
+  }
+  for (const entry of results.filter((e) => e.workload.group === 'h2')) {
+    const memory = entry.workload.streamMemory ? `\n${streamMemoryTable(entry)}` : '';
+    parts.push(`## ${entry.workload.title}\n\n${describeLoad(entry.workload)}\n\n${loadTable(entry, baseline)}${memory}` +
+      footnotes([entry]));
   }
   if (byWorkload['hello-als']) parts.push(contextSection(byWorkload['hello-als'], byWorkload.hello));
   if (byWorkload.akb) parts.push(akbSection(byWorkload.akb, baseline));
@@ -476,6 +532,11 @@ const COLORS = {
   'undici-pool-https': '#1f6fb2',
   'hyperagent-https': '#e8590c',
   'hyperagent-https-request': '#c92a2a',
+  'undici-h2': '#4a9fe0',
+  'undici-h2-default': '#9cc9ee',
+  'node-http2': '#52606d',
+  'hyperagent-h2': '#c92a2a',
+  'fetch-h2-hyperagent': '#f76707',
 };
 const FALLBACK = ['#2f9e44', '#ae3ec9', '#f08c00', '#0c8599', '#c2255c'];
 
@@ -497,6 +558,7 @@ function renderSvg(data) {
   const top = 78;
   const groups = entries.map((e) => ({
     title: e.workload.title,
+    base: baseOf(e, baseline),
     baseRps: median(values(e, baseOf(e, baseline), 'rps')),
     bars: rowIds(e).map((id) => ({ id, s: spread(ratios(e, id, baseOf(e, baseline))) })).filter((b) => b.s),
   }));
@@ -512,7 +574,8 @@ function renderSvg(data) {
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${height}" viewBox="0 0 ${W} ${height}" font-family="Helvetica, Arial, sans-serif" font-size="12">`);
   out.push(`<rect width="${W}" height="${height}" fill="#ffffff"/>`);
   out.push(`<text x="20" y="28" font-size="17" font-weight="bold" fill="#1f2933">Requests per second relative to Node's keep-alive agent (http.Agent / https.Agent)</text>`);
-  out.push(`<text x="20" y="48" fill="#52606d">${esc(`${info.cpu}, ${info.cores} cores · Node ${info.node} · ${info.date.slice(0, 10)} · ${info.mode} run, median of ${info.runs} run(s), whiskers min–max`)}</text>`);
+  const h2 = groups.some((g) => g.base !== 'node-ka' && g.base !== 'node-https-ka') ? ' · HTTP/2: relative to the row its title names' : '';
+  out.push(`<text x="20" y="48" fill="#52606d">${esc(`${info.cpu}, ${info.cores} cores · Node ${info.node} · ${info.date.slice(0, 10)} · ${info.mode} run, median of ${info.runs} run(s), whiskers min–max${h2}`)}</text>`);
 
   // Grid and axis labels.
   const chartBottom = height - 30;
@@ -525,7 +588,8 @@ function renderSvg(data) {
   const one = X(1).toFixed(1);
   let y = top;
   for (const g of groups) {
-    const base = g.baseRps === null ? '' : ` — Node keep-alive: ${int(g.baseRps)} req/s`;
+    const baseName = g.base === 'node-ka' || g.base === 'node-https-ka' ? 'Node keep-alive' : `1× = ${label(g.base)}`;
+    const base = g.baseRps === null ? '' : ` — ${baseName}: ${int(g.baseRps)} req/s`;
     // Titles are markdown; the chart shows them plain.
     const title = g.title.replace(/`/g, '');
     out.push(`<text x="20" y="${y + 14}" font-weight="bold" fill="#1f2933">${esc(title + base)}</text>`);

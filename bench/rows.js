@@ -3,7 +3,7 @@
 // The clients that `npm run bench` compares: one entry per row of its tables.
 //
 // A row is { id, label, protocol, setup }. `setup(ctx)` builds the client in a fresh process
-// and returns
+// and returns (or resolves with: an HTTP/2 row checks its protocol with a first request)
 //   { send(req) -> Promise<number>, socketsCreated() -> number | null, idleHeld() -> number | null,
 //     close() -> Promise<void> }
 // where `send({ method, path, body, headers, json })` makes one request (`body` a Buffer or a
@@ -17,13 +17,17 @@
 // `ctx` is { protocol, host, port, origin, connections, idleTimeout, ca }: `connections` is the
 // limit per origin (maxSockets, undici's `connections`); `idleTimeout` (ms), when set, is how
 // long an idle connection may be kept, for workloads that hold connections idle; `ca`, for an
-// HTTPS row, the PEM of the certificate authority the bench server's certificate chains to
-// (every HTTPS row verifies the server for real).
+// HTTPS or HTTP/2 row, the PEM of the certificate authority the bench server's certificate
+// chains to (every such row verifies the server for real).
 //
 // Adding a row is one more entry here: it joins every workload that compares all rows of its
 // protocol (workloads.js). Modules are required inside `setup`, so a client process loads only
 // its own row's code and its memory figures are its own. The bench server serves HTTP or, with
-// the fixture certificate of the tests, HTTPS (run.js, `startServer`).
+// the fixture certificate of the tests, HTTPS (run.js, `startServer`); over TLS it speaks
+// HTTP/2 to a client that chooses `h2` in ALPN. The rows of protocol 'h2' are HTTP/2 clients
+// (over TLS, https: origins); each makes sure at setup that it speaks HTTP/2, and the runner
+// checks after every run that the server accepted only HTTP/2 connections from it (and none
+// from an 'https' row).
 
 const http = require('node:http');
 const https = require('node:https');
@@ -228,6 +232,96 @@ function fetchHyperagent(ctx) {
   return { ...fetchRow(ctx, dispatcher, () => dispatcher.close()), socketsCreated: createdOf(agent) };
 }
 
+// ---- HTTP/2 ------------------------------------------------------------------------------------
+
+// Throws unless `text`, the body of GET /version through the row's client, says HTTP/2.
+function assertH2(rowLabel, text) {
+  if (text !== 'HTTP/2.0') throw new Error(`${rowLabel} spoke ${text} to the bench server, not HTTP/2`);
+}
+
+// hyperagent's promise path offering h2 in ALPN. The first response must say HTTP/2.
+async function hyperagentH2(ctx) {
+  const { HttpsAgent } = require(path.join(__dirname, '..'));
+  const agent = new HttpsAgent({ keepAlive: true, allowH2: true, ca: ctx.ca });
+  const res = await agent.request(ctx.origin + '/version');
+  const text = await res.body.text();
+  if (res.httpVersion !== '2.0') {
+    throw new Error(`agent.request() answered with httpVersion ${res.httpVersion}, not 2.0`);
+  }
+  assertH2('agent.request()', text);
+  return {
+    send: viaPromiseApi((p, opts) => agent.request(ctx.origin + p, opts)),
+    socketsCreated: createdOf(agent),
+    idleHeld: () => null,
+    close: async () => agent.destroy(),
+  };
+}
+
+// undici's request() over an Agent that offers h2 (its responses do not say their version:
+// the server does), with `options` added.
+async function undiciH2(ctx, options) {
+  const undici = require('undici');
+  const dispatcher = new undici.Agent({ allowH2: true, connect: { ca: ctx.ca }, ...options });
+  const res = await undici.request(ctx.origin + '/version', { dispatcher });
+  assertH2('undici request()', await res.body.text());
+  return undiciRequestRow(dispatcher, ctx);
+}
+
+// Node's own HTTP/2 client: one session, a stream per request.
+async function nodeHttp2(ctx) {
+  const http2 = require('node:http2');
+  const session = http2.connect(ctx.origin, { ca: ctx.ca });
+  // A session error fails the streams under way; the session itself must not throw.
+  let sessionError = null;
+  session.on('error', (err) => (sessionError = err));
+  const send = ({ method = 'GET', path: reqPath, body, headers, json }) =>
+    new Promise((resolve, reject) => {
+      if (sessionError) return reject(sessionError);
+      const head = { ...headers, ':method': method, ':path': reqPath };
+      if (body) head['content-length'] = Buffer.byteLength(body);
+      const stream = session.request(head, { endStream: !body });
+      let status = 0;
+      let bytes = 0;
+      const chunks = [];
+      stream.on('response', (h) => (status = h[':status']));
+      stream.on('data', (chunk) => {
+        bytes += chunk.length;
+        if (json) chunks.push(chunk);
+      });
+      stream.on('end', () => {
+        if (status !== 200) reject(new Error(`status ${status}`));
+        else if (json) resolve(jsonLength(JSON.parse(Buffer.concat(chunks).toString())));
+        else resolve(bytes);
+      });
+      stream.on('error', reject);
+      if (body) stream.end(body);
+    });
+  const text = await new Promise((resolve, reject) => {
+    const stream = session.request({ ':path': '/version' });
+    let t = '';
+    stream.setEncoding('utf8');
+    stream.on('data', (chunk) => (t += chunk));
+    stream.on('end', () => resolve(t));
+    stream.on('error', reject);
+  });
+  assertH2('http2.connect()', text);
+  return {
+    send,
+    socketsCreated: () => null,
+    idleHeld: () => null,
+    close: () => new Promise((resolve) => session.close(resolve)),
+  };
+}
+
+// Node's built-in fetch with hyperagent's Dispatcher offering h2.
+async function fetchH2Hyperagent(ctx) {
+  const { Dispatcher } = require(path.join(__dirname, '..'));
+  const dispatcher = new Dispatcher({ allowH2: true, ca: ctx.ca });
+  const res = await fetch(ctx.origin + '/version', { dispatcher });
+  assertH2('fetch with the Dispatcher', await res.text());
+  return { ...fetchRow(ctx, dispatcher, () => dispatcher.close()), socketsCreated: createdOf(dispatcher.https) };
+}
+
 const rows = [
   {
     id: 'node-close',
@@ -294,11 +388,38 @@ const rows = [
     },
   },
   { id: 'fetch-https-hyperagent', label: 'fetch + hyperagent Dispatcher (TLS)', protocol: 'https', setup: fetchHyperagent },
+
+  // HTTP/2 over TLS (ALPN), every client on its defaults but for the CA: one connection per
+  // origin, as many streams on it as the server allows (1,000).
+  {
+    // undici 7 sends as many requests at once on a connection as `pipelining` says (default 1),
+    // HTTP/2 or not (nodejs/undici#4143): on its defaults, below, it opens a connection per
+    // request in flight. Given one connection and as many streams on it as the server takes,
+    // it multiplexes as the other rows do: the baseline of the HTTP/2 workloads.
+    id: 'undici-h2',
+    label: 'undici request() + Agent (h2, 1 conn.)',
+    protocol: 'h2',
+    setup: (ctx) => undiciH2(ctx, { connections: 1, pipelining: 1000 }),
+  },
+  {
+    id: 'undici-h2-default',
+    label: 'undici request() + Agent (h2, defaults)',
+    protocol: 'h2',
+    setup: (ctx) => undiciH2(ctx, {}),
+  },
+  { id: 'node-http2', label: 'Node http2 session', protocol: 'h2', setup: nodeHttp2 },
+  {
+    id: 'hyperagent-h2',
+    label: 'hyperagent agent.request() (h2)',
+    protocol: 'h2',
+    setup: hyperagentH2,
+  },
+  { id: 'fetch-h2-hyperagent', label: 'fetch + hyperagent Dispatcher (h2)', protocol: 'h2', setup: fetchH2Hyperagent },
 ];
 
 const byId = new Map(rows.map((row) => [row.id, row]));
 
-// The row every ratio of a workload is taken against, by protocol.
-const BASELINES = { http: 'node-ka', https: 'node-https-ka' };
+// The row every ratio of a workload is taken against, by protocol (for HTTP/2, undici's).
+const BASELINES = { http: 'node-ka', https: 'node-https-ka', h2: 'undici-h2' };
 
 module.exports = { rows, byId, BASELINE: BASELINES.http, BASELINES };

@@ -29,7 +29,8 @@ const ROOT = path.join(__dirname, '..');
 const SERVER_DIR = path.join(__dirname, 'server');
 const SERVER_BIN = path.join(SERVER_DIR, 'target', 'release', 'hyperagent-bench-server');
 // The HTTPS server uses the test suite's fixture chain: localhost.pem (localhost, 127.0.0.1)
-// signed by an intermediate, signed by ca.pem, which the HTTPS rows trust.
+// signed by an intermediate, signed by ca.pem, which the HTTPS and HTTP/2 rows trust. It speaks
+// HTTP/2 to the clients that choose `h2` in ALPN: the HTTP/2 rows use the same server process.
 const TLS_DIR = path.join(ROOT, '__test__', 'fixtures', 'tls');
 const TLS_ARGS = ['--tls', path.join(TLS_DIR, 'localhost-chain.pem'), path.join(TLS_DIR, 'localhost-key.pem')];
 const CA = path.join(TLS_DIR, 'ca.pem');
@@ -179,6 +180,7 @@ function stopServer(server) {
 function serverStats({ port, protocol }) {
   const get = protocol === 'https' ? https.get : http.get;
   const tls = protocol === 'https' ? { ca: fs.readFileSync(CA) } : {};
+  // A connection of its own, HTTP/1.1 (no ALPN).
   return new Promise((resolve, reject) => {
     const req = get({ host: '127.0.0.1', port, path: '/stats', agent: false, ...tls }, (res) => {
       let text = '';
@@ -265,7 +267,7 @@ function runClient(rowId, workload, { port, protocol }) {
   const ca = protocol === 'https' ? CA : undefined;
   const spec = JSON.stringify({ ...workload, port, ca, timeoutMs, clkTck: CLK_TCK, rows: undefined, title: undefined });
   const node = [process.execPath];
-  if (workload.kind === 'idle') node.push('--expose-gc');
+  if (workload.kind === 'idle' || workload.streamMemory) node.push('--expose-gc');
   const child = spawnTracked([...node, path.join(__dirname, 'client.js'), rowId, spec], PIN ? 0 : null, [
     'ignore',
     'pipe',
@@ -339,9 +341,27 @@ function fmtRps(v) {
   return Math.round(v).toLocaleString('en-US');
 }
 
+// The server a row of `protocol` talks to: HTTP/2 rows talk to the HTTPS server.
+function serverProtocol(protocol) {
+  return protocol === 'h2' ? 'https' : protocol;
+}
+
 // The server each row of a workload talks to, by protocol and mode.
 function serverKey(rowId, w) {
-  return `${byId.get(rowId).protocol} ${w.server}`;
+  return `${serverProtocol(byId.get(rowId).protocol)} ${w.server}`;
+}
+
+// Checks, from the server's count of HTTP/2 connections, that an HTTP/2 row spoke HTTP/2 on
+// every connection it opened and that no other row spoke it: an error on the result if not.
+function checkProtocol(rowId, result) {
+  if (result.error || result.h2Accepted === undefined) return;
+  const h2 = byId.get(rowId).protocol === 'h2';
+  const other = result.accepted - result.h2Accepted;
+  if (h2 && other > 0) {
+    result.error = `${other} of its ${result.accepted} connections spoke HTTP/1.1, not HTTP/2`;
+  } else if (!h2 && result.h2Accepted > 0) {
+    result.error = `${result.h2Accepted} of its ${result.accepted} connections spoke HTTP/2`;
+  }
 }
 
 async function runWorkloads(workloads, runs, servers) {
@@ -365,8 +385,12 @@ async function runWorkloads(workloads, runs, servers) {
           const before = await serverStats(server);
           const result = await runClientWatched(rowId, w, server);
           const after = await serverStats(server);
-          // Connections the client opened: the difference, less the second query's own.
-          result.accepted = after.accepted - before.accepted - 1;
+          // Connections the client opened: the difference, less the second query's own and those
+          // of the client's own queries to the server.
+          result.accepted = after.accepted - before.accepted - 1 - (result.statsQueries ?? 0);
+          // Of those, the HTTP/2 ones (the queries speak HTTP/1.1).
+          if (after.h2 !== undefined) result.h2Accepted = after.h2 - before.h2;
+          checkProtocol(rowId, result);
           result.attempts = attempt;
           result.disturbed = w.kind === 'load' && !result.error && result.foreignCpu > DISTURBED;
           if (result.error) errors.push(result.error);
@@ -396,8 +420,11 @@ function describe(w, r) {
     const mib = (b) => (b / 1048576).toFixed(1);
     return `${r.held ?? r.serverOpen} held, RSS +${mib(r.rssAdded)} MiB, heap +${mib(r.heapAdded)} MiB${failed}`;
   }
+  const streams = r.rssPerStream !== undefined
+    ? `  ${r.streams} streams: RSS ${(r.rssPerStream / 1024).toFixed(1)} KiB, heap ${Math.round(r.heapPerStream)} B each`
+    : r.streamMemoryError ? `  stream memory not measured: ${r.streamMemoryError}` : '';
   return `${fmtRps(r.rps).padStart(7)} req/s  p50 ${r.p50?.toFixed(2)} ms  p99 ${r.p99?.toFixed(2)} ms  ` +
-    `${r.accepted} sockets${failed}`;
+    `${r.accepted} sockets${failed}${streams}`;
 }
 
 // The Rust micro-benchmark of the pool (src/pool/scale_bench.rs).
@@ -444,7 +471,7 @@ async function main() {
     for (const w of workloads) {
       for (const rowId of w.rows.filter((id) => byId.has(id))) {
         const key = serverKey(rowId, w);
-        if (!servers.has(key)) servers.set(key, await startServer(byId.get(rowId).protocol, w.server));
+        if (!servers.has(key)) servers.set(key, await startServer(serverProtocol(byId.get(rowId).protocol), w.server));
       }
     }
     const results = await runWorkloads(workloads, opts.runs, servers);

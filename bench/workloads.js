@@ -20,7 +20,9 @@
 // close`). `quick` overrides fields for `npm run bench -- --quick`; `quick: null` leaves the
 // workload out of the quick run. `rows` lists the row ids (see rows.js) that run it, all of one
 // protocol; `baseline` is the row its ratios are taken against (Node's keep-alive agent of that
-// protocol, unless the workload names another).
+// protocol, undici's HTTP/2 client for HTTP/2, unless the workload names another).
+// `streamMemory` (n) also measures, in the client's fresh process before the warm-up, the
+// memory that n open streams (requests in flight) add to the idle connection they are on.
 
 const { rows, BASELINES } = require('./rows');
 
@@ -28,6 +30,7 @@ const { rows, BASELINES } = require('./rows');
 // compares all clients of its protocol.
 const ALL_ROWS = rows.filter((row) => row.protocol === 'http').map((row) => row.id);
 const HTTPS_ROWS = rows.filter((row) => row.protocol === 'https').map((row) => row.id);
+const H2_ROWS = rows.filter((row) => row.protocol === 'h2').map((row) => row.id);
 // The keep-alive pools the idle footprints compare (over HTTP, over TLS), and the rows of the
 // scale series.
 const KEEP_ALIVE_ROWS = ['node-ka', 'agentkeepalive', 'undici-pool', 'hyperagent'];
@@ -56,7 +59,7 @@ function throughput(id, group, title, fields) {
     warmupMs: 750,
     concurrency: 50,
     connections: 50,
-    rows: group === 'https' ? HTTPS_ROWS : ALL_ROWS,
+    rows: { https: HTTPS_ROWS, h2: H2_ROWS }[group] ?? ALL_ROWS,
     quick: QUICK,
     ...fields,
   };
@@ -84,6 +87,23 @@ const workloads = [
   }),
   throughput('https-hello', 'https', 'HTTPS hello world (GET, 12 B response)', { path: '/hello', responseBytes: 12 }),
   throughput('https-64k', 'https', 'HTTPS 64 KiB response (GET)', { path: '/64k', responseBytes: 65536, quick: null }),
+  // HTTP/2 over TLS, 50 and 500 requests in flight. The HTTP/2 rows are not given
+  // `connections`: each opens one connection, which carries them all (the server takes 1,000
+  // streams on one), but undici on its defaults (see rows.js). The 500-in-flight workloads also
+  // measure the memory of 500 open streams.
+  ...[
+    ['hello', '/hello', 12, 'hello world (GET, 12 B response)'],
+    ['64k', '/64k', 65536, '64 KiB response (GET)'],
+  ].flatMap(([id, p, bytes, what]) => [50, 500].map((inFlight) =>
+    throughput(`h2-${id}${inFlight === 50 ? '' : `-${inFlight}`}`, 'h2', `HTTP/2 ${what}, ${inFlight} in flight`, {
+      path: p,
+      responseBytes: bytes,
+      concurrency: inFlight,
+      connections: 1,
+      ...(inFlight === 500 ? { streamMemory: 500 } : {}),
+      // The quick run keeps the hello workloads.
+      quick: id === 'hello' ? QUICK : null,
+    }))),
   // The hello workload again, each request inside AsyncLocalStorage.run(): what an active
   // async context costs each client (its JavaScript side runs with promise hooks on).
   throughput('hello-als', 'context', 'hello world, each request inside AsyncLocalStorage.run()', {
