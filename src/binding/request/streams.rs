@@ -37,7 +37,7 @@ pub fn route(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
 /// Whether `req` runs on a stream of an HTTP/2 session.
 pub fn on_session(req: &ReqState) -> bool {
     let conn = req.conn.get();
-    conn != 0 && req.pool.sessions.borrow().is_session(req.key, conn)
+    req.pool.http2.get() && conn != 0 && req.pool.sessions.borrow().is_session(req.key, conn)
 }
 
 /// Starts the exchange of `req` on a new stream of session `conn_id` (counted already), in a
