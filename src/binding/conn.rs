@@ -114,6 +114,9 @@ pub struct Conn {
     /// A promise-path connect that may become an HTTP/2 session is under way: requests of its
     /// key wait for it (`pool::multiplex`) until it reports, or closes.
     pub h2_pending: Cell<bool>,
+    /// Its opening was told to the agent's watchers (`PoolCell::post_connection`): its end
+    /// will be too.
+    pub announced: Cell<bool>,
 }
 
 /// What carries a connection's bytes: one kind at a time. A replay or the close takes the
@@ -245,6 +248,7 @@ impl Conn {
                 ..Stamp::default()
             }),
             h2_pending: Cell::new(false),
+            announced: Cell::new(false),
         }
     }
 

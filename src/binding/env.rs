@@ -233,8 +233,8 @@ impl EnvCtx {
 
     pub fn remove_conn(&self, id: u32) -> Option<Rc<Conn>> {
         let conn = self.conns.borrow_mut().remove(&id)?;
-        // An `agent.request()` connection that had opened is gone: watchers hear of it.
-        if conn.mode.get() == super::conn::Mode::Promise && conn.remote.borrow().is_some() {
+        // A connection whose opening watchers heard of is gone: they hear of that too.
+        if conn.announced.get() {
             if let Some(pool) = conn.pool() {
                 pool.post_connection(super::pool::connection::DISCONNECT, conn.key, None);
             }

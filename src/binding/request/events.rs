@@ -212,6 +212,7 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
                         // Its stream is over; it is routed as a new request is (the session
                         // it met takes no more).
                         let conn_id = req.conn.replace(0);
+                        req.on_stream.set(false);
                         req.abort.borrow_mut().take();
                         super::streams::stream_done(&pool, req.key, conn_id);
                         super::streams::route(&pool, &req);
@@ -276,6 +277,7 @@ pub(super) fn settle(
             req.pool.state.borrow_mut().pool.stats.request_count += 1;
         }
         let conn_id = req.conn.replace(0);
+        req.on_stream.set(false);
         super::streams::stream_done(&req.pool(), req.key, conn_id);
         return (conn_id, verdict::NONE);
     }

@@ -133,6 +133,9 @@ pub struct ReqState {
     /// It waits for a stream of an HTTP/2 session, or for the connection that may give one
     /// (see `streams::route`).
     stream_wait: Cell<bool>,
+    /// Its exchange runs on a stream of the HTTP/2 session `conn` (which may have closed
+    /// since): its end frees that stream, not a connection.
+    on_stream: Cell<bool>,
     /// Its trailers, when they come with its body's end ([`set_trailers`]).
     trailers: Option<Arc<client::Trailers>>,
 }

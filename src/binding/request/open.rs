@@ -66,6 +66,7 @@ pub fn start(
         finished: Cell::new(false),
         waiter: Cell::new(None),
         stream_wait: Cell::new(false),
+        on_stream: Cell::new(false),
         trailers,
     });
     pool.ctx.insert_request(req.clone());
@@ -453,8 +454,9 @@ pub fn hyper_connected(
             if let Some(verify) = verify {
                 verify_server(pool, &req, &conn, verify);
             }
-            // Open, its server's name checked: watchers hear of it.
-            if pool.conn(conn_id).is_some() {
+            // Open, its server's name checked: watchers hear of it (and will of its end).
+            if pool.conn(conn_id).is_some() && pool.watch_connections.get() {
+                conn.announced.set(true);
                 pool.post_connection(connection::CONNECT, conn.key, None);
             }
             if !conn.h2_pending.take() {
@@ -465,6 +467,7 @@ pub fn hyper_connected(
             match session {
                 Some(session) if open => {
                     conn.make_session(session);
+                    req.on_stream.set(true);
                     super::streams::session_opened(pool, conn.key, conn_id, conn.max_streams());
                 }
                 Some(_) => super::streams::connect_abandoned(pool, conn.key),

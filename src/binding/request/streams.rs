@@ -34,10 +34,9 @@ pub fn route(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     open::checkout(pool, req);
 }
 
-/// Whether `req` runs on a stream of an HTTP/2 session.
+/// Whether `req` runs on a stream of an HTTP/2 session (which may have closed since).
 pub fn on_session(req: &ReqState) -> bool {
-    let conn = req.conn.get();
-    req.pool.http2.get() && conn != 0 && req.pool.sessions.borrow().is_session(req.key, conn)
+    req.on_stream.get()
 }
 
 /// Starts the exchange of `req` on a new stream of session `conn_id` (counted already), in a
@@ -47,6 +46,7 @@ pub fn stream_on(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
     let Some((spec, sink)) = req.begin_on(conn_id) else {
         return;
     };
+    req.on_stream.set(true);
     let Some(sender) = pool.conn(conn_id).and_then(|c| c.stream()) else {
         // Closed since it was counted: the request was not sent, and goes elsewhere.
         sink.post(Event::Refused(Error::tls("ECONNRESET", "socket hang up")));
