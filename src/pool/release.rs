@@ -60,6 +60,12 @@ impl ReleasePolicy {
         (!idle.is_zero()).then_some(idle)
     }
 
+    /// Whether a connection `age` old has outlived `socketActiveTTL`: it takes no new request
+    /// (an HTTP/2 session no new stream).
+    pub fn outlived(&self, age: Duration) -> bool {
+        self.ttl.is_some_and(|ttl| age >= ttl)
+    }
+
     /// The fate of a connection `age` old that may idle for `idle` (see [`Self::idle_for`]):
     /// under `socketActiveTTL`, it closes once the TTL is reached, and idles no longer than
     /// what is left of it.
@@ -87,6 +93,17 @@ pub fn keep_alive_hint(value: &[u8]) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_outlives_the_ttl_once_it_is_reached() {
+        let policy = ReleasePolicy {
+            ttl: Some(Duration::from_secs(5)),
+            ..ReleasePolicy::default()
+        };
+        assert!(!policy.outlived(Duration::from_secs(4)));
+        assert!(policy.outlived(Duration::from_secs(5)));
+        assert!(!ReleasePolicy::default().outlived(Duration::MAX));
+    }
 
     const S: fn(u64) -> Duration = Duration::from_secs;
 

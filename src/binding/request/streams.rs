@@ -19,11 +19,16 @@ use crate::runtime::runtime;
 /// for one (or for the connection being set up), or the pool's checkout.
 pub fn route(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     if pool.http2.get() {
+        // A session past `socketActiveTTL` takes no new stream (it idles out once its own
+        // are done).
+        let policy = pool.policy.get();
         let routed = pool
             .sessions
             .borrow_mut()
             .route(req.key, u64::from(req.id), |c| {
-                pool.conn(c).map_or(0, |c| c.max_streams())
+                pool.conn(c)
+                    .filter(|c| !policy.outlived(c.created.elapsed()))
+                    .map_or(0, |c| c.max_streams())
             });
         match routed {
             Route::Stream(conn) => return stream_on(pool, req, conn),
