@@ -436,3 +436,20 @@ test('agent.close(): the streams in flight finish, then the session closes', asy
   await closing;
   await once(server.sessions[0], 'close');
 });
+
+test('a headers timeout on a stream fails that request alone; the session goes on', async (t) => {
+  let reset = null;
+  const server = await h2Server(t, (req, res) => {
+    if (req.url === '/hang') {
+      req.stream.on('close', () => { reset = req.stream.rstCode; });
+      return;
+    }
+    res.end('fine');
+  });
+  const agent = h2Agent(t);
+  await assert.rejects(agent.request(`${server.origin}/hang`, { headersTimeout: 50 }), { code: 'ERR_HYPERAGENT_HEADERS_TIMEOUT' });
+  assert.strictEqual(await text(await agent.request(`${server.origin}/ok`)), 'fine');
+  await until(() => reset !== null, 5000, 'the stream reset');
+  assert.strictEqual(reset, NGHTTP2_CANCEL);
+  assert.strictEqual(server.sessions.length, 1);
+});
