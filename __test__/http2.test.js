@@ -453,3 +453,34 @@ test('a headers timeout on a stream fails that request alone; the session goes o
   assert.strictEqual(reset, NGHTTP2_CANCEL);
   assert.strictEqual(server.sessions.length, 1);
 });
+
+test('a request body is read from its source only as the stream\'s window opens', async (t) => {
+  let upload = null;
+  const server = await h2Server(t, (req, res) => {
+    if (req.url !== '/up') return res.end('pong');
+    // Not read until the test says so: the stream's window stays shut.
+    req.pause();
+    upload = { req, res };
+  });
+  const agent = h2Agent(t);
+  const chunk = Buffer.alloc(16 * 1024, 1);
+  const total = 16 * 1024 * 1024;
+  let pulled = 0;
+  async function* source() {
+    while (pulled < total) {
+      pulled += chunk.length;
+      yield chunk;
+    }
+  }
+  const response = agent.request(`${server.origin}/up`, { method: 'POST', body: source() });
+  await until(() => upload !== null, 5000, 'the upload at the server');
+  // Round trips on the same connection: time for the body to run ahead, were it not held.
+  for (let i = 0; i < 5; i++) assert.strictEqual(await text(await agent.request(`${server.origin}/ping`)), 'pong');
+  assert.ok(pulled < 2 * 1024 * 1024, `the source was read ${pulled} bytes ahead of a server that reads nothing`);
+  // The server reads now: the rest follows.
+  let received = 0;
+  upload.req.on('data', (c) => { received += c.length; });
+  upload.req.on('end', () => upload.res.end(String(received)));
+  upload.req.resume();
+  assert.strictEqual(await text(await response), String(total));
+});
