@@ -146,16 +146,23 @@ test('a small stream limit: every request is served, never more streams at once 
   assert.ok(most <= 2, `at most 2 streams at once per session, saw ${most}`);
 });
 
-test('REFUSED_STREAM: the request goes again, whatever its method, and is processed once', async (t) => {
+// A server that refuses the first stream of each path (REFUSED_STREAM) and hands the next to
+// `answer`; `server.attempts` counts the streams per path.
+async function refusingServer(t, answer) {
   const attempts = new Map();
-  const processed = [];
   const server = await h2Server(t, (req, res) => {
     const n = (attempts.get(req.url) || 0) + 1;
     attempts.set(req.url, n);
-    if (n === 1) {
-      req.stream.close(NGHTTP2_REFUSED_STREAM);
-      return;
-    }
+    if (n === 1) req.stream.close(NGHTTP2_REFUSED_STREAM);
+    else answer(req, res);
+  });
+  server.attempts = attempts;
+  return server;
+}
+
+test('REFUSED_STREAM: the request goes again, whatever its method, and is processed once', async (t) => {
+  const processed = [];
+  const server = await refusingServer(t, (req, res) => {
     let body = '';
     req.on('data', (c) => { body += c; }).on('end', () => {
       processed.push(`${req.method} ${req.url} ${body}`);
@@ -168,18 +175,11 @@ test('REFUSED_STREAM: the request goes again, whatever its method, and is proces
   const get = await agent.request(`${server.origin}/get`);
   assert.strictEqual(await text(get), 'ok');
   assert.deepStrictEqual(processed, ['POST /post payload', 'GET /get ']);
-  assert.strictEqual(attempts.get('/post'), 2);
+  assert.strictEqual(server.attempts.get('/post'), 2);
 });
 
 test('a refused stream with a streamed body goes again whole; without replay it fails with Node\'s code', async (t) => {
-  const attempts = new Map();
-  const server = await h2Server(t, (req, res) => {
-    const n = (attempts.get(req.url) || 0) + 1;
-    attempts.set(req.url, n);
-    if (n === 1) {
-      req.stream.close(NGHTTP2_REFUSED_STREAM);
-      return;
-    }
+  const server = await refusingServer(t, (req, res) => {
     const hash = crypto.createHash('sha256');
     req.on('data', (c) => hash.update(c)).on('end', () => res.end(hash.digest('hex')));
   });
@@ -192,7 +192,7 @@ test('a refused stream with a streamed body goes again whole; without replay it 
     body: Readable.from((function* () { for (let i = 0; i < 8; i++) yield chunk; })()),
   });
   assert.strictEqual(await text(res), expected.digest('hex'));
-  assert.strictEqual(attempts.get('/streamed'), 2);
+  assert.strictEqual(server.attempts.get('/streamed'), 2);
 
   const strict = h2Agent(t, { replay: false });
   await assert.rejects(strict.request(`${server.origin}/strict`, { method: 'POST', body: 'x' }), (err) => {
@@ -200,7 +200,7 @@ test('a refused stream with a streamed body goes again whole; without replay it 
     assert.match(err.message, /NGHTTP2_REFUSED_STREAM/);
     return true;
   });
-  assert.strictEqual(attempts.get('/strict'), 1);
+  assert.strictEqual(server.attempts.get('/strict'), 1);
 });
 
 test('GOAWAY with requests in flight: those left out go again on a new connection, none twice', async (t) => {

@@ -6,7 +6,6 @@
 // and the global dispatcher that fetch reads.
 
 const { EventEmitter } = require('node:events');
-const net = require('node:net');
 const errors = require('./errors');
 const { Agent, HttpsAgent } = require('./agent');
 const { request } = require('./request');
@@ -46,35 +45,6 @@ const DESTROYED = 2;
 function settle(promise, callback) {
   if (typeof callback !== 'function') return promise;
   promise.then(() => callback(null, null), (err) => callback(err, null));
-  return undefined;
-}
-
-// An HTTPS request's server name as undici takes it: its `servername`, or the name of its host
-// header when that names another host than the origin (an IP address gives none).
-function servernameOf(opts, origin) {
-  if (typeof opts.servername === 'string' && opts.servername !== '') return opts.servername;
-  if (!origin.startsWith('https:')) return undefined;
-  const host = hostHeader(opts.headers);
-  if (host === undefined) return undefined;
-  const name = host.startsWith('[') ? host.slice(0, host.indexOf(']') + 1) : host.split(':')[0];
-  if (name === '' || net.isIP(name.replace(/^\[|\]$/g, '')) !== 0) return undefined;
-  return name === new URL(origin).hostname ? undefined : name;
-}
-
-// The host header of undici's request headers (an object, a flat array or pairs), if any.
-function hostHeader(headers) {
-  if (headers === null || typeof headers !== 'object') return undefined;
-  if (Array.isArray(headers)) {
-    for (let i = 0; i < headers.length - 1; i += 2) {
-      if (String(headers[i]).toLowerCase() === 'host') return String(headers[i + 1]);
-    }
-    return undefined;
-  }
-  if (typeof headers[Symbol.iterator] === 'function') {
-    for (const [name, value] of headers) if (String(name).toLowerCase() === 'host') return String(value);
-    return undefined;
-  }
-  for (const name of Object.keys(headers)) if (name.toLowerCase() === 'host') return String(headers[name]);
   return undefined;
 }
 
@@ -323,7 +293,8 @@ class Exchange {
       headersTimeout: opts.headersTimeout ?? this.dispatcher[kTimeouts].headersTimeout,
       bodyTimeout: opts.bodyTimeout ?? this.dispatcher[kTimeouts].bodyTimeout,
       reset: opts.reset ?? undefined,
-      servername: servernameOf(opts, origin),
+      // undici's; without one, agent.request() takes a host header's name, as undici does.
+      servername: typeof opts.servername === 'string' && opts.servername !== '' ? opts.servername : undefined,
       // Informational (1xx) responses, to a handler of undici's own API that hears of them
       // (its request(), stream() and pipeline() keep the caller's onInfo on the handler).
       onInfo: typeof this.handler.onInfo === 'function' ? (info) => this.onInformational(info) : undefined,

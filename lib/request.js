@@ -7,6 +7,7 @@
 
 const { Readable } = require('node:stream');
 const diagnostics = require('node:diagnostics_channel');
+const net = require('node:net');
 const binding = require('./native');
 const errors = require('./errors');
 const { numberOption } = require('./options');
@@ -372,6 +373,14 @@ class PendingRequest {
   }
 }
 
+// The server name a host header gives, when it names another host than `urlHost`: its name
+// without the port; none for an IP address.
+function hostName(host, urlHost) {
+  const name = host.startsWith('[') ? host.slice(1, host.indexOf(']')) : host.split(':')[0];
+  if (name === '' || net.isIP(name) !== 0 || name.toLowerCase() === urlHost.toLowerCase()) return undefined;
+  return name;
+}
+
 // A request whose events go to a Dispatcher's exchange (lib/dispatcher.js), which hands them to
 // an undici handler: no promise and no body stream. The exchange has onHead(response),
 // onChunk(buffer) (each false when it paused), complete(response) and failed(err); more of
@@ -539,10 +548,15 @@ function request(agent, input, options = {}, exchange = null) {
   }
   const trailed = trailers !== null || trailersLater !== null;
   // An HTTPS request's own server name (SNI, and the name its certificate is checked for):
-  // its connections are those of its origin with that name (a key of their own).
-  const { servername } = options;
+  // given, or the name of a host header that names another host than the URL (as Node's
+  // https agent and undici take it; an IP address gives none). Its connections are those of
+  // its origin with that name (a key of their own).
+  let { servername } = options;
   if (servername !== undefined && typeof servername !== 'string') {
     throw errors.invalidArgType('options.servername', 'of type string', servername);
+  }
+  if (servername === undefined && own && list.host >= 0 && agent.protocol === 'https:') {
+    servername = hostName(headers[list.host + 1], target.url.hostname);
   }
   const informed = typeof onInfo === 'function';
   const extras = options.opaque !== undefined || options.responseHeaders === 'raw' || informed

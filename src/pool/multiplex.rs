@@ -69,6 +69,20 @@ impl<C> Default for Key<C> {
     }
 }
 
+impl<C: Copy> Key<C> {
+    /// The fewest streams any of its sessions takes at once. A new session's server has not
+    /// said its own limit yet (its first requests would go out under the protocol's assumed
+    /// 100, and be refused past the real one): the key's other sessions, to the same server,
+    /// have.
+    fn limit(&self, room: &impl Fn(C) -> usize) -> usize {
+        self.sessions
+            .iter()
+            .map(|s| room(s.conn))
+            .min()
+            .unwrap_or(usize::MAX)
+    }
+}
+
 impl<C> Key<C> {
     fn is_empty(&self) -> bool {
         self.sessions.is_empty() && self.connecting == 0 && self.waiting.is_empty()
@@ -104,10 +118,11 @@ impl<C: Copy + PartialEq> Sessions<C> {
         let Some(k) = self.keys.get_mut(&key) else {
             return Route::Checkout;
         };
+        let limit = k.limit(&room);
         if let Some(s) = k
             .sessions
             .iter_mut()
-            .find(|s| !s.closing && s.open < room(s.conn))
+            .find(|s| !s.closing && s.open < room(s.conn).min(limit))
         {
             s.open += 1;
             s.idle_since = None;
@@ -141,9 +156,11 @@ impl<C: Copy + PartialEq> Sessions<C> {
     }
 
     /// The connect came up speaking HTTP/2 as `conn`, with a first stream for the request that
-    /// opened it; `room` streams at once. The waiters take streams on it as it has room.
-    pub fn opened(&mut self, key: KeyId, conn: C, room: usize) -> Opened {
+    /// opened it; `room` streams at once (no more than the key's other sessions take). The
+    /// waiters take streams on it as it has room.
+    pub fn opened(&mut self, key: KeyId, conn: C, room: impl Fn(C) -> usize) -> Opened {
         let k = self.keys.entry(key).or_default();
+        let room = room(conn).min(k.limit(&room));
         k.connecting = k.connecting.saturating_sub(1);
         k.plain = false;
         let mut session = Session {
@@ -367,7 +384,7 @@ mod tests {
         for req in 2..=5 {
             assert_eq!(s.route(K, req, room(10)), Route::Wait);
         }
-        let opened = s.opened(K, 7, 10);
+        let opened = s.opened(K, 7, room(10));
         assert_eq!(opened.streams, vec![2, 3, 4, 5]);
         assert_eq!(opened.checkout, None);
         // The next ones take streams at once; a session in use does not expire.
@@ -390,22 +407,42 @@ mod tests {
         for req in 2..=6 {
             assert_eq!(s.route(K, req, room(2)), Route::Wait);
         }
-        let opened = s.opened(K, 7, 2);
+        let opened = s.opened(K, 7, room(2));
         assert_eq!(opened.streams, vec![2]);
         assert_eq!(opened.checkout, Some(3));
         s.connecting(K);
         // 4, 5, 6 wait on; a stream that ends serves the first of them.
         assert_eq!(s.stream_done(K, 7, at(0)), Some(4));
-        let second = s.opened(K, 8, 2);
+        let second = s.opened(K, 8, room(2));
         assert_eq!(second.streams, vec![5]);
         assert_eq!(second.checkout, Some(6));
+    }
+
+    #[test]
+    fn a_new_session_takes_no_more_streams_than_the_keys_others_until_its_server_says() {
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        s.opened(K, 7, room(2));
+        assert_eq!(s.route(K, 2, room(2)), Route::Stream(7));
+        // Full: the next request opens another connection; two more wait for it.
+        assert_eq!(s.route(K, 3, room(2)), Route::Checkout);
+        s.connecting(K);
+        assert_eq!(s.route(K, 4, room(2)), Route::Wait);
+        assert_eq!(s.route(K, 5, room(2)), Route::Wait);
+        // Its own server has not said its limit yet (the protocol's assumed 100): the key's
+        // other session's, 2, holds for it too: the opener's stream and one more.
+        let per_conn = |c: u32| if c == 8 { 100 } else { 2 };
+        let opened = s.opened(K, 8, per_conn);
+        assert_eq!(opened.streams, vec![4]);
+        assert_eq!(opened.checkout, Some(5));
+        assert_eq!(s.route(K, 6, per_conn), Route::Checkout);
     }
 
     #[test]
     fn a_full_session_sends_requests_to_the_checkout_and_they_may_wait_for_a_stream() {
         let mut s = Sessions::<u32>::default();
         s.connecting(K);
-        s.opened(K, 7, 1);
+        s.opened(K, 7, room(1));
         assert_eq!(s.route(K, 2, room(1)), Route::Checkout);
         // The pool had no slot: it waits for a stream.
         assert!(s.wait(K, 2));
@@ -451,7 +488,7 @@ mod tests {
     fn a_closed_session_hands_its_waiters_back_and_a_graceful_close_takes_no_streams() {
         let mut s = Sessions::<u32>::default();
         s.connecting(K);
-        s.opened(K, 7, 1);
+        s.opened(K, 7, room(1));
         assert!(s.wait(K, 2));
         s.close_gracefully(K, 7);
         assert!(!s.is_spent(K, 7));
@@ -470,6 +507,6 @@ mod tests {
         assert_eq!(s.route(K, 2, room(10)), Route::Wait);
         assert!(s.cancel(K, 2));
         assert!(!s.cancel(K, 2));
-        assert_eq!(s.opened(K, 7, 10), Opened::default());
+        assert_eq!(s.opened(K, 7, room(10)), Opened::default());
     }
 }

@@ -441,8 +441,7 @@ pub fn hyper_connected(
                         // Its streams serve the requests that waited for it.
                         Some(session) => {
                             conn.make_session(session);
-                            let room = conn.max_streams();
-                            super::streams::session_opened(pool, conn.key, conn_id, room);
+                            super::streams::session_opened(pool, conn.key, conn_id);
                             super::streams::stream_done(pool, conn.key, conn_id);
                         }
                         None => super::streams::session_refused(pool, conn.key),
@@ -468,7 +467,7 @@ pub fn hyper_connected(
                 Some(session) if open => {
                     conn.make_session(session);
                     req.on_stream.set(true);
-                    super::streams::session_opened(pool, conn.key, conn_id, conn.max_streams());
+                    super::streams::session_opened(pool, conn.key, conn_id);
                 }
                 Some(_) => super::streams::connect_abandoned(pool, conn.key),
                 None => super::streams::session_refused(pool, conn.key),

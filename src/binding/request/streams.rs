@@ -19,17 +19,10 @@ use crate::runtime::runtime;
 /// for one (or for the connection being set up), or the pool's checkout.
 pub fn route(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     if pool.http2.get() {
-        // A session past `socketActiveTTL` takes no new stream (it idles out once its own
-        // are done).
-        let policy = pool.policy.get();
         let routed = pool
             .sessions
             .borrow_mut()
-            .route(req.key, u64::from(req.id), |c| {
-                pool.conn(c)
-                    .filter(|c| !policy.outlived(c.created.elapsed()))
-                    .map_or(0, |c| c.max_streams())
-            });
+            .route(req.key, u64::from(req.id), |c| room(pool, c));
         match routed {
             Route::Stream(conn) => return stream_on(pool, req, conn),
             Route::Wait => return req.stream_wait.set(true),
@@ -37,6 +30,15 @@ pub fn route(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
         }
     }
     open::checkout(pool, req);
+}
+
+/// How many streams session `conn` takes at once: as its server's settings say, none once it
+/// is past `socketActiveTTL` (it idles out once its own streams are done).
+fn room(pool: &PoolCell, conn: u32) -> usize {
+    let policy = pool.policy.get();
+    pool.conn(conn)
+        .filter(|c| !policy.outlived(c.created.elapsed()))
+        .map_or(0, |c| c.max_streams())
 }
 
 /// Whether `req` runs on a stream of an HTTP/2 session (which may have closed since).
@@ -87,8 +89,11 @@ pub fn stream_done(pool: &Rc<PoolCell>, key: KeyId, conn_id: u32) {
 
 /// The connect of `conn_id` came up speaking HTTP/2: the requests that waited for it take
 /// streams on it, as it has room.
-pub fn session_opened(pool: &Rc<PoolCell>, key: KeyId, conn_id: u32, room: usize) {
-    let opened = pool.sessions.borrow_mut().opened(key, conn_id, room);
+pub fn session_opened(pool: &Rc<PoolCell>, key: KeyId, conn_id: u32) {
+    let opened = pool
+        .sessions
+        .borrow_mut()
+        .opened(key, conn_id, |c| room(pool, c));
     for id in opened.streams {
         match waiter(pool, id) {
             Some(req) => stream_on(pool, &req, conn_id),
