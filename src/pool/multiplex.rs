@@ -31,6 +31,15 @@ pub enum Route<C> {
     Checkout,
 }
 
+/// A session with no stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idleness {
+    /// It takes new streams: it idles until its time runs out.
+    Idle,
+    /// It takes no new stream either (GOAWAY): it is to be closed.
+    Spent,
+}
+
 /// What a new session does for the requests that waited for it.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Opened {
@@ -232,12 +241,17 @@ impl<C: Copy + PartialEq> Sessions<C> {
         next
     }
 
-    /// Whether session `conn` carries no stream and takes no new one: it is to be closed.
-    pub fn is_spent(&self, key: KeyId, conn: C) -> bool {
-        self.keys.get(&key).is_some_and(|k| {
-            k.sessions
-                .iter()
-                .any(|s| s.conn == conn && s.closing && s.open == 0)
+    /// What session `conn` carries now: None while it has streams (or is gone).
+    pub fn idleness(&self, key: KeyId, conn: C) -> Option<Idleness> {
+        let s = self
+            .keys
+            .get(&key)?
+            .sessions
+            .iter()
+            .find(|s| s.conn == conn && s.open == 0)?;
+        Some(match s.closing {
+            true => Idleness::Spent,
+            false => Idleness::Idle,
         })
     }
 
@@ -449,6 +463,7 @@ mod tests {
         assert_eq!(s.usage(K).waiting, 1);
         assert_eq!(s.stream_done(K, 7, at(0)), Some(2));
         assert_eq!(s.stream_done(K, 7, at(1)), None);
+        assert_eq!(s.idleness(K, 7), Some(Idleness::Idle));
         // Idle from then on: its time runs out as a pooled connection's.
         let idle = Duration::from_secs(4);
         assert_eq!(s.next_deadline(idle), Some(at(5)));
@@ -491,9 +506,9 @@ mod tests {
         s.opened(K, 7, room(1));
         assert!(s.wait(K, 2));
         s.close_gracefully(K, 7);
-        assert!(!s.is_spent(K, 7));
+        assert_eq!(s.idleness(K, 7), None);
         assert_eq!(s.stream_done(K, 7, at(0)), None);
-        assert!(s.is_spent(K, 7));
+        assert_eq!(s.idleness(K, 7), Some(Idleness::Spent));
         assert_eq!(s.route(K, 3, room(1)), Route::Checkout);
         assert!(!s.wait(K, 3));
         assert_eq!(s.closed(K, 7), vec![2]);

@@ -11,7 +11,7 @@ use crate::binding::js;
 use crate::binding::pool::{verdict, PoolCell};
 use crate::client::{self, Event};
 use crate::error::Error;
-use crate::pool::multiplex::Route;
+use crate::pool::multiplex::{Idleness, Route};
 use crate::pool::KeyId;
 use crate::runtime::runtime;
 
@@ -80,10 +80,14 @@ pub fn stream_done(pool: &Rc<PoolCell>, key: KeyId, conn_id: u32) {
             return stream_on(pool, &req, conn_id);
         }
     }
-    if pool.sessions.borrow().is_spent(key, conn_id) {
-        session_closed(pool, key, conn_id);
-    } else {
-        pool.expire_sessions();
+    // Only a session left with no stream has anything to close or to time.
+    let idleness = pool.sessions.borrow().idleness(key, conn_id);
+    match idleness {
+        Some(Idleness::Spent) => {
+            session_closed(pool, key, conn_id);
+        }
+        Some(Idleness::Idle) => pool.expire_sessions(),
+        None => {}
     }
 }
 
