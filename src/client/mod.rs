@@ -9,6 +9,7 @@
 
 mod body;
 mod errors;
+pub mod open;
 pub mod plan;
 pub mod recycle;
 mod wake;

@@ -526,11 +526,9 @@ pub fn keepalive_time(delay: Duration) -> Duration {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::fd::AsRawFd;
-
-    fn tcp(host: &str, port: u16) -> Target {
+impl Target {
+    /// `host`:`port`, with every other choice at its default (for tests).
+    pub(crate) fn tcp(host: &str, port: u16) -> Target {
         Target::Tcp {
             host: host.into(),
             port,
@@ -542,6 +540,16 @@ mod tests {
             tunnel: None,
             choice: AddressChoice::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    fn tcp(host: &str, port: u16) -> Target {
+        Target::tcp(host, port)
     }
 
     fn closed_port() -> u16 {

@@ -4,7 +4,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use napi::sys;
@@ -14,13 +13,14 @@ use crate::binding::conn::{Conn, Mode, State};
 use crate::binding::inbox::{Completion, HyperEstablished};
 use crate::binding::js::{self, AsyncContext, Ref};
 use crate::binding::pool::{connection, verdict, PoolCell};
+use crate::client::open::{Open, Opened};
 use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};
 use crate::error::Error;
 use crate::pool::{Checkout, Fit, KeyId, WaiterId};
 use crate::runtime::runtime;
-use crate::transport::establish::{establish, Established as Opened, Secure};
-use crate::transport::{tls, Connected, Socket, Target};
+use crate::transport::establish::Secure;
+use crate::transport::tls;
 
 /// Starts `agent.request()`: a connection of the promise path now, a new one, or a place
 /// in the queue (served by [`PoolCell::route`]).
@@ -241,29 +241,18 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     let inbox = pool.ctx.inbox.clone();
     let (pool_id, conn_id, req_id) = (pool.id, conn.id, req.id);
     let ctl = req.ctl.clone();
-    let max_header = pool.max_header_size.get();
-    let connect_timeout = pool.connect_timeout.get();
-    let tunneled = matches!(
-        &target,
-        Target::Tcp {
-            tunnel: Some(_),
-            ..
-        }
-    );
+    let max_header_size = pool.max_header_size.get();
+    let timeout = pool.connect_timeout.get();
     let task = runtime().spawn(async move {
-        // Set once the connect (through a proxy's tunnel, when there is one) is done.
-        let connected = AtomicBool::new(false);
         let sink: Arc<dyn Sink> = Arc::new(ReqSink {
             inbox: inbox.clone(),
             req: req_id,
         });
-        // Boxed, as the connect's steps are: made here on tokio's thread, while the spawned
-        // future, which the JavaScript thread allocates for every connection, stays small.
-        let established = Box::pin(async {
-            let mut target = target;
-            // The user's `lookup` resolves the host, in JavaScript, as on the drop-in path;
-            // should it fail, JavaScript fails the request and closes this connection.
-            if let (true, Target::Tcp { addresses, .. }) = (js_lookup, &mut target) {
+        // The user's `lookup` resolves the host, in JavaScript, as on the drop-in path;
+        // should it fail, JavaScript fails the request and closes this connection.
+        let lookup = js_lookup.then(|| {
+            let inbox = inbox.clone();
+            async move {
                 let (reply, resolved) = tokio::sync::oneshot::channel();
                 inbox.post(Completion::HyperLookup {
                     pool: pool_id,
@@ -271,97 +260,43 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
                     req: req_id,
                     reply,
                 });
-                let ips = resolved.await.map_err(|_| {
-                    Error::tls("ERR_HYPERAGENT_INTERNAL", "the lookup gave no answer")
-                })?;
-                *addresses = Some(ips);
+                resolved
+                    .await
+                    .map_err(|_| Error::tls("ERR_HYPERAGENT_INTERNAL", "the lookup gave no answer"))
             }
-            let secure = tls.as_deref().map(|config| Secure {
-                config,
-                servername: servername.as_deref(),
-                keylog: keylog.clone(),
-                offer_h2: http2,
-            });
-            let on_keys = |lines| {
-                inbox.post(Completion::Keylog {
-                    pool: pool_id,
-                    conn: conn_id,
-                    lines,
-                })
-            };
-            let mark = || connected.store(true, Ordering::Relaxed);
-            let established =
-                Box::pin(establish(target, opts, secure, None, mark, on_keys)).await?;
-            let ((sender, connection), info, local, remote) = match established {
-                Opened::Secure {
-                    stream,
-                    info,
-                    local,
-                    remote,
-                } => {
-                    // HTTP/2 when the server chose it in ALPN.
-                    let http = match info.alpn.as_deref() == Some(b"h2") {
-                        true => {
-                            Box::pin(client::handshake_h2(
-                                stream,
-                                max_header,
-                                true,
-                                Default::default(),
-                            ))
-                            .await?
-                        }
-                        false => Box::pin(client::handshake(stream, max_header)).await?,
-                    };
-                    (http, Some(info), local, remote)
-                }
-                Opened::Plain(Connected {
-                    socket,
-                    local,
-                    remote,
-                }) => {
-                    // Without TLS, HTTP/2 only by prior knowledge (`h2c`).
-                    macro_rules! speak {
-                        ($io:expr) => {
-                            match http2 {
-                                true => {
-                                    Box::pin(client::handshake_h2(
-                                        $io,
-                                        max_header,
-                                        false,
-                                        Default::default(),
-                                    ))
-                                    .await?
-                                }
-                                false => Box::pin(client::handshake($io, max_header)).await?,
-                            }
-                        };
-                    }
-                    let http = match socket {
-                        Socket::Tcp(tcp) => speak!(tcp),
-                        Socket::Unix(unix) => speak!(unix),
-                        Socket::Proxied(stream) => speak!(*stream),
-                    };
-                    (http, None, local, remote)
-                }
-            };
-            Ok::<_, Error>((sender, connection, local, remote, info))
         });
-        // Opening the connection (resolving, connecting, the TLS handshake) is bounded by
-        // the agent's timeout, failing as a drop-in socket with nobody listening would; a
-        // proxy's tunnel not open by then fails as Node's agent fails it.
-        let established = match connect_timeout {
-            Some(t) => tokio::time::timeout(t, established)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(match tunneled && !connected.load(Ordering::Relaxed) {
-                        true => Error::proxy_tunnel_timeout(t),
-                        false => Error::socket_timeout(t),
-                    })
-                }),
-            None => established.await,
+        let secure = tls.as_deref().map(|config| Secure {
+            config,
+            servername: servername.as_deref(),
+            keylog,
+            offer_h2: http2,
+        });
+        let on_keys = |lines| {
+            inbox.post(Completion::Keylog {
+                pool: pool_id,
+                conn: conn_id,
+                lines,
+            })
         };
-        match established {
-            Ok((sender, connection, local, remote, info)) => {
+        let to = Open {
+            target,
+            opts,
+            secure,
+            http2,
+            max_header_size,
+            timeout,
+        };
+        // Boxed: made here on tokio's thread, while the spawned future, which the JavaScript
+        // thread allocates for every connection, stays small.
+        let opened = Box::pin(client::open::open(to, lookup, on_keys)).await;
+        match opened {
+            Ok(Opened {
+                sender,
+                connection,
+                local,
+                remote,
+                tls: info,
+            }) => {
                 // As Node's: the server of a new TLS session is checked by name before a
                 // byte of HTTP is read or written; not a resumed one (checked when it was
                 // made), nor one whose chain already failed (`rejectUnauthorized: false`).

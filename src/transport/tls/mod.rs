@@ -1022,4 +1022,4 @@ impl std::fmt::Display for VerifyError {
 impl std::error::Error for VerifyError {}
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -14,7 +14,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::*;
 
-fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     let path = format!(
         "{}/__test__/fixtures/tls/{name}",
         env!("CARGO_MANIFEST_DIR")
@@ -22,13 +22,13 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-fn chain(name: &str) -> Vec<CertificateDer<'static>> {
+pub(crate) fn chain(name: &str) -> Vec<CertificateDer<'static>> {
     CertificateDer::pem_slice_iter(&fixture(name))
         .map(|c| c.unwrap())
         .collect()
 }
 
-fn key(name: &str) -> PrivateKeyDer<'static> {
+pub(crate) fn key(name: &str) -> PrivateKeyDer<'static> {
     PrivateKeyDer::from_pem_slice(&fixture(name)).unwrap()
 }
 
@@ -101,7 +101,7 @@ impl Server {
     }
 }
 
-fn options(ca: &[&str]) -> TlsOptions {
+pub(crate) fn options(ca: &[&str]) -> TlsOptions {
     TlsOptions {
         ca: (!ca.is_empty()).then(|| ca.iter().map(|c| fixture(c)).collect()),
         reject_unauthorized: true,
@@ -669,17 +669,7 @@ fn the_public_key_of_a_version_1_certificate_is_found() {
 }
 
 fn loopback(port: u16) -> crate::transport::Target {
-    crate::transport::Target::Tcp {
-        host: "127.0.0.1".into(),
-        port,
-        family: crate::transport::dns::Family::Any,
-        local_address: None,
-        local_port: None,
-        addresses: None,
-        proxy_tls: None,
-        tunnel: None,
-        choice: crate::transport::AddressChoice::default(),
-    }
+    crate::transport::Target::tcp("127.0.0.1", port)
 }
 
 #[tokio::test]
