@@ -16,7 +16,6 @@
 //!    paths exits cleanly".
 
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -26,7 +25,8 @@ use crate::client;
 use crate::error::Error;
 use crate::pool::KeyId;
 use crate::runtime;
-use crate::transport::pump::{Event, Remote, Sink};
+use crate::transport::carry::Carried;
+use crate::transport::pump::{Event, Sink};
 use crate::transport::tls::TlsInfo;
 use crate::transport::Peer;
 
@@ -35,7 +35,7 @@ pub enum Completion {
     Connected {
         pool: u32,
         conn: u32,
-        result: Result<Established, Error>,
+        result: Result<Carried, Error>,
     },
     /// The key material of connection `conn`'s TLS handshake (NSS key log lines), before its
     /// outcome is reported.
@@ -93,22 +93,6 @@ pub type HyperEstablished = (
     // For an HTTP/2 connection: the session's own sender, for its other streams.
     Option<crate::client::Sender>,
 );
-
-/// A connection ready for requests.
-pub struct Established {
-    pub local: Option<SocketAddr>,
-    pub remote: Peer,
-    pub link: Link,
-}
-
-/// How the JavaScript thread reaches an established connection's bytes.
-pub enum Link {
-    /// A plain socket, driven on the JavaScript thread's loop.
-    Fd(OwnedFd),
-    /// A connection pumped on tokio (a TLS one, with its session's details, or one through a
-    /// proxy reached over TLS).
-    Pumped(Arc<Remote>, Option<Box<TlsInfo>>),
-}
 
 /// Delivers a pumped connection's events through the thread's inbox.
 pub struct PumpSink {

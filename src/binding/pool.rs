@@ -18,17 +18,18 @@ use napi::sys;
 use super::conn::{Conn, Mode, State};
 use super::debug::debug;
 use super::env::EnvCtx;
-use super::inbox::{Completion, Established, Link, PumpSink};
+use super::inbox::{Completion, PumpSink};
 use super::js::{self, Ref};
 use super::uv::{self, Handle};
 use crate::error::Error;
 use crate::guard;
 use crate::pool::{Checkout, Fit, Grant, KeyId, Limits, Pool, Release, Stats, WaiterId};
 use crate::runtime::runtime;
-use crate::transport::establish::{establish, Established as Conn_, Secure};
-use crate::transport::pump::{self, Event, Remote};
+use crate::transport::carry::{self, Carried, Link};
+use crate::transport::establish::Secure;
+use crate::transport::pump::Event;
 use crate::transport::tls::{TlsConfig, TlsOptions};
-use crate::transport::{ConnectOptions, Connected, Socket, Target};
+use crate::transport::{ConnectOptions, Target};
 
 /// What JavaScript is told to do next, packed in one number: `id * BASE + kind`.
 pub mod verdict {
@@ -350,81 +351,38 @@ impl PoolCell {
                     lines,
                 })
             };
-            // Boxed: made here on tokio's thread, while the spawned future, which the
-            // JavaScript thread allocates for every connect, stays small.
-            let established =
-                Box::pin(establish(target, opts, secure, deadline, || {}, on_keys)).await;
             let sink = PumpSink {
                 inbox: inbox.clone(),
                 pool,
                 conn: id,
                 link,
             };
-            // Reports the connection established, its bytes pumped on tokio, and pumps them.
-            macro_rules! pumped {
-                ($stream:expr, $info:expr, $local:expr, $remote:expr) => {{
-                    let pumped = Arc::new(Remote::new());
-                    inbox.post(Completion::Connected {
-                        pool,
-                        conn: id,
-                        result: Ok(Established {
-                            local: $local,
-                            remote: $remote,
-                            link: Link::Pumped(pumped.clone(), $info),
-                        }),
-                    });
-                    Box::pin(pump::pump($stream, pumped, sink)).await;
-                }};
-            }
-            match established {
-                Err(err) => inbox.post(Completion::Connected {
+            let ready = |result| {
+                inbox.post(Completion::Connected {
                     pool,
                     conn: id,
-                    result: Err(err),
-                }),
-                // Plain HTTP through a proxy reached over TLS: tokio keeps the session to the
-                // proxy, and pumps the connection as it pumps a TLS one.
-                Ok(Conn_::Plain(Connected {
-                    socket: Socket::Proxied(stream),
-                    local,
-                    remote,
-                })) => pumped!(*stream, None, local, remote),
-                Ok(Conn_::Plain(Connected {
-                    socket,
-                    local,
-                    remote,
-                })) => {
-                    let result = socket.into_fd().map(|fd| Established {
-                        local,
-                        remote,
-                        link: Link::Fd(fd),
-                    });
-                    inbox.post(Completion::Connected {
-                        pool,
-                        conn: id,
-                        result,
-                    });
-                }
-                Ok(Conn_::Secure {
-                    stream,
-                    info,
-                    local,
-                    remote,
-                }) => pumped!(stream, Some(Box::new(info)), local, remote),
-            }
+                    result,
+                })
+            };
+            // Boxed: made here on tokio's thread, while the spawned future, which the
+            // JavaScript thread allocates for every connect, stays small.
+            Box::pin(carry::open(
+                target, opts, secure, deadline, on_keys, sink, ready,
+            ))
+            .await;
         });
         *conn.abort.borrow_mut() = Some(task.abort_handle());
     }
 
     /// Applies a finished connect on the JavaScript thread.
-    pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Established, Error>) {
+    pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Carried, Error>) {
         let conn = self.conn(id);
         let Some(conn) =
             conn.filter(|c| matches!(c.state.get(), State::Connecting | State::Replaying))
         else {
             // Closed while connecting: `close` already released the hold and the slot. What
             // connected anyway is closed here (dropping the descriptor, or stopping the pump).
-            if let Ok(Established {
+            if let Ok(Carried {
                 link: Link::Pumped(pumped, _),
                 ..
             }) = result

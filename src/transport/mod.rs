@@ -1,6 +1,7 @@
 //! Getting a connection: DNS lookups and TCP or Unix connects on the tokio runtime, and the
 //! liveness check that tells a healthy idle socket from one its peer has closed.
 
+pub mod carry;
 pub mod connect;
 pub mod dns;
 pub mod establish;

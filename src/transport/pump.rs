@@ -254,12 +254,13 @@ pub fn stream_error(err: &std::io::Error, syscall: &'static str) -> Error {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use tokio::io::{duplex, AsyncReadExt};
     use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
-    struct Chan(UnboundedSender<Event>);
+    /// A sink that sends what it gets down a channel.
+    pub(crate) struct Chan(pub UnboundedSender<Event>);
     impl Sink for Chan {
         fn post(&self, event: Event) {
             let _ = self.0.send(event);
