@@ -4,7 +4,7 @@
 // property or a subclass's method), or a `createSocket()` that passes on a stream of its own.
 // The stream carries the request, as with Node's agent; Rust never sees its bytes. The pool in
 // Rust still holds the connection: it counts in the agent's limits and statistics, is handed to
-// a waiter, idles and expires as any other (see `Mode::Foreign` in src/binding/conn.rs). Rust
+// a waiter, idles and expires as any other (see `Mode::Foreign` in src/binding/conn/mod.rs). Rust
 // has no descriptor to watch, so the stream is watched here, through its own events, as Node's
 // agent watches its sockets: its 'close' takes the connection out of the pool at once.
 //

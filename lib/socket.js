@@ -4,7 +4,7 @@
 // that Node's http client (and the code around it) cannot tell the difference.
 //
 // The bytes never cross a thread: Rust reads and writes the socket on this thread's event
-// loop (see src/binding/conn.rs). Writes go down synchronously (`_writev` makes one sendmsg
+// loop (see src/binding/conn/plain.rs). Writes go down synchronously (`_writev` makes one sendmsg
 // per corked flush); reads arrive as one callback per read(2). A NativeSocket serves one
 // checkout: when its request frees it, the connection goes back to Rust's pool and this object
 // is left inert, holding nothing.
@@ -15,7 +15,7 @@ const native = require('./native');
 const errors = require('./errors');
 const constants = require('./constants');
 
-// What a write answers (declared in Rust: src/binding/conn.rs): written, or pending (onWrite
+// What a write answers (declared in Rust: src/binding/conn/mod.rs): written, or pending (onWrite
 // follows); a negative errno otherwise.
 const { writeDone: WRITE_DONE, writePending: WRITE_PENDING } = native.protocol();
 

@@ -11,7 +11,7 @@
 //! 1. **One env, its own thread, inside a scope.** `env` is the env of the calling JavaScript
 //!    thread, alive, and every `napi_value` passed in was made on it and is still in the handle
 //!    scope it was made in: the Node-API call being served, or the [`HandleScope`] each libuv
-//!    callback opens first (env.rs `on_wake`/`on_sweep`, conn.rs `on_poll`, pool.rs
+//!    callback opens first (env.rs `on_wake`/`on_sweep`, conn/plain.rs `on_poll`, pool.rs
 //!    `on_timer`). Kept by where the env comes from: env.rs `EnvCtx` is a thread-local (`CTX`)
 //!    taken out by the cleanup hook (env.rs `teardown`) before the env goes, and the types here
 //!    are not `Send`. Every test that loads the addon runs these calls; other threads' envs:
@@ -21,7 +21,7 @@
 //!    strengthened before its owner deletes it, and deleted once; an [`AsyncContext`] likewise.
 //!    Both are `Copy`, so this is kept by their owners: env.rs `Callbacks` and the slab
 //!    (`teardown` runs once, as it takes the context; `chunk_of` takes the old slab out before
-//!    deleting its reference), conn.rs `Owner` (`forget_owner` takes it out of its cell; the
+//!    deleting its reference), conn `Owner` (`forget_owner` takes it out of its cell; the
 //!    `strong` flag pairs `weaken` with `strengthen`), request.rs `ReqState::finish` (its
 //!    `finished` flag) and pool.rs `PoolCell`'s `Drop`. Test: __test__/safety.test.js "an end
 //!    reached twice ends once: aborts and destroys from inside listeners, in every order".
@@ -101,7 +101,7 @@ impl Ref {
     /// Makes a weak reference strong again (count 0 -> 1).
     pub fn strengthen(self, env: sys::napi_env) {
         let mut count = 0;
-        // SAFETY: invariants 1 and 2: a live reference of this env (conn.rs `take` strengthens
+        // SAFETY: invariants 1 and 2: a live reference of this env (conn `take` strengthens
         // only a weak one, per `Owner.strong`).
         unsafe { sys::napi_reference_ref(env, self.0, &mut count) };
     }
@@ -109,7 +109,7 @@ impl Ref {
     /// Makes a strong reference weak (count 1 -> 0): the object may now be collected.
     pub fn weaken(self, env: sys::napi_env) {
         let mut count = 0;
-        // SAFETY: invariants 1 and 2: a live reference with a count of 1 (conn.rs `park`
+        // SAFETY: invariants 1 and 2: a live reference with a count of 1 (conn `park`
         // weakens only a strong one, per `Owner.strong`).
         unsafe { sys::napi_reference_unref(env, self.0, &mut count) };
     }

@@ -1,5 +1,5 @@
 //! The plain non-blocking socket calls of a connection driven on the JavaScript thread's loop
-//! (see `binding/conn.rs` for why): reads, vectored sends with what the kernel refuses kept in
+//! (see `binding/conn/plain.rs` for why): reads, vectored sends with what the kernel refuses kept in
 //! an [`Outbox`], the write half's shutdown, the pending error and the options `net.Socket`
 //! sets. Errors are errnos, as JavaScript reports them (`-errno` in libuv's style).
 

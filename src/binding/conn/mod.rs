@@ -19,10 +19,13 @@
 //!   bytes, and the connection is evicted at once. The handle is unreferenced, so idle
 //!   connections never keep the process alive.
 
+mod plain;
+
+use plain::Plain;
+
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::raw::c_int;
+use std::os::fd::AsRawFd;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,15 +35,13 @@ use napi::sys;
 use super::env::{EnvCtx, Hold};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::PoolCell;
-use super::uv::{self, Handle};
 use crate::client;
 use crate::error::Error;
-use crate::guard;
 use crate::pool::KeyId;
 use crate::replay::ReplayBuf;
-use crate::transport::liveness::{self, Liveness};
+use crate::transport::liveness;
 use crate::transport::pump::{self, Event, Remote};
-use crate::transport::raw::{self, Outbox};
+use crate::transport::raw;
 use crate::transport::tls::{TlsConfig, TlsInfo};
 use crate::transport::{Peer, Target};
 
@@ -150,31 +151,6 @@ enum Io {
     },
 }
 
-/// A plain socket and the poll handle that watches it on this thread's loop.
-struct Plain {
-    /// Always there until the drop, which closes it before the socket (libuv forgets the
-    /// descriptor first).
-    poll: Option<Handle>,
-    fd: OwnedFd,
-    /// The events the poll handle watches (0: stopped).
-    mask: c_int,
-    /// Bytes the kernel has not taken yet.
-    outbox: Outbox,
-    /// A shutdown waits for the outbox to empty.
-    shutdown_after_flush: bool,
-}
-
-/// A connection dropped without its `close` (a panic in the middle of one, say) still closes
-/// its poll handle: the handle's data points at the connection, and libuv calls nothing more
-/// for a handle once it is closing (see `on_poll`).
-impl Drop for Plain {
-    fn drop(&mut self) {
-        if let Some(poll) = self.poll.take() {
-            poll.close();
-        }
-    }
-}
-
 /// What agentkeepalive's socket symbols and `timeout` say of a connection, kept here so that a
 /// socket object made for an idle connection (when a program looks at `agent.freeSockets`
 /// after its old one was collected, or for an `agent.request()` connection, which has none)
@@ -205,9 +181,6 @@ pub enum Mode {
 /// `write` results, as JavaScript reads them (negative values are `-errno`).
 pub const WRITE_DONE: i32 = 0;
 pub const WRITE_PENDING: i32 = 1;
-
-/// Reads per readiness callback before yielding to the rest of the loop (as libuv does).
-const READS_PER_WAKE: usize = 32;
 
 impl Conn {
     pub fn new(id: u32, key: KeyId, pool: &Rc<PoolCell>) -> Conn {
@@ -273,36 +246,6 @@ impl Conn {
         if let Some(info) = self.tls.borrow_mut().as_deref_mut() {
             info.name_error = Some(code);
         }
-    }
-
-    fn raw_fd(&self) -> RawFd {
-        match &*self.io.borrow() {
-            Io::Plain(plain) => plain.fd.as_raw_fd(),
-            _ => -1,
-        }
-    }
-
-    /// Takes over a connected socket and starts watching it.
-    pub fn attach(self: &Rc<Self>, ctx: &EnvCtx, fd: OwnedFd) -> Result<(), Error> {
-        // SAFETY: uv.rs invariants 2 and 3: this thread's loop; a fresh socket nobody else
-        // watches, which `close` and `try_replay` drop only after closing the handle. The data
-        // is this connection, kept alive by `EnvCtx::conns` until a caller of `remove_conn`
-        // runs `close`, which closes the handle. Test: __test__/idle.test.js "an idle
-        // connection is evicted at once on ${what}".
-        let handle =
-            unsafe { Handle::poll(ctx.uv_loop, fd.as_raw_fd(), Rc::as_ptr(self) as *mut _) }
-                .map_err(|rc| Error::os(-rc, "uv_poll_init"))?;
-        *self.io.borrow_mut() = Io::Plain(Plain {
-            poll: Some(handle),
-            fd,
-            mask: 0,
-            outbox: Outbox::default(),
-            shutdown_after_flush: false,
-        });
-        self.state.set(State::Active);
-        self.sync_ref();
-        self.update_mask();
-        Ok(())
     }
 
     /// Takes over a connection pumped on tokio (a TLS one, with its session's details).
@@ -638,49 +581,6 @@ impl Conn {
         }
     }
 
-    /// Watches what the state needs: readable while reading (or idle), writable while bytes
-    /// wait. A stopped handle keeps nothing alive.
-    fn update_mask(&self) {
-        let mut io = self.io.borrow_mut();
-        let Io::Plain(plain) = &mut *io else {
-            return;
-        };
-        let want = match self.state.get() {
-            State::Idle => uv::READABLE | uv::DISCONNECT,
-            State::Active => {
-                let mut m = 0;
-                if self.reading.get() && !self.eof.get() {
-                    m |= uv::READABLE | uv::DISCONNECT;
-                }
-                if !plain.outbox.is_empty() {
-                    m |= uv::WRITABLE;
-                }
-                m
-            }
-            State::Connecting | State::Replaying | State::Closed => 0,
-        };
-        if want == plain.mask {
-            return;
-        }
-        if let Some(poll) = &plain.poll {
-            if want == 0 {
-                poll.poll_stop();
-            } else {
-                poll.poll_start(want, on_poll);
-            }
-            plain.mask = want;
-        }
-    }
-
-    /// Has the poll handle watch again what the state needs, as if it watched nothing (libuv
-    /// stopped it at an error).
-    fn restart_mask(&self) {
-        if let Io::Plain(plain) = &mut *self.io.borrow_mut() {
-            plain.mask = 0;
-        }
-        self.update_mask();
-    }
-
     /// Writes `chunks` now if the kernel takes them; queues the rest.
     pub fn write(self: &Rc<Self>, chunks: &[&[u8]]) -> i32 {
         match self.state.get() {
@@ -780,120 +680,6 @@ impl Conn {
             _ => {}
         }
         drop(io);
-    }
-
-    pub fn set_no_delay(&self, on: bool) -> i32 {
-        let Io::Plain(plain) = &*self.io.borrow() else {
-            return 0;
-        };
-        raw::set_no_delay(plain.fd.as_fd(), on).map_or_else(|errno| -errno, |()| 0)
-    }
-
-    pub fn set_keep_alive(&self, on: bool, initial_delay_ms: u32) -> i32 {
-        let Io::Plain(plain) = &*self.io.borrow() else {
-            return 0;
-        };
-        let delay = std::time::Duration::from_millis(initial_delay_ms as u64);
-        raw::set_keep_alive(plain.fd.as_fd(), on, delay).map_or_else(|errno| -errno, |()| 0)
-    }
-
-    /// Readiness on an in-use connection: flush queued bytes, then read.
-    fn on_ready(self: &Rc<Self>, ctx: &EnvCtx, status: c_int, events: c_int) {
-        if status < 0 {
-            // What arrived before the error (a response, then an RST) is read first, and the
-            // error waits for the next turn of the loop, as a libuv stream meets it at its next
-            // read: a response the data completed ends first, and its socket goes back to the
-            // pool, where the error only evicts it. (libuv stopped the poll at the error: it
-            // starts again.)
-            if self.reading.get() && !self.eof.get() {
-                let before = self.bytes_read.get();
-                self.read(ctx);
-                if self.bytes_read.get() != before {
-                    if self.state.get() == State::Active && !self.eof.get() {
-                        self.restart_mask();
-                    }
-                    return;
-                }
-            }
-            if self.state.get() != State::Active || self.eof.get() {
-                return;
-            }
-            // libuv reports any socket error (EPOLLERR) as EBADF; the socket knows the real one.
-            let errno = raw::pending_error(self.raw_fd()).unwrap_or(-status);
-            self.lost(ctx, Some(Error::os(errno, "read")));
-            return;
-        }
-        if events & uv::WRITABLE != 0 {
-            self.flush(ctx);
-        }
-        if self.state.get() == State::Active
-            && self.reading.get()
-            && events & (uv::READABLE | uv::DISCONNECT) != 0
-        {
-            self.read(ctx);
-        }
-    }
-
-    fn flush(&self, ctx: &EnvCtx) {
-        let sent = match &mut *self.io.borrow_mut() {
-            Io::Plain(plain) => plain.outbox.flush(plain.fd.as_raw_fd()).inspect(|sent| {
-                if !sent.queued && std::mem::take(&mut plain.shutdown_after_flush) {
-                    let _ = raw::shutdown_write(plain.fd.as_raw_fd());
-                }
-            }),
-            _ => return,
-        };
-        match sent {
-            Ok(sent) => {
-                self.bytes_written
-                    .set(self.bytes_written.get() + sent.written as u64);
-                if sent.queued {
-                    return;
-                }
-                self.update_mask();
-                self.call_owner(ctx, ctx.callbacks.on_write, &[js::null(ctx.env)]);
-            }
-            Err(errno) => {
-                self.update_mask();
-                let err = js::error_descriptor(ctx.env, &Error::os(errno, "write"));
-                self.call_owner(ctx, ctx.callbacks.on_write, &[err]);
-            }
-        }
-    }
-
-    fn read(self: &Rc<Self>, ctx: &EnvCtx) {
-        for _ in 0..READS_PER_WAKE {
-            let fd = self.raw_fd();
-            if fd < 0 {
-                return;
-            }
-            let (got, full) = {
-                let mut buf = ctx.read_buf.borrow_mut();
-                let got = raw::read(fd, &mut buf);
-                let full = got == raw::Read::Data(buf.len());
-                (got, full)
-            };
-            match got {
-                raw::Read::Data(n) => {
-                    self.bytes_read.set(self.bytes_read.get() + n as u64);
-                    self.replay.borrow_mut().answered();
-                    let chunk = ctx.chunks.chunk(&ctx.read_buf.borrow()[..n]);
-                    self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
-                    if !full || self.state.get() != State::Active || !self.reading.get() {
-                        return;
-                    }
-                }
-                raw::Read::Eof => {
-                    self.lost(ctx, None);
-                    return;
-                }
-                raw::Read::WouldBlock => return,
-                raw::Read::Failed(errno) => {
-                    self.lost(ctx, Some(Error::os(errno, "read")));
-                    return;
-                }
-            }
-        }
     }
 
     /// An event from the pump of a connection in use.
@@ -999,56 +785,5 @@ impl Conn {
         argv.push(socket);
         argv.extend_from_slice(args);
         js::make_callback(ctx.env, owner.ctx, socket, func, &argv);
-    }
-}
-
-/// # Safety
-/// Called by libuv alone, on this thread's loop, for a connection's open poll handle.
-unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: c_int) {
-    // SAFETY: uv.rs invariant 3: libuv's own live handle; its data is null (closed) or the
-    // connection, from `Rc::as_ptr` in `attach`, kept alive by `EnvCtx::conns` while the handle
-    // is open (every caller of `remove_conn` runs `close`, which closes the handle).
-    let ptr = unsafe { uv::data_of(handle) } as *const Conn;
-    if ptr.is_null() {
-        return;
-    }
-    // SAFETY: as above, the `Rc` is alive; the count taken here keeps the connection for this
-    // callback even if JavaScript closes it meanwhile, and is given back when `conn` drops.
-    // Tests: __test__/safety.test.js 'a panic at "poll" ...'; __test__/errors.test.js "a reset
-    // during the response fails the request with ECONNRESET".
-    let conn = unsafe {
-        Rc::increment_strong_count(ptr);
-        Rc::from_raw(ptr)
-    };
-    let Some(pool) = conn.pool.upgrade() else {
-        return;
-    };
-    let ctx = pool.ctx.clone();
-    let _scope = js::HandleScope::open(ctx.env);
-    let ran = guard::catch(|| {
-        guard::point("poll");
-        match conn.state.get() {
-            State::Active => conn.on_ready(&ctx, status, events),
-            State::Idle => {
-                let state = if status < 0 {
-                    Liveness::Failed(-status)
-                } else {
-                    liveness::peek(conn.raw_fd())
-                };
-                if !state.is_open() {
-                    pool.evict_idle(&conn);
-                }
-            }
-            State::Connecting | State::Replaying | State::Closed => {}
-        }
-    });
-    // A panic while serving the connection: its socket fails (and closes it, which the pool
-    // counts); an idle one is evicted. Whatever the panic left half done dies with it.
-    if let Err(panic) = ran {
-        let _ = guard::catch(|| match conn.state.get() {
-            State::Idle => pool.evict_idle(&conn),
-            State::Closed => {}
-            _ => conn.fail(&ctx, guard::internal(&panic)),
-        });
     }
 }
