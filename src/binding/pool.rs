@@ -23,7 +23,7 @@ use super::js::{self, Ref};
 use super::uv::{self, Handle};
 use crate::error::Error;
 use crate::guard;
-use crate::pool::{Checkout, Fit, Grant, KeyId, Limits, Pool, Release, Stats, WaiterId};
+use crate::pool::{Checkout, Fit, Grant, KeyId, Limits, Pool, Release, Stats, Waiter, WaiterId};
 use crate::runtime::runtime;
 use crate::transport::carry::{self, Carried, Link};
 use crate::transport::establish::Secure;
@@ -97,9 +97,6 @@ pub struct PoolCell {
     timer: RefCell<Option<Handle>>,
     /// The JavaScript agent, weakly: the agent owns the pool, not the other way round.
     agent: Ref,
-    /// The queued waiters that are `agent.request()`s, with their request ids: served here
-    /// (see [`PoolCell::route`]); the others are JavaScript's.
-    pub promise_waiters: RefCell<HashMap<u64, (u32, KeyId)>>,
     /// The promise path tries HTTP/2: by ALPN over TLS (`allowH2`), by prior knowledge over
     /// plain TCP (`h2c`).
     pub http2: std::cell::Cell<bool>,
@@ -147,7 +144,6 @@ impl PoolCell {
             connect_timeout: std::cell::Cell::new(None),
             keylog: Arc::new(AtomicBool::new(false)),
             agent,
-            promise_waiters: RefCell::new(HashMap::new()),
             http2: std::cell::Cell::new(false),
             sessions: RefCell::new(Sessions::default()),
             watch_connections: std::cell::Cell::new(false),
@@ -201,6 +197,7 @@ impl PoolCell {
         let ctx = &self.ctx;
         let out = self.state.borrow_mut().pool.checkout(
             key,
+            Waiter::DropIn,
             |&id| ctx.conn(id).map_or(Fit::Dead, |c| c.fit(Mode::DropIn)),
             &mut discard,
         );
@@ -480,74 +477,81 @@ impl PoolCell {
         stamp.idle_ms = idle.map_or(0.0, |d| d.as_millis() as f64);
         conn.stamp.set(stamp);
         let released = if conn.reusable() {
-            st.pool.release(conn.key, id, idle, Instant::now())
+            st.pool
+                .release(conn.key, id, conn.path(), idle, Instant::now())
         } else {
             Release::Close(id, st.pool.closed(conn.key))
         };
+        drop(st);
         match released {
-            // The socket goes on with the waiter: it stays bound (unless an
-            // `agent.request()` took the slot, which closes the connection).
-            Release::Handoff(WaiterId(w), _) => {
-                drop(st);
-                self.route(verdict::pack(w, verdict::HANDOFF), id, verdict::RETIRED)
+            // The socket goes on with its waiter: it stays bound.
+            Release::Handoff(WaiterId(w), Waiter::DropIn, _) => verdict::pack(w, verdict::HANDOFF),
+            // An `agent.request()` goes on this connection (`served`: its socket, if any, is
+            // left with nothing).
+            Release::Handoff(_, Waiter::Promise(req), _) => {
+                self.serve_promise(req, conn.key, Some(id), verdict::RETIRED)
             }
             Release::Idle => {
                 conn.park(self.env());
-                self.arm_timer(&mut st);
+                self.arm_timer(&mut self.state.borrow_mut());
                 verdict::IDLE
             }
+            // Closed; its slot may let a waiter connect (the first of its key, when that one
+            // came by the other path and could not take the connection).
             Release::Close(_, grant) => {
-                drop(st);
                 self.drop_conn(id);
-                let verdict = grant.map_or(verdict::CLOSED, |g| {
-                    verdict::pack(g.waiter.0, verdict::GRANT)
-                });
-                self.route(verdict, 0, verdict::CLOSED)
+                let served = match grant.map(|g| g.who) {
+                    Some(Waiter::Promise(_)) => verdict::RETIRED,
+                    _ => verdict::CLOSED,
+                };
+                self.give(grant, served)
             }
         }
     }
 
-    /// Where a waiter's verdict goes. An `agent.request()` is served here, at once: on
-    /// connection `conn_id` handed to it (or, if that belongs to the other path, on a new
-    /// connection in its slot), or on a new connection in a granted slot; JavaScript is then
-    /// told `served`. A waiter of `http.request` gets the verdict in JavaScript, except that a
-    /// handoff of an `agent.request()` connection, which its socket cannot use, becomes a grant
-    /// of its slot (the connection closes).
-    pub fn route(self: &Rc<Self>, verdict: f64, conn_id: u32, served: f64) -> f64 {
-        if verdict < 0.0 {
-            return verdict;
+    /// Gives a freed slot to its waiter: an `agent.request()` connects here, at once, and
+    /// JavaScript is told `otherwise`, as when no waiter had it; a waiter of `http.request`
+    /// is served by JavaScript, with the verdict returned.
+    pub fn give(self: &Rc<Self>, grant: Option<Grant>, otherwise: f64) -> f64 {
+        match grant {
+            None => otherwise,
+            Some(Grant {
+                waiter,
+                who: Waiter::DropIn,
+                ..
+            }) => verdict::pack(waiter.0, verdict::GRANT),
+            Some(Grant {
+                key,
+                who: Waiter::Promise(req),
+                ..
+            }) => self.serve_promise(req, key, None, otherwise),
         }
-        let base = f64::from(verdict::BASE);
-        let kind = (verdict % base) as u32;
-        let waiter = ((verdict - f64::from(kind)) / base) as u64;
-        let handoff = kind == verdict::HANDOFF;
-        let promise = self.promise_waiters.borrow_mut().remove(&waiter);
-        let Some((req_id, key)) = promise else {
-            let theirs = handoff
-                && self
-                    .conn(conn_id)
-                    .is_some_and(|c| c.mode.get() == Mode::Promise);
-            if theirs {
-                self.retire(conn_id);
-                return verdict::pack(waiter, verdict::GRANT);
-            }
-            return verdict;
-        };
+    }
+
+    /// Serves waiting `agent.request()` `req_id` (of `key`) on connection `handoff`, or on a
+    /// new connection in the slot it was given; JavaScript is told `served`.
+    fn serve_promise(
+        self: &Rc<Self>,
+        req_id: u32,
+        key: KeyId,
+        handoff: Option<u32>,
+        served: f64,
+    ) -> f64 {
         match self.ctx.request(req_id) {
             Some(req) => {
-                debug!("serve waiting request {req_id} (waiter {waiter})");
-                super::request::serve_promise(self, &req, handoff.then_some(conn_id));
+                debug!("serve waiting request {req_id}");
+                super::request::serve_promise(self, &req, handoff);
                 served
             }
             // Gone without leaving the queue (cannot happen while `abort` cancels its
             // waiter): what it was given goes on to the next waiter.
-            None if handoff => self.release(conn_id, None),
-            None => {
-                let grant = self.state.borrow_mut().pool.detached(key);
-                let next =
-                    grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT));
-                self.route(next, 0, served)
-            }
+            None => match handoff {
+                Some(id) => self.release(id, None),
+                None => {
+                    let grant = self.state.borrow_mut().pool.detached(key);
+                    self.give(grant, served)
+                }
+            },
         }
     }
 
@@ -581,8 +585,7 @@ impl PoolCell {
                 State::Closed => None,
             }
         };
-        let verdict = grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT));
-        self.route(verdict, 0, verdict::NONE)
+        self.give(grant, verdict::NONE)
     }
 
     /// Takes an in-use connection out of the pool's counts: after an HTTP upgrade the socket
@@ -596,8 +599,7 @@ impl PoolCell {
             return verdict::NONE;
         }
         let grant = self.state.borrow_mut().pool.detached(conn.key);
-        let verdict = grant.map_or(verdict::NONE, |g| verdict::pack(g.waiter.0, verdict::GRANT));
-        self.route(verdict, 0, verdict::NONE)
+        self.give(grant, verdict::NONE)
     }
 
     /// The sockets serving checkouts (connecting or in use), with their key names.
@@ -768,8 +770,7 @@ impl PoolCell {
     /// Tells the agent which waiters may now connect (outside any JavaScript call).
     pub fn notify_grants(self: &Rc<Self>, grants: impl Iterator<Item = Grant>) {
         for grant in grants {
-            let verdict = verdict::pack(grant.waiter.0, verdict::GRANT);
-            if self.route(verdict, 0, verdict::NONE) < 0.0 {
+            if self.give(Some(grant), verdict::NONE) < 0.0 {
                 continue;
             }
             let agent = self.agent.get(self.env());
@@ -788,9 +789,7 @@ impl PoolCell {
         let grants = self.state.borrow_mut().pool.set_limits(limits);
         grants
             .into_iter()
-            .filter(|g| {
-                self.route(verdict::pack(g.waiter.0, verdict::GRANT), 0, verdict::NONE) >= 0.0
-            })
+            .filter(|&g| self.give(Some(g), verdict::NONE) >= 0.0)
             .map(|g| g.waiter.0 as f64)
             .collect()
     }

@@ -67,6 +67,32 @@ pub struct KeyId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WaiterId(pub u64);
 
+/// The request path a connection serves, or a waiter came by: `http.request` through the
+/// agent (Node's HTTP over a socket of ours, or over a hook's stream), or `agent.request()`.
+/// A connection stays with the path that opened it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Path {
+    DropIn,
+    Promise,
+}
+
+/// Who a queued request is: one of `http.request`, served where it waits (JavaScript, by its
+/// [`WaiterId`]), or an `agent.request()`, served by the caller at once (by the id it gave).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waiter {
+    DropIn,
+    Promise(u32),
+}
+
+impl Waiter {
+    pub fn path(self) -> Path {
+        match self {
+            Waiter::DropIn => Path::DropIn,
+            Waiter::Promise(_) => Path::Promise,
+        }
+    }
+}
+
 /// What a checkout gives the caller.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Checkout<C> {
@@ -83,11 +109,12 @@ pub enum Checkout<C> {
 /// What became of a released connection.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Release<C> {
-    /// Given to the first waiter of its key; still busy.
-    Handoff(WaiterId, C),
+    /// Given to the first waiter of its key, of the same request path; still busy.
+    Handoff(WaiterId, Waiter, C),
     /// Kept idle until its deadline.
     Idle,
-    /// Not kept: the caller closes it. Its slot may have gone to a waiter.
+    /// Not kept: the caller closes it. Its slot may have gone to a waiter (the first of its
+    /// key, when that one came by the other request path).
     Close(C, Option<Grant>),
 }
 
@@ -96,6 +123,7 @@ pub enum Release<C> {
 pub struct Grant {
     pub key: KeyId,
     pub waiter: WaiterId,
+    pub who: Waiter,
 }
 
 /// What a checkout makes of an idle connection (see [`Pool::checkout`]).
@@ -178,7 +206,7 @@ pub struct Pool<C> {
     /// Idle deadlines (see `expiry.rs`); `seq` identifies the idle entry.
     expiry: Expiry,
     /// Every waiter in arrival order, for serving slots across keys fairly.
-    waiters: BTreeMap<WaiterId, KeyId>,
+    waiters: BTreeMap<WaiterId, (KeyId, Waiter)>,
     next_seq: u64,
     next_waiter: u64,
     pub stats: Stats,
@@ -292,7 +320,7 @@ impl<C> Pool<C> {
         self.expiry.len()
     }
 
-    /// Takes an idle connection of `key`, or a slot for a new one, or queues.
+    /// Takes an idle connection of `key`, or a slot for a new one, or queues `who`.
     ///
     /// `fit` judges each idle candidate, in scheduling order: [`Fit::Take`] hands it out;
     /// [`Fit::Dead`] means it cannot carry a request any more (the binding peeks at the socket
@@ -304,6 +332,7 @@ impl<C> Pool<C> {
     pub fn checkout(
         &mut self,
         key: KeyId,
+        who: Waiter,
         mut fit: impl FnMut(&C) -> Fit,
         discard: &mut Vec<(C, Eviction)>,
     ) -> Checkout<C> {
@@ -366,7 +395,7 @@ impl<C> Pool<C> {
         let waiter = WaiterId(self.next_waiter);
         self.next_waiter += 1;
         self.keys[key.0 as usize].waiters.push_back(waiter);
-        self.waiters.insert(waiter, key);
+        self.waiters.insert(waiter, (key, who));
         Checkout::Queued(waiter)
     }
 
@@ -407,21 +436,32 @@ impl<C> Pool<C> {
         self.grant_slot()
     }
 
-    /// A busy connection finished its request and can carry another: the first waiter of its
-    /// key gets it; otherwise it stays idle for `idle` (`Duration::MAX`: no limit) if there is
-    /// room, or is closed when `idle` is `None` (keep-alive off, the server's hint too short).
-    /// A connection that cannot carry another request is reported with [`Pool::closed`].
+    /// A busy connection of request path `path` finished its request and can carry another:
+    /// the first waiter of its key gets it, or, when that one came by the other path (which
+    /// cannot use it), the connection closes and the waiter gets its slot; otherwise it stays
+    /// idle for `idle` (`Duration::MAX`: no limit) if there is room, or is closed when `idle`
+    /// is `None` (keep-alive off, the server's hint too short). A connection that cannot carry
+    /// another request is reported with [`Pool::closed`].
     pub fn release(
         &mut self,
         key: KeyId,
         conn: C,
+        path: Path,
         idle: Option<Duration>,
         now: Instant,
     ) -> Release<C> {
         let k = &mut self.keys[key.0 as usize];
         if let Some(waiter) = k.waiters.pop_front() {
-            self.waiters.remove(&waiter);
-            return Release::Handoff(waiter, conn);
+            let who = match self.waiters.remove(&waiter) {
+                Some((_, who)) => who,
+                None => Waiter::DropIn,
+            };
+            if who.path() == path {
+                return Release::Handoff(waiter, who, conn);
+            }
+            // The slot goes on to the waiter, still counted as busy.
+            self.stats.close_socket_count += 1;
+            return Release::Close(conn, Some(Grant { key, waiter, who }));
         }
         let room = k.idle.len() < self.limits.max_free_sockets
             && k.count() <= self.limits.max_sockets
@@ -493,7 +533,7 @@ impl<C> Pool<C> {
 
     /// Takes a waiter out of the queue (its request was aborted). False if it was not queued.
     pub fn cancel(&mut self, waiter: WaiterId) -> bool {
-        let Some(key) = self.waiters.remove(&waiter) else {
+        let Some((key, _)) = self.waiters.remove(&waiter) else {
             return false;
         };
         let k = &mut self.keys[key.0 as usize];
@@ -560,10 +600,10 @@ impl<C> Pool<C> {
             return None;
         }
         let max = self.limits.max_sockets;
-        let (&waiter, &key) = self
+        let (&waiter, &(key, who)) = self
             .waiters
             .iter()
-            .find(|(_, key)| self.keys[key.0 as usize].count() < max)?;
+            .find(|(_, (key, _))| self.keys[key.0 as usize].count() < max)?;
         self.waiters.remove(&waiter);
         let k = &mut self.keys[key.0 as usize];
         if let Some(pos) = k.waiters.iter().position(|&w| w == waiter) {
@@ -571,7 +611,7 @@ impl<C> Pool<C> {
         }
         k.busy += 1;
         self.total += 1;
-        Some(Grant { key, waiter })
+        Some(Grant { key, waiter, who })
     }
 
     /// Closes the idle connection of another key that expires first.

@@ -33,13 +33,16 @@ fn filled(origins: usize, idle: usize) -> (Pool<u64>, Vec<KeyId>) {
         let key = pool.key(&format!("origin-{o}.example:80:"));
         for _ in 0..idle {
             assert_eq!(
-                pool.checkout(key, |_| Fit::Take, &mut discard),
+                pool.checkout(key, Waiter::DropIn, |_| Fit::Take, &mut discard),
                 Checkout::Connect
             );
             pool.opening(key);
         }
         for _ in 0..idle {
-            assert_eq!(pool.release(key, next_conn, KEEP, now), Release::Idle);
+            assert_eq!(
+                pool.release(key, next_conn, Path::DropIn, KEEP, now),
+                Release::Idle
+            );
             next_conn += 1;
         }
         keys.push(key);
@@ -66,10 +69,12 @@ fn measure(origins: usize, idle: usize) -> f64 {
             }
             let key = keys[at];
             at = (at + stride) % keys.len();
-            let Checkout::Reuse(conn) = pool.checkout(key, |_| Fit::Take, &mut discard) else {
+            let Checkout::Reuse(conn) =
+                pool.checkout(key, Waiter::DropIn, |_| Fit::Take, &mut discard)
+            else {
                 panic!("an idle connection was expected");
             };
-            let released = pool.release(key, black_box(conn), KEEP, now);
+            let released = pool.release(key, black_box(conn), Path::DropIn, KEEP, now);
             debug_assert_eq!(released, Release::Idle);
             black_box(released);
         }

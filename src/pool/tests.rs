@@ -13,7 +13,7 @@ const KEEP: Option<Duration> = Some(Duration::from_secs(4));
 
 fn checkout(pool: &mut Pool<u32>, key: KeyId) -> Checkout<u32> {
     let mut discard = Vec::new();
-    let out = pool.checkout(key, |_| Fit::Take, &mut discard);
+    let out = pool.checkout(key, Waiter::DropIn, |_| Fit::Take, &mut discard);
     assert!(discard.is_empty(), "nothing should have been discarded");
     out
 }
@@ -25,7 +25,7 @@ fn reuses_an_idle_connection_and_creates_under_the_limit() {
     let now = Instant::now();
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
     pool.opening(key);
-    assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(key, 1, Path::DropIn, KEEP, now), Release::Idle);
     assert_eq!(pool.idle_total(), 1);
     assert_eq!(checkout(&mut pool, key), Checkout::Reuse(1));
     assert_eq!(pool.idle_total(), 0);
@@ -51,7 +51,10 @@ fn a_sweep_forgets_empty_keys_but_the_most_recently_used() {
     let keys: Vec<KeyId> = names.iter().map(|n| pool.key(n)).collect();
     // h0 holds an idle connection, h1 a busy one, h2 a waiter (under a limit of one).
     assert_eq!(checkout(&mut pool, keys[0]), Checkout::Connect);
-    assert_eq!(pool.release(keys[0], 100, KEEP, now), Release::Idle);
+    assert_eq!(
+        pool.release(keys[0], 100, Path::DropIn, KEEP, now),
+        Release::Idle
+    );
     assert_eq!(checkout(&mut pool, keys[1]), Checkout::Connect);
     pool.set_limits(limits(1, 256, usize::MAX, Scheduling::Lifo));
     assert_eq!(checkout(&mut pool, keys[2]), Checkout::Connect);
@@ -66,8 +69,8 @@ fn a_sweep_forgets_empty_keys_but_the_most_recently_used() {
     assert_eq!(pool.key_count(), 5);
     // The busy one and the waiter's go on as before.
     assert_eq!(
-        pool.release(keys[2], 7, KEEP, now),
-        Release::Handoff(waiter, 7)
+        pool.release(keys[2], 7, Path::DropIn, KEEP, now),
+        Release::Handoff(waiter, Waiter::DropIn, 7)
     );
     assert_eq!(checkout(&mut pool, keys[0]), Checkout::Reuse(100));
     // Its name makes a new key in the swept one's slot; the other names keep theirs.
@@ -88,7 +91,7 @@ fn a_swept_slot_serves_its_new_key_alone() {
     let now = Instant::now();
     let old = pool.key("old:80:");
     assert_eq!(checkout(&mut pool, old), Checkout::Connect);
-    assert_eq!(pool.release(old, 1, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(old, 1, Path::DropIn, KEEP, now), Release::Idle);
     let mut out = Vec::new();
     pool.expire(now + Duration::from_secs(5), &mut out);
     assert_eq!(out, vec![1]);
@@ -122,10 +125,19 @@ fn max_sockets_queues_and_hands_off_in_arrival_order() {
         panic!("expected two waiters");
     };
     assert!(w1 < w2);
-    assert_eq!(pool.release(key, 10, KEEP, now), Release::Handoff(w1, 10));
-    assert_eq!(pool.release(key, 11, KEEP, now), Release::Handoff(w2, 11));
+    assert_eq!(
+        pool.release(key, 10, Path::DropIn, KEEP, now),
+        Release::Handoff(w1, Waiter::DropIn, 10)
+    );
+    assert_eq!(
+        pool.release(key, 11, Path::DropIn, KEEP, now),
+        Release::Handoff(w2, Waiter::DropIn, 11)
+    );
     // Nobody waits any more: the next release goes idle.
-    assert_eq!(pool.release(key, 10, KEEP, now), Release::Idle);
+    assert_eq!(
+        pool.release(key, 10, Path::DropIn, KEEP, now),
+        Release::Idle
+    );
     assert_eq!(pool.total(), 2);
 }
 
@@ -137,7 +149,14 @@ fn a_closed_connection_lets_the_first_waiter_connect() {
     let Checkout::Queued(w) = checkout(&mut pool, key) else {
         panic!("expected a waiter")
     };
-    assert_eq!(pool.closed(key), Some(Grant { key, waiter: w }));
+    assert_eq!(
+        pool.closed(key),
+        Some(Grant {
+            key,
+            waiter: w,
+            who: Waiter::DropIn
+        })
+    );
     assert_eq!(pool.total(), 1, "the grant holds the freed slot");
     assert_eq!(pool.closed(key), None);
     assert_eq!(pool.total(), 0);
@@ -155,7 +174,11 @@ fn a_failed_connect_frees_its_slot_for_a_waiter() {
     pool.opening(key);
     assert_eq!(
         pool.connect_failed(key, false),
-        Some(Grant { key, waiter: w })
+        Some(Grant {
+            key,
+            waiter: w,
+            who: Waiter::DropIn
+        })
     );
     // As agentkeepalive counts its socket: created, then an error and a close.
     assert_eq!(pool.stats.create_socket_count, 1);
@@ -180,8 +203,14 @@ fn a_release_without_keep_alive_still_serves_a_waiter_then_closes() {
         panic!("expected a waiter")
     };
     // As Node's agent: a queued request takes the connection even when it may not idle.
-    assert_eq!(pool.release(key, 7, None, now), Release::Handoff(w, 7));
-    assert_eq!(pool.release(key, 7, None, now), Release::Close(7, None));
+    assert_eq!(
+        pool.release(key, 7, Path::DropIn, None, now),
+        Release::Handoff(w, Waiter::DropIn, 7)
+    );
+    assert_eq!(
+        pool.release(key, 7, Path::DropIn, None, now),
+        Release::Close(7, None)
+    );
     assert_eq!(pool.total(), 0);
 }
 
@@ -195,7 +224,10 @@ fn lifo_takes_the_most_recent_and_fifo_the_oldest() {
             assert_eq!(checkout(&mut pool, key), Checkout::Connect);
         }
         for conn in 1..=3 {
-            assert_eq!(pool.release(key, conn, KEEP, now), Release::Idle);
+            assert_eq!(
+                pool.release(key, conn, Path::DropIn, KEEP, now),
+                Release::Idle
+            );
         }
         let got: Vec<u32> = (0..3)
             .map(|_| match checkout(&mut pool, key) {
@@ -214,8 +246,11 @@ fn max_free_sockets_closes_the_surplus() {
     let now = Instant::now();
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
-    assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
-    assert_eq!(pool.release(key, 2, KEEP, now), Release::Close(2, None));
+    assert_eq!(pool.release(key, 1, Path::DropIn, KEEP, now), Release::Idle);
+    assert_eq!(
+        pool.release(key, 2, Path::DropIn, KEEP, now),
+        Release::Close(2, None)
+    );
     assert_eq!(pool.total(), 1);
 }
 
@@ -233,8 +268,22 @@ fn max_total_sockets_holds_across_keys_and_serves_the_oldest_waiter() {
     let Checkout::Queued(wc) = checkout(&mut pool, c) else {
         panic!("c must wait")
     };
-    assert_eq!(pool.closed(a), Some(Grant { key: b, waiter: wb }));
-    assert_eq!(pool.closed(a), Some(Grant { key: c, waiter: wc }));
+    assert_eq!(
+        pool.closed(a),
+        Some(Grant {
+            key: b,
+            waiter: wb,
+            who: Waiter::DropIn
+        })
+    );
+    assert_eq!(
+        pool.closed(a),
+        Some(Grant {
+            key: c,
+            waiter: wc,
+            who: Waiter::DropIn
+        })
+    );
     assert_eq!(pool.total(), 2);
 }
 
@@ -248,8 +297,15 @@ fn a_release_under_max_total_closes_for_another_keys_waiter() {
         panic!("b must wait")
     };
     assert_eq!(
-        pool.release(a, 1, KEEP, Instant::now()),
-        Release::Close(1, Some(Grant { key: b, waiter: wb }))
+        pool.release(a, 1, Path::DropIn, KEEP, Instant::now()),
+        Release::Close(
+            1,
+            Some(Grant {
+                key: b,
+                waiter: wb,
+                who: Waiter::DropIn
+            })
+        )
     );
 }
 
@@ -259,10 +315,13 @@ fn idle_connections_of_other_keys_make_room_under_max_total() {
     let a = pool.key("a");
     let b = pool.key("b");
     assert_eq!(checkout(&mut pool, a), Checkout::Connect);
-    assert_eq!(pool.release(a, 1, KEEP, Instant::now()), Release::Idle);
+    assert_eq!(
+        pool.release(a, 1, Path::DropIn, KEEP, Instant::now()),
+        Release::Idle
+    );
     let mut discard = Vec::new();
     assert_eq!(
-        pool.checkout(b, |_| Fit::Take, &mut discard),
+        pool.checkout(b, Waiter::DropIn, |_| Fit::Take, &mut discard),
         Checkout::Connect
     );
     assert_eq!(discard, vec![(1, Eviction::Room)]);
@@ -277,13 +336,14 @@ fn a_stale_idle_connection_is_discarded_at_checkout() {
     let now = Instant::now();
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
-    assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
-    assert_eq!(pool.release(key, 2, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(key, 1, Path::DropIn, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(key, 2, Path::DropIn, KEEP, now), Release::Idle);
     let mut discard = Vec::new();
     // 2 (the most recent) is dead: the checkout skips it and takes 1.
     assert_eq!(
         pool.checkout(
             key,
+            Waiter::DropIn,
             |&c| if c == 2 { Fit::Dead } else { Fit::Take },
             &mut discard
         ),
@@ -303,14 +363,17 @@ fn idle_connections_expire_at_their_deadline_only() {
         assert_eq!(checkout(&mut pool, key), Checkout::Connect);
     }
     assert_eq!(
-        pool.release(key, 1, Some(Duration::from_millis(100)), t0),
+        pool.release(key, 1, Path::DropIn, Some(Duration::from_millis(100)), t0),
         Release::Idle
     );
     assert_eq!(
-        pool.release(key, 2, Some(Duration::from_millis(300)), t0),
+        pool.release(key, 2, Path::DropIn, Some(Duration::from_millis(300)), t0),
         Release::Idle
     );
-    assert_eq!(pool.release(key, 3, Some(Duration::MAX), t0), Release::Idle);
+    assert_eq!(
+        pool.release(key, 3, Path::DropIn, Some(Duration::MAX), t0),
+        Release::Idle
+    );
     assert_eq!(pool.next_deadline(), Some(t0 + Duration::from_millis(100)));
 
     let mut out = Vec::new();
@@ -336,7 +399,9 @@ fn expiry_frees_slots_for_waiters_of_other_keys() {
         panic!("b must wait")
     };
     // With a waiter blocked by maxTotalSockets, the release closes rather than idles.
-    assert!(matches!(pool.release(a, 1, KEEP, t0), Release::Close(1, Some(g)) if g.waiter == wb));
+    assert!(
+        matches!(pool.release(a, 1, Path::DropIn, KEEP, t0), Release::Close(1, Some(g)) if g.waiter == wb)
+    );
     let mut out = Vec::new();
     assert!(pool
         .expire(t0 + Duration::from_secs(60), &mut out)
@@ -350,8 +415,8 @@ fn an_evicted_idle_connection_leaves_the_pool() {
     let now = Instant::now();
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
-    assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
-    assert_eq!(pool.release(key, 2, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(key, 1, Path::DropIn, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(key, 2, Path::DropIn, KEEP, now), Release::Idle);
     assert_eq!(pool.evict(key, |&c| c == 1), Some((1, None)));
     assert_eq!(pool.evict(key, |&c| c == 1), None);
     assert_eq!(pool.idle_total(), 1);
@@ -372,7 +437,14 @@ fn a_cancelled_waiter_is_skipped() {
     };
     assert!(pool.cancel(w1));
     assert!(!pool.cancel(w1));
-    assert_eq!(pool.closed(key), Some(Grant { key, waiter: w2 }));
+    assert_eq!(
+        pool.closed(key),
+        Some(Grant {
+            key,
+            waiter: w2,
+            who: Waiter::DropIn
+        })
+    );
 }
 
 #[test]
@@ -389,7 +461,18 @@ fn raising_a_limit_lets_waiters_connect() {
     let grants = pool.set_limits(limits(3, 256, usize::MAX, Scheduling::Lifo));
     assert_eq!(
         grants,
-        vec![Grant { key, waiter: w1 }, Grant { key, waiter: w2 }]
+        vec![
+            Grant {
+                key,
+                waiter: w1,
+                who: Waiter::DropIn
+            },
+            Grant {
+                key,
+                waiter: w2,
+                who: Waiter::DropIn
+            }
+        ]
     );
     assert_eq!(pool.total(), 3);
 }
@@ -401,7 +484,7 @@ fn drain_returns_idle_connections_and_waiters() {
     let b = pool.key("b");
     let now = Instant::now();
     assert_eq!(checkout(&mut pool, a), Checkout::Connect);
-    assert_eq!(pool.release(a, 1, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(a, 1, Path::DropIn, KEEP, now), Release::Idle);
     assert_eq!(checkout(&mut pool, b), Checkout::Connect);
     let Checkout::Queued(w) = checkout(&mut pool, b) else {
         panic!()
@@ -421,7 +504,7 @@ fn snapshot_reports_each_key_with_something_in_it() {
     let _unused = pool.key("c");
     let now = Instant::now();
     assert_eq!(checkout(&mut pool, a), Checkout::Connect);
-    assert_eq!(pool.release(a, 1, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(a, 1, Path::DropIn, KEEP, now), Release::Idle);
     assert_eq!(checkout(&mut pool, b), Checkout::Connect);
     assert!(matches!(checkout(&mut pool, b), Checkout::Queued(_)));
     let snap = pool.snapshot();
@@ -446,7 +529,22 @@ fn snapshot_reports_each_key_with_something_in_it() {
     );
 }
 
-/// Random operations against the invariants in the module header.
+/// Odd connection ids serve `agent.request()`, even ones `http.request`.
+fn path_of(conn: u32) -> Path {
+    match conn % 2 {
+        1 => Path::Promise,
+        _ => Path::DropIn,
+    }
+}
+
+/// A new connection's id, for `who`'s path.
+fn new_conn(next: &mut u32, who: Waiter) -> u32 {
+    *next += 2;
+    *next + u32::from(who.path() == Path::Promise)
+}
+
+/// Random operations, by waiters of both request paths, against the invariants in the module
+/// header; a connection only ever serves its own path.
 #[test]
 fn limits_hold_under_any_interleaving() {
     let mut rng = 0x2545_f491_4f6c_dd1du64;
@@ -467,41 +565,44 @@ fn limits_hold_under_any_interleaving() {
         ));
         let keys: Vec<KeyId> = (0..3).map(|i| pool.key(&format!("k{i}"))).collect();
         let mut busy: Vec<(KeyId, u32)> = Vec::new();
-        let mut waiting: Vec<(KeyId, WaiterId)> = Vec::new();
+        let mut waiting: Vec<(KeyId, WaiterId, Waiter)> = Vec::new();
         let mut next_conn = 0u32;
         let now = Instant::now();
         for _ in 0..300 {
             let key = keys[next(3) as usize];
             match next(4) {
                 0 | 1 => {
+                    let who = match next(3) {
+                        0 => Waiter::Promise(next(1000) as u32),
+                        _ => Waiter::DropIn,
+                    };
                     let mut discard = Vec::new();
-                    match pool.checkout(
-                        key,
-                        |_| {
-                            [Fit::Take, Fit::Take, Fit::Take, Fit::Other, Fit::Dead]
-                                [next(5) as usize]
-                        },
-                        &mut discard,
-                    ) {
-                        Checkout::Reuse(c) => busy.push((key, c)),
-                        Checkout::Connect => {
-                            next_conn += 1;
-                            busy.push((key, next_conn));
+                    let fit = |&c: &u32| match path_of(c) == who.path() {
+                        true => [Fit::Take, Fit::Take, Fit::Dead][next(3) as usize],
+                        false => Fit::Other,
+                    };
+                    match pool.checkout(key, who, fit, &mut discard) {
+                        Checkout::Reuse(c) => {
+                            assert_eq!(path_of(c), who.path(), "reuse on the other path");
+                            busy.push((key, c));
                         }
-                        Checkout::Queued(w) => waiting.push((key, w)),
+                        Checkout::Connect => busy.push((key, new_conn(&mut next_conn, who))),
+                        Checkout::Queued(w) => waiting.push((key, w, who)),
                     }
                 }
                 2 if !busy.is_empty() => {
                     let (key, conn) = busy.swap_remove(next(busy.len() as u64) as usize);
                     let keep = if next(4) == 0 { None } else { KEEP };
-                    match pool.release(key, conn, keep, now) {
-                        Release::Handoff(w, c) => {
+                    match pool.release(key, conn, path_of(conn), keep, now) {
+                        Release::Handoff(w, who, c) => {
                             let pos = waiting
                                 .iter()
-                                .position(|&(_, x)| x == w)
+                                .position(|&(_, x, _)| x == w)
                                 .expect("known waiter");
-                            let (wkey, _) = waiting.remove(pos);
+                            let (wkey, _, was) = waiting.remove(pos);
                             assert_eq!(wkey, key, "handoff stays within the key");
+                            assert_eq!(who, was, "the waiter keeps who it is");
+                            assert_eq!(path_of(c), who.path(), "handoff to the other path");
                             busy.push((key, c));
                         }
                         Release::Idle => {}
@@ -509,11 +610,11 @@ fn limits_hold_under_any_interleaving() {
                             if let Some(g) = grant {
                                 let pos = waiting
                                     .iter()
-                                    .position(|&(_, x)| x == g.waiter)
+                                    .position(|&(_, x, _)| x == g.waiter)
                                     .expect("known waiter");
-                                waiting.remove(pos);
-                                next_conn += 1;
-                                busy.push((g.key, next_conn));
+                                let (_, _, was) = waiting.remove(pos);
+                                assert_eq!(g.who, was, "the waiter keeps who it is");
+                                busy.push((g.key, new_conn(&mut next_conn, g.who)));
                             }
                         }
                     }
@@ -523,11 +624,10 @@ fn limits_hold_under_any_interleaving() {
                     if let Some(g) = pool.closed(key) {
                         let pos = waiting
                             .iter()
-                            .position(|&(_, x)| x == g.waiter)
+                            .position(|&(_, x, _)| x == g.waiter)
                             .expect("known waiter");
                         waiting.remove(pos);
-                        next_conn += 1;
-                        busy.push((g.key, next_conn));
+                        busy.push((g.key, new_conn(&mut next_conn, g.who)));
                     }
                 }
                 _ => {}
@@ -559,14 +659,20 @@ fn idle_connections_of_the_other_path_stay_unless_their_slot_is_needed() {
     let key = pool.key("k");
     let now = Instant::now();
     assert_eq!(checkout(&mut pool, key), Checkout::Connect);
-    assert_eq!(pool.release(key, 1, KEEP, now), Release::Idle);
+    assert_eq!(pool.release(key, 1, Path::DropIn, KEEP, now), Release::Idle);
     let mut discard = Vec::new();
     // Under maxSockets: a new connection, the other path's idle one stays.
-    assert_eq!(pool.checkout(key, fit, &mut discard), Checkout::Connect);
+    assert_eq!(
+        pool.checkout(key, Waiter::DropIn, fit, &mut discard),
+        Checkout::Connect
+    );
     assert!(discard.is_empty());
     assert_eq!(pool.idle_total(), 1);
     // At maxSockets: the other path's idle connection gives its slot up.
-    assert_eq!(pool.checkout(key, fit, &mut discard), Checkout::Connect);
+    assert_eq!(
+        pool.checkout(key, Waiter::DropIn, fit, &mut discard),
+        Checkout::Connect
+    );
     assert_eq!(discard, vec![(1, Eviction::Room)]);
     assert_eq!(pool.total(), 2);
     assert_eq!(pool.idle_total(), 0);
@@ -593,4 +699,69 @@ fn a_connection_closed_before_it_opened_counts_as_closed_and_an_upgrade_uncounte
     assert_eq!(pool.stats.create_socket_count, 2);
     assert_eq!(pool.stats.close_socket_count, 1);
     assert_eq!(pool.stats.create_socket_error_count, 0);
+}
+
+#[test]
+fn a_release_hands_a_connection_to_its_own_path_and_only_its_slot_to_the_other() {
+    let mut pool = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("k");
+    let now = Instant::now();
+    let mut discard = Vec::new();
+    let promise = Waiter::Promise(7);
+    assert_eq!(
+        pool.checkout(key, promise, |_| Fit::Take, &mut discard),
+        Checkout::Connect
+    );
+    // Waiting behind the one connection: an agent.request(), then an http.request.
+    let Checkout::Queued(first) =
+        pool.checkout(key, Waiter::Promise(8), |_| Fit::Take, &mut discard)
+    else {
+        panic!("queued");
+    };
+    let Checkout::Queued(second) = checkout(&mut pool, key) else {
+        panic!("queued");
+    };
+    // The promise-path connection goes on to the agent.request() that waits.
+    assert_eq!(
+        pool.release(key, 1, Path::Promise, KEEP, now),
+        Release::Handoff(first, Waiter::Promise(8), 1)
+    );
+    // Then the http.request cannot use it: it closes, and its slot, still counted, is the
+    // waiter's to open its own connection in.
+    let closed = pool.stats.close_socket_count;
+    assert_eq!(
+        pool.release(key, 1, Path::Promise, KEEP, now),
+        Release::Close(
+            1,
+            Some(Grant {
+                key,
+                waiter: second,
+                who: Waiter::DropIn
+            })
+        )
+    );
+    assert_eq!(pool.stats.close_socket_count, closed + 1);
+    assert_eq!(pool.total(), 1);
+    assert_eq!(pool.snapshot()[0].busy, 1);
+    assert_eq!(pool.snapshot()[0].waiting, 0);
+}
+
+#[test]
+fn a_freed_slot_tells_whose_it_is() {
+    let mut pool = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let key = pool.key("k");
+    assert_eq!(checkout(&mut pool, key), Checkout::Connect);
+    let mut discard = Vec::new();
+    let Checkout::Queued(w) = pool.checkout(key, Waiter::Promise(3), |_| Fit::Take, &mut discard)
+    else {
+        panic!("queued");
+    };
+    assert_eq!(
+        pool.closed(key),
+        Some(Grant {
+            key,
+            waiter: w,
+            who: Waiter::Promise(3)
+        })
+    );
 }

@@ -513,6 +513,14 @@ impl Conn {
     }
 
     /// What a checkout for `mode` makes of this idle connection.
+    /// The request path it serves, as the pool knows it (a hook's stream serves `http.request`).
+    pub fn path(&self) -> crate::pool::Path {
+        match self.mode.get() {
+            Mode::Promise => crate::pool::Path::Promise,
+            Mode::DropIn | Mode::Foreign => crate::pool::Path::DropIn,
+        }
+    }
+
     pub fn fit(&self, mode: Mode) -> crate::pool::Fit {
         // A hooked connection serves `http.request`, as the drop-in path's do.
         let serves =

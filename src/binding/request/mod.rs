@@ -301,7 +301,6 @@ pub fn abort(req: &Rc<ReqState>) -> f64 {
     let pool = req.pool.clone();
     // Its place in the queue, if it still waits.
     if let Some(w) = req.waiter.take() {
-        pool.promise_waiters.borrow_mut().remove(&w);
         pool.cancel(w);
     }
     if req.stream_wait.take() {

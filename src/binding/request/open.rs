@@ -17,7 +17,7 @@ use crate::client::open::{Open, Opened};
 use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};
 use crate::error::Error;
-use crate::pool::{Checkout, Fit, KeyId, WaiterId};
+use crate::pool::{Checkout, Fit, KeyId, Waiter, WaiterId};
 use crate::runtime::runtime;
 use crate::transport::establish::Secure;
 use crate::transport::tls;
@@ -84,6 +84,7 @@ pub(super) fn checkout(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
         let mut st = pool.state.borrow_mut();
         st.pool.checkout(
             key,
+            Waiter::Promise(req.id),
             |&id| ctx.conn(id).map_or(Fit::Dead, |c| c.fit(Mode::Promise)),
             &mut discard,
         )
@@ -102,24 +103,16 @@ pub(super) fn checkout(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
             pool.cancel(w);
             req.stream_wait.set(true);
         }
-        Checkout::Queued(WaiterId(w)) => {
-            req.waiter.set(Some(w));
-            pool.promise_waiters.borrow_mut().insert(w, (req.id, key));
-        }
+        Checkout::Queued(WaiterId(w)) => req.waiter.set(Some(w)),
     }
 }
 
-/// Serves waiter `w`, an `agent.request()`, with what the pool gave it: connection
-/// `conn_id` (a handoff: the request goes on it, or, if it belongs to the other path, on a
-/// new connection in its slot) or a slot (a grant: a new connection).
+/// Serves `req`, which waited, with what the pool gave it: connection `handoff` (of its
+/// path), or a slot for a new connection.
 pub fn serve_promise(pool: &Rc<PoolCell>, req: &Rc<ReqState>, handoff: Option<u32>) {
     req.waiter.set(None);
     match handoff.and_then(|id| pool.conn(id)) {
-        Some(conn) if conn.mode.get() == Mode::Promise => dispatch(pool, req, conn.id),
-        Some(conn) => {
-            pool.retire(conn.id);
-            connect_for(pool, req);
-        }
+        Some(conn) => dispatch(pool, req, conn.id),
         None => connect_for(pool, req),
     }
 }
