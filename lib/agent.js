@@ -30,7 +30,7 @@ let debug = debuglog('hyperagent', (fn) => {
   debug = fn;
 });
 
-// Verdicts of the pool, packed as `id * BASE + kind` (declared in Rust: src/binding/pool.rs
+// Verdicts of the pool, packed as `id * BASE + kind` (declared in Rust: src/binding/protocol.rs
 // `verdict`, read through binding.protocol()).
 const PROTOCOL = binding.protocol();
 const BASE = PROTOCOL.verdictBase;

@@ -2,7 +2,7 @@
 
 // agent.request(): a promise of { statusCode, statusMessage, headers, rawHeaders, trailers,
 // body }, with HTTP spoken by hyper in Rust on connections of the agent's own pool. This file
-// validates the call, starts it in Rust, and turns Rust's events (src/binding/request.rs) into
+// validates the call, starts it in Rust, and turns Rust's events (src/binding/request/) into
 // the promise and the body stream.
 
 const { Readable } = require('node:stream');
@@ -21,15 +21,15 @@ const { watchAbort, abortError } = require('./signal');
 // src/binding/mod.rs).
 const startRequest = binding.requestFunction();
 
-// Event kinds from Rust (declared in src/binding/request.rs `kind`), and a request's flags
-// (src/binding/mod.rs): `expect: 100-continue`, and 1xx responses reported.
+// Event kinds from Rust (declared in src/binding/protocol.rs `kind`), and a request's flags
+// (`flags`): `expect: 100-continue`, and 1xx responses reported.
 const PROTOCOL = binding.protocol();
 const EVENT = Object.fromEntries(PROTOCOL.events.map((name, kind) => [name, kind]));
 const { HEAD, DATA, END, ERROR, DRAIN, DONE, VERIFY, LOOKUP, ANSWERED, INFO } = EVENT;
 const { expectContinue: EXPECT_CONTINUE, informational: INFORMATIONAL } = PROTOCOL;
 // Answers to VERIFY: the server's name is right, or `rejectUnauthorized: false` lets it pass.
 const { nameRight: NAME_RIGHT, nameLetPass: NAME_LET_PASS } = PROTOCOL;
-// The order of startRequest's arguments is Rust's (`arg` in src/binding/mod.rs): the call in
+// The order of startRequest's arguments is Rust's (`arg` in src/binding/protocol.rs): the call in
 // request() below passes them so, which this load checks, once, against the addon it loaded.
 const REQUEST_ARGS = 'pool,key,handle,method,path,headers,body,streamed,contentLength,flags,headersTimeout,bodyTimeout,replayLimit,contextName,trailers';
 if (PROTOCOL.requestArgs.join() !== REQUEST_ARGS) {

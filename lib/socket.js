@@ -15,7 +15,7 @@ const native = require('./native');
 const errors = require('./errors');
 const constants = require('./constants');
 
-// What a write answers (declared in Rust: src/binding/conn/mod.rs): written, or pending (onWrite
+// What a write answers (declared in Rust: src/binding/protocol.rs): written, or pending (onWrite
 // follows); a negative errno otherwise.
 const { writeDone: WRITE_DONE, writePending: WRITE_PENDING } = native.protocol();
 

@@ -236,7 +236,7 @@ impl EnvCtx {
         // A connection whose opening watchers heard of is gone: they hear of that too.
         if conn.announced.get() {
             if let Some(pool) = conn.pool() {
-                pool.post_connection(super::pool::connection::DISCONNECT, conn.key, None);
+                pool.post_connection(super::protocol::connection::DISCONNECT, conn.key, None);
             }
         }
         Some(conn)

@@ -45,7 +45,7 @@ pub enum Completion {
         lines: Vec<u8>,
     },
     /// An `agent.request()` connection of key `key` opened, closed or failed to open (a
-    /// `pool::connection` kind), told to the agent's watchers on a later turn, never in the
+    /// `protocol::connection` kind), told to the agent's watchers on a later turn, never in the
     /// middle of the pool's own work.
     Connection {
         pool: u32,

@@ -12,6 +12,7 @@ mod exports;
 mod inbox;
 mod js;
 mod pool;
+mod protocol;
 mod request;
 mod slab;
 mod uv;
@@ -24,7 +25,7 @@ use napi::sys;
 use napi_derive::napi;
 
 use crate::guard;
-use exports::request::{arg, EXPECT_CONTINUE, INFORMATIONAL};
+use protocol::{arg, connection, flags, kind, name, verdict, write};
 
 /// Registers the JavaScript functions Rust calls on this thread. Called once by `index.js`.
 #[napi(js_name = "init", catch_unwind)]
@@ -64,8 +65,8 @@ pub fn init(
     Ok(())
 }
 
-/// The numbers JavaScript and Rust exchange, declared once here and read by `lib/` at load
-/// ([`protocol`]): the pool's verdicts, agent.request()'s event kinds and flags, and what a
+/// The numbers JavaScript and Rust exchange (declared in `protocol.rs`), read by `lib/` at load
+/// ([`protocol()`]): the pool's verdicts, agent.request()'s event kinds and flags, and what a
 /// write answers.
 #[napi(object)]
 pub struct Protocol {
@@ -81,18 +82,18 @@ pub struct Protocol {
     pub closed: f64,
     /// `release`: the connection closed for an `agent.request()` that waited.
     pub retired: f64,
-    /// agent.request()'s event kinds, in `request::kind` order.
+    /// agent.request()'s event kinds, in `protocol::kind` order.
     pub events: Vec<String>,
     pub expect_continue: u32,
     pub informational: u32,
-    /// Answers to a `VERIFY` event (`request::name`).
+    /// Answers to a `VERIFY` event (`protocol::name`).
     pub name_right: f64,
     pub name_let_pass: f64,
     pub write_done: i32,
     pub write_pending: i32,
-    /// The request function's arguments, by name, in the order it takes them (see `arg`).
+    /// The request function's arguments, by name, in the order it takes them (see `protocol::arg`).
     pub request_args: Vec<String>,
-    /// `onConnection` kinds (`pool::connection`).
+    /// `onConnection` kinds (`protocol::connection`).
     pub connection_connect: u32,
     pub connection_disconnect: u32,
     pub connection_error: u32,
@@ -101,7 +102,6 @@ pub struct Protocol {
 /// See [`Protocol`].
 #[napi(catch_unwind)]
 pub fn protocol() -> Protocol {
-    use pool::verdict;
     Protocol {
         verdict_base: verdict::BASE,
         reuse: verdict::REUSE,
@@ -113,17 +113,17 @@ pub fn protocol() -> Protocol {
         idle: verdict::IDLE,
         closed: verdict::CLOSED,
         retired: verdict::RETIRED,
-        events: request::kind::NAMES.iter().map(|n| n.to_string()).collect(),
-        expect_continue: EXPECT_CONTINUE,
-        informational: INFORMATIONAL,
-        name_right: request::name::RIGHT,
-        name_let_pass: request::name::LET_PASS,
-        write_done: conn::WRITE_DONE,
-        write_pending: conn::WRITE_PENDING,
+        events: kind::NAMES.iter().map(|n| n.to_string()).collect(),
+        expect_continue: flags::EXPECT_CONTINUE,
+        informational: flags::INFORMATIONAL,
+        name_right: name::RIGHT,
+        name_let_pass: name::LET_PASS,
+        write_done: write::DONE,
+        write_pending: write::PENDING,
         request_args: arg::NAMES.iter().map(|n| n.to_string()).collect(),
-        connection_connect: pool::connection::CONNECT,
-        connection_disconnect: pool::connection::DISCONNECT,
-        connection_error: pool::connection::CONNECTION_ERROR,
+        connection_connect: connection::CONNECT,
+        connection_disconnect: connection::DISCONNECT,
+        connection_error: connection::CONNECTION_ERROR,
     }
 }
 

@@ -20,6 +20,7 @@ use super::debug::debug;
 use super::env::EnvCtx;
 use super::inbox::{Completion, PumpSink};
 use super::js::{self, Ref};
+use super::protocol::verdict;
 use super::uv::{self, Handle};
 use crate::error::Error;
 use crate::guard;
@@ -30,36 +31,6 @@ use crate::transport::establish::Secure;
 use crate::transport::pump::Event;
 use crate::transport::tls::{TlsConfig, TlsOptions};
 use crate::transport::{ConnectOptions, Target};
-
-/// What JavaScript is told to do next, packed in one number: `id * BASE + kind`.
-pub mod verdict {
-    /// `checkout`: an idle connection (`id` = connection).
-    pub const REUSE: u32 = 0;
-    /// `checkout`: a new connection; bind a socket and call `connect` (`id` = connection).
-    pub const CONNECT: u32 = 1;
-    /// `checkout`: queued (`id` = waiter).
-    pub const QUEUED: u32 = 2;
-    /// `release`: the connection (and its socket) goes on to this waiter (`id` = waiter).
-    pub const HANDOFF: u32 = 0;
-    /// `release`/`close`: the connection closed and this waiter may open a new one (`id` = waiter).
-    pub const GRANT: u32 = 1;
-    /// Nothing to do.
-    pub const NONE: f64 = -1.0;
-    /// `release`: the connection is idle in the pool.
-    pub const IDLE: f64 = -1.0;
-    /// `release`: the connection was closed (it could not be kept), nobody waits.
-    pub const CLOSED: f64 = -2.0;
-    /// `release`: the connection was closed for an `agent.request()` that waited, which opens
-    /// another in its slot: the socket that served it is left with nothing.
-    pub const RETIRED: f64 = -3.0;
-
-    /// `id * BASE + kind`.
-    pub const BASE: u32 = 4;
-
-    pub fn pack(id: u64, kind: u32) -> f64 {
-        (id * BASE as u64 + kind as u64) as f64
-    }
-}
 
 pub struct PoolState {
     pub pool: Pool<u32>,
@@ -106,13 +77,6 @@ pub struct PoolCell {
     /// and failing to open (a `Dispatcher` with 'connect', 'disconnect' or
     /// 'connectionError' listeners).
     pub watch_connections: std::cell::Cell<bool>,
-}
-
-/// What `onConnection` tells of an `agent.request()` connection (undici's dispatcher events).
-pub mod connection {
-    pub const CONNECT: u32 = 0;
-    pub const DISCONNECT: u32 = 1;
-    pub const CONNECTION_ERROR: u32 = 2;
 }
 
 impl PoolCell {

@@ -35,6 +35,7 @@ use napi::sys;
 use super::env::{EnvCtx, Hold};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::PoolCell;
+use super::protocol::write;
 use crate::client;
 use crate::error::Error;
 use crate::pool::KeyId;
@@ -177,10 +178,6 @@ pub enum Mode {
     /// reports its close (see lib/foreign.js), so it is never peeked nor replayed here.
     Foreign,
 }
-
-/// `write` results, as JavaScript reads them (negative values are `-errno`).
-pub const WRITE_DONE: i32 = 0;
-pub const WRITE_PENDING: i32 = 1;
 
 impl Conn {
     pub fn new(id: u32, key: KeyId, pool: &Rc<PoolCell>) -> Conn {
@@ -599,7 +596,7 @@ impl Conn {
                 for chunk in chunks {
                     out.extend_from_slice(chunk);
                 }
-                return WRITE_DONE;
+                return write::DONE;
             }
             _ => return -libc::ENOTCONN,
         }
@@ -608,14 +605,14 @@ impl Conn {
             let n: usize = chunks.iter().map(|c| c.len()).sum();
             self.bytes_written.set(self.bytes_written.get() + n as u64);
             return match remote.write(chunks) {
-                pump::Write::Done => WRITE_DONE,
-                pump::Write::Pending => WRITE_PENDING,
+                pump::Write::Done => write::DONE,
+                pump::Write::Pending => write::PENDING,
                 // The pump saw the connection close after the checkout found it open: the
                 // race a replay is for, as a failed send on a plain connection.
                 pump::Write::Closed => {
                     if let Some(pool) = self.pool.upgrade() {
                         if self.try_replay(&pool) {
-                            return WRITE_DONE;
+                            return write::DONE;
                         }
                     }
                     -libc::EPIPE
@@ -631,16 +628,16 @@ impl Conn {
                 self.bytes_written
                     .set(self.bytes_written.get() + sent.written as u64);
                 if !sent.queued {
-                    return WRITE_DONE;
+                    return write::DONE;
                 }
                 self.update_mask();
-                WRITE_PENDING
+                write::PENDING
             }
             // The peer reset the connection under the request: the race a replay is for.
             Err(errno) => {
                 if let Some(pool) = self.pool.upgrade() {
                     if self.try_replay(&pool) {
-                        return WRITE_DONE;
+                        return write::DONE;
                     }
                 }
                 -errno
@@ -657,7 +654,7 @@ impl Conn {
         let fd = match &mut *self.io.borrow_mut() {
             Io::Plain(plain) if !plain.outbox.is_empty() => {
                 plain.shutdown_after_flush = true;
-                return WRITE_PENDING;
+                return write::PENDING;
             }
             Io::Plain(plain) => plain.fd.as_raw_fd(),
             _ => -1,

@@ -10,7 +10,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::binding::pool::PoolCell;
-use crate::binding::{conn, ctx, millis, pool, request};
+use crate::binding::{conn, ctx, millis, pool, protocol, request};
 use crate::guard;
 use crate::pool::{KeyId, Limits, Scheduling};
 use crate::transport::dns::{parse_ip, Family};
@@ -241,7 +241,7 @@ pub struct NativePool {
     cell: Rc<PoolCell>,
 }
 
-/// `id * 4 + verdict` (see `pool::verdict`), or, for an idle connection whose socket is still
+/// `id * 4 + verdict` (see `protocol::verdict`), or, for an idle connection whose socket is still
 /// alive, that socket itself, now serving the caller.
 #[napi(ts_return_type = "number | object", catch_unwind)]
 pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
@@ -250,8 +250,8 @@ pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
         .pool(pool)
         .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
     let verdict = cell.checkout(KeyId(key));
-    let base = f64::from(pool::verdict::BASE);
-    if verdict % base == f64::from(pool::verdict::REUSE) {
+    let base = f64::from(protocol::verdict::BASE);
+    if verdict % base == f64::from(protocol::verdict::REUSE) {
         let socket = cell.take((verdict / base) as u32);
         if !socket.is_null() {
             // SAFETY: js.rs invariants 1 and 2: a non-null value, just read from the

@@ -9,7 +9,8 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 
-use crate::binding::{conn, ctx, env, js, pool, request};
+use crate::binding::protocol::{arg, flags};
+use crate::binding::{conn, ctx, env, js, protocol, request};
 use crate::pool::KeyId;
 use crate::transport::dns::parse_ip;
 use crate::{client, guard};
@@ -76,56 +77,15 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }
 
-/// The request function's arguments, by position: declared here alone, and exported by name in
-/// `protocol().requestArgs`, against which lib/request.js checks its call when it loads.
-pub(crate) mod arg {
-    pub const POOL: usize = 0;
-    pub const KEY: usize = 1;
-    pub const HANDLE: usize = 2;
-    pub const METHOD: usize = 3;
-    pub const PATH: usize = 4;
-    pub const HEADERS: usize = 5;
-    pub const BODY: usize = 6;
-    pub const STREAMED: usize = 7;
-    pub const CONTENT_LENGTH: usize = 8;
-    pub const FLAGS: usize = 9;
-    pub const HEADERS_TIMEOUT: usize = 10;
-    pub const BODY_TIMEOUT: usize = 11;
-    pub const REPLAY_LIMIT: usize = 12;
-    pub const CONTEXT_NAME: usize = 13;
-    /// The trailers' lines (`name\nvalue...`); `true`: they come with the body's end
-    /// ([`super::body_end`]); null: none.
-    pub const TRAILERS: usize = 14;
-    pub const COUNT: usize = 15;
-    /// Their names, in order.
-    pub const NAMES: [&str; COUNT] = [
-        "pool",
-        "key",
-        "handle",
-        "method",
-        "path",
-        "headers",
-        "body",
-        "streamed",
-        "contentLength",
-        "flags",
-        "headersTimeout",
-        "bodyTimeout",
-        "replayLimit",
-        "contextName",
-        "trailers",
-    ];
-}
-
 /// `agent.request()`'s start as a plain Node-API function, made once per thread: napi-rs's
 /// conversion of its arguments (a length query and an allocation per string, a borrow scope
 /// per call) took about 8% of the JavaScript thread's time per request.
-/// Arguments (see [`arg`]): `(pool, key, handle, method, path, headers, body, streamed,
+/// Arguments (see `protocol::arg`): `(pool, key, handle, method, path, headers, body, streamed,
 /// contentLength, flags, headersTimeout, bodyTimeout, replayLimit, contextName, trailers)`; `headers` is
 /// `name\nvalue\n...`, already validated; `path` may instead be a head from [`prepare_head`]
 /// (then `headers` is ignored); `body` a Buffer, a string (sent as UTF-8) or null;
-/// `contentLength` negative when there is none; `flags` [`EXPECT_CONTINUE`] and
-/// [`INFORMATIONAL`]; `replayLimit` the largest body sent again
+/// `contentLength` negative when there is none; `flags` [`flags::EXPECT_CONTINUE`] and
+/// [`flags::INFORMATIONAL`]; `replayLimit` the largest body sent again
 /// after the keep-alive race (negative: never); `contextName` the name of the request's async
 /// context (a string JavaScript keeps, rather than one made here per request).
 /// Returns the request id (a request that waits in the pool's queue is served there).
@@ -172,12 +132,6 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
     // resolves with status, headers and a body stream".
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), func) })
 }
-
-/// A request's flags (see [`request_function`]): it says `expect: 100-continue`, and its body
-/// waits for the server's 100 (or a second).
-pub(crate) const EXPECT_CONTINUE: u32 = 1;
-/// Its informational (1xx) responses are reported (undici's `onInfo`).
-pub(crate) const INFORMATIONAL: u32 = 2;
 
 /// Starts `agent.request()` (see [`request_function`] for the arguments).
 fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
@@ -268,8 +222,8 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
             client::plan::Source::Bytes(bytes)
         },
         content_length: (content_length >= 0.0).then_some(content_length as u64),
-        expect_continue: flags & EXPECT_CONTINUE != 0,
-        informational: flags & INFORMATIONAL != 0,
+        expect_continue: flags & flags::EXPECT_CONTINUE != 0,
+        informational: flags & flags::INFORMATIONAL != 0,
         headers_timeout_ms,
         body_timeout_ms,
         replay_limit: (replay_limit >= 0.0).then_some(replay_limit as usize),
@@ -295,7 +249,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
 /// Aborts request `id`. Returns a verdict (a waiter may connect in the freed slot).
 #[napi(catch_unwind)]
 pub fn request_abort(id: u32) -> f64 {
-    request_state(id).map_or(pool::verdict::NONE, |req| request::abort(&req))
+    request_state(id).map_or(protocol::verdict::NONE, |req| request::abort(&req))
 }
 
 /// The response stream wants one more chunk.

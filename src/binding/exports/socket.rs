@@ -7,7 +7,7 @@ use std::time::Duration;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::binding::{conn, js, millis, pool, undefined};
+use crate::binding::{conn, js, millis, protocol, undefined};
 use crate::guard;
 use crate::transport::Peer;
 
@@ -155,12 +155,12 @@ pub fn ttl_left(id: u32, ttl_ms: f64) -> f64 {
 }
 
 /// The request on connection `id` finished. `idle_ms`: how long it may idle (negative: it may
-/// only serve a waiter; infinite: no limit). Returns a verdict (see `pool::verdict`).
+/// only serve a waiter; infinite: no limit). Returns a verdict (see `protocol::verdict`).
 #[napi(catch_unwind)]
 pub fn release(id: u32, idle_ms: f64) -> f64 {
     guard::point("release");
     let Some(cell) = conn(id).and_then(|c| c.pool()) else {
-        return pool::verdict::NONE;
+        return protocol::verdict::NONE;
     };
     let idle = if idle_ms < 0.0 || idle_ms.is_nan() {
         None
@@ -246,8 +246,10 @@ pub fn number_conn(id: u32, number: f64) {
 #[napi(catch_unwind)]
 pub fn close_idle(id: u32) -> f64 {
     match conn(id).filter(|c| c.state.get() == conn::State::Idle) {
-        Some(c) => c.pool().map_or(pool::verdict::NONE, |cell| cell.close(id)),
-        None => pool::verdict::NONE,
+        Some(c) => c
+            .pool()
+            .map_or(protocol::verdict::NONE, |cell| cell.close(id)),
+        None => protocol::verdict::NONE,
     }
 }
 
@@ -256,7 +258,7 @@ pub fn close_idle(id: u32) -> f64 {
 pub fn close(id: u32) -> f64 {
     match conn(id).and_then(|c| c.pool()) {
         Some(cell) => cell.close(id),
-        None => pool::verdict::NONE,
+        None => protocol::verdict::NONE,
     }
 }
 

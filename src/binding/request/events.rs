@@ -7,11 +7,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{drain_to, header_string, keep_alive_hint, kind, ReqState};
+use super::{drain_to, header_string, keep_alive_hint, ReqState};
 use crate::binding::conn::State;
 use crate::binding::env::EnvCtx;
 use crate::binding::js::{self};
-use crate::binding::pool::verdict;
+use crate::binding::protocol::{kind, verdict};
 use crate::client::plan::Replay;
 use crate::client::{self, Event, Spec};
 use crate::error::Error;

@@ -28,7 +28,8 @@ use napi::sys;
 use super::env::Hold;
 use super::inbox::{Completion, Inbox};
 use super::js::{self, AsyncContext, Ref};
-use super::pool::{verdict, PoolCell};
+use super::pool::PoolCell;
+use super::protocol::verdict;
 use crate::client::plan::Replay;
 use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Sink, Spec};
 use crate::error::Error;
@@ -37,39 +38,6 @@ use crate::pool::KeyId;
 /// The most values an event carries after its kind (the head's: status, reason, headers,
 /// body, trailers, and the verdict and connection of an exchange over with its head).
 const MAX_EVENT_ARGS: usize = 7;
-
-/// The JavaScript side's event codes (`lib/request.js` reads them).
-pub mod kind {
-    pub const HEAD: u32 = 0;
-    pub const DATA: u32 = 1;
-    pub const END: u32 = 2;
-    pub const ERROR: u32 = 3;
-    pub const DRAIN: u32 = 4;
-    pub const DONE: u32 = 5;
-    /// A new TLS session: JavaScript checks the server's name (`checkServerIdentity`) and
-    /// answers true for the exchange to start.
-    pub const VERIFY: u32 = 6;
-    /// A new connection's host is to be resolved by the user's `lookup` (JavaScript answers
-    /// through `lookupDone`).
-    pub const LOOKUP: u32 = 7;
-    /// The response is complete before the request has all gone out (see
-    /// [`Event::Answered`]): its body ends now.
-    pub const ANSWERED: u32 = 8;
-    /// An informational (1xx) response.
-    pub const INFO: u32 = 9;
-    /// Their names, each at its number: JavaScript reads them (`binding.protocol()`).
-    pub const NAMES: [&str; 10] = [
-        "HEAD", "DATA", "END", "ERROR", "DRAIN", "DONE", "VERIFY", "LOOKUP", "ANSWERED", "INFO",
-    ];
-}
-
-/// What JavaScript answers to [`kind::VERIFY`] when the exchange may start.
-pub mod name {
-    /// The server's name is right.
-    pub const RIGHT: f64 = 1.0;
-    /// It is not, but `rejectUnauthorized: false` lets it pass.
-    pub const LET_PASS: f64 = 2.0;
-}
 
 /// A request's running exchange: in a task of its own (on a new connection, with the connect)
 /// or in its connection's task.

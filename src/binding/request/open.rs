@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use napi::sys;
 
-use super::{kind, name, Exchange, JsSide, ReqSink, ReqState};
+use super::{Exchange, JsSide, ReqSink, ReqState};
 use crate::binding::conn::{Conn, Mode, State};
 use crate::binding::inbox::{Completion, HyperEstablished};
 use crate::binding::js::{self, AsyncContext, Ref};
-use crate::binding::pool::{connection, verdict, PoolCell};
+use crate::binding::pool::PoolCell;
+use crate::binding::protocol::{connection, kind, name, verdict};
 use crate::client::open::{Open, Opened};
 use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};

@@ -6,9 +6,10 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::{kind, open, Exchange, ReqState};
+use super::{open, Exchange, ReqState};
 use crate::binding::js;
-use crate::binding::pool::{verdict, PoolCell};
+use crate::binding::pool::PoolCell;
+use crate::binding::protocol::{kind, verdict};
 use crate::client::{self, Event};
 use crate::error::Error;
 use crate::pool::multiplex::{Idleness, Route};
