@@ -23,7 +23,7 @@
 //!    (`teardown` runs once, as it takes the context; `chunk_of` takes the old slab out before
 //!    deleting its reference), conn `Owner` (`forget_owner` takes it out of its cell; the
 //!    `strong` flag pairs `weaken` with `strengthen`), request.rs `ReqState::finish` (its
-//!    `finished` flag) and pool.rs `PoolCell`'s `Drop`. Test: __test__/safety.test.js "an end
+//!    `finished` flag) and pool `PoolCell`'s `Drop`. Test: __test__/safety.test.js "an end
 //!    reached twice ends once: aborts and destroys from inside listeners, in every order".
 //! 3. **Memory handed to the runtime is freed by its finalizer alone.** A box given to
 //!    `napi_create_external_buffer` or `napi_create_external` is freed by the finalizer the

@@ -20,11 +20,11 @@
 //!    "the addon works in several worker threads at once, and a worker terminated mid-request
 //!    ends cleanly" (handles of several loops, closed at a worker's teardown).
 //! 3. **A handle's data pointer is null or its owner.** Owners set the data to themselves
-//!    (conn `Conn`, pool.rs `PoolCell`, env.rs `EnvCtx`) and close the handle before they
-//!    go: conn `Conn::close`/`try_replay`, pool.rs `PoolCell::shutdown` (from its `Drop`),
+//!    (conn `Conn`, pool `PoolCell`, env.rs `EnvCtx`) and close the handle before they
+//!    go: conn `Conn::close`/`try_replay`, pool `PoolCell::shutdown` (from its `Drop`),
 //!    env.rs `teardown`. [`Handle::close`] nulls the pointer before `uv_close`, so a callback
 //!    that finds it non-null finds its owner alive; the callbacks then take a strong count
-//!    (conn/plain.rs `on_poll`, pool.rs `on_timer`) or do not dereference it (env.rs `on_wake`,
+//!    (conn/plain.rs `on_poll`, pool `on_timer`) or do not dereference it (env.rs `on_wake`,
 //!    `on_sweep`). Tests: __test__/errors.test.js "agent.destroy() closes idle and active
 //!    connections and fails queued requests", __test__/storm.test.js "${name}, ${protocol}: a
 //!    storm of faults, aborts and queueing settles every request as it should",

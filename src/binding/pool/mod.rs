@@ -4,7 +4,11 @@
 //! Nothing here calls into JavaScript from inside a JavaScript call: methods return what
 //! JavaScript must do next (serve a waiter of `http.request`, connect for it); only libuv
 //! callbacks (readiness, the timer, tokio's completions) call out. A waiter of
-//! `agent.request()` is served here, without JavaScript (see [`PoolCell::route`]).
+//! `agent.request()` is served here, without JavaScript (see [`PoolCell::give`]). The
+//! drop-in path's connects are in `connect.rs`; what the agent's watchers hear, in `events.rs`.
+
+mod connect;
+mod events;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -18,17 +22,12 @@ use napi::sys;
 use super::conn::{Conn, Mode, State};
 use super::debug::debug;
 use super::env::EnvCtx;
-use super::inbox::{Completion, PumpSink};
 use super::js::{self, Ref};
 use super::protocol::verdict;
 use super::uv::{self, Handle};
 use crate::error::Error;
 use crate::guard;
 use crate::pool::{Checkout, Fit, Grant, KeyId, Limits, Pool, Release, Stats, Waiter, WaiterId};
-use crate::runtime::runtime;
-use crate::transport::carry::{self, Carried, Link};
-use crate::transport::establish::Secure;
-use crate::transport::pump::Event;
 use crate::transport::tls::{TlsConfig, TlsOptions};
 use crate::transport::{ConnectOptions, Target};
 
@@ -239,193 +238,6 @@ impl PoolCell {
         let config = TlsConfig::new(opts)?;
         self.tls.borrow_mut().insert(key, Arc::new(config));
         Ok(())
-    }
-
-    /// Starts connecting `id` on tokio; the result arrives through the thread's inbox. For a
-    /// TLS key the same task runs the handshake, then pumps the connection.
-    pub fn connect(self: &Rc<Self>, id: u32, target: Target, servername: Option<String>) {
-        let Some(conn) = self.conn(id) else { return };
-        if conn.state.get() != State::Connecting {
-            return;
-        }
-        *conn.target.borrow_mut() = Some((target.clone(), servername.clone()));
-        self.spawn_connect(&conn, target, servername, None);
-    }
-
-    /// A drop-in connection died before answering a replayable request (see `crate::replay`):
-    /// a new connection is opened for the same socket and slot.
-    pub fn replayed(self: &Rc<Self>, conn: &Rc<Conn>) {
-        debug!(
-            "replay the request of connection {} on a new connection ({})",
-            conn.id,
-            self.key_name(conn.key)
-        );
-        {
-            // The old connection closed; the new one, for the same socket, opens.
-            let mut st = self.state.borrow_mut();
-            st.pool.stats.close_socket_count += 1;
-            st.pool.stats.replay_count += 1;
-            st.pool.opening(conn.key);
-        }
-        let Some((target, servername)) = conn.target.borrow().clone() else {
-            return;
-        };
-        conn.next_link();
-        // Its socket is open as far as JavaScript knows (no connect timeout of its own runs):
-        // the new connection must open within the promise path's bound, or the request fails
-        // as the first attempt did, rather than wait on a peer (a proxy's tunnel) that never
-        // answers.
-        self.spawn_connect(conn, target, servername, self.connect_timeout.get());
-    }
-
-    /// Opens `conn`'s connection (TLS included); `bound` limits how long that may take.
-    fn spawn_connect(
-        self: &Rc<Self>,
-        conn: &Rc<Conn>,
-        target: Target,
-        servername: Option<String>,
-        bound: Option<Duration>,
-    ) {
-        let id = conn.id;
-        let link = conn.link();
-        let opts = self.state.borrow().connect_opts;
-        let tls = self.tls.borrow().get(&conn.key).cloned();
-        let keylog = self.keylog.clone();
-        let inbox = self.ctx.inbox.clone();
-        let pool = self.id;
-        *conn.connect_hold.borrow_mut() = Some(self.ctx.hold());
-        let task = runtime().spawn(async move {
-            let deadline = bound.map(|limit| (tokio::time::Instant::now() + limit, limit));
-            let secure = tls.as_deref().map(|config| Secure {
-                config,
-                servername: servername.as_deref(),
-                keylog,
-                // `http.request` speaks HTTP/1.1 only.
-                offer_h2: false,
-            });
-            // The keys reach the socket before the connect's outcome, as Node emits 'keylog'
-            // during the handshake (a failed one's too).
-            let on_keys = |lines| {
-                inbox.post(Completion::Keylog {
-                    pool,
-                    conn: id,
-                    lines,
-                })
-            };
-            let sink = PumpSink {
-                inbox: inbox.clone(),
-                pool,
-                conn: id,
-                link,
-            };
-            let ready = |result| {
-                inbox.post(Completion::Connected {
-                    pool,
-                    conn: id,
-                    result,
-                })
-            };
-            // Boxed: made here on tokio's thread, while the spawned future, which the
-            // JavaScript thread allocates for every connect, stays small.
-            Box::pin(carry::open(
-                target, opts, secure, deadline, on_keys, sink, ready,
-            ))
-            .await;
-        });
-        *conn.abort.borrow_mut() = Some(task.abort_handle());
-    }
-
-    /// Applies a finished connect on the JavaScript thread.
-    pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Carried, Error>) {
-        let conn = self.conn(id);
-        let Some(conn) =
-            conn.filter(|c| matches!(c.state.get(), State::Connecting | State::Replaying))
-        else {
-            // Closed while connecting: `close` already released the hold and the slot. What
-            // connected anyway is closed here (dropping the descriptor, or stopping the pump).
-            if let Ok(Carried {
-                link: Link::Pumped(pumped, _),
-                ..
-            }) = result
-            {
-                pumped.close();
-            }
-            return;
-        };
-        conn.connect_hold.borrow_mut().take();
-        conn.abort.borrow_mut().take();
-        let replaying = conn.state.get() == State::Replaying;
-        let result = result.and_then(|established| {
-            conn.local.set(established.local);
-            *conn.remote.borrow_mut() = Some(established.remote);
-            match established.link {
-                Link::Fd(fd) => conn.attach(&self.ctx, fd),
-                Link::Pumped(pumped, info) => {
-                    conn.attach_pumped(&self.ctx, pumped, info);
-                    Ok(())
-                }
-            }
-        });
-        match result {
-            Ok(()) if replaying => conn.resume_replay(),
-            // The replay could not connect: the request fails as the first attempt did (its
-            // socket counts the error, and the close, as it is destroyed).
-            Err(_) if replaying => {
-                let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);
-                conn.fail(&self.ctx, err);
-            }
-            Ok(()) => {
-                let info = conn.tls.borrow().as_deref().map_or_else(
-                    || js::null(self.env()),
-                    |info| js::tls_info(self.env(), info),
-                );
-                conn.call_owner(
-                    &self.ctx,
-                    self.ctx.callbacks.on_connect,
-                    &[js::null(self.env()), info],
-                );
-            }
-            Err(err) => {
-                self.ctx.remove_conn(id);
-                let grant = self
-                    .state
-                    .borrow_mut()
-                    .pool
-                    .connect_failed(conn.key, err.timed_out());
-                let desc = js::error_descriptor(self.env(), &err);
-                // The socket hears of the failure before the waiter takes the slot.
-                conn.call_owner(&self.ctx, self.ctx.callbacks.on_connect, &[desc]);
-                conn.close(self.env());
-                self.notify_grants(grant.into_iter());
-            }
-        }
-    }
-
-    /// An event of a pumped (TLS) connection: to its socket while in use; while idle, any
-    /// event means the connection is over.
-    pub fn on_pump(self: &Rc<Self>, id: u32, link: u32, event: Event) {
-        let Some(conn) = self.conn(id) else { return };
-        // Events of a connection a replay has replaced are stale.
-        if conn.link() != link {
-            return;
-        }
-        match conn.state.get() {
-            // An error right behind data of the same batch waits a turn of the event loop, as
-            // a libuv stream meets a read error only at its next read: a response that data
-            // completed ends first and its socket goes back to the pool, where the error only
-            // evicts it, instead of failing a request that has its response.
-            State::Active if conn.error_waits(&event, self.ctx.wakes.get()) => {
-                self.ctx.inbox.post(Completion::Pump {
-                    pool: self.id,
-                    conn: id,
-                    link,
-                    event,
-                });
-            }
-            State::Active => conn.on_pump(&self.ctx, event),
-            State::Idle => self.evict_idle(&conn),
-            State::Connecting | State::Replaying | State::Closed => {}
-        }
     }
 
     /// The socket's request finished: the connection goes to a waiter, idles for `idle`
@@ -678,57 +490,6 @@ impl PoolCell {
         }
         self.notify_grants(grants.into_iter());
         self.expire_sessions();
-    }
-
-    /// Posts a connection event of key `key` for the agent's watchers, if it has any: it
-    /// reaches them on a later turn ([`PoolCell::emit_connection`]).
-    pub fn post_connection(&self, kind: u32, key: KeyId, error: Option<Error>) {
-        if self.watch_connections.get() {
-            self.ctx.inbox.post(Completion::Connection {
-                pool: self.id,
-                key,
-                kind,
-                error,
-            });
-        }
-    }
-
-    /// Tells the agent of a connection event: `agent._onConnection(kind, key, error)`.
-    pub fn emit_connection(&self, kind: u32, key: KeyId, error: Option<&Error>) {
-        let env = self.env();
-        let agent = self.agent.get(env);
-        if agent.is_null() {
-            return;
-        }
-        let func = self.ctx.callbacks.on_connection.get(env);
-        let error = error.map_or_else(|| js::null(env), |e| js::error_descriptor(env, e));
-        let args = [
-            agent,
-            js::number(env, f64::from(kind)),
-            js::number(env, f64::from(key.0)),
-            error,
-        ];
-        js::make_callback(env, None, agent, func, &args);
-    }
-
-    /// Hands the key log lines of connection `id`'s handshake to JavaScript: to its socket (a
-    /// drop-in connection's, a replay's included), or to the agent (`agent.request()`'s
-    /// connections have no socket). A connection closed meanwhile, or whose socket is gone,
-    /// reports nothing.
-    pub fn emit_keylog(&self, id: u32, lines: &[u8]) {
-        let Some(conn) = self.conn(id) else { return };
-        let env = self.env();
-        let on_keylog = self.ctx.callbacks.on_keylog;
-        if conn.mode.get() == Mode::DropIn {
-            let buffer = js::buffer_copy(env, lines);
-            conn.call_owner(&self.ctx, on_keylog, &[buffer]);
-            return;
-        }
-        let agent = self.agent.get(env);
-        if !agent.is_null() {
-            let buffer = js::buffer_copy(env, lines);
-            js::make_callback(env, None, agent, on_keylog.get(env), &[agent, buffer]);
-        }
     }
 
     /// Tells the agent which waiters may now connect (outside any JavaScript call).

@@ -1,0 +1,207 @@
+//! The drop-in path's connects: opened on tokio (`transport::carry`), applied on the
+//! JavaScript thread; a replay's new connection under the same socket; the events of a
+//! pumped connection.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::PoolCell;
+use crate::binding::conn::{Conn, State};
+use crate::binding::debug::debug;
+use crate::binding::inbox::{Completion, PumpSink};
+use crate::binding::js;
+use crate::error::Error;
+use crate::runtime::runtime;
+use crate::transport::carry::{self, Carried, Link};
+use crate::transport::establish::Secure;
+use crate::transport::pump::Event;
+use crate::transport::Target;
+
+impl PoolCell {
+    /// Starts connecting `id` on tokio; the result arrives through the thread's inbox. For a
+    /// TLS key the same task runs the handshake, then pumps the connection.
+    pub fn connect(self: &Rc<Self>, id: u32, target: Target, servername: Option<String>) {
+        let Some(conn) = self.conn(id) else { return };
+        if conn.state.get() != State::Connecting {
+            return;
+        }
+        *conn.target.borrow_mut() = Some((target.clone(), servername.clone()));
+        self.spawn_connect(&conn, target, servername, None);
+    }
+
+    /// A drop-in connection died before answering a replayable request (see `crate::replay`):
+    /// a new connection is opened for the same socket and slot.
+    pub fn replayed(self: &Rc<Self>, conn: &Rc<Conn>) {
+        debug!(
+            "replay the request of connection {} on a new connection ({})",
+            conn.id,
+            self.key_name(conn.key)
+        );
+        {
+            // The old connection closed; the new one, for the same socket, opens.
+            let mut st = self.state.borrow_mut();
+            st.pool.stats.close_socket_count += 1;
+            st.pool.stats.replay_count += 1;
+            st.pool.opening(conn.key);
+        }
+        let Some((target, servername)) = conn.target.borrow().clone() else {
+            return;
+        };
+        conn.next_link();
+        // Its socket is open as far as JavaScript knows (no connect timeout of its own runs):
+        // the new connection must open within the promise path's bound, or the request fails
+        // as the first attempt did, rather than wait on a peer (a proxy's tunnel) that never
+        // answers.
+        self.spawn_connect(conn, target, servername, self.connect_timeout.get());
+    }
+
+    /// Opens `conn`'s connection (TLS included); `bound` limits how long that may take.
+    fn spawn_connect(
+        self: &Rc<Self>,
+        conn: &Rc<Conn>,
+        target: Target,
+        servername: Option<String>,
+        bound: Option<Duration>,
+    ) {
+        let id = conn.id;
+        let link = conn.link();
+        let opts = self.state.borrow().connect_opts;
+        let tls = self.tls.borrow().get(&conn.key).cloned();
+        let keylog = self.keylog.clone();
+        let inbox = self.ctx.inbox.clone();
+        let pool = self.id;
+        *conn.connect_hold.borrow_mut() = Some(self.ctx.hold());
+        let task = runtime().spawn(async move {
+            let deadline = bound.map(|limit| (tokio::time::Instant::now() + limit, limit));
+            let secure = tls.as_deref().map(|config| Secure {
+                config,
+                servername: servername.as_deref(),
+                keylog,
+                // `http.request` speaks HTTP/1.1 only.
+                offer_h2: false,
+            });
+            // The keys reach the socket before the connect's outcome, as Node emits 'keylog'
+            // during the handshake (a failed one's too).
+            let on_keys = |lines| {
+                inbox.post(Completion::Keylog {
+                    pool,
+                    conn: id,
+                    lines,
+                })
+            };
+            let sink = PumpSink {
+                inbox: inbox.clone(),
+                pool,
+                conn: id,
+                link,
+            };
+            let ready = |result| {
+                inbox.post(Completion::Connected {
+                    pool,
+                    conn: id,
+                    result,
+                })
+            };
+            // Boxed: made here on tokio's thread, while the spawned future, which the
+            // JavaScript thread allocates for every connect, stays small.
+            Box::pin(carry::open(
+                target, opts, secure, deadline, on_keys, sink, ready,
+            ))
+            .await;
+        });
+        *conn.abort.borrow_mut() = Some(task.abort_handle());
+    }
+
+    /// Applies a finished connect on the JavaScript thread.
+    pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Carried, Error>) {
+        let conn = self.conn(id);
+        let Some(conn) =
+            conn.filter(|c| matches!(c.state.get(), State::Connecting | State::Replaying))
+        else {
+            // Closed while connecting: `close` already released the hold and the slot. What
+            // connected anyway is closed here (dropping the descriptor, or stopping the pump).
+            if let Ok(Carried {
+                link: Link::Pumped(pumped, _),
+                ..
+            }) = result
+            {
+                pumped.close();
+            }
+            return;
+        };
+        conn.connect_hold.borrow_mut().take();
+        conn.abort.borrow_mut().take();
+        let replaying = conn.state.get() == State::Replaying;
+        let result = result.and_then(|established| {
+            conn.local.set(established.local);
+            *conn.remote.borrow_mut() = Some(established.remote);
+            match established.link {
+                Link::Fd(fd) => conn.attach(&self.ctx, fd),
+                Link::Pumped(pumped, info) => {
+                    conn.attach_pumped(&self.ctx, pumped, info);
+                    Ok(())
+                }
+            }
+        });
+        match result {
+            Ok(()) if replaying => conn.resume_replay(),
+            // The replay could not connect: the request fails as the first attempt did (its
+            // socket counts the error, and the close, as it is destroyed).
+            Err(_) if replaying => {
+                let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);
+                conn.fail(&self.ctx, err);
+            }
+            Ok(()) => {
+                let info = conn.tls.borrow().as_deref().map_or_else(
+                    || js::null(self.env()),
+                    |info| js::tls_info(self.env(), info),
+                );
+                conn.call_owner(
+                    &self.ctx,
+                    self.ctx.callbacks.on_connect,
+                    &[js::null(self.env()), info],
+                );
+            }
+            Err(err) => {
+                self.ctx.remove_conn(id);
+                let grant = self
+                    .state
+                    .borrow_mut()
+                    .pool
+                    .connect_failed(conn.key, err.timed_out());
+                let desc = js::error_descriptor(self.env(), &err);
+                // The socket hears of the failure before the waiter takes the slot.
+                conn.call_owner(&self.ctx, self.ctx.callbacks.on_connect, &[desc]);
+                conn.close(self.env());
+                self.notify_grants(grant.into_iter());
+            }
+        }
+    }
+
+    /// An event of a pumped (TLS) connection: to its socket while in use; while idle, any
+    /// event means the connection is over.
+    pub fn on_pump(self: &Rc<Self>, id: u32, link: u32, event: Event) {
+        let Some(conn) = self.conn(id) else { return };
+        // Events of a connection a replay has replaced are stale.
+        if conn.link() != link {
+            return;
+        }
+        match conn.state.get() {
+            // An error right behind data of the same batch waits a turn of the event loop, as
+            // a libuv stream meets a read error only at its next read: a response that data
+            // completed ends first and its socket goes back to the pool, where the error only
+            // evicts it, instead of failing a request that has its response.
+            State::Active if conn.error_waits(&event, self.ctx.wakes.get()) => {
+                self.ctx.inbox.post(Completion::Pump {
+                    pool: self.id,
+                    conn: id,
+                    link,
+                    event,
+                });
+            }
+            State::Active => conn.on_pump(&self.ctx, event),
+            State::Idle => self.evict_idle(&conn),
+            State::Connecting | State::Replaying | State::Closed => {}
+        }
+    }
+}
