@@ -11,7 +11,7 @@
 //! 1. **One env, its own thread, inside a scope.** `env` is the env of the calling JavaScript
 //!    thread, alive, and every `napi_value` passed in was made on it and is still in the handle
 //!    scope it was made in: the Node-API call being served, or the [`HandleScope`] each libuv
-//!    callback opens first (env.rs `on_wake`/`on_sweep`, conn/plain.rs `on_poll`, pool.rs
+//!    callback opens first (env.rs `on_wake`/`on_sweep`, conn/plain.rs `on_poll`, pool
 //!    `on_timer`). Kept by where the env comes from: env.rs `EnvCtx` is a thread-local (`CTX`)
 //!    taken out by the cleanup hook (env.rs `teardown`) before the env goes, and the types here
 //!    are not `Send`. Every test that loads the addon runs these calls; other threads' envs:
