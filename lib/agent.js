@@ -42,41 +42,14 @@ const CLOSED = PROTOCOL.closed;
 const RETIRED = PROTOCOL.retired;
 const IDLE = PROTOCOL.idle;
 
-const kPool = Symbol('hyperagent.pool');
-const kPoolId = Symbol('hyperagent.poolId');
-const kKeys = Symbol('hyperagent.keys');
-const kWaiters = Symbol('hyperagent.waiters');
-const kLimits = Symbol('hyperagent.limits');
 // The counters agentkeepalive's statusChanged watches.
 const STATUS_COUNTERS = ['createSocketCount', 'createSocketErrorCount', 'closeSocketCount', 'errorSocketCount', 'timeoutSocketCount', 'requestCount'];
-const kIdleFace = Symbol('hyperagent.idleFace');
-const kCloseConn = Symbol('hyperagent.closeConn');
-const kRemake = Symbol('hyperagent.remake');
-const kNumber = Symbol('hyperagent.number');
-const kServe = Symbol('hyperagent.serve');
-const kConnect = Symbol('hyperagent.connect');
-const kTls = Symbol('hyperagent.tls');
-const kSocketClass = Symbol('hyperagent.socketClass');
-const kTunnel = Symbol('hyperagent.tunnel');
-const kKeylog = Symbol('hyperagent.keylog');
-const kMake = Symbol('hyperagent.make');
-const kOpenThrough = Symbol('hyperagent.openThrough');
-const kOpenForeign = Symbol('hyperagent.openForeign');
-const kOpenFailed = Symbol('hyperagent.openFailed');
-const kAdoptForeign = Symbol('hyperagent.adoptForeign');
-const kReuseForeign = Symbol('hyperagent.reuseForeign');
-const kReleaseForeign = Symbol('hyperagent.releaseForeign');
-const kReleased = Symbol('hyperagent.released');
-// The new connection each request is being given, while a createSocket() of the program's
-// runs (see kOpenThrough).
-const kOpenings = Symbol('hyperagent.openings');
-// Sockets destroyed while in use whose 'close' has not come yet: Node's agent lists a socket
-// in `agent.sockets` until its 'close'.
-const kClosing = Symbol('hyperagent.closing');
-// A graceful close() under way: { promise, resolve, done }, or null.
-const kClose = Symbol('hyperagent.close');
-// The watchers of the agent's agent.request() connections (see _watchConnections).
-const kWatchers = Symbol('hyperagent.watchers');
+const {
+  kPool, kPoolId, kKeys, kWaiters, kLimits, kIdleFace, kCloseConn, kRemake, kNumber, kServe, kConnect,
+  kTls, kSocketClass, kTunnel, kKeylog, kMake, kReleased, kOpenings, kClosing, kClose, kWatchers,
+  mergeOptions, setRequestSocket,
+} = require('./internals');
+const hooks = require('./hooks');
 
 binding.setDebug(debug.enabled);
 
@@ -452,7 +425,7 @@ class Agent extends Base {
 
   _reuse(socket, req) {
     if (socket instanceof foreign.ForeignLink) {
-      this[kReuseForeign](socket, req);
+      hooks.reuseForeign(this, socket, req);
       return;
     }
     socket._serve();
@@ -467,13 +440,13 @@ class Agent extends Base {
   // own). `sync`: called by addRequest, where a hook that throws throws out of http.request(),
   // as with Node's agent.
   _open(id, name, req, options, sync = false) {
-    if (this.createSocket !== createSocket) {
-      this[kOpenThrough](id, name, req, options);
+    if (this.createSocket !== hooks.createSocket) {
+      hooks.openThrough(this, id, name, req, options);
       return;
     }
-    if (this.createConnection !== createConnection) {
-      this[kOpenForeign](id, name, options, sync, (err, stream) => {
-        if (err) this[kOpenFailed](id, req, err, null);
+    if (this.createConnection !== hooks.createConnection) {
+      hooks.openForeign(this, id, name, options, sync, (err, stream) => {
+        if (err) hooks.openFailed(this, id, req, err, null);
         else setRequestSocket(this, req, stream);
       });
       return;
@@ -494,120 +467,6 @@ class Agent extends Base {
     binding.numberConn(id, socket[kSocketNumber]);
     this[constants.INIT_SOCKET](socket, options);
     return socket;
-  }
-
-  // A createSocket() of the program's (a subclass's, or one assigned to the agent) is called
-  // as Node's addRequest calls it, for every new connection. The usual override (as
-  // agentkeepalive's) calls the agent's own createSocket() and passes its socket on, perhaps
-  // after listening to it or counting it; one that passes on a stream of its own makes it the
-  // connection (see lib/foreign.js).
-  [kOpenThrough](id, name, req, options) {
-    this[kOpenings].set(req, { id, name, socket: null });
-    let called = false;
-    const done = (err, socket) => {
-      if (called) return;
-      called = true;
-      const opening = this[kOpenings].get(req);
-      this[kOpenings].delete(req);
-      if (!err && opening !== undefined && opening.socket === null && isStream(socket)) {
-        // A stream of the program's own: the connection, in the slot opened for it.
-        if (this[kAdoptForeign](id, name, socket, options) === null) {
-          err = errors.hyperagentError('AGENT_DESTROYED', 'The connection slot was closed while createSocket() ran');
-        }
-      } else if (!err && (opening === undefined || !isStream(socket) || socket !== opening.socket)) {
-        err = errors.hyperagentError(
-          'UNSUPPORTED',
-          socket === null || socket === undefined
-            ? 'createSocket() passed on no socket and no error'
-            : "createSocket() passed on a socket other than the one the agent's own createSocket() made for the request",
-        );
-      }
-      if (err) {
-        this[kOpenFailed](id, req, err, opening?.socket ?? null);
-        // A stream that cannot carry the request is closed: nobody else will.
-        if (isStream(socket) && socket !== opening?.socket && foreign.linkOf(socket) === undefined) socket.destroy();
-        return;
-      }
-      setRequestSocket(this, req, socket);
-    };
-    try {
-      this.createSocket(req, options, done);
-    } catch (thrown) {
-      done(thrown);
-    }
-  }
-
-  // No socket could be made for `req` in slot `id` (`made`: the socket made for it, if any):
-  // agentkeepalive's createSocketErrorCount, the slot freed, the request failed.
-  [kOpenFailed](id, req, err, made) {
-    this[kPool].countConnectError();
-    if (made !== null) made.destroy();
-    else this._socketClosed(null, id, null, false);
-    req.onSocket(null, err);
-  }
-
-  // Opens connection `id` through the program's createConnection(), called as Node's
-  // createSocket() calls it (its options, a callback, or a stream returned). `done(err,
-  // stream)`; the slot is left to the caller when it fails. A hook that throws when `sync`
-  // frees the slot and throws on.
-  [kOpenForeign](id, name, options, sync, done) {
-    const opts = new MergedOptions();
-    copyOwn(opts, options);
-    opts._agentKey = name;
-    opts.encoding = null;
-    if (this.keepAlive) {
-      opts.keepAlive = true;
-      opts.keepAliveInitialDelay = this.keepAliveMsecs;
-    }
-    let called = false;
-    const oncreate = (err, stream) => {
-      if (called) return;
-      called = true;
-      if (!err && !isStream(stream)) {
-        err = errors.hyperagentError('UNSUPPORTED', 'createConnection() gave no stream and no error');
-      }
-      if (!err && this[kAdoptForeign](id, name, stream, options) === null) {
-        stream.destroy();
-        err = errors.hyperagentError('AGENT_DESTROYED', 'The connection slot was closed while createConnection() ran');
-      }
-      done(err || null, err ? undefined : stream);
-    };
-    let made;
-    try {
-      made = this.createConnection(opts, oncreate);
-    } catch (thrown) {
-      if (!sync) {
-        oncreate(thrown);
-        return;
-      }
-      called = true;
-      this[kPool].countConnectError();
-      this._socketClosed(null, id, null, false);
-      throw thrown;
-    }
-    if (made) oncreate(null, made);
-  }
-
-  // Makes `stream` (from a hook of the program's) connection `id`, as Node's agent takes a
-  // new socket: its listeners, agentkeepalive's marks, the agent's timeout, its key log.
-  [kAdoptForeign](id, name, stream, options) {
-    const link = foreign.adopt(this, id, stream, name, options);
-    if (link === null) return null;
-    debug('connection %d of %s is a stream of a hook', id, name);
-    if (typeof stream.setTimeout === 'function') this[constants.INIT_SOCKET](stream, options);
-    if (this[kTls] && this[kKeylog]) stream.on('keylog', (line) => this.emit('keylog', line, stream));
-    return link;
-  }
-
-  // A pooled connection of a hook's stream serves `req` again.
-  [kReuseForeign](link, req) {
-    link.free = false;
-    const stream = link.stream;
-    stream[constants.SOCKET_REQUEST_COUNT]++;
-    const timeout = this.options.timeout;
-    if (timeout > 0 && typeof stream.setTimeout === 'function') stream.setTimeout(timeout);
-    this.reuseSocket(stream, req);
-    setRequestSocket(this, req, stream);
   }
 
   // The object freeSockets shows for an idle connection (see the getter).
@@ -768,7 +627,7 @@ class Agent extends Base {
 
   // What agent.request() needs of a URL (see lib/keys.js).
   _target(input, parse) {
-    refuseOwnConnect(this);
+    hooks.refuseOwnConnect(this);
     return this[kKeys].target(input, parse);
   }
 
@@ -901,38 +760,10 @@ class Agent extends Base {
   // agent goes, then 'free' for listeners (see _socketFreed).
   _foreignFreed(link) {
     try {
-      this[kReleaseForeign](link);
+      hooks.releaseForeign(this, link);
     } finally {
       this.emit('free', link.stream, link.options);
     }
-  }
-
-  [kReleaseForeign](link) {
-    const { id, stream } = link;
-    if (id === 0 || link.free) return;
-    stream[constants.SOCKET_REQUEST_FINISHED_COUNT]++;
-    if (!stream.writable || stream.destroyed) {
-      stream.destroy();
-      return;
-    }
-    const req = stream._httpMessage;
-    const remaining = activeTtlLeft(this, id);
-    if (remaining <= 0) {
-      debug('connection %d of %s reached socketActiveTTL', id, link.name);
-      stream.destroy();
-      return;
-    }
-    const idle = keptIdle(this, stream, req, remaining);
-    link.free = true;
-    let verdict;
-    try {
-      verdict = binding.release(id, idle);
-    } catch (thrown) {
-      debug('releasing connection %d failed: %s', id, thrown && thrown.message);
-      link._orphan();
-      return;
-    }
-    this[kReleased](verdict, id, link);
   }
 
   // A hook's stream closed: its connection (`id`, 0 when the pool let it go already) leaves
@@ -1007,39 +838,12 @@ for (const [name, fallback] of [
 }
 // Non-enumerable, as a class's methods are.
 Object.defineProperty(Agent.prototype, 'createConnection', {
-  configurable: true, writable: true, value: createConnection,
+  configurable: true, writable: true, value: hooks.createConnection,
 });
 Object.defineProperty(Agent.prototype, 'createSocket', {
-  configurable: true, writable: true, value: createSocket,
+  configurable: true, writable: true, value: hooks.createSocket,
 });
 return Agent;
-}
-
-// Node's createSocket(req, options, cb), for a program's createSocket() that calls it: makes
-// the socket of the connection addRequest() is opening for `req` (in Rust, or through a
-// createConnection() of the program's), and passes it to `cb`. It makes no socket outside
-// addRequest(): a connection has a slot in the pool first.
-function createSocket(req, options, cb) {
-  const opening = this[kOpenings].get(req);
-  if (opening === undefined || opening.socket !== null) {
-    const err = errors.hyperagentError('UNSUPPORTED', "createSocket() makes a socket only for the request addRequest() is serving: a connection gets its slot in the agent's pool first");
-    if (typeof cb === 'function') {
-      cb(err);
-      return;
-    }
-    throw err;
-  }
-  if (this.createConnection !== createConnection) {
-    this[kOpenForeign](opening.id, opening.name, options, false, (err, stream) => {
-      if (!err) opening.socket = stream;
-      cb(err, stream);
-    });
-    return;
-  }
-  const socket = this[kMake](opening.id, opening.name, options);
-  opening.socket = socket;
-  this[kConnect](socket, options);
-  cb(null, socket);
 }
 
 const deprecationsShown = new Set();
@@ -1047,32 +851,6 @@ function warnDeprecated(what, instead) {
   if (deprecationsShown.has(what)) return;
   deprecationsShown.add(what);
   process.emitWarning(`${what} is deprecated, please use ${instead} instead`, 'DeprecationWarning');
-}
-
-// The agent's own createConnection() opens no connection of the pool (those are opened in
-// Rust): called, as a subclass's override calls super.createConnection(), it is Node's, and
-// the stream it gives carries the request as any stream of a hook does.
-function createConnection(options, cb) {
-  const Base = this instanceof https.Agent ? https.Agent : http.Agent;
-  return Base.prototype.createConnection.call(this, options, cb);
-}
-
-// agent.request() speaks HTTP in Rust, over connections Rust opens: an agent whose
-// connections a createConnection() of the program's makes serves http.request() alone.
-function refuseOwnConnect(agent) {
-  if (agent.createConnection !== createConnection) {
-    throw errors.hyperagentError(
-      'UNSUPPORTED',
-      'agent.request() speaks HTTP in Rust over connections it opens itself; an agent with a createConnection() hook carries http.request() only',
-    );
-  }
-}
-
-// Something a hook may pass on as a connection: a stream (a net.Socket, a TLSSocket, a
-// Duplex of the program's).
-function isStream(value) {
-  return value !== null && typeof value === 'object' && typeof value.write === 'function'
-    && typeof value.on === 'function' && typeof value.destroy === 'function';
 }
 
 // What `agent.sockets` shows for a socket Rust lists: a hook's stream for its link.
@@ -1096,36 +874,6 @@ const Agent = callable(defineAgent(http.Agent, false));
 
 // HTTPS: TLS in Rust (rustls) off the JavaScript thread; an instance of https.Agent.
 const HttpsAgent = callable(class HttpsAgent extends defineAgent(https.Agent, true) {});
-
-// The request's options with the agent's over them, as Node's addRequest merges them
-// (`{ __proto__: null, ...options, ...agent.options }`: own enumerable properties, symbols
-// too), copied one by one into an object whose prototype is empty: spreading Node's
-// null-prototype options objects costs a few microseconds a request, several times this.
-function MergedOptions() {}
-MergedOptions.prototype = Object.create(null);
-
-function mergeOptions(options, own) {
-  const out = new MergedOptions();
-  copyOwn(out, options);
-  copyOwn(out, own);
-  return out;
-}
-
-function copyOwn(to, from) {
-  const keys = Object.keys(from);
-  for (let i = 0; i < keys.length; i++) to[keys[i]] = from[keys[i]];
-  const symbols = Object.getOwnPropertySymbols(from);
-  for (let i = 0; i < symbols.length; i++) {
-    if (Object.prototype.propertyIsEnumerable.call(from, symbols[i])) to[symbols[i]] = from[symbols[i]];
-  }
-}
-
-function setRequestSocket(agent, req, socket) {
-  req.onSocket(socket);
-  const agentTimeout = agent.options.timeout || 0;
-  if (req.timeout === undefined || req.timeout === agentTimeout) return;
-  socket.setTimeout(req.timeout);
-}
 
 function snapshotCounts(snapshot, withHttp2) {
   const freeSockets = {};
