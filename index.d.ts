@@ -452,6 +452,21 @@ declare namespace Agent {
     readonly destroyed: boolean;
     /** Starts the request `options` describes; `handler` (either of undici's handler APIs) hears of it. */
     dispatch(options: DispatchOptions, handler: DispatchHandler): boolean;
+    /**
+     * undici's `dispatcher.request()`: the request `options` describes (its `origin` an `http:` or
+     * `https:` origin), answered as `agent.request()` answers (`statusCode`, `headers`,
+     * `trailers`, `opaque`, `body`). Not an upgrade or a `CONNECT` (use `http.request()` with the
+     * agent).
+     */
+    request(options: DispatcherRequestOptions & { responseHeaders: 'raw' }): Promise<RawHeadersResponse>;
+    request(options: DispatcherRequestOptions): Promise<Response>;
+    request(options: DispatcherRequestOptions, callback: (err: Error | null, data: Response) => void): void;
+    /**
+     * undici's `dispatcher.stream()`: the response body written into the Writable `factory` gives;
+     * resolves once it is all written.
+     */
+    stream(options: DispatcherRequestOptions, factory: StreamFactory): Promise<StreamData>;
+    stream(options: DispatcherRequestOptions, factory: StreamFactory, callback: (err: Error | null, data: StreamData) => void): void;
     /** Graceful: refuses new requests, lets those in flight finish, then closes its own agents. */
     close(): Promise<void>;
     close(callback: (err: Error | null) => void): void;
@@ -494,6 +509,19 @@ declare namespace Agent {
     reset?: boolean | undefined;
     upgrade?: string | boolean | null | undefined;
     [key: string]: unknown;
+  }
+
+  /** What `dispatcher.request()` and `stream()` take: the request, and `agent.request()`'s options of undici's. */
+  interface DispatcherRequestOptions extends DispatchOptions, Pick<RequestOptions, 'signal' | 'opaque' | 'onInfo' | 'highWaterMark' | 'servername'> {
+    responseHeaders?: 'raw' | null;
+  }
+
+  /** Gives the Writable that `dispatcher.stream()` writes a response body into. */
+  type StreamFactory = (data: { statusCode: number; headers: http.IncomingHttpHeaders; opaque: unknown; context: object }) => NodeJS.WritableStream;
+
+  interface StreamData {
+    opaque: unknown;
+    trailers: NodeJS.Dict<string>;
   }
 
   type DispatchFunction = (options: DispatchOptions, handler: DispatchHandler) => boolean;

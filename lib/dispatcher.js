@@ -2,10 +2,11 @@
 
 // Dispatcher: undici's Dispatcher contract over the agents' agent.request() path, so that
 // Node's built-in fetch and undici's request/stream/pipeline/fetch reach the Rust pool:
-// dispatch(opts, handler) with both of undici's handler APIs, close(), destroy(), compose(),
-// and the global dispatcher that fetch reads.
+// dispatch(opts, handler) with both of undici's handler APIs, undici's request() and stream()
+// as methods, close(), destroy(), compose(), and the global dispatcher that fetch reads.
 
 const { EventEmitter } = require('node:events');
+const { pipeline } = require('node:stream');
 const errors = require('./errors');
 const { Agent, HttpsAgent } = require('./agent');
 const { request } = require('./request');
@@ -158,6 +159,68 @@ class Dispatcher extends EventEmitter {
     return true;
   }
 
+  // undici's dispatcher.request(opts[, callback]): the response (statusCode, headers, trailers,
+  // opaque, body), straight from agent.request() with no handler between.
+  request(opts, callback) {
+    if (callback !== undefined) {
+      if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
+      this.request(opts).then((data) => callback(null, data), (err) => callback(err, { opaque: opts?.opaque }));
+      return undefined;
+    }
+    let tracked = null;
+    try {
+      if (this[kState] === DESTROYED) throw errors.undiciError('DESTROYED');
+      if (this[kState] === CLOSED) throw errors.undiciError('CLOSED');
+      const { agent, origin } = this._route(opts);
+      if (agent === null) {
+        throw errors.invalidArgValue('opts', opts, 'is an upgrade or a CONNECT, which request() does not carry; use http.request() with the agent');
+      }
+      const options = requestOptions(opts, this);
+      options.signal = opts.signal ?? undefined;
+      options.opaque = opts.opaque;
+      options.onInfo = opts.onInfo ?? undefined;
+      options.responseHeaders = opts.responseHeaders ?? undefined;
+      options.highWaterMark = opts.highWaterMark ?? undefined;
+      options.throwOnError = opts.throwOnError ?? undefined;
+      options.maxRedirections = opts.maxRedirections ?? undefined;
+      tracked = new Tracked(this);
+      this._started(tracked);
+      const promise = request(agent, { origin, path: opts.path }, options, null, tracked);
+      // Refused before it started (the agent closing, the signal aborted): nothing to wait for.
+      if (tracked.pending === null) tracked.over();
+      return promise;
+    } catch (err) {
+      if (tracked !== null) tracked.over();
+      return Promise.reject(err);
+    }
+  }
+
+  // undici's dispatcher.stream(opts, factory[, callback]): the response body written into the
+  // Writable `factory({ statusCode, headers, opaque, context })` gives; resolves with
+  // `{ opaque, trailers }` once it is all written.
+  stream(opts, factory, callback) {
+    if (callback !== undefined) {
+      if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
+      this.stream(opts, factory).then((data) => callback(null, data), (err) => callback(err, { opaque: opts?.opaque }));
+      return undefined;
+    }
+    if (typeof factory !== 'function') return Promise.reject(errors.invalidArgType('factory', 'of type function', factory));
+    return this.request(opts).then((res) => new Promise((resolve, reject) => {
+      let writable;
+      try {
+        writable = factory({ statusCode: res.statusCode, headers: res.headers, opaque: res.opaque, context: {} });
+        if (writable === null || typeof writable !== 'object' || typeof writable.write !== 'function' || typeof writable.on !== 'function') {
+          throw errors.invalidArgValue('factory', factory, 'must return a Writable');
+        }
+      } catch (err) {
+        res.body.destroy(err);
+        reject(err);
+        return;
+      }
+      pipeline(res.body, writable, (err) => (err ? reject(err) : resolve({ opaque: res.opaque, trailers: res.trailers })));
+    }));
+  }
+
   // Which agent carries `opts`, and its origin; no agent for an upgrade or a tunnel, which the
   // promise path cannot hand over.
   _route(opts) {
@@ -298,6 +361,45 @@ class Running {
   }
 }
 
+// A request of dispatcher.request(): among the exchanges in flight until its exchange in Rust is
+// over, so that close() waits for it and destroy() stops it.
+class Tracked {
+  constructor(dispatcher) {
+    this.dispatcher = dispatcher;
+    // Its request in flight (lib/pending.js), once started.
+    this.pending = null;
+    this.running = false;
+    this.prev = null;
+    this.next = null;
+  }
+
+  over() {
+    this.dispatcher._ended(this);
+  }
+
+  abort(reason) {
+    if (this.pending !== null) this.pending.abort(reason);
+    this.over();
+  }
+}
+
+// The agent.request() options of undici's dispatch options `opts`, with the dispatcher's own
+// timeouts where `opts` gives none.
+function requestOptions(opts, dispatcher) {
+  return {
+    method: opts.method,
+    headers: opts.headers ?? undefined,
+    body: opts.body ?? undefined,
+    query: opts.query ?? undefined,
+    headersTimeout: opts.headersTimeout ?? dispatcher[kTimeouts].headersTimeout,
+    bodyTimeout: opts.bodyTimeout ?? dispatcher[kTimeouts].bodyTimeout,
+    reset: opts.reset ?? undefined,
+    // undici's; without one, agent.request() takes a host header's name, as undici does.
+    servername: typeof opts.servername === 'string' && opts.servername !== '' ? opts.servername : undefined,
+    onInfo: undefined,
+  };
+}
+
 // One dispatched request: agent.request()'s exchange in Rust, its events handed to the
 // handler in its API (lib/request.js HandlerRequest calls onHead, onChunk, complete, fail).
 class Exchange {
@@ -328,20 +430,10 @@ class Exchange {
       this.call('onConnect', this.abort);
     }
     if (this.finished) return;
-    const options = {
-      method: opts.method,
-      headers: opts.headers ?? undefined,
-      body: opts.body ?? undefined,
-      query: opts.query ?? undefined,
-      headersTimeout: opts.headersTimeout ?? this.dispatcher[kTimeouts].headersTimeout,
-      bodyTimeout: opts.bodyTimeout ?? this.dispatcher[kTimeouts].bodyTimeout,
-      reset: opts.reset ?? undefined,
-      // undici's; without one, agent.request() takes a host header's name, as undici does.
-      servername: typeof opts.servername === 'string' && opts.servername !== '' ? opts.servername : undefined,
-      // Informational (1xx) responses, to a handler of undici's own API that hears of them
-      // (its request(), stream() and pipeline() keep the caller's onInfo on the handler).
-      onInfo: typeof this.handler.onInfo === 'function' ? (info) => this.onInformational(info) : undefined,
-    };
+    const options = requestOptions(opts, this.dispatcher);
+    // Informational (1xx) responses, to a handler of undici's own API that hears of them
+    // (its request(), stream() and pipeline() keep the caller's onInfo on the handler).
+    if (typeof this.handler.onInfo === 'function') options.onInfo = (info) => this.onInformational(info);
     this.pending = request(agent, { origin, path: opts.path }, options, this);
   }
 

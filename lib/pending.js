@@ -56,6 +56,8 @@ class PendingRequest {
     // undici's `opaque`, `responseHeaders`, `onInfo` and `highWaterMark`, when one is given:
     // { opaque, raw, onInfo, highWaterMark }.
     this.extras = null;
+    // Told when the exchange is over (a Dispatcher's request(), see lib/request.js).
+    this.tracker = null;
   }
 
   // `chunk` makes a Buffer of a chunk as Rust sent it (lib/slab.js). A listener that throws
@@ -299,6 +301,11 @@ class PendingRequest {
 
   cleanup() {
     this.dropSource();
+    if (this.tracker !== null) {
+      const tracker = this.tracker;
+      this.tracker = null;
+      tracker.over();
+    }
     if (this.unwatch !== null) {
       // An aborted signal has let go of its listeners as it called them (they are `once`):
       // removing one again would walk its list for each request it ends, a time that grows

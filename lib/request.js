@@ -56,8 +56,10 @@ function hostName(host, urlHost) {
 
 // agent.request(url, options): see README "agent.request()". With `exchange` (a Dispatcher's,
 // see lib/dispatcher.js), the request's events go to it instead of a promise and a body
-// stream, and the pending request is returned.
-function request(agent, input, options = {}, exchange = null) {
+// stream, and the pending request is returned. A `tracker` (a Dispatcher's, for its
+// request()) is given the pending request as `tracker.pending`, and its `over()` is called
+// once the exchange is over.
+function request(agent, input, options = {}, exchange = null, tracker = null) {
   if (agent._closing) {
     const err = errors.agentClosed();
     if (exchange === null) return Promise.reject(err);
@@ -258,6 +260,10 @@ function request(agent, input, options = {}, exchange = null) {
       ? new PendingRequest(agent, resolve, reject, signal, info)
       : new HandlerRequest(agent, exchange, signal, info);
     pending.extras = extras;
+    if (tracker !== null) {
+      tracker.pending = pending;
+      pending.tracker = tracker;
+    }
     // In REQUEST_ARGS's order: pool, key, handle, method, path, headers, body, streamed,
     // contentLength, flags, headersTimeout, bodyTimeout, replayLimit, contextName, trailers.
     const result = startRequest(

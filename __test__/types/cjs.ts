@@ -1,6 +1,7 @@
 // Compiled with `tsc --noEmit` by `npm run test:types`: the public API as a CommonJS user sees it.
 import http = require('node:http');
 import net = require('node:net');
+import fs = require('node:fs');
 import hyperagent = require('../..');
 
 const agent = new hyperagent.Agent({
@@ -167,6 +168,20 @@ dispatcher.dispatch({ origin: new URL('https://x'), path: '/', method: 'POST', b
   onResponseEnd() {},
   onResponseError(controller, err) { void controller.reason; void err; },
 });
+// Its own request() and stream(), as undici's dispatchers have them.
+void dispatcher.request({ origin: 'http://127.0.0.1', path: '/', method: 'GET', opaque: 1 }).then(async (res: hyperagent.Response) => {
+  const text: string = await res.body.text();
+  void [res.statusCode, res.headers['content-type'], res.trailers, res.opaque, text];
+});
+void dispatcher.request({ origin: new URL('http://127.0.0.1'), path: '/', method: 'GET', responseHeaders: 'raw' }).then((res) => {
+  const raw: string[] = res.headers;
+  void raw;
+});
+dispatcher.request({ origin: 'http://127.0.0.1', path: '/', method: 'POST', body: 'x' }, (err: Error | null, data: hyperagent.Response) => void [err, data.statusCode]);
+void dispatcher.stream({ origin: 'http://127.0.0.1', path: '/', method: 'GET' }, ({ statusCode }) => {
+  void statusCode;
+  return fs.createWriteStream('/dev/null');
+}).then((done: hyperagent.StreamData) => void [done.opaque, done.trailers]);
 hyperagent.setGlobalDispatcher(dispatcher);
 const current: { dispatch: hyperagent.DispatchFunction } = hyperagent.getGlobalDispatcher();
 // @types/node's RequestInit has no `dispatcher` (Node's fetch takes it all the same).

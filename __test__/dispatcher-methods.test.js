@@ -1,0 +1,201 @@
+'use strict';
+
+// The Dispatcher's own request() and stream(), as undici's dispatchers have them, against real
+// HTTP and HTTPS servers on loopback (fixture certificates verified for real) and a scripted
+// raw server for a fault.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
+const https = require('node:https');
+const { once } = require('node:events');
+const { Readable, Writable } = require('node:stream');
+const { Dispatcher } = require('..');
+const { httpServer, rawServer, readRequest, listen, until } = require('./helpers');
+
+const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+
+function dispatcher(t, options) {
+  const d = new Dispatcher(options);
+  t.after(() => d.destroy());
+  return d;
+}
+
+// Answers with what it received: method, path, byte count and checksum, and a trailer.
+function echo(req, res) {
+  const hash = crypto.createHash('sha256');
+  let n = 0;
+  req.on('data', (c) => {
+    n += c.length;
+    hash.update(c);
+  });
+  req.on('end', () => {
+    res.setHeader('x-seen', req.headers['x-given'] ?? '');
+    res.setHeader('trailer', 'x-sum');
+    res.write(JSON.stringify({ method: req.method, url: req.url, bytes: n, sha: hash.digest('hex') }));
+    res.addTrailers({ 'x-sum': String(n) });
+    res.end();
+  });
+}
+
+function sha256(buf) {
+  return crypto.createHash('sha256').update(buf).digest('hex');
+}
+
+test('request() answers as undici\'s: status, headers, body, trailers, opaque; bodies of 1 MiB both ways', async (t) => {
+  const server = await httpServer(t, echo);
+  const d = dispatcher(t);
+  const res = await d.request({
+    origin: server.url, path: '/a', method: 'GET', query: { q: 'x y' }, headers: { 'x-given': 'yes' }, opaque: { mine: 1 },
+  });
+  assert.strictEqual(res.statusCode, 200);
+  assert.strictEqual(res.headers['x-seen'], 'yes');
+  assert.deepStrictEqual(res.opaque, { mine: 1 });
+  const seen = await res.body.json();
+  assert.deepStrictEqual([seen.method, seen.url, seen.bytes], ['GET', '/a?q=x%20y', 0]);
+  assert.deepStrictEqual(res.trailers, { 'x-sum': '0' });
+
+  // A streamed body of 1 MiB goes whole, checksummed; the answer comes back as raw headers.
+  const big = crypto.randomBytes(1 << 20);
+  const parts = [];
+  for (let i = 0; i < big.length; i += 64 * 1024) parts.push(big.subarray(i, i + 64 * 1024));
+  const posted = await d.request({
+    origin: new URL(server.url), path: '/up', method: 'POST', body: Readable.from(parts), responseHeaders: 'raw',
+  });
+  assert.ok(Array.isArray(posted.headers));
+  const up = await posted.body.json();
+  assert.deepStrictEqual([up.method, up.bytes, up.sha], ['POST', big.length, sha256(big)]);
+
+  // Down: a body of 1 MiB read as a stream.
+  const down = await httpServer(t, (req, res) => res.end(big));
+  const got = await d.request({ origin: down.url, path: '/', method: 'GET' });
+  const chunks = [];
+  for await (const c of got.body) chunks.push(c);
+  assert.strictEqual(sha256(Buffer.concat(chunks)), sha256(big));
+  // Statistics are the agents'.
+  assert.strictEqual(d.http.getCurrentStatus().requestCount >= 3, true);
+});
+
+test('request() with a callback; its errors are Node-style, as agent.request() gives them', async (t) => {
+  const server = await httpServer(t);
+  const d = dispatcher(t);
+  const data = await new Promise((resolve, reject) => {
+    d.request({ origin: server.url, path: '/cb', method: 'GET', opaque: 'o' }, (err, value) => (err ? reject(err) : resolve(value)));
+  });
+  assert.strictEqual(await data.body.text(), 'hello /cb');
+
+  // A refused connection.
+  const closed = require('node:net').createServer().listen(0, '127.0.0.1');
+  await once(closed, 'listening');
+  const port = closed.address().port;
+  await new Promise((resolve) => closed.close(resolve));
+  const refused = await new Promise((resolve) => {
+    d.request({ origin: `http://127.0.0.1:${port}`, path: '/', method: 'GET', opaque: 'o' }, (err, value) => resolve({ err, value }));
+  });
+  assert.strictEqual(refused.err.code, 'ECONNREFUSED');
+  assert.strictEqual(refused.value.opaque, 'o');
+
+  // A connection reset before the answer.
+  const raw = await rawServer(t, async (socket) => {
+    await readRequest(socket);
+    socket.resetAndDestroy();
+  });
+  const reset = await d.request({ origin: `http://127.0.0.1:${raw.address().port}`, path: '/', method: 'POST', body: 'x' }).then(() => null, (e) => e);
+  assert.strictEqual(reset.code, 'ECONNRESET');
+
+  // An abort by signal.
+  const held = await httpServer(t, () => {});
+  const controller = new AbortController();
+  const aborted = d.request({ origin: held.url, path: '/', method: 'GET', signal: controller.signal });
+  await until(() => held.connections.length === 1, 5000, 'connected');
+  controller.abort();
+  assert.strictEqual((await aborted.then(() => null, (e) => e)).name, 'AbortError');
+
+  // Arguments refused: an upgrade, a tunnel, a bad callback.
+  await assert.rejects(d.request({ origin: server.url, path: '/', method: 'GET', upgrade: 'websocket' }), { code: 'ERR_INVALID_ARG_VALUE' });
+  await assert.rejects(d.request({ origin: server.url, path: '/', method: 'CONNECT' }), { code: 'ERR_INVALID_ARG_VALUE' });
+  await assert.rejects(d.request({ origin: server.url, path: 1, method: 'GET' }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => d.request({ origin: server.url, path: '/', method: 'GET' }, 1), { code: 'ERR_INVALID_ARG_TYPE' });
+});
+
+test('HTTPS through request() is verified against the CA given', async (t) => {
+  const server = https.createServer({ key: fixture('localhost-key.pem'), cert: fixture('localhost-chain.pem') }, (req, res) => res.end('secure'));
+  await listen(t, server);
+  const origin = `https://localhost:${server.address().port}`;
+  const trusted = dispatcher(t, { ca: fixture('ca.pem') });
+  assert.strictEqual(await (await trusted.request({ origin, path: '/', method: 'GET' })).body.text(), 'secure');
+  const untrusted = dispatcher(t);
+  const err = await untrusted.request({ origin, path: '/', method: 'GET' }).then(() => null, (e) => e);
+  assert.match(err.code, /UNABLE_TO|SELF_SIGNED|CERT/);
+});
+
+test('close() waits for a request() in flight and refuses new ones; destroy() fails those in flight', async (t) => {
+  const waiting = [];
+  const server = await httpServer(t, (req, res) => {
+    waiting.push(res);
+    server.emit('waiting');
+  });
+  const d = new Dispatcher();
+  const inFlight = d.request({ origin: server.url, path: '/a', method: 'GET' });
+  await once(server, 'waiting');
+  let closed = false;
+  const closing = d.close().then(() => { closed = true; });
+  await assert.rejects(d.request({ origin: server.url, path: '/b', method: 'GET' }), { code: 'UND_ERR_CLOSED' });
+  assert.strictEqual(closed, false);
+  waiting.shift().end('done');
+  assert.strictEqual(await (await inFlight).body.text(), 'done');
+  await closing;
+  assert.strictEqual(closed, true);
+
+  const d2 = new Dispatcher();
+  const failing = d2.request({ origin: server.url, path: '/c', method: 'GET' });
+  await once(server, 'waiting');
+  await d2.destroy();
+  assert.strictEqual((await failing.then(() => null, (e) => e)).code, 'UND_ERR_DESTROYED');
+  await assert.rejects(d2.request({ origin: server.url, path: '/d', method: 'GET' }), { code: 'UND_ERR_DESTROYED' });
+  for (const res of waiting) res.end();
+});
+
+test('stream() writes the body into the factory\'s Writable and resolves with opaque and trailers', async (t) => {
+  const big = crypto.randomBytes(256 * 1024);
+  const server = await httpServer(t, (req, res) => {
+    res.setHeader('trailer', 'x-sum');
+    res.write(big);
+    res.addTrailers({ 'x-sum': sha256(big) });
+    res.end();
+  });
+  const d = dispatcher(t);
+  const chunks = [];
+  let head = null;
+  const done = await d.stream({ origin: server.url, path: '/', method: 'GET', opaque: chunks }, ({ statusCode, headers, opaque }) => {
+    head = { statusCode, trailer: headers.trailer };
+    return new Writable({
+      write(chunk, _encoding, callback) {
+        opaque.push(chunk);
+        callback();
+      },
+    });
+  });
+  assert.deepStrictEqual(head, { statusCode: 200, trailer: 'x-sum' });
+  assert.strictEqual(done.opaque, chunks);
+  assert.strictEqual(sha256(Buffer.concat(chunks)), sha256(big));
+  assert.deepStrictEqual(done.trailers, { 'x-sum': sha256(big) });
+
+  // With a callback.
+  const viaCallback = await new Promise((resolve, reject) => {
+    d.stream({ origin: server.url, path: '/', method: 'GET', opaque: 'o' }, () => new Writable({ write: (c, e, cb) => cb() }), (err, data) => (err ? reject(err) : resolve(data)));
+  });
+  assert.strictEqual(viaCallback.opaque, 'o');
+
+  // A factory that throws, or gives no Writable, fails it; the connection is freed.
+  const boom = new Error('boom');
+  await assert.rejects(d.stream({ origin: server.url, path: '/', method: 'GET' }, () => { throw boom; }), (e) => e === boom);
+  await assert.rejects(d.stream({ origin: server.url, path: '/', method: 'GET' }, () => ({})), { code: 'ERR_INVALID_ARG_VALUE' });
+  await assert.rejects(d.stream({ origin: server.url, path: '/', method: 'GET' }, null), { code: 'ERR_INVALID_ARG_TYPE' });
+  // A Writable that fails fails it too.
+  const broken = new Error('disk full');
+  await assert.rejects(d.stream({ origin: server.url, path: '/', method: 'GET' }, () => new Writable({ write: (c, e, cb) => cb(broken) })), (e) => e === broken);
+  await until(() => d.http.getCurrentStatus().sockets[`127.0.0.1:${server.port}:`] === undefined, 5000, 'connections back');
+});
