@@ -13,7 +13,7 @@ const https = require('node:https');
 const { once } = require('node:events');
 const { Readable, Writable } = require('node:stream');
 const { Dispatcher } = require('..');
-const { httpServer, rawServer, readRequest, listen, until } = require('./helpers');
+const { httpServer, sha256, trailingServer, rawServer, readRequest, listen, until } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 
@@ -40,9 +40,6 @@ function echo(req, res) {
   });
 }
 
-function sha256(buf) {
-  return crypto.createHash('sha256').update(buf).digest('hex');
-}
 
 test('request() answers as undici\'s: status, headers, body, trailers, opaque; bodies of 1 MiB both ways', async (t) => {
   const server = await httpServer(t, echo);
@@ -160,12 +157,7 @@ test('close() waits for a request() in flight and refuses new ones; destroy() fa
 
 test('stream() writes the body into the factory\'s Writable and resolves with opaque and trailers', async (t) => {
   const big = crypto.randomBytes(256 * 1024);
-  const server = await httpServer(t, (req, res) => {
-    res.setHeader('trailer', 'x-sum');
-    res.write(big);
-    res.addTrailers({ 'x-sum': sha256(big) });
-    res.end();
-  });
+  const server = await trailingServer(t, big);
   const d = dispatcher(t);
   const chunks = [];
   let head = null;

@@ -15,14 +15,11 @@ const { Readable, Writable } = require('node:stream');
 const { pipeline } = require('node:stream/promises');
 const undici = require('undici');
 const { Dispatcher, Agent, setGlobalDispatcher, getGlobalDispatcher } = require('..');
-const { httpServer, streamingServer, rawServer, readRequest, listen, until } = require('./helpers');
+const { httpServer, sha256, trailingServer, streamingServer, rawServer, readRequest, listen, until } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
 
-function sha256(buf) {
-  return crypto.createHash('sha256').update(buf).digest('hex');
-}
 
 // A server that answers with what it received: method, path, byte count and checksum.
 function echo(req, res) {
@@ -245,12 +242,7 @@ test("undici's request, fetch, stream and pipeline run on our dispatcher, and it
 
 test('the old handler API, driven directly: onConnect, onHeaders, pause by false, resume, onComplete', async (t) => {
   const big = crypto.randomBytes(512 * 1024);
-  const server = await httpServer(t, (req, res) => {
-    res.setHeader('trailer', 'x-sum');
-    res.write(big);
-    res.addTrailers({ 'x-sum': sha256(big) });
-    res.end();
-  });
+  const server = await trailingServer(t, big);
   const d = dispatcher(t);
   const seen = { chunks: [], pauses: 0 };
   let resume;

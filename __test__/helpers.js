@@ -215,4 +215,19 @@ async function collected(weak) {
   return false;
 }
 
-module.exports = { listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild, collected };
+// The SHA-256 of `buf`, in hex.
+function sha256(buf) {
+  return require('node:crypto').createHash('sha256').update(buf).digest('hex');
+}
+
+// A server that answers every request with `body`, and its SHA-256 as the trailer `x-sum`.
+async function trailingServer(t, body) {
+  return httpServer(t, (req, res) => {
+    res.setHeader('trailer', 'x-sum');
+    res.write(body);
+    res.addTrailers({ 'x-sum': sha256(body) });
+    res.end();
+  });
+}
+
+module.exports = { sha256, trailingServer, listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild, collected };
