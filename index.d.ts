@@ -4,7 +4,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
-import { Readable } from 'node:stream';
+import { Duplex, Readable } from 'node:stream';
 import { EventEmitter } from 'node:events';
 
 /**
@@ -467,6 +467,20 @@ declare namespace Agent {
      */
     stream(options: DispatcherRequestOptions, factory: StreamFactory): Promise<StreamData>;
     stream(options: DispatcherRequestOptions, factory: StreamFactory, callback: (err: Error | null, data: StreamData) => void): void;
+    /**
+     * undici's `dispatcher.pipeline()`: a Duplex whose writes are the request body and whose
+     * reads are what `handler` makes of the response (its `body`, transformed, say).
+     */
+    pipeline(options: DispatcherRequestOptions, handler: (data: PipelineHandlerData) => NodeJS.ReadableStream): Duplex;
+    /**
+     * undici's `dispatcher.upgrade()`: the socket once the server switched protocols (101), on
+     * an agent's own connection. `protocol` is the `upgrade` header (default `'Websocket'`).
+     */
+    upgrade(options: UpgradeOptions): Promise<UpgradeData>;
+    upgrade(options: UpgradeOptions, callback: (err: Error | null, data: UpgradeData) => void): void;
+    /** undici's `dispatcher.connect()`: a `CONNECT` tunnel's socket once the server opened it (2xx); `path` is `host:port`. */
+    connect(options: ConnectOptions): Promise<ConnectData>;
+    connect(options: ConnectOptions, callback: (err: Error | null, data: ConnectData) => void): void;
     /** Graceful: refuses new requests, lets those in flight finish, then closes its own agents. */
     close(): Promise<void>;
     close(callback: (err: Error | null) => void): void;
@@ -524,6 +538,39 @@ declare namespace Agent {
     trailers: NodeJS.Dict<string>;
   }
 
+  interface PipelineHandlerData {
+    statusCode: number;
+    headers: http.IncomingHttpHeaders;
+    opaque: unknown;
+    body: ResponseBody;
+    context: object;
+  }
+
+  interface UpgradeOptions {
+    origin: string | URL;
+    path: string;
+    /** Default: `'GET'`. */
+    method?: string;
+    headers?: DispatchOptions['headers'];
+    /** The `upgrade` header. Default: `'Websocket'`. */
+    protocol?: string;
+    signal?: AbortSignal;
+    opaque?: unknown;
+    servername?: string;
+  }
+
+  interface UpgradeData {
+    headers: http.IncomingHttpHeaders;
+    socket: Duplex;
+    opaque: unknown;
+  }
+
+  type ConnectOptions = Omit<UpgradeOptions, 'method' | 'protocol'>;
+
+  interface ConnectData extends UpgradeData {
+    statusCode: number;
+  }
+
   type DispatchFunction = (options: DispatchOptions, handler: DispatchHandler) => boolean;
   type DispatchInterceptor = (dispatch: DispatchFunction) => DispatchFunction;
 
@@ -547,7 +594,9 @@ declare namespace Agent {
     onData?(chunk: Buffer): boolean;
     onComplete?(trailers: Buffer[] | null): void;
     onError?(err: Error): void;
-    onUpgrade?(statusCode: number, rawHeaders: Buffer[], socket: net.Socket): void;
+    /** An upgrade's (or a `CONNECT`'s) socket, on an agent's own connection. */
+    onUpgrade?(statusCode: number, rawHeaders: Buffer[], socket: Duplex): void;
+    onRequestUpgrade?(controller: DispatchController, statusCode: number, headers: http.IncomingHttpHeaders, socket: Duplex): void;
     onRequestStart?(controller: DispatchController, context: object): void;
     onResponseStart?(controller: DispatchController, statusCode: number, headers: Record<string, string | string[]>, statusMessage: string): void;
     onResponseData?(controller: DispatchController, chunk: Buffer): void;

@@ -191,3 +191,139 @@ test('stream() writes the body into the factory\'s Writable and resolves with op
   await assert.rejects(d.stream({ origin: server.url, path: '/', method: 'GET' }, () => new Writable({ write: (c, e, cb) => cb(broken) })), (e) => e === broken);
   await until(() => d.http.getCurrentStatus().sockets[`127.0.0.1:${server.port}:`] === undefined, 5000, 'connections back');
 });
+
+// A server that upgrades to an echo protocol (sending `early` right after its 101, in the same
+// write), opens CONNECT tunnels that answer once, answers plain requests with the bytes it got,
+// and refuses upgrades to 'nope' with a 200.
+async function upgradingServer(t) {
+  const server = await httpServer(t, (req, res) => {
+    let n = 0;
+    req.on('data', (c) => { n += c.length; });
+    req.on('end', () => res.end(`got ${n}`));
+  });
+  server.on('upgrade', (req, socket) => {
+    if (req.headers.upgrade === 'nope') {
+      socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nno');
+      return;
+    }
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: ${req.headers.upgrade}\r\nconnection: upgrade\r\nx-path: ${req.url}\r\n\r\nearly`);
+    socket.on('data', (d) => socket.write(`echo:${d}`));
+  });
+  server.on('connect', (req, socket) => {
+    socket.write(`HTTP/1.1 200 Connection Established\r\nx-target: ${req.url}\r\n\r\n`);
+    socket.on('data', (d) => socket.end(`tunnel:${d}`));
+  });
+  return server;
+}
+
+function nextData(socket) {
+  return once(socket, 'data').then(([d]) => String(d));
+}
+
+test('an upgrade dispatched goes on the agent\'s own connection: onUpgrade (and onRequestUpgrade) get its socket', async (t) => {
+  const server = await upgradingServer(t);
+  const d = dispatcher(t);
+  // The handler API Node's fetch and WebSocket call.
+  const old = await new Promise((resolve, reject) => {
+    d.dispatch({ origin: server.url, path: '/old', method: 'GET', upgrade: 'echo' }, {
+      onConnect() {},
+      onUpgrade: (statusCode, rawHeaders, socket) => resolve({ statusCode, rawHeaders, socket }),
+      onError: reject,
+    });
+  });
+  assert.strictEqual(old.statusCode, 101);
+  assert.ok(old.rawHeaders.every((h) => Buffer.isBuffer(h)));
+  assert.ok(old.rawHeaders.map(String).includes('/old'));
+  // What the server sent right behind its head is the socket's first data.
+  assert.strictEqual(await nextData(old.socket), 'early');
+  old.socket.write('one');
+  assert.strictEqual(await nextData(old.socket), 'echo:one');
+  old.socket.destroy();
+
+  // The newer API, with a controller.
+  const newer = await new Promise((resolve, reject) => {
+    d.dispatch({ origin: server.url, path: '/new', method: 'GET', upgrade: 'echo' }, {
+      onRequestStart() {},
+      onRequestUpgrade: (controller, statusCode, headers, socket) => resolve({ statusCode, headers, socket }),
+      onResponseError: (controller, err) => reject(err),
+    });
+  });
+  assert.strictEqual(newer.headers['x-path'], '/new');
+  assert.strictEqual(await nextData(newer.socket), 'early');
+  newer.socket.destroy();
+  // Both went through the agent's pool, whose slots they gave up.
+  assert.strictEqual(d.http.getCurrentStatus().createSocketCount, 2);
+  await until(() => Object.keys(d.http.getCurrentStatus().sockets).length === 0, 5000, 'slots freed');
+
+  // A server that does not switch fails it, as undici fails a 'bad upgrade'; so does a handler
+  // with no onUpgrade.
+  const refused = await new Promise((resolve) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET', upgrade: 'nope' }, { onUpgrade: () => resolve(null), onError: resolve });
+  });
+  assert.deepStrictEqual([refused.code, refused.message], ['UND_ERR_SOCKET', 'bad upgrade']);
+  const noHandler = await new Promise((resolve) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET', upgrade: 'echo' }, { onError: resolve });
+  });
+  assert.strictEqual(noHandler.code, 'ERR_INVALID_ARG_VALUE');
+});
+
+test('upgrade() and connect() as undici\'s: the socket with the server\'s headers, errors, an abort', async (t) => {
+  const server = await upgradingServer(t);
+  const d = dispatcher(t);
+  const up = await d.upgrade({ origin: server.url, path: '/u', protocol: 'echo', opaque: 'o' });
+  assert.deepStrictEqual([up.headers.upgrade, up.headers['x-path'], up.opaque], ['echo', '/u', 'o']);
+  assert.strictEqual(await nextData(up.socket), 'early');
+  up.socket.destroy();
+
+  const tunnel = await d.connect({ origin: server.url, path: 'example.com:443' });
+  assert.deepStrictEqual([tunnel.statusCode, tunnel.headers['x-target']], [200, 'example.com:443']);
+  tunnel.socket.write('x');
+  assert.strictEqual(await nextData(tunnel.socket), 'tunnel:x');
+
+  const viaCallback = await new Promise((resolve, reject) => {
+    d.upgrade({ origin: server.url, path: '/cb', protocol: 'echo' }, (err, data) => (err ? reject(err) : resolve(data)));
+  });
+  viaCallback.socket.destroy();
+  await assert.rejects(d.upgrade({ origin: server.url, path: '/', protocol: 'nope' }), { code: 'UND_ERR_SOCKET', message: 'bad upgrade' });
+
+  // An abort before the server answers.
+  const silent = await rawServer(t, () => {});
+  const controller = new AbortController();
+  const aborted = d.upgrade({ origin: `http://127.0.0.1:${silent.address().port}`, path: '/', signal: controller.signal });
+  await until(() => silent.connectionCount === 1, 5000, 'connected');
+  controller.abort(new Error('changed my mind'));
+  await assert.rejects(aborted, { message: 'changed my mind' });
+});
+
+test('pipeline() as undici\'s: writes are the request body, reads what the handler makes of the response', async (t) => {
+  const server = await upgradingServer(t);
+  const d = dispatcher(t);
+  const big = crypto.randomBytes(512 * 1024);
+  let status = null;
+  const duplex = d.pipeline({ origin: server.url, path: '/p', method: 'POST' }, ({ statusCode, body }) => {
+    status = statusCode;
+    return body;
+  });
+  const out = [];
+  duplex.on('data', (c) => out.push(c));
+  const ended = once(duplex, 'end');
+  for (let i = 0; i < big.length; i += 64 * 1024) {
+    if (!duplex.write(big.subarray(i, i + 64 * 1024))) await once(duplex, 'drain');
+  }
+  duplex.end();
+  await ended;
+  assert.strictEqual(status, 200);
+  assert.strictEqual(Buffer.concat(out).toString(), `got ${big.length}`);
+
+  // A handler that throws, or gives no Readable, destroys the duplex with the error.
+  const boom = new Error('boom');
+  const failing = d.pipeline({ origin: server.url, path: '/', method: 'GET' }, () => { throw boom; });
+  failing.resume();
+  failing.end();
+  assert.strictEqual((await once(failing, 'error'))[0], boom);
+  const empty = d.pipeline({ origin: server.url, path: '/', method: 'GET' }, () => 1);
+  empty.resume();
+  empty.end();
+  assert.strictEqual((await once(empty, 'error'))[0].code, 'ERR_INVALID_ARG_VALUE');
+  await until(() => Object.keys(d.http.getCurrentStatus().sockets).length === 0, 5000, 'connections back');
+});

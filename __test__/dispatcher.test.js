@@ -424,7 +424,7 @@ function acceptKey(key) {
   return crypto.createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
 }
 
-test("Node's WebSocket keeps working after setGlobalDispatcher: upgrades go to the dispatcher that was global", { skip: typeof WebSocket !== 'function' && 'no built-in WebSocket' }, async (t) => {
+test("Node's WebSocket works after setGlobalDispatcher, its handshake on our agent's own connection", { skip: typeof WebSocket !== 'function' && 'no built-in WebSocket' }, async (t) => {
   const server = await httpServer(t, (req, res) => res.end('plain'));
   server.on('upgrade', (req, socket) => {
     // An upgraded socket is the server's no more: it is destroyed here, at the end.
@@ -443,6 +443,8 @@ test("Node's WebSocket keeps working after setGlobalDispatcher: upgrades go to t
   const ws = new WebSocket(`ws://127.0.0.1:${server.port}/`);
   const [message] = await once(ws, 'message');
   assert.strictEqual(message.data, 'hi from server');
+  // The handshake went through the agent's pool (whose slot the socket then left).
+  assert.strictEqual(d.http.getCurrentStatus().createSocketCount, 1);
   ws.close();
   await once(ws, 'close');
   // Plain requests still go through ours.

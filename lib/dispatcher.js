@@ -6,10 +6,13 @@
 // as methods, close(), destroy(), compose(), and the global dispatcher that fetch reads.
 
 const { EventEmitter } = require('node:events');
-const { pipeline } = require('node:stream');
+const { pipeline, Duplex, PassThrough } = require('node:stream');
 const errors = require('./errors');
 const { Agent, HttpsAgent } = require('./agent');
 const { request } = require('./request');
+const { openUpgrade } = require('./upgrade');
+const { headerObject } = require('./headers');
+const { watchAbort } = require('./signal');
 const { numberOption } = require('./options');
 
 // Where Node's built-in fetch (undici 6 and 7) reads the global dispatcher, and where undici's
@@ -32,8 +35,6 @@ const kWatching = Symbol('hyperagent.watching');
 const CONNECTION_EVENTS = ['connect', 'disconnect', 'connectionError'];
 const { connectionConnect: CONNECTED, connectionDisconnect: DISCONNECTED } = require('./native').protocol();
 
-// Upgrades and tunnels have no agent: they go to the dispatcher that was global (see fallback).
-const NO_ROUTE = { agent: null, origin: null };
 // The most origin strings whose route a dispatcher keeps.
 const MAX_ROUTES = 256;
 
@@ -151,8 +152,8 @@ class Dispatcher extends EventEmitter {
       if (this[kState] === DESTROYED) throw errors.undiciError('DESTROYED');
       if (this[kState] === CLOSED) throw errors.undiciError('CLOSED');
       const { agent, origin } = this._route(opts);
-      if (agent === null) return fallback().dispatch(opts, handler);
-      exchange.start(agent, origin, opts);
+      if (isUpgrade(opts)) exchange.upgrade(agent, origin, opts);
+      else exchange.start(agent, origin, opts);
     } catch (err) {
       exchange.fail(err);
     }
@@ -172,8 +173,8 @@ class Dispatcher extends EventEmitter {
       if (this[kState] === DESTROYED) throw errors.undiciError('DESTROYED');
       if (this[kState] === CLOSED) throw errors.undiciError('CLOSED');
       const { agent, origin } = this._route(opts);
-      if (agent === null) {
-        throw errors.invalidArgValue('opts', opts, 'is an upgrade or a CONNECT, which request() does not carry; use http.request() with the agent');
+      if (isUpgrade(opts)) {
+        throw errors.invalidArgValue('opts', opts, 'is an upgrade or a CONNECT, which request() does not carry; use upgrade() or connect()');
       }
       const options = requestOptions(opts, this);
       options.signal = opts.signal ?? undefined;
@@ -221,14 +222,134 @@ class Dispatcher extends EventEmitter {
     }));
   }
 
-  // Which agent carries `opts`, and its origin; no agent for an upgrade or a tunnel, which the
-  // promise path cannot hand over.
+  // undici's dispatcher.upgrade(opts[, callback]): the socket of an upgraded connection (101),
+  // with the server's headers: `{ headers, socket, opaque }`.
+  upgrade(opts, callback) {
+    return this._open(opts, callback, false);
+  }
+
+  // undici's dispatcher.connect(opts[, callback]): a CONNECT tunnel's socket, once the server
+  // opened it (2xx): `{ statusCode, headers, socket, opaque }`.
+  connect(opts, callback) {
+    return this._open(opts, callback, true);
+  }
+
+  _open(opts, callback, tunnel) {
+    if (callback !== undefined) {
+      if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
+      this._open(opts, undefined, tunnel).then((data) => callback(null, data), (err) => callback(err, { opaque: opts?.opaque }));
+      return undefined;
+    }
+    return new Promise((resolve, reject) => {
+      const opaque = opts?.opaque ?? null;
+      const given = opts !== null && typeof opts === 'object' ? opts : {};
+      // The signal aborts it until the socket is given.
+      const signal = given.signal ?? null;
+      let unwatch = null;
+      const handler = {
+        onConnect: (abort) => {
+          if (signal === null) return;
+          if (signal.aborted) {
+            abort(signal.reason);
+            return;
+          }
+          unwatch = watchAbort(signal, () => abort(signal.reason));
+        },
+        onUpgrade: (statusCode, rawHeaders, socket) => {
+          if (unwatch !== null) unwatch();
+          const headers = headerObject(rawHeaders.map(String));
+          resolve(tunnel ? { statusCode, headers, socket, opaque } : { headers, socket, opaque });
+        },
+        onError: (err) => {
+          if (unwatch !== null) unwatch();
+          reject(err);
+        },
+      };
+      const method = tunnel ? 'CONNECT' : given.method ?? 'GET';
+      const upgrade = tunnel ? undefined : given.protocol ?? 'Websocket';
+      this.dispatch({ ...given, method, upgrade }, handler);
+    });
+  }
+
+  // undici's dispatcher.pipeline(opts, handler): a Duplex whose writes are the request body
+  // and whose reads are what `handler({ statusCode, headers, opaque, body, context })` gives
+  // of the response.
+  pipeline(opts, handler) {
+    let ret = null;
+    let response = null;
+    // Stops the request until its response has come (the caller's signal too).
+    const controller = new AbortController();
+    const source = new PassThrough();
+    const duplex = new Duplex({
+      write(chunk, encoding, cb) {
+        if (source.write(chunk, encoding)) cb();
+        else source.once('drain', cb);
+      },
+      final(cb) {
+        source.end();
+        cb();
+      },
+      read() {
+        if (ret !== null && typeof ret.resume === 'function') ret.resume();
+      },
+      destroy(err, cb) {
+        // Destroyed before the response's own end: the request stops.
+        const reason = err ?? (duplex.readableEnded ? null : errors.undiciError('ABORTED'));
+        source.destroy(reason ?? undefined);
+        if (response !== null) response.body.destroy(reason ?? undefined);
+        else if (reason !== null) controller.abort(reason);
+        if (ret !== null && typeof ret.destroy === 'function') ret.destroy(reason ?? undefined);
+        cb(err);
+      },
+    });
+    if (typeof handler !== 'function') {
+      process.nextTick(() => duplex.destroy(errors.invalidArgType('handler', 'of type function', handler)));
+      return duplex;
+    }
+    const signal = opts?.signal;
+    if (signal !== undefined && signal !== null) {
+      if (signal.aborted) controller.abort(signal.reason);
+      else duplex.once('close', watchAbort(signal, () => duplex.destroy(signal.reason)));
+    }
+    const method = opts?.method;
+    const bodyless = method === undefined || method === 'GET' || method === 'HEAD';
+    // A GET or HEAD sends no body: what is written goes nowhere (undici sends none either).
+    if (bodyless) source.resume();
+    const given = opts !== null && typeof opts === 'object' ? opts : {};
+    this.request({ ...given, body: bodyless ? undefined : source, signal: controller.signal }).then((res) => {
+      response = res;
+      if (duplex.destroyed) {
+        res.body.destroy();
+        return;
+      }
+      try {
+        ret = handler({ statusCode: res.statusCode, headers: res.headers, opaque: res.opaque, body: res.body, context: {} });
+        if (ret === null || typeof ret !== 'object' || typeof ret.on !== 'function') {
+          throw errors.invalidArgValue('handler', handler, 'must return a Readable');
+        }
+      } catch (err) {
+        ret = null;
+        duplex.destroy(err);
+        return;
+      }
+      ret.on('data', (chunk) => {
+        if (!duplex.push(chunk) && typeof ret.pause === 'function') ret.pause();
+      });
+      ret.on('end', () => duplex.push(null));
+      ret.on('error', (err) => duplex.destroy(err));
+      ret.on('close', () => {
+        if (!duplex.readableEnded && !duplex.destroyed) duplex.destroy(errors.undiciError('ABORTED'));
+      });
+    }, (err) => duplex.destroy(err));
+    return duplex;
+  }
+
+  // Which agent carries `opts`, and its origin.
   _route(opts) {
     if (opts === null || typeof opts !== 'object') throw errors.invalidArgType('opts', 'of type object', opts);
     const { origin, path, method } = opts;
     if (typeof path !== 'string') throw errors.invalidArgType('opts.path', 'of type string', path);
     if (typeof method !== 'string') throw errors.invalidArgType('opts.method', 'of type string', method);
-    if (opts.upgrade || method === 'CONNECT' || method.toUpperCase() === 'CONNECT') return NO_ROUTE;
     // An application calls a few origins over and over: each string's route is kept.
     if (typeof origin === 'string') {
       let route = this[kRoutes].get(origin);
@@ -383,6 +504,11 @@ class Tracked {
   }
 }
 
+// An upgrade (a WebSocket's handshake) or a CONNECT tunnel: the drop-in path's to carry.
+function isUpgrade(opts) {
+  return Boolean(opts.upgrade) || opts.method === 'CONNECT' || opts.method.toUpperCase() === 'CONNECT';
+}
+
 // The agent.request() options of undici's dispatch options `opts`, with the dispatcher's own
 // timeouts where `opts` gives none.
 function requestOptions(opts, dispatcher) {
@@ -410,6 +536,8 @@ class Exchange {
     this.controlled = typeof handler.onRequestStart === 'function' || typeof handler.onResponseStart === 'function';
     this.controller = this.controlled ? new Controller(this) : null;
     this.pending = null;
+    // Stops an upgrade under way (see upgrade()).
+    this.cancel = null;
     this.response = null;
     this.paused = false;
     this.finished = false;
@@ -435,6 +563,41 @@ class Exchange {
     // (its request(), stream() and pipeline() keep the caller's onInfo on the handler).
     if (typeof this.handler.onInfo === 'function') options.onInfo = (info) => this.onInformational(info);
     this.pending = request(agent, { origin, path: opts.path }, options, this);
+  }
+
+  // An upgrade or a CONNECT, on the agent's own connection through Node's http (lib/upgrade.js):
+  // the handler gets the socket in its onUpgrade (onRequestUpgrade in the newer API), or the
+  // error; a server that answers otherwise fails it, as undici fails a 'bad upgrade'.
+  upgrade(agent, origin, opts) {
+    this.dispatcher._started(this);
+    const upgradable = this.controlled ? 'onRequestUpgrade' : 'onUpgrade';
+    if (typeof this.handler[upgradable] !== 'function') {
+      this.failed(errors.invalidArgValue('handler', this.handler, `has no ${upgradable}(), which an upgrade or a CONNECT needs`));
+      return;
+    }
+    if (this.controlled) this.call('onRequestStart', this.controller, {});
+    else if (typeof this.handler.onConnect === 'function') this.call('onConnect', this.abort);
+    if (this.finished) return;
+    const tunnel = opts.method.toUpperCase() === 'CONNECT';
+    this.cancel = openUpgrade(agent, origin, tunnel ? { ...opts, method: 'CONNECT' } : opts, {
+      upgraded: (statusCode, rawHeaders, socket) => {
+        if (this.finished) {
+          socket.destroy();
+          return;
+        }
+        this.finished = true;
+        this.dispatcher._ended(this);
+        try {
+          if (this.controlled) this.handler.onRequestUpgrade(this.controller, statusCode, headerObject(rawHeaders), socket);
+          else this.handler.onUpgrade(statusCode, bytesOf(rawHeaders), socket);
+        } catch (err) {
+          socket.destroy(err);
+          this.report(err);
+        }
+      },
+      refused: () => this.failed(errors.undiciError('SOCKET', tunnel ? 'bad connect' : 'bad upgrade')),
+      failed: (err) => this.failed(err),
+    });
   }
 
   // Calls a handler method; a throw fails the request (its error goes to the handler's error
@@ -522,6 +685,7 @@ class Exchange {
   fail(err) {
     if (this.finished) return;
     if (this.pending !== null) this.pending.abort(err);
+    if (this.cancel !== null) this.cancel(err);
     this.failed(err);
   }
 
@@ -613,25 +777,10 @@ function flatten(headers) {
   return out;
 }
 
-// The dispatcher that was global before this package set one: it serves upgrades and tunnels
-// (Node's WebSocket, CONNECT), which the promise path cannot hand over.
-let previous = null;
-
-// Has Node load its fetch implementation (undici), which makes its default global dispatcher.
+// Has Node load its fetch implementation (undici), which makes its default global dispatcher
+// (then replaced, not left to replace ours later).
 function loadFetch() {
   void globalThis.Headers;
-}
-
-function fallback() {
-  if (previous !== null) return previous;
-  loadFetch();
-  const current = globalThis[GLOBAL];
-  if (current !== undefined && !isOurs(current)) return current;
-  throw errors.hyperagentError('UNSUPPORTED', 'upgrade and CONNECT requests need the dispatcher that was global before setGlobalDispatcher(); there is none');
-}
-
-function isOurs(dispatcher) {
-  return dispatcher instanceof Dispatcher;
 }
 
 // Makes `dispatcher` the global one: Node's built-in fetch (Node 20, 22, 24) and undici's
@@ -641,8 +790,6 @@ function setGlobalDispatcher(dispatcher) {
     throw errors.invalidArgType('dispatcher', 'an object with a dispatch() method', dispatcher);
   }
   loadFetch();
-  const current = globalThis[GLOBAL];
-  if (previous === null && current !== undefined && !isOurs(current)) previous = current;
   setGlobal(GLOBAL, dispatcher);
   setGlobal(GLOBAL_NEXT, dispatcher);
 }

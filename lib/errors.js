@@ -158,8 +158,8 @@ const UNDICI_ERRORS = {
   SOCKET: ['SocketError', 'closed'],
 };
 
-function undiciError(kind) {
-  const [name, message] = UNDICI_ERRORS[kind];
+function undiciError(kind, message = UNDICI_ERRORS[kind][1]) {
+  const [name] = UNDICI_ERRORS[kind];
   const err = new Error(message);
   // Named in its stack's header too (withCode takes the name it finds, then drops it).
   err.name = name;

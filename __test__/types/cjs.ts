@@ -182,6 +182,14 @@ void dispatcher.stream({ origin: 'http://127.0.0.1', path: '/', method: 'GET' },
   void statusCode;
   return fs.createWriteStream('/dev/null');
 }).then((done: hyperagent.StreamData) => void [done.opaque, done.trailers]);
+// pipeline(), upgrade() and connect().
+const piped: import('node:stream').Duplex = dispatcher.pipeline({ origin: 'http://127.0.0.1', path: '/', method: 'POST' }, ({ body }) => body);
+piped.end('x');
+void dispatcher.upgrade({ origin: 'http://127.0.0.1', path: '/', protocol: 'websocket' }).then(({ headers, socket }) => {
+  void headers.upgrade;
+  socket.write('x');
+});
+void dispatcher.connect({ origin: 'http://127.0.0.1', path: 'example.com:443' }).then(({ statusCode, socket }) => void [statusCode, socket.end()]);
 hyperagent.setGlobalDispatcher(dispatcher);
 const current: { dispatch: hyperagent.DispatchFunction } = hyperagent.getGlobalDispatcher();
 // @types/node's RequestInit has no `dispatcher` (Node's fetch takes it all the same).

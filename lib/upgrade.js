@@ -1,0 +1,79 @@
+'use strict';
+
+// A Dispatcher's upgrades (a WebSocket's handshake, say) and CONNECT tunnels, on its agents'
+// own connections: they go through Node's http.request with the agent, whose socket is handed
+// over once the server has switched protocols (101) or opened the tunnel (2xx), as undici hands
+// one to a handler's onUpgrade. The promise path has no socket to give; the drop-in path does.
+
+const http = require('node:http');
+const https = require('node:https');
+const { headerList } = require('./headers');
+
+// Opens the upgrade or tunnel undici's dispatch options `opts` ask for through `agent` (of
+// `origin`). `on.upgraded(statusCode, rawHeaders, socket)` once it is open (the socket then
+// belongs to the caller; bytes the server sent after its head are in it); `on.refused(statusCode,
+// rawHeaders)` when the server answered otherwise (the answer is dropped, its connection
+// closed); `on.failed(err)` for an error. Exactly one of them is called. Returns a function that
+// aborts it before then.
+function openUpgrade(agent, origin, opts, on) {
+  const url = new URL(origin);
+  const tunnel = opts.method === 'CONNECT';
+  const headers = opts.headers === undefined || opts.headers === null ? [] : headerList(opts.headers).flat.slice();
+  if (!tunnel) {
+    const protocol = typeof opts.upgrade === 'string' ? opts.upgrade : 'Websocket';
+    if (!headers.some((v, i) => i % 2 === 0 && v.toLowerCase() === 'upgrade')) headers.push('upgrade', protocol);
+    if (!headers.some((v, i) => i % 2 === 0 && v.toLowerCase() === 'connection')) headers.push('connection', 'upgrade');
+  }
+  let settled = false;
+  const once = (fn) => (...args) => {
+    if (settled) return;
+    settled = true;
+    fn(...args);
+  };
+  const upgraded = once(on.upgraded);
+  const refused = once(on.refused);
+  const failed = once(on.failed);
+  let req;
+  try {
+    req = (url.protocol === 'https:' ? https : http).request({
+      protocol: url.protocol,
+      hostname: url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname,
+      port: url.port || undefined,
+      method: tunnel ? 'CONNECT' : opts.method,
+      path: opts.path,
+      headers,
+      agent,
+      servername: typeof opts.servername === 'string' && opts.servername !== '' ? opts.servername : undefined,
+    });
+  } catch (err) {
+    failed(err);
+    return () => {};
+  }
+  const open = (res, socket, head) => {
+    if (head.length > 0) socket.unshift(head);
+    upgraded(res.statusCode, res.rawHeaders, socket);
+  };
+  req.on(tunnel ? 'connect' : 'upgrade', (res, socket, head) => {
+    if (tunnel && (res.statusCode < 200 || res.statusCode > 299)) {
+      socket.destroy();
+      refused(res.statusCode, res.rawHeaders);
+      return;
+    }
+    open(res, socket, head);
+  });
+  req.on('response', (res) => {
+    res.resume();
+    res.destroy();
+    refused(res.statusCode, res.rawHeaders);
+  });
+  req.on('error', failed);
+  if (opts.body !== undefined && opts.body !== null && !tunnel) req.end(opts.body);
+  else req.end();
+  return (reason) => {
+    if (settled) return;
+    req.destroy(reason);
+    failed(reason);
+  };
+}
+
+module.exports = { openUpgrade };
