@@ -346,7 +346,7 @@ class PendingRequest {
   }
 }
 
-// A request whose events go to a Dispatcher's exchange (lib/dispatcher.js), which hands them to
+// A request whose events go to a Dispatcher's exchange (lib/exchange.js), which hands them to
 // an undici handler: no promise and no body stream. The exchange has onHead(response),
 // onChunk(buffer) (each false when it paused), complete(response) and failed(err); more of
 // the body is asked for after the head and each chunk, unless it paused (then at its resume).

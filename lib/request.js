@@ -55,7 +55,7 @@ function hostName(host, urlHost) {
 }
 
 // agent.request(url, options): see README "agent.request()". With `exchange` (a Dispatcher's,
-// see lib/dispatcher.js), the request's events go to it instead of a promise and a body
+// see lib/exchange.js), the request's events go to it instead of a promise and a body
 // stream, and the pending request is returned. A `tracker` (a Dispatcher's, for its
 // request()) is given the pending request as `tracker.pending`, and its `over()` is called
 // once the exchange is over.

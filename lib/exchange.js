@@ -1,0 +1,347 @@
+'use strict';
+
+// One request a Dispatcher (lib/dispatcher.js) carries: agent.request()'s exchange in Rust with
+// its events handed to an undici handler (Exchange, and the newer API's Controller), or an
+// upgrade on an agent's own connection; a request() of the dispatcher's own (Tracked); and the
+// list of those in flight (Running).
+
+const errors = require('./errors');
+const { request } = require('./request');
+const { openUpgrade } = require('./upgrade');
+const { headerObject } = require('./headers');
+
+// The exchanges in flight, linked through the exchanges themselves. Not a Set: exchanges enter
+// and leave it at the request rate, and a Set's storage, in the old generation, kept those that
+// had left reachable for every young-generation collection until a full one, and with them
+// their handler, response and body (measured under undici.request(): a kilobyte promoted per
+// request, and scavenges five times as long).
+class Running {
+  constructor() {
+    this.head = null;
+    this.size = 0;
+  }
+
+  add(exchange) {
+    exchange.next = this.head;
+    exchange.prev = null;
+    if (this.head !== null) this.head.prev = exchange;
+    this.head = exchange;
+    exchange.running = true;
+    this.size++;
+  }
+
+  // Takes `exchange` out (once), leaving it pointing at nothing.
+  delete(exchange) {
+    if (!exchange.running) return;
+    exchange.running = false;
+    if (exchange.prev !== null) exchange.prev.next = exchange.next;
+    else this.head = exchange.next;
+    if (exchange.next !== null) exchange.next.prev = exchange.prev;
+    exchange.prev = null;
+    exchange.next = null;
+    this.size--;
+  }
+
+  list() {
+    const out = [];
+    for (let e = this.head; e !== null; e = e.next) out.push(e);
+    return out;
+  }
+}
+
+// A request of dispatcher.request(): among the exchanges in flight until its exchange in Rust is
+// over, so that close() waits for it and destroy() stops it.
+class Tracked {
+  constructor(dispatcher) {
+    this.dispatcher = dispatcher;
+    // Its request in flight (lib/pending.js), once started.
+    this.pending = null;
+    this.running = false;
+    this.prev = null;
+    this.next = null;
+  }
+
+  over() {
+    this.dispatcher._ended(this);
+  }
+
+  abort(reason) {
+    if (this.pending !== null) this.pending.abort(reason);
+    this.over();
+  }
+}
+
+// An upgrade (a WebSocket's handshake) or a CONNECT tunnel: the drop-in path's to carry.
+function isUpgrade(opts) {
+  return Boolean(opts.upgrade) || opts.method === 'CONNECT' || opts.method.toUpperCase() === 'CONNECT';
+}
+
+// The agent.request() options of undici's dispatch options `opts`, with the dispatcher's own
+// timeouts where `opts` gives none.
+function requestOptions(opts, dispatcher) {
+  return {
+    method: opts.method,
+    headers: opts.headers ?? undefined,
+    body: opts.body ?? undefined,
+    query: opts.query ?? undefined,
+    headersTimeout: opts.headersTimeout ?? dispatcher._timeouts.headersTimeout,
+    bodyTimeout: opts.bodyTimeout ?? dispatcher._timeouts.bodyTimeout,
+    reset: opts.reset ?? undefined,
+    // undici's; without one, agent.request() takes a host header's name, as undici does.
+    servername: typeof opts.servername === 'string' && opts.servername !== '' ? opts.servername : undefined,
+    onInfo: undefined,
+  };
+}
+
+// One dispatched request: agent.request()'s exchange in Rust, its events handed to the
+// handler in its API (lib/request.js HandlerRequest calls onHead, onChunk, complete, fail).
+class Exchange {
+  constructor(dispatcher, handler) {
+    this.dispatcher = dispatcher;
+    this.handler = handler;
+    // The newer API (a controller), or the one Node's fetch calls (onConnect ...).
+    this.controlled = typeof handler.onRequestStart === 'function' || typeof handler.onResponseStart === 'function';
+    this.controller = this.controlled ? new Controller(this) : null;
+    this.pending = null;
+    // Stops an upgrade under way (see upgrade()).
+    this.cancel = null;
+    this.response = null;
+    this.paused = false;
+    this.finished = false;
+    this.reason = null;
+    this.abort = (reason) => this.abortWith(reason);
+    this.resumer = () => this.resume();
+    // Its place among the dispatcher's exchanges in flight (see Running).
+    this.running = false;
+    this.prev = null;
+    this.next = null;
+  }
+
+  start(agent, origin, opts) {
+    this.dispatcher._started(this);
+    if (this.controlled) {
+      this.call('onRequestStart', this.controller, {});
+    } else if (typeof this.handler.onConnect === 'function') {
+      this.call('onConnect', this.abort);
+    }
+    if (this.finished) return;
+    const options = requestOptions(opts, this.dispatcher);
+    // Informational (1xx) responses, to a handler of undici's own API that hears of them
+    // (its request(), stream() and pipeline() keep the caller's onInfo on the handler).
+    if (typeof this.handler.onInfo === 'function') options.onInfo = (info) => this.onInformational(info);
+    this.pending = request(agent, { origin, path: opts.path }, options, this);
+  }
+
+  // An upgrade or a CONNECT, on the agent's own connection through Node's http (lib/upgrade.js):
+  // the handler gets the socket in its onUpgrade (onRequestUpgrade in the newer API), or the
+  // error; a server that answers otherwise fails it, as undici fails a 'bad upgrade'.
+  upgrade(agent, origin, opts) {
+    this.dispatcher._started(this);
+    const upgradable = this.controlled ? 'onRequestUpgrade' : 'onUpgrade';
+    if (typeof this.handler[upgradable] !== 'function') {
+      this.failed(errors.invalidArgValue('handler', this.handler, `has no ${upgradable}(), which an upgrade or a CONNECT needs`));
+      return;
+    }
+    if (this.controlled) this.call('onRequestStart', this.controller, {});
+    else if (typeof this.handler.onConnect === 'function') this.call('onConnect', this.abort);
+    if (this.finished) return;
+    const tunnel = opts.method.toUpperCase() === 'CONNECT';
+    this.cancel = openUpgrade(agent, origin, tunnel ? { ...opts, method: 'CONNECT' } : opts, {
+      upgraded: (statusCode, rawHeaders, socket) => {
+        if (this.finished) {
+          socket.destroy();
+          return;
+        }
+        this.finished = true;
+        this.dispatcher._ended(this);
+        try {
+          if (this.controlled) this.handler.onRequestUpgrade(this.controller, statusCode, headerObject(rawHeaders), socket);
+          else this.handler.onUpgrade(statusCode, bytesOf(rawHeaders), socket);
+        } catch (err) {
+          socket.destroy(err);
+          this.report(err);
+        }
+      },
+      refused: () => this.failed(errors.undiciError('SOCKET', tunnel ? 'bad connect' : 'bad upgrade')),
+      failed: (err) => this.failed(err),
+    });
+  }
+
+  // Calls a handler method; a throw fails the request (its error goes to the handler's error
+  // callback, as undici routes it).
+  call(name, ...args) {
+    const fn = this.handler[name];
+    if (typeof fn !== 'function') return undefined;
+    try {
+      return fn.apply(this.handler, args);
+    } catch (err) {
+      this.abortWith(err);
+      return false;
+    }
+  }
+
+  // The response head; true if the handler wants the body now.
+  onHead(response) {
+    if (this.finished) return false;
+    this.response = response;
+    let more;
+    if (this.controlled) {
+      this.call('onResponseStart', this.controller, response.statusCode, response.headers, response.statusMessage);
+    } else {
+      this.call('onResponseStarted');
+      more = this.call('onHeaders', response.statusCode, bytesOf(response.rawHeaders), this.resumer, response.statusMessage);
+    }
+    if (more === false) this.paused = true;
+    return !this.finished && !this.paused;
+  }
+
+  // An informational (1xx) response, as undici hands one to a handler: to onHeaders (or
+  // onResponseStart) ahead of the final response's.
+  onInformational({ statusCode, headers }) {
+    if (this.finished) return;
+    if (this.controlled) {
+      this.call('onResponseStart', this.controller, statusCode, headers, '');
+    } else {
+      this.call('onHeaders', statusCode, bytesOf(flatten(headers)), this.resumer, '');
+    }
+  }
+
+  // A chunk of the body; true if the handler wants more now.
+  onChunk(chunk) {
+    if (this.controlled) this.call('onResponseData', this.controller, chunk);
+    else if (this.call('onData', chunk) === false) this.paused = true;
+    return !this.finished && !this.paused;
+  }
+
+  pause() {
+    if (this.finished || this.paused) return;
+    this.paused = true;
+    if (this.pending !== null) this.pending.pause();
+  }
+
+  resume() {
+    if (this.finished || !this.paused) return;
+    this.paused = false;
+    if (this.pending !== null) this.pending.resume();
+  }
+
+  complete(response) {
+    if (this.finished) return;
+    this.finished = true;
+    this.dispatcher._ended(this);
+    const trailers = response.trailers;
+    // A throw from here goes to the handler's error callback all the same (undici's retry
+    // handler throws from onResponseEnd to have the request sent again).
+    try {
+      if (this.controlled) this.handler.onResponseEnd?.(this.controller, trailers);
+      else this.handler.onComplete?.(bytesOf(flatten(trailers)));
+    } catch (err) {
+      this.report(err);
+    }
+  }
+
+  // Stops the request with `reason` (undici's RequestAbortedError when none is given); a
+  // second abort, or one after the end, does nothing.
+  abortWith(reason) {
+    if (this.finished || this.reason !== null) return;
+    this.reason = reason ?? errors.undiciError('ABORTED');
+    this.fail(this.reason);
+  }
+
+  // Fails the request once, from our side: its exchange stops, its error reaches the handler.
+  fail(err) {
+    if (this.finished) return;
+    if (this.pending !== null) this.pending.abort(err);
+    if (this.cancel !== null) this.cancel(err);
+    this.failed(err);
+  }
+
+  // The request failed (in Rust, or stopped by `fail`): its error reaches the handler, once.
+  failed(err) {
+    if (this.finished) return;
+    this.finished = true;
+    this.dispatcher._ended(this);
+    this.report(this.reason ?? err);
+  }
+
+  // Gives `error` to the handler's error callback; after the response head, a turn of the loop
+  // later, so that a fetch body stream set up in the head's callbacks hears it.
+  report(error) {
+    const call = () => {
+      const name = this.controlled ? 'onResponseError' : 'onError';
+      const fn = this.handler[name];
+      if (typeof fn !== 'function') return;
+      try {
+        if (this.controlled) fn.call(this.handler, this.controller, error);
+        else fn.call(this.handler, error);
+      } catch (thrown) {
+        // The handler's own error callback failed: nothing of ours can take that; it surfaces
+        // as the program's uncaught exception, as it does with undici.
+        process.nextTick(() => { throw thrown; });
+      }
+    };
+    if (this.response !== null) setImmediate(call);
+    else call();
+  }
+}
+
+// The newer handler API's controller of one request.
+class Controller {
+  constructor(exchange) {
+    this.exchange = exchange;
+  }
+
+  pause() {
+    this.exchange.pause();
+  }
+
+  resume() {
+    this.exchange.resume();
+  }
+
+  abort(reason) {
+    this.exchange.abortWith(reason);
+  }
+
+  get paused() {
+    return this.exchange.paused;
+  }
+
+  get aborted() {
+    return this.exchange.reason !== null;
+  }
+
+  get reason() {
+    return this.exchange.reason;
+  }
+
+  get rawHeaders() {
+    const res = this.exchange.response;
+    return res === null ? null : bytesOf(res.rawHeaders);
+  }
+
+  get rawTrailers() {
+    const res = this.exchange.response;
+    return res === null || !this.exchange.finished ? null : bytesOf(flatten(res.trailers));
+  }
+}
+
+// Header lines as the old API gives them: a flat array of Buffers (latin1, as on the wire).
+function bytesOf(raw) {
+  const out = new Array(raw.length);
+  for (let i = 0; i < raw.length; i++) out[i] = Buffer.from(raw[i], 'latin1');
+  return out;
+}
+
+// A header object as flat name/value lines (an array value gives one line each).
+function flatten(headers) {
+  const out = [];
+  for (const name of Object.keys(headers)) {
+    const value = headers[name];
+    if (Array.isArray(value)) for (const v of value) out.push(name, v);
+    else out.push(name, value);
+  }
+  return out;
+}
+
+module.exports = { Running, Tracked, Exchange, isUpgrade, requestOptions };
