@@ -47,7 +47,7 @@ const STATUS_COUNTERS = ['createSocketCount', 'createSocketErrorCount', 'closeSo
 const {
   kPool, kPoolId, kKeys, kWaiters, kLimits, kIdleFace, kCloseConn, kRemake, kNumber, kServe, kConnect,
   kTls, kSocketClass, kTunnel, kKeylog, kMake, kReleased, kOpenings, kClosing, kClose, kWatchers,
-  mergeOptions, setRequestSocket,
+  mergeOptions, setRequestSocket, WaiterTable,
 } = require('./internals');
 const hooks = require('./hooks');
 
@@ -144,7 +144,7 @@ class Agent extends Base {
     // option and rule (recent versions' agents read it), on every version.
     this.agentKeepAliveTimeoutBuffer = hintBuffer(opts.agentKeepAliveTimeoutBuffer);
     this[kProxy] = proxyConfigOf(this);
-    this[kWaiters] = new Map();
+    this[kWaiters] = new WaiterTable();
     this[kClosing] = new Set();
     this[kClose] = null;
     this[kOpenings] = new WeakMap();
