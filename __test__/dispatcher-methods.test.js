@@ -327,3 +327,19 @@ test('pipeline() as undici\'s: writes are the request body, reads what the handl
   assert.strictEqual((await once(empty, 'error'))[0].code, 'ERR_INVALID_ARG_VALUE');
   await until(() => Object.keys(d.http.getCurrentStatus().sockets).length === 0, 5000, 'connections back');
 });
+
+test('a request() whose start fails in the addon is not waited for by close()', { timeout: 20_000 }, async (t) => {
+  const binding = require('../lib/native');
+  const server = await httpServer(t);
+  const d = new Dispatcher();
+  binding.injectPanic('request');
+  let err;
+  try {
+    err = await d.request({ origin: server.url, path: '/', method: 'GET' }).then(() => null, (e) => e);
+  } finally {
+    binding.injectPanic('');
+  }
+  assert.strictEqual(err.code, 'ERR_HYPERAGENT_INTERNAL');
+  await d.close();
+  assert.strictEqual(d.closed, true);
+});

@@ -283,6 +283,11 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
       pending.pump(source);
     }
   } catch (err) {
+    // Not started: nothing will end it later, so its tracker hears of its end now.
+    if (pending !== null && pending.id === 0 && pending.tracker !== null) {
+      pending.tracker = null;
+      tracker.over();
+    }
     if (exchange === null) reject(errors.internalError(err));
     else exchange.fail(errors.internalError(err));
   }
