@@ -157,7 +157,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
     }
     uv::check_abi().map_err(napi::Error::from_reason)?;
     let mut uv_loop = std::ptr::null_mut();
-    // SAFETY: js.rs invariant 1: a plain query on this env, during the `init` call from it.
+    // SAFETY: js invariant 1: a plain query on this env, during the `init` call from it.
     unsafe { sys::napi_get_uv_event_loop(env, &mut uv_loop) };
     let set_slab = callbacks.set_slab;
     let ctx = Rc::new(EnvCtx {
@@ -177,8 +177,8 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         next_request: Cell::new(1),
         read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
         chunks: Chunks::new(env, set_slab),
-        // SAFETY: js.rs invariant 1: a fresh object of this env, in the `init` call's scope,
-        // as the resource; destroyed once, in `teardown` (js.rs invariant 2).
+        // SAFETY: js invariant 1: a fresh object of this env, in the `init` call's scope,
+        // as the resource; destroyed once, in `teardown` (js invariant 2).
         batch: unsafe { js::AsyncContext::new(env, js::object(env), "hyperagent:batch") },
         spare: RefCell::new(Vec::new()),
         sweep: RefCell::new(None),
@@ -193,7 +193,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
     unsafe { ctx.inbox.attach(wake.raw()) };
     *ctx.wake.borrow_mut() = Some(wake);
     CTX.with(|c| *c.borrow_mut() = Some(ctx.clone()));
-    // SAFETY: js.rs invariant 1; `cleanup` takes no data and is registered once per env (a
+    // SAFETY: js invariant 1; `cleanup` takes no data and is registered once per env (a
     // second `init` returns above), and Node runs it on this thread when the env is torn down.
     unsafe { sys::napi_add_env_cleanup_hook(env, Some(cleanup), std::ptr::null_mut()) };
     Ok(ctx)

@@ -43,8 +43,8 @@ pub fn init(
     on_connection: Unknown,
 ) -> Result<()> {
     let raw = env.raw();
-    // SAFETY: js.rs invariant 1: arguments of this call; each reference is deleted once, by
-    // env.rs `teardown`, or at once when the thread was set up already (js.rs invariant 2).
+    // SAFETY: js invariant 1: arguments of this call; each reference is deleted once, by
+    // env.rs `teardown`, or at once when the thread was set up already (js invariant 2).
     // Test: __test__/chunks.test.js "a second load of the package on the same thread gets its
     // small chunks right".
     let r = |v: &Unknown| unsafe { js::Ref::new(raw, v.raw(), 1) };
@@ -137,7 +137,7 @@ fn conn(id: u32) -> Option<Rc<conn::Conn>> {
 
 fn undefined(env: &Env) -> sys::napi_value {
     let mut value = std::ptr::null_mut();
-    // SAFETY: js.rs invariant 1 (a plain value lookup on this env, during a call from it).
+    // SAFETY: js invariant 1 (a plain value lookup on this env, during a call from it).
     unsafe { sys::napi_get_undefined(env.raw(), &mut value) };
     value
 }

@@ -52,7 +52,7 @@ impl Slab {
     /// Whether JavaScript detached the slab's ArrayBuffer, taking its memory.
     fn detached(&self, env: sys::napi_env) -> bool {
         let mut detached = true;
-        // SAFETY: js.rs invariants 1 and 2: a plain query, on this env's thread, of the slab's
+        // SAFETY: js invariants 1 and 2: a plain query, on this env's thread, of the slab's
         // reference, which is deleted only after the slab is taken out of `Chunks::slab`.
         let status =
             unsafe { sys::napi_is_detached_arraybuffer(env, self.buffer.get(env), &mut detached) };
@@ -171,7 +171,7 @@ impl Chunks {
     fn new_slab(&self) -> Option<Slab> {
         let mut value = std::ptr::null_mut();
         let mut data = std::ptr::null_mut();
-        // SAFETY: js.rs invariant 1: a plain allocation on this env; on success `data` points
+        // SAFETY: js invariant 1: a plain allocation on this env; on success `data` points
         // at its SLAB bytes (checked non-null below), kept alive by the reference made below
         // (invariant 1).
         let status = unsafe { sys::napi_create_arraybuffer(self.env, SLAB, &mut data, &mut value) };
@@ -180,7 +180,7 @@ impl Chunks {
         }
         js::call(self.env, self.set_slab.get(self.env), &[value]);
         Some(Slab {
-            // SAFETY: js.rs invariant 1: the ArrayBuffer just made, in the current scope; the
+            // SAFETY: js invariant 1: the ArrayBuffer just made, in the current scope; the
             // slab's owner deletes the reference once (`chunk_of`, `teardown`).
             buffer: unsafe { Ref::new(self.env, value, 1) },
             data: data.cast(),

@@ -254,7 +254,7 @@ pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
     if verdict % base == f64::from(protocol::verdict::REUSE) {
         let socket = cell.take((verdict / base) as u32);
         if !socket.is_null() {
-            // SAFETY: js.rs invariants 1 and 2: a non-null value, just read from the
+            // SAFETY: js invariants 1 and 2: a non-null value, just read from the
             // connection's live socket reference, in this call's scope. Test:
             // __test__/reuse.test.js "30 sequential requests share one connection".
             return Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) });
@@ -452,7 +452,7 @@ impl NativePool {
         let mut out = Vec::new();
         for (name, socket) in self.cell.active_sockets() {
             out.push(name.into_unknown(env)?);
-            // SAFETY: js.rs invariants 1 and 2: a non-null socket from a live strong reference
+            // SAFETY: js invariants 1 and 2: a non-null socket from a live strong reference
             // (`Conn::serving`), in this call's scope. Test: __test__/errors.test.js
             // "agent.destroy() closes idle and active connections and fails queued requests".
             out.push(unsafe { Unknown::from_raw_unchecked(env.raw(), socket) });
@@ -501,7 +501,7 @@ impl NativePool {
     pub fn requests_in_flight<'env>(&self, env: &'env Env) -> Vec<Unknown<'env>> {
         request::requests_in_flight(&self.cell)
             .into_iter()
-            // SAFETY: js.rs invariants 1 and 2: handles from the strong references of requests
+            // SAFETY: js invariants 1 and 2: handles from the strong references of requests
             // not finished (`finish` takes a request out of the map before deleting its
             // reference), in this call's scope. Test: __test__/request/aborts.test.js
             // "agent.destroy() ends agent.request()s: queued, waiting for the head, and mid-body".
@@ -515,7 +515,7 @@ impl NativePool {
     pub fn requests_queued<'env>(&self, env: &'env Env) -> Vec<Unknown<'env>> {
         request::requests_queued(&self.cell)
             .into_iter()
-            // SAFETY: js.rs invariants 1 and 2: handles from the strong references of requests
+            // SAFETY: js invariants 1 and 2: handles from the strong references of requests
             // not finished (`finish` takes a request out of the map before deleting its
             // reference), in this call's scope. Test: __test__/request/aborts.test.js
             // "agent.destroy() ends agent.request()s: queued, waiting for the head, and mid-body".

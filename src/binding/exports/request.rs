@@ -73,7 +73,7 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
     let head = Arc::new(head_of(&path, lines.as_bytes())?);
     let value = js::external(env.raw(), head, &HEAD_TAG)
         .ok_or_else(|| Error::from_reason("hyperagent: cannot make a request head"))?;
-    // SAFETY: js.rs invariant 1: the external just made, in this call's scope.
+    // SAFETY: js invariant 1: the external just made, in this call's scope.
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }
 
@@ -98,7 +98,7 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
         info: sys::napi_callback_info,
     ) -> sys::napi_value {
         // SAFETY: the runtime's own arguments to this function; `args` is used by `request`
-        // within this call and dropped at its end (js.rs invariants 1 and 4).
+        // within this call and dropped at its end (js invariants 1 and 4).
         let args = unsafe { js::Args::<{ arg::COUNT }>::of(env, info) };
         match guard::catch(|| request(&args)) {
             Ok(Ok(id)) => js::number(env, id),
@@ -110,7 +110,7 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
         }
     }
     let mut func = std::ptr::null_mut();
-    // SAFETY: js.rs invariant 1; a static callback without data, named by a string of 7
+    // SAFETY: js invariant 1; a static callback without data, named by a string of 7
     // bytes (its length given).
     let status = unsafe {
         sys::napi_create_function(
@@ -127,7 +127,7 @@ pub fn request_function(env: &Env) -> Result<Unknown<'_>> {
             "hyperagent: cannot make the request function",
         ));
     }
-    // SAFETY: js.rs invariant 1: the function just made (status checked), in this call's
+    // SAFETY: js invariant 1: the function just made (status checked), in this call's
     // scope. Every `agent.request()` test calls it, e.g. __test__/request/basics.test.js "a GET
     // resolves with status, headers and a body stream".
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), func) })

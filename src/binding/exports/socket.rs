@@ -44,7 +44,7 @@ fn socket_or_undefined(env: &Env, socket: sys::napi_value) -> Unknown<'_> {
     } else {
         socket
     };
-    // SAFETY: js.rs invariants 1 and 2: `undefined`, or a non-null value the caller just read
+    // SAFETY: js invariants 1 and 2: `undefined`, or a non-null value the caller just read
     // from the connection's live socket reference, in this call's scope. Tests:
     // __test__/compat.test.js "agent.freeSockets holds socket objects"; every drop-in request.
     unsafe { Unknown::from_raw_unchecked(env.raw(), socket) }
@@ -205,7 +205,7 @@ pub fn tls_session(env: &Env, id: u32) -> Result<Unknown<'_>> {
                 .map(|info| js::tls_info(env.raw(), info))
         })
         .unwrap_or_else(|| undefined(env));
-    // SAFETY: js.rs invariant 1: a value made in this call's scope.
+    // SAFETY: js invariant 1: a value made in this call's scope.
     Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), value) })
 }
 

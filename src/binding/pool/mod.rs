@@ -85,9 +85,9 @@ impl PoolCell {
         limits: Limits,
         connect_opts: ConnectOptions,
     ) -> Rc<PoolCell> {
-        // SAFETY: js.rs invariant 1: a live object, an argument of the constructor call; count
+        // SAFETY: js invariant 1: a live object, an argument of the constructor call; count
         // 0 makes the reference weak (so `get` may give null, which `notify_grants` checks).
-        // Deleted once, in `Drop` (js.rs invariant 2).
+        // Deleted once, in `Drop` (js invariant 2).
         let agent = unsafe { Ref::new(ctx.env, agent, 0) };
         let cell = Rc::new(PoolCell {
             id: ctx.alloc_pool_id(),

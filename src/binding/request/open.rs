@@ -43,9 +43,9 @@ pub fn start(
         id: pool.ctx.next_request_id(),
         pool: pool.clone(),
         key,
-        // SAFETY (both): js.rs invariant 1: the handle object and the context's name are
+        // SAFETY (both): js invariant 1: the handle object and the context's name are
         // arguments of the current `request` call, so the context captured is this call's;
-        // `finish` deletes and destroys them once (js.rs invariant 2). Tests:
+        // `finish` deletes and destroys them once (js invariant 2). Tests:
         // __test__/context.test.js "promise and stream events run in the context of the
         // request() call"; __test__/safety.test.js "an end reached twice ends once: aborts
         // and destroys from inside listeners, in every order".
