@@ -13,33 +13,19 @@ const https = require('node:https');
 const { once } = require('node:events');
 const { Readable, Writable } = require('node:stream');
 const { Dispatcher } = require('..');
-const { httpServer, sha256, trailingServer, rawServer, readRequest, listen, until } = require('./helpers');
+const { httpServer, sha256, received, dispatcher, trailingServer, rawServer, readRequest, listen, until } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 
-function dispatcher(t, options) {
-  const d = new Dispatcher(options);
-  t.after(() => d.destroy());
-  return d;
-}
-
 // Answers with what it received: method, path, byte count and checksum, and a trailer.
-function echo(req, res) {
-  const hash = crypto.createHash('sha256');
-  let n = 0;
-  req.on('data', (c) => {
-    n += c.length;
-    hash.update(c);
-  });
-  req.on('end', () => {
-    res.setHeader('x-seen', req.headers['x-given'] ?? '');
-    res.setHeader('trailer', 'x-sum');
-    res.write(JSON.stringify({ method: req.method, url: req.url, bytes: n, sha: hash.digest('hex') }));
-    res.addTrailers({ 'x-sum': String(n) });
-    res.end();
-  });
+async function echo(req, res) {
+  const { bytes, sha } = await received(req);
+  res.setHeader('x-seen', req.headers['x-given'] ?? '');
+  res.setHeader('trailer', 'x-sum');
+  res.write(JSON.stringify({ method: req.method, url: req.url, bytes, sha }));
+  res.addTrailers({ 'x-sum': String(bytes) });
+  res.end();
 }
-
 
 test('request() answers as undici\'s: status, headers, body, trailers, opaque; bodies of 1 MiB both ways', async (t) => {
   const server = await httpServer(t, echo);

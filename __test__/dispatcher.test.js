@@ -15,30 +15,16 @@ const { Readable, Writable } = require('node:stream');
 const { pipeline } = require('node:stream/promises');
 const undici = require('undici');
 const { Dispatcher, Agent, setGlobalDispatcher, getGlobalDispatcher } = require('..');
-const { httpServer, sha256, trailingServer, streamingServer, rawServer, readRequest, listen, until } = require('./helpers');
+const { httpServer, sha256, received, dispatcher, trailingServer, streamingServer, rawServer, readRequest, listen, until } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
 
-
 // A server that answers with what it received: method, path, byte count and checksum.
-function echo(req, res) {
-  const hash = crypto.createHash('sha256');
-  let n = 0;
-  req.on('data', (c) => {
-    n += c.length;
-    hash.update(c);
-  });
-  req.on('end', () => {
-    res.setHeader('set-cookie', ['a=1', 'b=2']);
-    res.end(JSON.stringify({ method: req.method, url: req.url, bytes: n, sha: hash.digest('hex') }));
-  });
-}
-
-function dispatcher(t, options) {
-  const d = new Dispatcher(options);
-  t.after(() => d.destroy());
-  return d;
+async function echo(req, res) {
+  const { bytes, sha } = await received(req);
+  res.setHeader('set-cookie', ['a=1', 'b=2']);
+  res.end(JSON.stringify({ method: req.method, url: req.url, bytes, sha }));
 }
 
 test('fetch goes through the dispatcher: status, body, set-cookie, statistics', async (t) => {

@@ -220,6 +220,25 @@ function sha256(buf) {
   return require('node:crypto').createHash('sha256').update(buf).digest('hex');
 }
 
+// What a request's body came to, once it has all been read: its byte count and SHA-256.
+function received(req) {
+  const hash = require('node:crypto').createHash('sha256');
+  let bytes = 0;
+  req.on('data', (c) => {
+    bytes += c.length;
+    hash.update(c);
+  });
+  return new Promise((resolve) => req.on('end', () => resolve({ bytes, sha: hash.digest('hex') })));
+}
+
+// A Dispatcher of this package that the test destroys when it ends.
+function dispatcher(t, options) {
+  const { Dispatcher } = require('..');
+  const d = new Dispatcher(options);
+  t.after(() => d.destroy());
+  return d;
+}
+
 // A server that answers every request with `body`, and its SHA-256 as the trailer `x-sum`.
 async function trailingServer(t, body) {
   return httpServer(t, (req, res) => {
@@ -230,4 +249,4 @@ async function trailingServer(t, body) {
   });
 }
 
-module.exports = { sha256, trailingServer, listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild, collected };
+module.exports = { sha256, received, dispatcher, trailingServer, listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild, collected };

@@ -162,6 +162,11 @@ impl Inbox {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).wake = Some(SendPtr(handle));
     }
 
+    /// Posts TLS key log lines of connection `conn` of pool `pool` (a handshake's, as they come).
+    pub fn post_keys(self: &Arc<Self>, pool: u32, conn: u32, lines: Vec<u8>) {
+        self.post(Completion::Keylog { pool, conn, lines });
+    }
+
     /// Queues a completion and wakes the loop. After the env is gone the completion is dropped
     /// (dropping a connected socket closes it).
     ///

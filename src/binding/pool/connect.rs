@@ -82,13 +82,7 @@ impl PoolCell {
             });
             // The keys reach the socket before the connect's outcome, as Node emits 'keylog'
             // during the handshake (a failed one's too).
-            let on_keys = |lines| {
-                inbox.post(Completion::Keylog {
-                    pool,
-                    conn: id,
-                    lines,
-                })
-            };
+            let on_keys = |lines| inbox.post_keys(pool, id, lines);
             let sink = PumpSink {
                 inbox: inbox.clone(),
                 pool,

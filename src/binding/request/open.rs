@@ -265,13 +265,7 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
             keylog,
             offer_h2: http2,
         });
-        let on_keys = |lines| {
-            inbox.post(Completion::Keylog {
-                pool: pool_id,
-                conn: conn_id,
-                lines,
-            })
-        };
+        let on_keys = |lines| inbox.post_keys(pool_id, conn_id, lines);
         let to = Open {
             target,
             opts,
