@@ -18,6 +18,9 @@ pub mod transport;
 
 #[cfg(not(test))]
 mod binding;
+#[cfg(test)]
+#[path = "binding/tests.rs"]
+mod binding_tests;
 
 // Buffers cross threads on every request (hyper allocates on the tokio thread, the JavaScript
 // thread frees, and back): mimalloc frees another thread's blocks without taking a lock, where

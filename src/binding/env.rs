@@ -2,9 +2,10 @@
 //! Node-API env and libuv loop, the JavaScript functions Rust calls, and the inbox through which
 //! tokio hands results back.
 //!
-//! It keeps the registry of its pools, connections and requests by id, what keeps the process alive
-//! for work on tokio ([`Hold`]), and the delivery of the inbox's batches ([`inbox`]) to the
-//! pools, connections and requests they are for.
+//! It keeps what keeps the process alive for work on tokio ([`Hold`]) and wakes for the inbox's
+//! batches ([`inbox`]), which [`Hooks`] deliver to the pools, connections and requests they are
+//! for: those sit above the env, which names none of them (each keeps its own table by id, see
+//! `registry`).
 //!
 //! # Safety
 //!
@@ -17,21 +18,16 @@
 //!    worker terminated mid-request ends cleanly".
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 
 use napi::sys;
 
-use super::conn::Conn;
 use super::inbox::{Completion, Inbox};
 use super::js::{self, HandleScope, Ref};
-use super::pool::PoolCell;
-use super::request::ReqState;
 use super::slab::Chunks;
 use super::uv::{self, Handle};
-use crate::{client, guard};
+use crate::guard;
 
 /// The JavaScript functions Rust calls, registered once per thread by `index.js`.
 pub struct Callbacks {
@@ -61,33 +57,26 @@ pub struct Callbacks {
 /// The most completions a batch's vector is kept for the next batch with room for.
 const SPARE_MAX: usize = 256;
 
-/// Maps keyed by the ids this thread hands out (pools, connections, requests): sequential
-/// numbers of its own, so a multiplicative hash spreads them and nothing adversarial reaches it.
-type IdMap<V> = HashMap<u32, V, BuildHasherDefault<IdHasher>>;
+/// How often the sweep of long headers timeouts runs (see `request::COARSE_TIMEOUT`).
+pub const SWEEP_EVERY_MS: u64 = 500;
 
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
+/// What the layers above the env do for it: it names none of their types.
+pub struct Hooks {
+    /// Takes one item of the inbox to what it is for, on this thread (a panic there fails
+    /// that owner alone).
+    pub deliver: fn(&EnvCtx, Completion),
+    /// The sweep of long headers timeouts (see [`EnvCtx::schedule_sweep`]).
+    pub sweep: fn(&EnvCtx),
+    /// The env is going away: every pool shuts down, every request stops, every connection
+    /// closes, before the env's own handles do.
+    pub teardown: fn(&EnvCtx),
 }
 
 pub struct EnvCtx {
     pub env: sys::napi_env,
     pub uv_loop: *mut uv::Loop,
     pub callbacks: Callbacks,
+    hooks: Hooks,
     pub inbox: Arc<Inbox>,
     wake: RefCell<Option<Handle>>,
     /// How many batches of the inbox this thread has delivered (see `on_wake`).
@@ -98,15 +87,6 @@ pub struct EnvCtx {
     /// Releases of a hold that was not taken: each one is a bug that let the process exit
     /// under work in flight (see [`EnvCtx::held`]).
     unheld_extra: Cell<u32>,
-    pools: RefCell<IdMap<Weak<PoolCell>>>,
-    next_pool: Cell<u32>,
-    /// Every connection of every pool on this thread, by id: the hot-path calls from
-    /// JavaScript name a connection by its id alone.
-    conns: RefCell<IdMap<Rc<Conn>>>,
-    next_conn: Cell<u32>,
-    /// `agent.request()` calls in flight or queued, by id.
-    requests: RefCell<IdMap<Rc<ReqState>>>,
-    next_request: Cell<u32>,
     /// The reusable buffer sockets read into before copying into a JavaScript Buffer.
     pub read_buf: RefCell<Box<[u8]>>,
     /// The slab small chunks are copied into.
@@ -137,7 +117,7 @@ pub fn current() -> Option<Rc<EnvCtx>> {
 }
 
 /// Sets up the calling thread: called once per env by the binding's `init`.
-pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>> {
+pub fn init(env: sys::napi_env, callbacks: Callbacks, hooks: Hooks) -> napi::Result<Rc<EnvCtx>> {
     if let Some(ctx) = current() {
         // A second `init` on the same thread (the module loaded twice): keep the first set.
         for r in [
@@ -164,17 +144,12 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
         env,
         uv_loop: uv_loop.cast(),
         callbacks,
+        hooks,
         inbox: Arc::new(Inbox::new()),
         wake: RefCell::new(None),
         wakes: Cell::new(0),
         in_flight: Cell::new(0),
         unheld_extra: Cell::new(0),
-        pools: RefCell::new(IdMap::default()),
-        next_pool: Cell::new(1),
-        conns: RefCell::new(IdMap::default()),
-        next_conn: Cell::new(1),
-        requests: RefCell::new(IdMap::default()),
-        next_request: Cell::new(1),
         read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
         chunks: Chunks::new(env, set_slab),
         // SAFETY: js invariant 1: a fresh object of this env, in the `init` call's scope,
@@ -200,95 +175,6 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks) -> napi::Result<Rc<EnvCtx>
 }
 
 impl EnvCtx {
-    pub fn alloc_pool_id(&self) -> u32 {
-        let id = self.next_pool.get();
-        self.next_pool.set(id.wrapping_add(1));
-        id
-    }
-
-    pub fn register_pool(&self, pool: &Rc<PoolCell>) {
-        self.pools.borrow_mut().insert(pool.id, Rc::downgrade(pool));
-    }
-
-    pub fn conn(&self, id: u32) -> Option<Rc<Conn>> {
-        self.conns.borrow().get(&id).cloned()
-    }
-
-    /// A fresh connection id, never 0 (JavaScript's "no connection").
-    pub fn next_conn_id(&self) -> u32 {
-        let mut conns = self.conns.borrow_mut();
-        loop {
-            let id = self.next_conn.get();
-            self.next_conn.set(id.wrapping_add(1).max(1));
-            if !conns.contains_key(&id) {
-                conns.reserve(1);
-                return id;
-            }
-        }
-    }
-
-    pub fn insert_conn(&self, conn: Rc<Conn>) {
-        self.conns.borrow_mut().insert(conn.id, conn);
-    }
-
-    pub fn remove_conn(&self, id: u32) -> Option<Rc<Conn>> {
-        let conn = self.conns.borrow_mut().remove(&id)?;
-        // A connection whose opening watchers heard of is gone: they hear of that too.
-        if conn.announced.get() {
-            if let Some(pool) = conn.pool() {
-                pool.post_connection(super::protocol::connection::DISCONNECT, conn.key, None);
-            }
-        }
-        Some(conn)
-    }
-
-    /// Every connection of pool `pool`, in id order.
-    pub fn conns_of(&self, pool: u32) -> Vec<Rc<Conn>> {
-        let mut out: Vec<Rc<Conn>> = self
-            .conns
-            .borrow()
-            .values()
-            .filter(|c| c.pool_id == pool)
-            .cloned()
-            .collect();
-        out.sort_by_key(|c| c.id);
-        out
-    }
-
-    /// Removes and returns every connection of pool `pool`.
-    pub fn drain_conns_of(&self, pool: u32) -> Vec<Rc<Conn>> {
-        let mut conns = self.conns.borrow_mut();
-        let ids: Vec<u32> = conns
-            .values()
-            .filter(|c| c.pool_id == pool)
-            .map(|c| c.id)
-            .collect();
-        ids.iter().filter_map(|id| conns.remove(id)).collect()
-    }
-
-    pub fn next_request_id(&self) -> u32 {
-        let id = self.next_request.get();
-        self.next_request.set(id.wrapping_add(1).max(1));
-        id
-    }
-
-    pub fn insert_request(&self, req: Rc<ReqState>) {
-        self.requests.borrow_mut().insert(req.id, req);
-    }
-
-    pub fn remove_request(&self, id: u32) -> Option<Rc<ReqState>> {
-        self.requests.borrow_mut().remove(&id)
-    }
-
-    pub fn request(&self, id: u32) -> Option<Rc<ReqState>> {
-        self.requests.borrow().get(&id).cloned()
-    }
-
-    /// Every `agent.request()` in flight or queued.
-    pub fn requests(&self) -> Vec<Rc<ReqState>> {
-        self.requests.borrow().values().cloned().collect()
-    }
-
     /// Has the headers-timeout sweep (`request::sweep_headers_deadlines`) run in
     /// `SWEEP_EVERY_MS`, unless it is due already.
     pub fn schedule_sweep(&self) {
@@ -306,15 +192,7 @@ impl EnvCtx {
             timer.set_ref(false);
             timer
         });
-        timer.timer_start(on_sweep, super::request::SWEEP_EVERY_MS);
-    }
-
-    pub fn pool(&self, id: u32) -> Option<Rc<PoolCell>> {
-        self.pools.borrow().get(&id).and_then(Weak::upgrade)
-    }
-
-    pub fn unregister_pool(&self, id: u32) {
-        self.pools.borrow_mut().remove(&id);
+        timer.timer_start(on_sweep, SWEEP_EVERY_MS);
     }
 
     /// An operation that must keep the process alive started on tokio: the process stays
@@ -388,132 +266,11 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
     ctx.wakes.set(ctx.wakes.get() + 1);
     let mut batch = ctx.inbox.swap(ctx.spare.take());
     for item in batch.drain(..) {
-        // What a panic while handling the item fails: the request or the connection it is of.
-        let owner = match &item {
-            Completion::Req { req, .. } => Owner::Request(*req),
-            Completion::HyperConnected {
-                pool, conn, req, ..
-            } => Owner::HyperConnect(*pool, *conn, *req),
-            Completion::Connected { pool, conn, .. } => Owner::Connect(*pool, *conn),
-            Completion::Pump { conn, .. } => Owner::Conn(*conn),
-            _ => Owner::None,
-        };
-        if let Err(panic) = guard::catch(|| ctx.complete(item)) {
-            super::debug::debug!("a completion panicked: {panic}");
-            let _ = guard::catch(|| ctx.fail_owner(owner, &panic));
-        }
+        (ctx.hooks.deliver)(&ctx, item);
     }
     // A burst's vector is not kept: its memory goes back.
     if batch.capacity() <= SPARE_MAX {
         *ctx.spare.borrow_mut() = batch;
-    }
-}
-
-/// What an item of the inbox belongs to (see `on_wake`).
-enum Owner {
-    Request(u32),
-    HyperConnect(u32, u32, u32),
-    Connect(u32, u32),
-    Conn(u32),
-    None,
-}
-
-impl EnvCtx {
-    /// Fails what a panic left half done: the request ends with the panic's error (its
-    /// exchange stopped, its connection closed), a connect fails as one that could not be
-    /// made, a connection in use fails its socket.
-    fn fail_owner(&self, owner: Owner, panic: &str) {
-        let err = || guard::internal(panic);
-        match owner {
-            Owner::Request(id) => {
-                if let Some(req) = self.request(id) {
-                    req.stop();
-                }
-                super::request::on_request_event(self, id, client::Event::Error(err()));
-                super::request::on_request_event(self, id, client::Event::Done(None));
-            }
-            Owner::HyperConnect(pool, conn, req) => {
-                if let Some(cell) = self.pool(pool) {
-                    super::request::hyper_connected(&cell, conn, req, Err(err()));
-                }
-            }
-            Owner::Connect(pool, conn) => {
-                if let Some(cell) = self.pool(pool) {
-                    cell.finish_connect(conn, Err(err()));
-                }
-            }
-            Owner::Conn(id) => {
-                if let Some(conn) = self.conn(id) {
-                    conn.fail(self, err());
-                }
-            }
-            Owner::None => {}
-        }
-    }
-
-    /// Handles one item of the inbox.
-    fn complete(&self, item: Completion) {
-        let ctx = self;
-        guard::point("completion");
-        match item {
-            // A pool that is gone let go of its connects' holds as it went.
-            Completion::Connected { pool, conn, result } => {
-                if let Some(cell) = ctx.pool(pool) {
-                    cell.finish_connect(conn, result);
-                }
-            }
-            Completion::Pump {
-                pool,
-                conn,
-                link,
-                event,
-            } => {
-                if let Some(cell) = ctx.pool(pool) {
-                    cell.on_pump(conn, link, event);
-                }
-            }
-            Completion::Req { req, event } => super::request::on_request_event(ctx, req, event),
-            Completion::HyperConnected {
-                pool,
-                conn,
-                req,
-                result,
-            } => {
-                if let Some(cell) = ctx.pool(pool) {
-                    super::request::hyper_connected(&cell, conn, req, result);
-                }
-            }
-            Completion::HyperClosed { pool, conn } => {
-                if let Some(cell) = ctx.pool(pool) {
-                    super::request::hyper_closed(&cell, conn);
-                }
-            }
-            Completion::HyperLookup {
-                pool,
-                conn,
-                req,
-                reply,
-            } => {
-                if let Some(cell) = ctx.pool(pool) {
-                    super::request::hyper_lookup(&cell, conn, req, reply);
-                }
-            }
-            Completion::Keylog { pool, conn, lines } => {
-                if let Some(cell) = ctx.pool(pool) {
-                    cell.emit_keylog(conn, &lines);
-                }
-            }
-            Completion::Connection {
-                pool,
-                key,
-                kind,
-                error,
-            } => {
-                if let Some(cell) = ctx.pool(pool) {
-                    cell.emit_connection(kind, key, error.as_ref());
-                }
-            }
-        }
     }
 }
 
@@ -529,7 +286,7 @@ unsafe extern "C" fn on_sweep(handle: *mut uv::RawHandle) {
     ctx.sweep_due.set(false);
     let _scope = HandleScope::open(ctx.env);
     let _batch = js::CallbackScope::open(ctx.env, ctx.batch);
-    if let Err(panic) = guard::catch(|| super::request::sweep_headers_deadlines(&ctx)) {
+    if let Err(panic) = guard::catch(|| (ctx.hooks.sweep)(&ctx)) {
         super::debug::debug!("the headers timeout sweep failed: {panic}");
     }
 }
@@ -542,29 +299,15 @@ unsafe extern "C" fn cleanup(_: *mut std::ffi::c_void) {
     let _ = guard::catch(teardown);
 }
 
-/// The env's teardown: every pool shuts down, every request stops, every handle closes.
+/// The env's teardown: what is above the env ends ([`Hooks::teardown`]), then its handles close.
 fn teardown() {
     let Some(ctx) = CTX.with(|c| c.borrow_mut().take()) else {
         return;
     };
     ctx.inbox.close();
     drop(ctx.inbox.swap(Vec::new()));
-    let pools: Vec<Rc<PoolCell>> = ctx
-        .pools
-        .borrow()
-        .values()
-        .filter_map(Weak::upgrade)
-        .collect();
-    for pool in pools {
-        pool.shutdown();
-    }
-    // The requests' tasks stop; tokio holds no memory of this env (request bodies are copied),
-    // so nothing is waited for.
-    let requests: Vec<Rc<ReqState>> = ctx.requests.borrow_mut().drain().map(|(_, r)| r).collect();
-    for req in &requests {
-        req.stop();
-    }
-    drop(requests);
+    // A panic there cannot fail anything: what it left is freed with the env.
+    let _ = guard::catch(|| (ctx.hooks.teardown)(&ctx));
     if let Some(wake) = ctx.wake.borrow_mut().take() {
         wake.close();
     }

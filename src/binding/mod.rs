@@ -2,17 +2,30 @@
 //! thread's side of the pool, the connections and the requests; the `#[napi]` exports (in
 //! `exports/`) convert and check arguments and call it. Option validation with Node's error
 //! codes is done once, in JavaScript, before anything reaches here.
+//!
+//! The modules form a one-way stack; each imports only those below it:
+//!
+//! 1. `js`, `uv`, `protocol`, `debug`: Node-API, libuv, the numbers JavaScript reads;
+//! 2. `inbox`, `slab`, `registry`, `env`: what tokio hands back, the chunk slab, the tables by
+//!    id, the thread's context (which calls up through its `Hooks` alone);
+//! 3. `conn`: one connection (it calls its pool through `conn::Keeper`);
+//! 4. `pool`: one agent's pool (it serves a waiting `agent.request()` through its `serve`);
+//! 5. `request`: `agent.request()` on this thread;
+//! 6. `deliver`: where the inbox's items go, and what ends with the env;
+//! 7. `exports`: the `#[napi]` functions.
 
 #![cfg_attr(test, allow(dead_code))]
 
 mod conn;
 pub(crate) mod debug;
+mod deliver;
 mod env;
 mod exports;
 mod inbox;
 mod js;
 mod pool;
 mod protocol;
+mod registry;
 mod request;
 mod slab;
 mod uv;
@@ -61,6 +74,7 @@ pub fn init(
             on_keylog: r(&on_keylog),
             on_connection: r(&on_connection),
         },
+        deliver::HOOKS,
     )?;
     Ok(())
 }
@@ -132,7 +146,7 @@ fn ctx() -> Result<Rc<env::EnvCtx>> {
 }
 
 fn conn(id: u32) -> Option<Rc<conn::Conn>> {
-    env::current()?.conn(id)
+    conn::by_id(id)
 }
 
 fn undefined(env: &Env) -> sys::napi_value {

@@ -88,7 +88,7 @@ impl Conn {
         let limit = match self.mode.get() {
             // Its bytes never pass here: there is nothing to replay from.
             Mode::Foreign => 0,
-            _ => self.pool.upgrade().map_or(0, |p| p.replay_limit.get()),
+            _ => self.keeper().map_or(0, |p| p.replay_limit()),
         };
         self.replay.borrow_mut().start(reused, limit);
         let Some(mut owner) = self.owner.get() else {

@@ -20,13 +20,15 @@
 //!   connections never keep the process alive.
 //!
 //! `plain.rs` holds the plain socket's side (the poll handle and its syscalls), `face.rs` the
-//! JavaScript socket that is the connection's face.
+//! JavaScript socket that is the connection's face, `table.rs` the thread's connections by id.
 
 mod face;
 mod plain;
+mod table;
 
 use face::Owner;
 use plain::Plain;
+pub use table::{by_id, next_id, of_pool, register, take_all, take_of_pool, unregister};
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
@@ -39,7 +41,6 @@ use napi::sys;
 
 use super::env::{EnvCtx, Hold};
 use super::js;
-use super::pool::PoolCell;
 use super::protocol::write;
 use crate::client;
 use crate::error::Error;
@@ -66,7 +67,8 @@ pub struct Conn {
     pub id: u32,
     pub pool_id: u32,
     pub key: KeyId,
-    pool: Weak<PoolCell>,
+    /// The pool that counts it, which sits above it (see [`Keeper`]).
+    keeper: Weak<dyn Keeper>,
     pub state: Cell<State>,
     /// What carries its bytes (see [`Io`]).
     io: RefCell<Io>,
@@ -172,13 +174,29 @@ pub enum Mode {
     Foreign,
 }
 
+/// What a connection asks of the pool that counts it. The pool sits above the connection
+/// (it holds and hands out connections); the connection reaches it through this alone.
+pub trait Keeper {
+    /// The JavaScript thread's context the pool lives on.
+    fn ctx(&self) -> &Rc<EnvCtx>;
+    /// The largest drop-in request kept for a replay (0: replay off).
+    fn replay_limit(&self) -> usize;
+    /// The TLS configuration of `key`, for an HTTPS key.
+    fn tls_config(&self, key: KeyId) -> Option<Arc<TlsConfig>>;
+    /// `conn` lost its network connection before an answer and replays its request: the pool
+    /// opens another for it.
+    fn replayed(self: Rc<Self>, conn: &Rc<Conn>);
+    /// Idle `conn` was found closed or unusable: the pool forgets it.
+    fn evict_idle(self: Rc<Self>, conn: &Rc<Conn>);
+}
+
 impl Conn {
-    pub fn new(id: u32, key: KeyId, pool: &Rc<PoolCell>) -> Conn {
+    pub fn new(id: u32, key: KeyId, pool_id: u32, keeper: Weak<dyn Keeper>) -> Conn {
         Conn {
             id,
-            pool_id: pool.id,
+            pool_id,
             key,
-            pool: Rc::downgrade(pool),
+            keeper,
             state: Cell::new(State::Connecting),
             io: RefCell::new(Io::None),
             owner: Cell::new(None),
@@ -215,14 +233,15 @@ impl Conn {
         }
     }
 
-    pub fn pool(&self) -> Option<Rc<PoolCell>> {
-        self.pool.upgrade()
+    /// The pool that counts it, while it lives.
+    pub fn keeper(&self) -> Option<Rc<dyn Keeper>> {
+        self.keeper.upgrade()
     }
 
     /// Runs `f` with the TLS configuration of the connection's pool key and its session, if it
     /// has them.
     pub fn with_tls(&self, f: impl FnOnce(&TlsConfig, &TlsInfo)) {
-        let Some(config) = self.pool().and_then(|pool| pool.tls_config(self.key)) else {
+        let Some(config) = self.keeper().and_then(|pool| pool.tls_config(self.key)) else {
             return;
         };
         if let Some(info) = self.tls.borrow().as_deref() {
@@ -403,8 +422,8 @@ impl Conn {
             }
             return;
         }
-        if let Some(pool) = self.pool.upgrade() {
-            self.sync_ref_with(&pool.ctx);
+        if let Some(pool) = self.keeper() {
+            self.sync_ref_with(pool.ctx());
         }
     }
 
@@ -442,10 +461,8 @@ impl Conn {
                 // The pump saw the connection close after the checkout found it open: the
                 // race a replay is for, as a failed send on a plain connection.
                 pump::Write::Closed => {
-                    if let Some(pool) = self.pool.upgrade() {
-                        if self.try_replay(&pool) {
-                            return write::DONE;
-                        }
+                    if self.try_replay() {
+                        return write::DONE;
                     }
                     -libc::EPIPE
                 }
@@ -467,10 +484,8 @@ impl Conn {
             }
             // The peer reset the connection under the request: the race a replay is for.
             Err(errno) => {
-                if let Some(pool) = self.pool.upgrade() {
-                    if self.try_replay(&pool) {
-                        return write::DONE;
-                    }
+                if self.try_replay() {
+                    return write::DONE;
                 }
                 -errno
             }
@@ -541,10 +556,8 @@ impl Conn {
     /// before any response otherwise, the request fails saying whether it went out; after,
     /// the socket hears of the end or the error as it is.
     fn lost(self: &Rc<Self>, ctx: &EnvCtx, err: Option<Error>) {
-        if let Some(pool) = self.pool.upgrade() {
-            if self.try_replay(&pool) {
-                return;
-            }
+        if self.try_replay() {
+            return;
         }
         let unanswered = {
             let replay = self.replay.borrow();
@@ -568,7 +581,10 @@ impl Conn {
 
     /// Starts a replay if the request allows one (see `crate::replay`): the dead connection is
     /// closed and a new one opened under the same socket, which notices nothing.
-    pub fn try_replay(self: &Rc<Self>, pool: &Rc<PoolCell>) -> bool {
+    pub fn try_replay(self: &Rc<Self>) -> bool {
+        let Some(pool) = self.keeper() else {
+            return false;
+        };
         if self.state.get() != State::Active
             || self.target.borrow().is_none()
             || !self.replay.borrow().can_replay()
@@ -590,9 +606,9 @@ impl Conn {
     pub fn resume_replay(self: &Rc<Self>) {
         let bytes = std::mem::take(&mut *self.replay_out.borrow_mut());
         if !bytes.is_empty() && self.write(&[&bytes]) < 0 {
-            if let Some(pool) = self.pool.upgrade() {
+            if let Some(pool) = self.keeper() {
                 let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);
-                self.fail(&pool.ctx, err);
+                self.fail(pool.ctx(), err);
             }
         }
     }

@@ -250,10 +250,10 @@ unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: 
         Rc::increment_strong_count(ptr);
         Rc::from_raw(ptr)
     };
-    let Some(pool) = conn.pool.upgrade() else {
+    let Some(pool) = conn.keeper() else {
         return;
     };
-    let ctx = pool.ctx.clone();
+    let ctx = pool.ctx().clone();
     let _scope = js::HandleScope::open(ctx.env);
     let ran = guard::catch(|| {
         guard::point("poll");
@@ -266,7 +266,7 @@ unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: 
                     liveness::peek(conn.raw_fd())
                 };
                 if !state.is_open() {
-                    pool.evict_idle(&conn);
+                    pool.clone().evict_idle(&conn);
                 }
             }
             State::Connecting | State::Replaying | State::Closed => {}
@@ -276,7 +276,7 @@ unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: 
     // counts); an idle one is evicted. Whatever the panic left half done dies with it.
     if let Err(panic) = ran {
         let _ = guard::catch(|| match conn.state.get() {
-            State::Idle => pool.evict_idle(&conn),
+            State::Idle => pool.clone().evict_idle(&conn),
             State::Closed => {}
             _ => conn.fail(&ctx, guard::internal(&panic)),
         });

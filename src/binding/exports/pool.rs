@@ -246,9 +246,7 @@ pub struct NativePool {
 #[napi(ts_return_type = "number | object", catch_unwind)]
 pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
     guard::point("checkout");
-    let cell = ctx()?
-        .pool(pool)
-        .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
+    let cell = PoolCell::get(pool).ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
     let verdict = cell.checkout(KeyId(key));
     let base = f64::from(protocol::verdict::BASE);
     if verdict % base == f64::from(protocol::verdict::REUSE) {
@@ -332,7 +330,13 @@ impl NativePool {
                 .keep_alive_msecs
                 .map(|ms| Duration::from_millis(ms.max(0.0) as u64)),
         };
-        let cell = PoolCell::new(ctx()?, agent.raw(), limits(&options), connect_opts);
+        let cell = PoolCell::new(
+            ctx()?,
+            agent.raw(),
+            limits(&options),
+            connect_opts,
+            request::serve_waiting,
+        );
         cell.policy.set(release_policy(&options));
         cell.connect_timeout.set(millis(options.connect_timeout_ms));
         cell.http2.set(options.http2.unwrap_or(false));
@@ -365,7 +369,8 @@ impl NativePool {
     /// Forgets empty keys but the `keep` most recently used; returns their ids.
     #[napi(catch_unwind)]
     pub fn sweep_keys(&self, keep: u32) -> Vec<u32> {
-        self.cell.sweep_keys(keep as usize)
+        self.cell
+            .sweep_keys(keep as usize, request::request_keys(&self.cell))
     }
 
     #[napi(catch_unwind)]

@@ -9,14 +9,15 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use napi_derive::napi;
 
+use crate::binding::pool::PoolCell;
 use crate::binding::protocol::{arg, flags};
-use crate::binding::{conn, ctx, env, js, protocol, request};
+use crate::binding::{conn, ctx, js, protocol, request};
 use crate::pool::KeyId;
 use crate::transport::dns::parse_ip;
 use crate::{client, guard};
 
 fn request_state(id: u32) -> Option<Rc<request::ReqState>> {
-    env::current()?.request(id)
+    request::by_id(id)
 }
 
 /// A request head, or its input's error as Node-API's.
@@ -52,7 +53,7 @@ pub fn lookup_done(id: u32, addresses: Option<Vec<String>>) -> bool {
         failed => {
             // As a lookup's failure on a socket: an error (the close follows as JavaScript
             // fails the request).
-            if let Some(pool) = conn.pool() {
+            if let Some(pool) = PoolCell::of(&conn) {
                 pool.state.borrow_mut().pool.stats.error_socket_count += 1;
             }
             failed.is_none()
@@ -198,9 +199,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let replay_limit = args
         .f64(arg::REPLAY_LIMIT)
         .ok_or_else(|| bad("replayLimit"))?;
-    let cell = ctx
-        .pool(pool)
-        .ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
+    let cell = PoolCell::get(pool).ok_or_else(|| Error::from_reason("hyperagent: unknown pool"))?;
     let trailers = if args.is_nullish(arg::TRAILERS) {
         None
     } else if args.bool(arg::TRAILERS) == Some(true) {

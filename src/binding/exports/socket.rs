@@ -7,6 +7,7 @@ use std::time::Duration;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
+use crate::binding::pool::PoolCell;
 use crate::binding::{conn, js, millis, protocol, undefined};
 use crate::guard;
 use crate::transport::Peer;
@@ -159,7 +160,7 @@ pub fn ttl_left(id: u32, ttl_ms: f64) -> f64 {
 #[napi(catch_unwind)]
 pub fn release(id: u32, idle_ms: f64) -> f64 {
     guard::point("release");
-    let Some(cell) = conn(id).and_then(|c| c.pool()) else {
+    let Some(cell) = conn(id).and_then(|c| PoolCell::of(&c)) else {
         return protocol::verdict::NONE;
     };
     let idle = if idle_ms < 0.0 || idle_ms.is_nan() {
@@ -246,9 +247,7 @@ pub fn number_conn(id: u32, number: f64) {
 #[napi(catch_unwind)]
 pub fn close_idle(id: u32) -> f64 {
     match conn(id).filter(|c| c.state.get() == conn::State::Idle) {
-        Some(c) => c
-            .pool()
-            .map_or(protocol::verdict::NONE, |cell| cell.close(id)),
+        Some(c) => PoolCell::of(&c).map_or(protocol::verdict::NONE, |cell| cell.close(id)),
         None => protocol::verdict::NONE,
     }
 }
@@ -256,7 +255,7 @@ pub fn close_idle(id: u32) -> f64 {
 /// The socket of connection `id` was destroyed. Returns a verdict (a waiter may connect).
 #[napi(catch_unwind)]
 pub fn close(id: u32) -> f64 {
-    match conn(id).and_then(|c| c.pool()) {
+    match conn(id).and_then(|c| PoolCell::of(&c)) {
         Some(cell) => cell.close(id),
         None => protocol::verdict::NONE,
     }

@@ -157,7 +157,7 @@ impl PoolCell {
                 );
             }
             Err(err) => {
-                self.ctx.remove_conn(id);
+                self.remove_conn(id);
                 let grant = self
                     .state
                     .borrow_mut()

@@ -5,10 +5,14 @@
 //! JavaScript must do next (serve a waiter of `http.request`, connect for it); only libuv
 //! callbacks (readiness, the timer, tokio's completions) call out. A waiter of
 //! `agent.request()` is served here, without JavaScript (see [`PoolCell::give`]). The
-//! drop-in path's connects are in `connect.rs`; what the agent's watchers hear, in `events.rs`.
+//! drop-in path's connects are in `connect.rs`; what the agent's watchers hear, in `events.rs`;
+//! the thread's pools by id, and what a connection asks of its pool, in `table.rs`.
 
 mod connect;
 mod events;
+mod table;
+
+use table::POOLS;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -19,11 +23,12 @@ use std::time::{Duration, Instant};
 
 use napi::sys;
 
-use super::conn::{Conn, Mode, State};
+use super::conn::{self, Conn, Keeper, Mode, State};
 use super::debug::debug;
 use super::env::EnvCtx;
 use super::js::{self, Ref};
-use super::protocol::verdict;
+use super::protocol::{connection, verdict};
+use super::registry::Registry;
 use super::uv::{self, Handle};
 use crate::error::Error;
 use crate::guard;
@@ -40,6 +45,9 @@ pub struct PoolState {
 
 use crate::pool::multiplex::Sessions;
 pub use crate::pool::ReleasePolicy;
+
+/// See [`PoolCell::serve`]'s field.
+pub type ServePromise = fn(&Rc<PoolCell>, u32, Option<u32>) -> bool;
 
 pub struct PoolCell {
     pub id: u32,
@@ -72,6 +80,10 @@ pub struct PoolCell {
     pub http2: std::cell::Cell<bool>,
     /// Its HTTP/2 sessions, and the requests waiting for a stream (by request id).
     pub sessions: RefCell<Sessions<u32>>,
+    /// Serves a waiting `agent.request()` (by id) on a connection handed over, or on a new one
+    /// in the slot it was given; false when the request is gone. The requests sit above the
+    /// pool, which reaches them through this alone.
+    serve: ServePromise,
     /// Whether the agent wants to hear of its `agent.request()` connections opening, closing
     /// and failing to open (a `Dispatcher` with 'connect', 'disconnect' or
     /// 'connectionError' listeners).
@@ -84,13 +96,14 @@ impl PoolCell {
         agent: sys::napi_value,
         limits: Limits,
         connect_opts: ConnectOptions,
+        serve: ServePromise,
     ) -> Rc<PoolCell> {
         // SAFETY: js invariant 1: a live object, an argument of the constructor call; count
         // 0 makes the reference weak (so `get` may give null, which `notify_grants` checks).
         // Deleted once, in `Drop` (js invariant 2).
         let agent = unsafe { Ref::new(ctx.env, agent, 0) };
         let cell = Rc::new(PoolCell {
-            id: ctx.alloc_pool_id(),
+            id: POOLS.with(Registry::next_id),
             ctx: ctx.clone(),
             state: RefCell::new(PoolState {
                 pool: Pool::new(limits),
@@ -109,9 +122,10 @@ impl PoolCell {
             agent,
             http2: std::cell::Cell::new(false),
             sessions: RefCell::new(Sessions::default()),
+            serve,
             watch_connections: std::cell::Cell::new(false),
         });
-        ctx.register_pool(&cell);
+        POOLS.with(|t| t.insert(cell.id, Rc::downgrade(&cell)));
         // SAFETY: uv.rs invariants 2 and 3: this thread's loop; the data is the cell, whose
         // `Drop` runs `shutdown`, which closes the timer before the memory goes. Test:
         // __test__/idle.test.js "an idle connection closes after freeSocketTimeout".
@@ -127,19 +141,30 @@ impl PoolCell {
 
     /// A connection of `key` that starts opening now, in a slot the pool gave it.
     pub fn new_conn(self: &Rc<Self>, key: KeyId) -> Rc<Conn> {
-        let conn = Rc::new(Conn::new(self.ctx.next_conn_id(), key, self));
-        self.ctx.insert_conn(conn.clone());
+        let keeper: std::rc::Weak<dyn Keeper> = Rc::downgrade(self) as std::rc::Weak<PoolCell>;
+        let conn = Rc::new(Conn::new(conn::next_id(), key, self.id, keeper));
+        conn::register(conn.clone());
         self.state.borrow_mut().pool.opening(key);
         conn
     }
 
     pub fn conn(&self, id: u32) -> Option<Rc<Conn>> {
-        self.ctx.conn(id).filter(|c| c.pool_id == self.id)
+        conn::by_id(id).filter(|c| c.pool_id == self.id)
     }
 
-    /// Removes connection `id` from the thread's index and closes it.
+    /// Takes connection `id` out of the thread's table (it is closing); the agent's watchers
+    /// hear of its end if they heard of its opening.
+    pub fn remove_conn(&self, id: u32) -> Option<Rc<Conn>> {
+        let conn = conn::unregister(id)?;
+        if conn.announced.get() {
+            self.post_connection(connection::DISCONNECT, conn.key, None);
+        }
+        Some(conn)
+    }
+
+    /// Removes connection `id` from the thread's table and closes it.
     fn drop_conn(&self, id: u32) -> Option<Rc<Conn>> {
-        let conn = self.ctx.remove_conn(id)?;
+        let conn = self.remove_conn(id)?;
         conn.close(self.env());
         Some(conn)
     }
@@ -147,7 +172,7 @@ impl PoolCell {
     /// Closes idle connection `id`, which its socket object (if a program still holds it)
     /// hears of first (see [`Conn::end_idle`]).
     pub fn drop_idle(&self, id: u32, expired: bool) {
-        if let Some(conn) = self.ctx.remove_conn(id) {
+        if let Some(conn) = self.remove_conn(id) {
             conn.end_idle(&self.ctx, expired);
             conn.close(self.env());
         }
@@ -157,11 +182,10 @@ impl PoolCell {
     /// JavaScript then takes the connection's socket ([`PoolCell::take`]) or binds a new one.
     pub fn checkout(self: &Rc<Self>, key: KeyId) -> f64 {
         let mut discard = Vec::new();
-        let ctx = &self.ctx;
         let out = self.state.borrow_mut().pool.checkout(
             key,
             Waiter::DropIn,
-            |&id| ctx.conn(id).map_or(Fit::Dead, |c| c.fit(Mode::DropIn)),
+            |&id| conn::by_id(id).map_or(Fit::Dead, |c| c.fit(Mode::DropIn)),
             &mut discard,
         );
         let result = match out {
@@ -227,7 +251,7 @@ impl PoolCell {
     /// stays counted (the caller opens the new connection in it).
     pub fn retire(&self, id: u32) {
         if let Some(conn) = self.conn(id) {
-            self.ctx.remove_conn(id);
+            self.remove_conn(id);
             conn.close(self.env());
             self.state.borrow_mut().pool.stats.close_socket_count += 1;
         }
@@ -313,21 +337,18 @@ impl PoolCell {
         handoff: Option<u32>,
         served: f64,
     ) -> f64 {
-        match self.ctx.request(req_id) {
-            Some(req) => {
-                debug!("serve waiting request {req_id}");
-                super::request::serve_promise(self, &req, handoff);
-                served
+        debug!("serve waiting request {req_id}");
+        if (self.serve)(self, req_id, handoff) {
+            return served;
+        }
+        // Gone without leaving the queue (cannot happen while `abort` cancels its waiter):
+        // what it was given goes on to the next waiter.
+        match handoff {
+            Some(id) => self.release(id, None),
+            None => {
+                let grant = self.state.borrow_mut().pool.detached(key);
+                self.give(grant, served)
             }
-            // Gone without leaving the queue (cannot happen while `abort` cancels its
-            // waiter): what it was given goes on to the next waiter.
-            None => match handoff {
-                Some(id) => self.release(id, None),
-                None => {
-                    let grant = self.state.borrow_mut().pool.detached(key);
-                    self.give(grant, served)
-                }
-            },
         }
     }
 
@@ -344,7 +365,7 @@ impl PoolCell {
         if self.conn(id).is_none() {
             return verdict::NONE;
         }
-        let Some(conn) = self.ctx.remove_conn(id) else {
+        let Some(conn) = self.remove_conn(id) else {
             return verdict::NONE;
         };
         let was = conn.state.get();
@@ -381,8 +402,7 @@ impl PoolCell {
     /// The sockets serving checkouts (connecting or in use), with their key names.
     pub fn active_sockets(&self) -> Vec<(String, sys::napi_value)> {
         let st = self.state.borrow();
-        self.ctx
-            .conns_of(self.id)
+        conn::of_pool(self.id)
             .into_iter()
             .filter(|c| {
                 !c.detached.get() && matches!(c.state.get(), State::Active | State::Connecting)
@@ -394,8 +414,7 @@ impl PoolCell {
     /// The idle connections, with their key names.
     pub fn idle_conns(&self) -> Vec<(String, Rc<Conn>)> {
         let st = self.state.borrow();
-        self.ctx
-            .conns_of(self.id)
+        conn::of_pool(self.id)
             .into_iter()
             .filter(|c| !c.detached.get() && c.state.get() == State::Idle)
             .map(|c| (st.pool.key_name(c.key).to_owned(), c))
@@ -445,7 +464,7 @@ impl PoolCell {
 
     /// Closes HTTP/2 session `id` (no longer among the sessions): its slot goes back.
     fn close_session(self: &Rc<Self>, key: KeyId, id: u32) {
-        if let Some(conn) = self.ctx.remove_conn(id) {
+        if let Some(conn) = self.remove_conn(id) {
             conn.close(self.env());
             let grant = self.state.borrow_mut().pool.closed(key);
             self.notify_grants(grant.into_iter());
@@ -540,11 +559,11 @@ impl PoolCell {
     /// Forgets the empty keys but the `keep` most recently used (see `Pool::sweep`), with
     /// their TLS configurations and targets; returns their ids, for JavaScript to forget too.
     /// A key that a connection (even one detached by an upgrade) or an `agent.request()`
-    /// still names stays.
-    pub fn sweep_keys(&self, keep: usize) -> Vec<u32> {
+    /// (`requests`: their keys) still names stays.
+    pub fn sweep_keys(&self, keep: usize, requests: Vec<KeyId>) -> Vec<u32> {
         let mut named: std::collections::HashSet<KeyId> =
-            self.ctx.conns_of(self.id).iter().map(|c| c.key).collect();
-        named.extend(super::request::request_keys(self));
+            conn::of_pool(self.id).iter().map(|c| c.key).collect();
+        named.extend(requests);
         let swept = self
             .state
             .borrow_mut()
@@ -567,7 +586,7 @@ impl PoolCell {
 
     /// Closes every connection without telling anyone: the env is going away.
     pub fn shutdown(&self) {
-        for conn in self.ctx.drain_conns_of(self.id) {
+        for conn in conn::take_of_pool(self.id) {
             conn.close(self.env());
         }
         if let Some(timer) = self.timer.borrow_mut().take() {
@@ -580,7 +599,8 @@ impl Drop for PoolCell {
     fn drop(&mut self) {
         self.shutdown();
         self.agent.delete(self.ctx.env);
-        self.ctx.unregister_pool(self.id);
+        // A pool dropped as its thread ends finds the table gone: nothing to take it from.
+        let _ = POOLS.try_with(|t| t.remove(self.id));
     }
 }
 

@@ -36,7 +36,7 @@ pub fn sweep_headers_deadlines(ctx: &EnvCtx) {
     let now = Instant::now();
     // Deadlines armed meanwhile (by code the failures run) schedule a sweep themselves.
     let mut running = false;
-    for req in ctx.requests() {
+    for req in super::all() {
         let Some(deadline) = req.headers_deadline.get() else {
             continue;
         };
@@ -81,7 +81,7 @@ pub(super) fn replay_spec(ctx: &EnvCtx, req: &ReqState) -> Option<(Spec, bool)> 
 
 /// An event of request `req`'s exchange, on the JavaScript thread.
 pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
-    let Some(req) = ctx.request(req_id) else {
+    let Some(req) = super::by_id(req_id) else {
         // Aborted meanwhile: a connection that comes back is not reused (the abort
         // already closed it), so there is nothing to do.
         return;
@@ -137,7 +137,7 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
             ];
             // The exchange ended with its head: the connection is settled first, so that
             // code the response's end runs finds it back in the pool.
-            let finished = done.map(|sender| settle(ctx, &req, sender));
+            let finished = done.map(|sender| settle(&req, sender));
             let given = match finished {
                 Some((conn_id, verdict)) => {
                     args[5] = js::number(env, verdict);
@@ -158,12 +158,12 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
             req.emit(kind::END, &[header_string(env, &trailers)]);
         }
         Event::Error(err) => {
-            count_failure(ctx, &req, &err);
+            count_failure(&req, &err);
             let desc = js::error_descriptor(env, &err);
             req.emit(kind::ERROR, &[desc]);
         }
         Event::Unsent(err) => {
-            count_failure(ctx, &req, &err);
+            count_failure(&req, &err);
             // The keep-alive race: a reused connection died before answering. An
             // idempotent request is sent once more, on a fresh connection (RFC 9110
             // §9.2.2); anything else fails, saying whether it went out.
@@ -237,7 +237,7 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
             }
         }
         Event::Done(sender) => {
-            let (conn_id, verdict) = settle(ctx, &req, sender);
+            let (conn_id, verdict) = settle(&req, sender);
             req.emit(
                 kind::DONE,
                 &[js::number(env, verdict), js::number(env, conn_id as f64)],
@@ -248,10 +248,9 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
 }
 
 /// Counts a failure of the established connection of `req` (see `Stats::count_failure`).
-pub(super) fn count_failure(ctx: &EnvCtx, req: &ReqState, err: &Error) {
-    let established = ctx
-        .conn(req.conn.get())
-        .is_some_and(|c| c.state.get() == State::Active);
+pub(super) fn count_failure(req: &ReqState, err: &Error) {
+    let established =
+        crate::binding::conn::by_id(req.conn.get()).is_some_and(|c| c.state.get() == State::Active);
     if !established {
         return;
     }
@@ -261,11 +260,7 @@ pub(super) fn count_failure(ctx: &EnvCtx, req: &ReqState, err: &Error) {
 /// The exchange of `req` is over: its connection goes back to the pool (with `sender`, if
 /// hyper keeps it open) or closes, by the agent's rules. Returns the connection and the
 /// pool's verdict (a waiter the JavaScript side serves, when not negative).
-pub(super) fn settle(
-    ctx: &EnvCtx,
-    req: &Rc<ReqState>,
-    sender: Option<client::Sender>,
-) -> (u32, f64) {
+pub(super) fn settle(req: &Rc<ReqState>, sender: Option<client::Sender>) -> (u32, f64) {
     // The exchange is over: stopping it now would stop what its connection runs next.
     req.abort.borrow_mut().take();
     req.unhold();
@@ -283,7 +278,7 @@ pub(super) fn settle(
     }
     // The connection is the pool's again: an abort from now on does not close it.
     let conn_id = req.conn.replace(0);
-    let Some(conn) = ctx.conn(conn_id) else {
+    let Some(conn) = crate::binding::conn::by_id(conn_id) else {
         return (conn_id, verdict::NONE);
     };
     let pool = req.pool();

@@ -14,7 +14,7 @@ mod streams;
 pub use events::{on_request_event, sweep_headers_deadlines};
 pub use open::{
     hyper_closed, hyper_connected, hyper_lookup, request_keys, requests_in_flight, requests_queued,
-    serve_promise, start,
+    serve_waiting, start,
 };
 
 use std::cell::{Cell, RefCell};
@@ -30,6 +30,7 @@ use super::inbox::{Completion, Inbox};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::PoolCell;
 use super::protocol::verdict;
+use super::registry::Registry;
 use crate::client::plan::Replay;
 use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Sink, Spec};
 use crate::error::Error;
@@ -112,7 +113,26 @@ pub struct ReqState {
 /// exchange: a sweep of the requests in flight every [`SWEEP_EVERY_MS`] fails those whose
 /// deadline passed, so such a timeout fires up to that much late. Shorter ones stay exact.
 pub const COARSE_TIMEOUT: Duration = Duration::from_secs(1);
-pub const SWEEP_EVERY_MS: u64 = 500;
+
+thread_local! {
+    /// `agent.request()` calls in flight or queued on this thread, by id.
+    static REQUESTS: Registry<Rc<ReqState>> = const { Registry::new() };
+}
+
+/// Request `id` of this thread, while it is in flight or queued.
+pub fn by_id(id: u32) -> Option<Rc<ReqState>> {
+    REQUESTS.with(|t| t.get(id))
+}
+
+/// Every `agent.request()` in flight or queued.
+pub fn all() -> Vec<Rc<ReqState>> {
+    REQUESTS.with(Registry::values)
+}
+
+/// Takes every request out of the table: the env is going away.
+pub fn take_all() -> Vec<Rc<ReqState>> {
+    REQUESTS.with(|t| t.take_where(|_| true))
+}
 
 /// The drain of a streamed request body, posted through `inbox` to request `id` (the id may be
 /// set once known).
@@ -227,7 +247,7 @@ impl ReqState {
         }
         let env = self.env();
         self.unhold();
-        self.pool.ctx.remove_request(self.id);
+        REQUESTS.with(|t| t.remove(self.id));
         self.handle.delete(env);
         self.ctx.destroy(env);
     }

@@ -14,6 +14,7 @@ use crate::binding::inbox::{Completion, HyperEstablished};
 use crate::binding::js::{self, AsyncContext, Ref};
 use crate::binding::pool::PoolCell;
 use crate::binding::protocol::{connection, kind, name, verdict};
+use crate::binding::registry::Registry;
 use crate::client::open::{Open, Opened};
 use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};
@@ -40,7 +41,7 @@ pub fn start(
     } = plan;
     let env = pool.ctx.env;
     let req = Rc::new(ReqState {
-        id: pool.ctx.next_request_id(),
+        id: super::REQUESTS.with(Registry::next_id),
         pool: pool.clone(),
         key,
         // SAFETY (both): js invariant 1: the handle object and the context's name are
@@ -70,7 +71,7 @@ pub fn start(
         on_stream: Cell::new(false),
         trailers,
     });
-    pool.ctx.insert_request(req.clone());
+    super::REQUESTS.with(|t| t.insert(req.id, req.clone()));
     super::streams::route(pool, &req);
     req
 }
@@ -81,12 +82,11 @@ pub(super) fn checkout(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     let key = req.key;
     let mut discard = Vec::new();
     let checkout = {
-        let ctx = &pool.ctx;
         let mut st = pool.state.borrow_mut();
         st.pool.checkout(
             key,
             Waiter::Promise(req.id),
-            |&id| ctx.conn(id).map_or(Fit::Dead, |c| c.fit(Mode::Promise)),
+            |&id| crate::binding::conn::by_id(id).map_or(Fit::Dead, |c| c.fit(Mode::Promise)),
             &mut discard,
         )
     };
@@ -110,7 +110,7 @@ pub(super) fn checkout(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
 
 /// Serves `req`, which waited, with what the pool gave it: connection `handoff` (of its
 /// path), or a slot for a new connection.
-pub fn serve_promise(pool: &Rc<PoolCell>, req: &Rc<ReqState>, handoff: Option<u32>) {
+fn serve_promise(pool: &Rc<PoolCell>, req: &Rc<ReqState>, handoff: Option<u32>) {
     req.waiter.set(None);
     match handoff.and_then(|id| pool.conn(id)) {
         Some(conn) => dispatch(pool, req, conn.id),
@@ -118,12 +118,23 @@ pub fn serve_promise(pool: &Rc<PoolCell>, req: &Rc<ReqState>, handoff: Option<u3
     }
 }
 
+/// Serves waiting `agent.request()` `req_id` with what the pool gave it (see
+/// [`PoolCell::serve`]'s field); false when the request is gone.
+pub fn serve_waiting(pool: &Rc<PoolCell>, req_id: u32, handoff: Option<u32>) -> bool {
+    match super::by_id(req_id) {
+        Some(req) => {
+            serve_promise(pool, &req, handoff);
+            true
+        }
+        None => false,
+    }
+}
+
 /// The JavaScript handles of this pool's `agent.request()`s waiting in its queue, for
 /// `agent.destroy()` to fail.
 pub fn requests_queued(pool: &PoolCell) -> Vec<sys::napi_value> {
     let env = pool.ctx.env;
-    pool.ctx
-        .requests()
+    super::all()
         .into_iter()
         .filter(|r| r.pool.id == pool.id && (r.waiter.get().is_some() || r.stream_wait.get()))
         .map(|r| r.handle.get(env))
@@ -135,8 +146,7 @@ pub fn requests_queued(pool: &PoolCell) -> Vec<sys::napi_value> {
 /// as the drop-in path's sockets are destroyed.
 pub fn requests_in_flight(pool: &PoolCell) -> Vec<sys::napi_value> {
     let env = pool.ctx.env;
-    pool.ctx
-        .requests()
+    super::all()
         .into_iter()
         .filter(|r| r.pool.id == pool.id && r.conn.get() != 0)
         .map(|r| r.handle.get(env))
@@ -145,8 +155,7 @@ pub fn requests_in_flight(pool: &PoolCell) -> Vec<sys::napi_value> {
 
 /// The keys of this pool's `agent.request()`s in flight or queued.
 pub fn request_keys(pool: &PoolCell) -> Vec<KeyId> {
-    pool.ctx
-        .requests()
+    super::all()
         .into_iter()
         .filter(|r| r.pool.id == pool.id)
         .map(|r| r.key)
@@ -345,14 +354,10 @@ pub fn hyper_connected(
             *conn.remote.borrow_mut() = Some(remote);
             *conn.tls.borrow_mut() = info;
             conn.state.set(State::Active);
-            let Some(req) = pool
-                .ctx
-                .request(req_id)
-                .filter(|req| req.conn.get() == conn_id)
-            else {
+            let Some(req) = super::by_id(req_id).filter(|req| req.conn.get() == conn_id) else {
                 // Nobody to check it for (its request ended meanwhile): it closes unused.
                 if verify.is_some() {
-                    pool.ctx.remove_conn(conn_id);
+                    pool.remove_conn(conn_id);
                     conn.close(pool.ctx.env);
                     let grant = pool.state.borrow_mut().pool.closed(conn.key);
                     pool.notify_grants(grant.into_iter());
@@ -397,7 +402,7 @@ pub fn hyper_connected(
             }
         }
         Err(err) => {
-            pool.ctx.remove_conn(conn_id);
+            pool.remove_conn(conn_id);
             conn.close(pool.ctx.env);
             pool.post_connection(connection::CONNECTION_ERROR, conn.key, Some(err.clone()));
             if conn.h2_pending.take() {
@@ -409,7 +414,7 @@ pub fn hyper_connected(
                 .borrow_mut()
                 .pool
                 .connect_failed(conn.key, err.timed_out());
-            if let Some(req) = pool.ctx.request(req_id) {
+            if let Some(req) = super::by_id(req_id) {
                 req.conn.set(0);
                 let desc = js::error_descriptor(pool.ctx.env, &err);
                 req.emit(kind::ERROR, &[desc]);
@@ -459,7 +464,7 @@ pub(super) fn verify_server(
     conn.with_tls(|config, info| config.forget_sessions(&info.server));
     // JavaScript fails the request with the check's error; had it not (it threw), the
     // request would wait for ever: it fails here.
-    if pool.ctx.request(req.id).is_some() {
+    if super::by_id(req.id).is_some() {
         let err = Error::tls(
             "ERR_HYPERAGENT_INTERNAL",
             "the server's name could not be checked",
@@ -480,11 +485,7 @@ pub fn hyper_lookup(
     let Some(conn) = pool.conn(conn_id) else {
         return;
     };
-    let Some(req) = pool
-        .ctx
-        .request(req_id)
-        .filter(|req| req.conn.get() == conn_id)
-    else {
+    let Some(req) = super::by_id(req_id).filter(|req| req.conn.get() == conn_id) else {
         return;
     };
     *conn.lookup.borrow_mut() = Some(reply);

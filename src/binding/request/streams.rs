@@ -148,7 +148,7 @@ pub fn session_closed(pool: &Rc<PoolCell>, key: KeyId, conn_id: u32) -> bool {
         return false;
     }
     let waiting = pool.sessions.borrow_mut().closed(key, conn_id);
-    if let Some(conn) = pool.ctx.remove_conn(conn_id) {
+    if let Some(conn) = pool.remove_conn(conn_id) {
         conn.close(pool.ctx.env);
         let grant = pool.state.borrow_mut().pool.closed(key);
         pool.notify_grants(grant.into_iter());
@@ -172,6 +172,6 @@ fn reroute(pool: &Rc<PoolCell>, waiting: Vec<u64>) {
 /// Request `id` of this pool, if it still waits for a stream (no longer waiting, as it is
 /// routed now).
 fn waiter(pool: &PoolCell, id: u64) -> Option<Rc<ReqState>> {
-    let req = pool.ctx.request(u32::try_from(id).ok()?)?;
+    let req = super::by_id(u32::try_from(id).ok()?).filter(|r| r.pool.id == pool.id)?;
     req.stream_wait.replace(false).then_some(req)
 }
