@@ -15,20 +15,18 @@
 //!    terminated mid-request ends cleanly" and "process.exit() with requests in flight on both
 //!    paths exits cleanly".
 
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::uv;
 use crate::client;
+use crate::client::open::Facts;
 use crate::error::Error;
 use crate::pool::KeyId;
 use crate::runtime;
 use crate::transport::carry::Carried;
 use crate::transport::pump::{Event, Sink};
-use crate::transport::tls::TlsInfo;
-use crate::transport::Peer;
 
 /// Work finished on tokio, to be applied on the JavaScript thread.
 pub enum Completion {
@@ -70,7 +68,7 @@ pub enum Completion {
         conn: u32,
         /// The request the connection was opened for.
         req: u32,
-        result: Result<HyperEstablished, Error>,
+        result: Result<Facts, Error>,
     },
     /// A promise-path connection ended.
     HyperClosed { pool: u32, conn: u32 },
@@ -82,17 +80,6 @@ pub enum Completion {
         reply: tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>,
     },
 }
-
-/// Where a promise-path connection goes, its TLS session, and what lets its exchange start
-/// once the server's name is found right (a new TLS session: see `request::hyper_connected`).
-pub type HyperEstablished = (
-    Option<SocketAddr>,
-    Peer,
-    Option<Box<TlsInfo>>,
-    Option<tokio::sync::oneshot::Sender<()>>,
-    // For an HTTP/2 connection: the session's own sender, for its other streams.
-    Option<crate::client::Sender>,
-);
 
 /// Delivers a pumped connection's events through the thread's inbox.
 pub struct PumpSink {

@@ -18,7 +18,7 @@ impl Sink for Chan {
     }
 }
 
-fn sink() -> (Arc<dyn Sink>, UnboundedReceiver<Event>) {
+pub(crate) fn sink() -> (Arc<dyn Sink>, UnboundedReceiver<Event>) {
     let (tx, rx) = unbounded_channel();
     (Arc::new(Chan(Mutex::new(tx))), rx)
 }
@@ -95,7 +95,7 @@ async fn connect(port: u16) -> Sender {
     sender
 }
 
-fn get(path: &str) -> Spec {
+pub(crate) fn get(path: &str) -> Spec {
     Spec {
         method: Method::GET,
         head: Arc::new(Head {

@@ -10,19 +10,18 @@ use napi::sys;
 
 use super::{Exchange, JsSide, ReqSink, ReqState};
 use crate::binding::conn::{Conn, Mode, State};
-use crate::binding::inbox::{Completion, HyperEstablished};
+use crate::binding::inbox::{Completion, Inbox};
 use crate::binding::js::{self, AsyncContext, Ref};
 use crate::binding::pool::PoolCell;
 use crate::binding::protocol::{connection, kind, name, verdict};
 use crate::binding::registry::Registry;
-use crate::client::open::{Open, Opened};
+use crate::client::open::{Facts, Open, Progress};
 use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};
 use crate::error::Error;
 use crate::pool::{Checkout, Fit, KeyId, Waiter, WaiterId};
 use crate::runtime::runtime;
 use crate::transport::establish::Secure;
-use crate::transport::tls;
 
 /// Starts `agent.request()`: a connection of the promise path now, a new one, or a place
 /// in the queue (served by [`PoolCell::route`]).
@@ -283,76 +282,70 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
             max_header_size,
             timeout,
         };
+        let progress = Arc::new(Told {
+            inbox: inbox.clone(),
+            pool: pool_id,
+            conn: conn_id,
+            req: req_id,
+        });
         // Boxed: made here on tokio's thread, while the spawned future, which the JavaScript
         // thread allocates for every connection, stays small.
-        let opened = Box::pin(client::open::open(to, lookup, on_keys)).await;
-        match opened {
-            Ok(Opened {
-                sender,
-                connection,
-                local,
-                remote,
-                tls: info,
-            }) => {
-                // As Node's: the server of a new TLS session is checked by name before a
-                // byte of HTTP is read or written; not a resumed one (checked when it was
-                // made), nor one whose chain already failed (`rejectUnauthorized: false`).
-                let unchecked = info.as_ref().is_some_and(tls::TlsConfig::needs_name_check);
-                let (verify, verified) = match unchecked {
-                    true => {
-                        let (tx, rx) = tokio::sync::oneshot::channel();
-                        (Some(tx), Some(rx))
-                    }
-                    false => (None, None),
-                };
-                // An HTTP/2 session's own sender, for its other streams.
-                let session = sender.stream();
-                inbox.post(Completion::HyperConnected {
-                    pool: pool_id,
-                    conn: conn_id,
-                    req: req_id,
-                    result: Ok((local, remote, info.map(Box::new), verify, session)),
-                });
-                // A name that fails closes the connection (this task stops here).
-                if let Some(verified) = verified {
-                    if verified.await.is_err() {
-                        return;
-                    }
-                }
-                connection.spawn(move || {
-                    inbox.post(Completion::HyperClosed {
-                        pool: pool_id,
-                        conn: conn_id,
-                    })
-                });
-                client::exchange(sender, spec, ctl, sink).await;
-            }
-            Err(err) => inbox.post(Completion::HyperConnected {
-                pool: pool_id,
-                conn: conn_id,
-                req: req_id,
-                result: Err(err),
-            }),
-        }
+        Box::pin(client::open::open_and_exchange(
+            to, lookup, on_keys, spec, ctl, sink, progress,
+        ))
+        .await;
     });
     *req.abort.borrow_mut() = Some(Exchange::Task(task.abort_handle()));
 }
 
-/// A promise-path connect finished (on success the exchange is already running).
+/// What a new promise-path connection tells this thread, through its inbox.
+struct Told {
+    inbox: Arc<Inbox>,
+    pool: u32,
+    conn: u32,
+    req: u32,
+}
+
+impl Progress for Told {
+    fn opened(&self, result: Result<Facts, Error>) {
+        self.inbox.post(Completion::HyperConnected {
+            pool: self.pool,
+            conn: self.conn,
+            req: self.req,
+            result,
+        });
+    }
+
+    fn closed(&self) {
+        self.inbox.post(Completion::HyperClosed {
+            pool: self.pool,
+            conn: self.conn,
+        });
+    }
+}
+
+/// A promise-path connect finished (on success the exchange runs, or waits for the server's
+/// name to be checked here).
 pub fn hyper_connected(
     pool: &Rc<PoolCell>,
     conn_id: u32,
     req_id: u32,
-    result: Result<HyperEstablished, Error>,
+    result: Result<Facts, Error>,
 ) {
     let Some(conn) = pool.conn(conn_id) else {
         return;
     };
     match result {
-        Ok((local, remote, info, verify, session)) => {
+        Ok(Facts {
+            local,
+            remote,
+            tls,
+            verify,
+            session,
+        }) => {
             conn.local.set(local);
             *conn.remote.borrow_mut() = Some(remote);
-            *conn.tls.borrow_mut() = info;
+            *conn.tls.borrow_mut() = tls;
             conn.state.set(State::Active);
             let Some(req) = super::by_id(req_id).filter(|req| req.conn.get() == conn_id) else {
                 // Nobody to check it for (its request ended meanwhile): it closes unused.

@@ -2,17 +2,22 @@
 //! user's `lookup` when there is one, then the one establishing pipeline of both paths
 //! (resolve, connect, a proxy's tunnel, TLS), then HTTP on it: HTTP/2 when the server chose
 //! `h2` in ALPN or, without TLS, by prior knowledge (`h2c`); HTTP/1.1 otherwise. All of it
-//! within the agent's timeout, whose error says which step it stopped.
+//! within the agent's timeout, whose error says which step it stopped. Then, for a new
+//! connection of the promise path ([`open_and_exchange`]), the check of the server's name and
+//! the first exchange.
 
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use super::{handshake, handshake_h2, Connection, Ping, Sender};
+use tokio::sync::oneshot;
+
+use super::{handshake, handshake_h2, Connection, Control, Ping, Sender, Sink, Spec};
 use crate::error::Error;
 use crate::transport::establish::{establish, Established, Secure};
-use crate::transport::tls::TlsInfo;
+use crate::transport::tls::{TlsConfig, TlsInfo};
 use crate::transport::{ConnectOptions, Connected, Peer, Socket, Target};
 
 /// What to open.
@@ -133,6 +138,79 @@ where
             }),
         None => steps.await,
     }
+}
+
+/// What a new connection of the promise path tells the thread that asked for it.
+pub trait Progress: Send + Sync + 'static {
+    /// It opened, with its facts, or failed to (its exchange does not run then).
+    fn opened(&self, result: Result<Facts, Error>);
+    /// Its task ended: the server closed it, or it failed.
+    fn closed(&self);
+}
+
+/// An open connection's facts, as [`Progress::opened`] gives them.
+pub struct Facts {
+    pub local: Option<SocketAddr>,
+    pub remote: Peer,
+    pub tls: Option<Box<TlsInfo>>,
+    /// Set when the server's name is still to be checked (a new TLS session: see
+    /// [`TlsConfig::needs_name_check`]): nothing of HTTP is written or read until it is
+    /// answered; dropped unanswered, the connection closes unused.
+    pub verify: Option<oneshot::Sender<()>>,
+    /// An HTTP/2 session's own sender, for its other streams.
+    pub session: Option<Sender>,
+}
+
+/// Opens a connection with `to` (as [`open`] does) and runs the exchange of `spec` on it, as
+/// every new connection of the promise path does. As Node's `tls.connect`, the server of a
+/// new TLS session is checked by name (by the asker, told through `progress`) before a byte
+/// of HTTP goes either way; a resumed session (checked when it was made) and one whose chain
+/// already failed (`rejectUnauthorized: false`) are not.
+#[allow(clippy::too_many_arguments)]
+pub async fn open_and_exchange<L>(
+    to: Open<'_>,
+    lookup: Option<L>,
+    on_keys: impl FnOnce(Vec<u8>),
+    spec: Spec,
+    ctl: Arc<Control>,
+    sink: Arc<dyn Sink>,
+    progress: Arc<dyn Progress>,
+) where
+    L: Future<Output = Result<Vec<IpAddr>, Error>>,
+{
+    let Opened {
+        sender,
+        connection,
+        local,
+        remote,
+        tls,
+    } = match Box::pin(open(to, lookup, on_keys)).await {
+        Ok(opened) => opened,
+        Err(err) => return progress.opened(Err(err)),
+    };
+    let (verify, verified) = match tls.as_ref().is_some_and(TlsConfig::needs_name_check) {
+        true => {
+            let (tx, rx) = oneshot::channel();
+            (Some(tx), Some(rx))
+        }
+        false => (None, None),
+    };
+    let session = sender.stream();
+    progress.opened(Ok(Facts {
+        local,
+        remote,
+        tls: tls.map(Box::new),
+        verify,
+        session,
+    }));
+    if let Some(verified) = verified {
+        if verified.await.is_err() {
+            return;
+        }
+    }
+    let closed = progress.clone();
+    connection.spawn(move || closed.closed());
+    super::exchange(sender, spec, ctl, sink).await;
 }
 
 #[cfg(test)]

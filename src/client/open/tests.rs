@@ -1,17 +1,20 @@
 //! Opening connections for hyper against servers on loopback: HTTP/1.1, HTTP/2 by ALPN and by
-//! prior knowledge, the user's lookup, and which error a timeout gives at each step.
+//! prior knowledge, the user's lookup, and which error a timeout gives at each step; a new
+//! connection's check of the server's name before its first exchange.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rustls::ServerConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsAcceptor;
 
 use super::*;
+use crate::client::tests::{get, sink};
+use crate::client::Event;
 use crate::transport::tls::tests::{chain, key, options};
-use crate::transport::tls::TlsConfig;
 use crate::transport::Tunnel;
 
 type Lookup = std::future::Ready<Result<Vec<IpAddr>, Error>>;
@@ -275,4 +278,169 @@ async fn a_timeout_fails_as_a_socket_timeout_or_before_a_tunnel_opens_as_the_pro
     .await;
     timed_out(result, "ERR_SOCKET_TIMEOUT");
     server.abort();
+}
+
+/// What a connection told its asker.
+enum Heard {
+    Opened(Result<Facts, Error>),
+    Closed,
+}
+
+struct Ear(Mutex<UnboundedSender<Heard>>);
+
+impl Progress for Ear {
+    fn opened(&self, result: Result<Facts, Error>) {
+        let _ = self.0.lock().unwrap().send(Heard::Opened(result));
+    }
+
+    fn closed(&self) {
+        let _ = self.0.lock().unwrap().send(Heard::Closed);
+    }
+}
+
+fn ear() -> (Arc<dyn Progress>, UnboundedReceiver<Heard>) {
+    let (tx, rx) = unbounded_channel();
+    (Arc::new(Ear(Mutex::new(tx))), rx)
+}
+
+/// TLS with the fixture certificate for `localhost`, HTTP/1.1: on each connection, reads a
+/// request head and answers it, closing the connection after. What each connection read
+/// before its head ended (or its client went) comes out of the receiver.
+async fn tls_http1_server() -> (u16, UnboundedReceiver<Vec<u8>>, JoinHandle<()>) {
+    let config = ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain("localhost-chain.pem"), key("localhost-key.pem"))
+        .unwrap();
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    let (listener, port) = listen().await;
+    let (tx, rx) = unbounded_channel();
+    let task = tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let (acceptor, tx) = (acceptor.clone(), tx.clone());
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(sock).await else {
+                    return;
+                };
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match tls.read(&mut buf).await {
+                        Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+                        _ => break,
+                    }
+                }
+                let whole = head.ends_with(b"\r\n\r\n");
+                let _ = tx.send(head);
+                if whole {
+                    let reply =
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok";
+                    let _ = tls.write_all(reply).await;
+                    let _ = tls.shutdown().await;
+                }
+            });
+        }
+    });
+    (port, rx, task)
+}
+
+/// Runs [`open_and_exchange`] for `GET /` to `port` on tokio: what the exchange posts and
+/// what the connection tells come out of the receivers.
+fn open_for_get(
+    port: u16,
+    config: Option<Arc<TlsConfig>>,
+) -> (
+    UnboundedReceiver<Event>,
+    UnboundedReceiver<Heard>,
+    JoinHandle<()>,
+) {
+    let (sink, events) = sink();
+    let (progress, heard) = ear();
+    let task = tokio::spawn(async move {
+        let target = tcp("127.0.0.1", port);
+        let to = to(target, config.as_deref().map(secure), false);
+        let ctl = Arc::new(Control::default());
+        open_and_exchange(to, None::<Lookup>, |_| {}, get("/"), ctl, sink, progress).await;
+    });
+    (events, heard, task)
+}
+
+async fn opened(heard: &mut UnboundedReceiver<Heard>) -> Result<Facts, Error> {
+    match heard.recv().await {
+        Some(Heard::Opened(result)) => result,
+        Some(Heard::Closed) => panic!("closed before it opened"),
+        None => panic!("nothing told"),
+    }
+}
+
+async fn status(events: &mut UnboundedReceiver<Event>) -> u16 {
+    match events.recv().await {
+        Some(Event::Head { status, .. }) => status,
+        other => panic!("not a head: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_new_tls_session_waits_for_its_servers_name_and_one_refused_sends_nothing() {
+    let config = Arc::new(TlsConfig::new(&options(&["ca.pem"])).unwrap());
+    let (port, mut read, server) = tls_http1_server().await;
+
+    // The name is answered right: the exchange runs, then the connection's end is told.
+    let (mut events, mut heard, task) = open_for_get(port, Some(config.clone()));
+    let facts = opened(&mut heard).await.unwrap();
+    assert!(facts.tls.is_some());
+    assert!(facts.session.is_none());
+    let verify = facts.verify.expect("a new session's name to check");
+    verify.send(()).unwrap();
+    assert_eq!(status(&mut events).await, 200);
+    assert!(read
+        .recv()
+        .await
+        .unwrap()
+        .starts_with(b"GET / HTTP/1.1\r\n"));
+    assert!(matches!(heard.recv().await, Some(Heard::Closed)));
+    task.await.unwrap();
+
+    // Left unanswered (the name was wrong): the connection closes with nothing of HTTP
+    // written, and the exchange posts nothing.
+    let (mut events, mut heard, task) = open_for_get(port, Some(config.clone()));
+    let facts = opened(&mut heard).await.unwrap();
+    assert!(facts.verify.is_some());
+    drop(facts);
+    task.await.unwrap();
+    assert_eq!(read.recv().await.unwrap(), b"");
+    assert!(events.recv().await.is_none());
+    assert!(heard.recv().await.is_none());
+    server.abort();
+}
+
+#[tokio::test]
+async fn without_tls_the_exchange_runs_at_once_and_a_failed_open_runs_none() {
+    let (listener, port) = listen().await;
+    let server = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.ends_with(b"\r\n\r\n") {
+            let n = sock.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the request head");
+            head.extend_from_slice(&buf[..n]);
+        }
+        sock.write_all(b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+    });
+    let (mut events, mut heard, task) = open_for_get(port, None);
+    let facts = opened(&mut heard).await.unwrap();
+    assert!(facts.tls.is_none() && facts.verify.is_none());
+    assert_eq!(status(&mut events).await, 204);
+    assert!(matches!(heard.recv().await, Some(Heard::Closed)));
+    task.await.unwrap();
+    server.await.unwrap();
+
+    // Nobody listens there now.
+    let (mut events, mut heard, task) = open_for_get(port, None);
+    let err = opened(&mut heard).await.err().expect("a refused connect");
+    assert_eq!(err.code(), "ECONNREFUSED");
+    task.await.unwrap();
+    assert!(events.recv().await.is_none());
 }
