@@ -2,9 +2,10 @@
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Mutex;
+use std::task::{Context, Poll};
 
 use http::HeaderValue;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 

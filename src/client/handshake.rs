@@ -1,0 +1,233 @@
+//! Starting HTTP on a connected stream: hyper's HTTP/1.1 or HTTP/2 handshake, and the
+//! connection's side that reads responses and writes requests once spawned.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::error::Error;
+
+use super::{hyper_error, wake, Hyper, ReqBody, Sender};
+
+/// How much hyper reads from a connection at most per read (as libuv's reads): it bounds a
+/// response head too, but a smaller limit is checked on each head (see `exchange::head_size`).
+const READ_BUF_MAX: usize = 64 * 1024;
+
+/// The most header lines a response head may have: as many as Node's `IncomingMessage` keeps
+/// (`maxHeadersCount`). hyper's own default, 100, refused heads that Node and undici take
+/// (their only limit is the head's size); past this one a head fails as too large.
+const MAX_HEADERS: usize = 2000;
+
+/// hyper's side of a connection: it reads responses and writes requests once spawned.
+pub struct Connection {
+    hyper: Pin<Box<dyn Future<Output = ()> + Send>>,
+    wake: Arc<wake::ConnWake>,
+}
+
+impl Connection {
+    /// Runs the connection in a task of its own, which calls `closed` when it ends; the
+    /// exchanges [`Sender::start`] queues run in it too.
+    pub fn spawn(self, closed: impl FnOnce() + Send + 'static) {
+        tokio::spawn(wake::run(self.hyper, self.wake, closed));
+    }
+}
+
+/// Starts HTTP/1.1 on a connected stream: nothing is read or written until the connection is
+/// spawned. A response head over `max_header_size` fails the connection when it is larger
+/// than a read; smaller ones are checked by [`exchange`].
+pub async fn handshake<IO>(io: IO, max_header_size: usize) -> Result<(Sender, Connection), Error>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let wake = Arc::new(wake::ConnWake::default());
+    let io = Counted {
+        io,
+        shared: wake.clone(),
+        backlog: false,
+    };
+    let (sender, conn) = http1::Builder::new()
+        // hyper's read buffer bounds the head it accepts, and the size of its reads: large
+        // bodies come in reads of up to 64 KiB whatever the head limit.
+        .max_buf_size(max_header_size.max(READ_BUF_MAX))
+        .max_headers(MAX_HEADERS)
+        .handshake::<_, ReqBody>(TokioIo::new(io))
+        .await
+        .map_err(|e| hyper_error(&e, false))?;
+    Ok((
+        Sender {
+            hyper: Hyper::H1(sender),
+            wake: wake.clone(),
+        },
+        Connection {
+            hyper: Box::pin(async move {
+                let _ = conn.await;
+            }),
+            wake,
+        },
+    ))
+}
+
+/// The most streams an HTTP/2 connection opens at once until the server's settings say
+/// otherwise: the first requests on a new connection do not wait for its SETTINGS frame.
+const H2_INITIAL_STREAMS: usize = 100;
+/// Each stream's receive window: how far an unread response body runs ahead before the server
+/// waits (HTTP/2's flow control is the back-pressure of its streams). The connection's window
+/// holds several streams' worth, so that one unread body does not stop the others.
+const H2_STREAM_WINDOW: u32 = 1024 * 1024;
+const H2_CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
+
+/// When an HTTP/2 connection is asked for a PING: after `after` with nothing from it, idle or
+/// not; one whose answer does not come within `timeout` is closed (its streams fail, and the
+/// pool forgets it), so that a connection that died quietly is found before a request waits on
+/// it for ever.
+#[derive(Clone, Copy, Debug)]
+pub struct Ping {
+    pub after: Duration,
+    pub timeout: Duration,
+}
+
+impl Default for Ping {
+    fn default() -> Self {
+        Ping {
+            after: Duration::from_secs(10),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Starts HTTP/2 on a connected stream (TLS that chose `h2` in ALPN, or `h2c` by prior
+/// knowledge): nothing is read or written until the connection is spawned. Its request half
+/// gives a sender per exchange ([`Sender::stream`]); how many streams the server takes at
+/// once is kept up to date as its settings come ([`Sender::max_streams`]).
+pub async fn handshake_h2<IO>(
+    io: IO,
+    max_header_size: usize,
+    secure: bool,
+    ping: Ping,
+) -> Result<(Sender, Connection), Error>
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let wake = Arc::new(wake::ConnWake::default());
+    wake.max_streams
+        .store(H2_INITIAL_STREAMS, Ordering::Relaxed);
+    let io = Counted {
+        io,
+        shared: wake.clone(),
+        backlog: false,
+    };
+    let (sender, mut conn) = http2::Builder::new(TokioExecutor::new())
+        .initial_max_send_streams(H2_INITIAL_STREAMS)
+        .initial_stream_window_size(H2_STREAM_WINDOW)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW)
+        .max_header_list_size(u32::try_from(max_header_size).unwrap_or(u32::MAX))
+        .timer(TokioTimer::new())
+        .keep_alive_interval(ping.after)
+        .keep_alive_timeout(ping.timeout)
+        .keep_alive_while_idle(true)
+        .handshake::<_, ReqBody>(TokioIo::new(io))
+        .await
+        .map_err(|e| hyper_error(&e, false))?;
+    let limit = wake.clone();
+    Ok((
+        Sender {
+            hyper: Hyper::H2(Box::new((sender, secure))),
+            wake: wake.clone(),
+        },
+        Connection {
+            hyper: Box::pin(std::future::poll_fn(move |cx| {
+                let polled = Pin::new(&mut conn).poll(cx);
+                limit
+                    .max_streams
+                    .store(conn.current_max_send_streams(), Ordering::Relaxed);
+                polled.map(|_| ())
+            })),
+            wake,
+        },
+    ))
+}
+
+/// A connection's stream, counting the bytes read from it into its [`wake::ConnWake`]: an
+/// exchange that fails tells by it whether any byte of a response had come (see
+/// [`run_exchange`]). It also tells the connection's task when a backlog of writes has gone
+/// out ([`wake::ConnWake::drained`]; see [`wake::run`] for why).
+struct Counted<IO> {
+    io: IO,
+    shared: Arc<wake::ConnWake>,
+    /// A write was refused or taken in part: bytes are waiting.
+    backlog: bool,
+}
+
+impl<IO> Counted<IO> {
+    /// Notes how a write of `offered` bytes went.
+    fn wrote(&mut self, offered: usize, polled: &Poll<std::io::Result<usize>>) {
+        match polled {
+            Poll::Ready(Ok(n)) if *n >= offered => {
+                if std::mem::take(&mut self.backlog) {
+                    self.shared.drained.store(true, Ordering::Relaxed);
+                }
+            }
+            Poll::Ready(Ok(_)) | Poll::Pending => self.backlog = true,
+            Poll::Ready(Err(_)) => {}
+        }
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        let read = buf.filled().len() - before;
+        if read > 0 {
+            self.shared
+                .received
+                .fetch_add(read as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        polled
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.wrote(buf.len(), &polled);
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.wrote(bufs.iter().map(|b| b.len()).sum(), &polled);
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
