@@ -12,8 +12,7 @@ const { debuglog } = require('node:util');
 const binding = require('./native');
 const { NativeSocket, IdleConnection, kId, kName, kOptions, kSocketNumber } = require('./socket');
 const foreign = require('./foreign');
-const { normalizeServerName, serverNameError, rejectsUnauthorized, NativeTlsSocket, keylogLines } = require('./tls');
-const { request } = require('./request');
+const { normalizeServerName, NativeTlsSocket, keylogLines } = require('./tls');
 const { Keys } = require('./keys');
 const net = require('node:net');
 const errors = require('./errors');
@@ -42,13 +41,14 @@ const CLOSED = PROTOCOL.closed;
 const RETIRED = PROTOCOL.retired;
 const IDLE = PROTOCOL.idle;
 
-// The counters agentkeepalive's statusChanged watches.
-const STATUS_COUNTERS = ['createSocketCount', 'createSocketErrorCount', 'closeSocketCount', 'errorSocketCount', 'timeoutSocketCount', 'requestCount'];
 const {
-  kPool, kPoolId, kKeys, kWaiters, kLimits, kIdleFace, kCloseConn, kRemake, kNumber, kServe, kConnect,
-  kTls, kSocketClass, kTunnel, kKeylog, kMake, kReleased, kOpenings, kClosing, kClose, kWatchers,
-  mergeOptions, setRequestSocket, WaiterTable,
+  kPool, kPoolId, kKeys, kWaiters, kIdleFace, kCloseConn, kRemake, kNumber, kServe, kConnect,
+  kTls, kSocketClass, kTunnel, kKeylog, kMake, kReleased, kOpenings, kClosing, kClose,
+  mergeOptions, setRequestSocket, WaiterTable, mixin,
 } = require('./internals');
+const { limitsOf, defineLimits } = require('./limits');
+const { Views, STATUS_COUNTERS } = require('./views');
+const { RequestSide } = require('./request-side');
 const hooks = require('./hooks');
 
 binding.setDebug(debug.enabled);
@@ -68,58 +68,6 @@ binding.init(
   (target, lines) => target._onKeylog(lines),
   (agent, kind, key, desc) => agent._onConnection(kind, key, desc),
 );
-
-function limitsOf(agent) {
-  const l = agent[kLimits];
-  return {
-    maxSockets: l.maxSockets,
-    maxFreeSockets: l.maxFreeSockets,
-    // Node compares counts with `<`: a fraction allows the next whole number.
-    maxTotalSockets: Math.ceil(l.maxTotalSockets),
-    lifo: l.scheduling !== 'fifo',
-    noDelay: agent.options.noDelay !== false,
-    keepAliveMsecs: l.keepAlive ? agent.keepAliveMsecs : undefined,
-    replayLimit: agent.options.replay ? agent.options.replayLimit : 0,
-    // What becomes of a promise-path connection when its exchange ends: Rust applies these
-    // (the drop-in path asks Rust's same rule with its options' live values, in idleFor).
-    keepAlive: l.keepAlive,
-    idleMs: defaultIdle(agent),
-    activeTtlMs: agent.options.socketActiveTTL || undefined,
-    // A promise-path connection that takes longer than this to open (TLS included) fails:
-    // the agent's timeout, or without one undici's connect timeout, so that no open waits
-    // forever on a peer that accepted and went quiet.
-    connectTimeoutMs: agent.options.timeout > 0 ? agent.options.timeout : OPEN_TIMEOUT_MS,
-    hintBufferMs: agent.agentKeepAliveTimeoutBuffer,
-    http2: agent[kTls] ? agent.options.allowH2 : agent.options.h2c,
-  };
-}
-
-// How long an agent.request() connection may take to open when the agent has no timeout
-// (undici's connect timeout).
-const OPEN_TIMEOUT_MS = 10_000;
-
-// Accessors for the limits Node lets users assign at any time (`agent.maxSockets = 10`):
-// the pool in Rust follows every change.
-function limitAccessor(name, fallback) {
-  return {
-    configurable: true,
-    enumerable: true,
-    get() {
-      return (this[kLimits] ??= {})[name];
-    },
-    set(value) {
-      const limits = (this[kLimits] ??= {});
-      // Node's constructor maps 0 to the default itself (`options.maxSockets || Infinity`); a
-      // value assigned later is taken as it is, 0 included (no new socket until it changes).
-      limits[name] = value === undefined || value === null ? fallback(this) : value;
-      if (this[kPool] !== undefined) {
-        for (const waiter of this[kPool].setLimits(limitsOf(this))) {
-          this[kServe](waiter * BASE + GRANT, 0);
-        }
-      }
-    },
-  };
-}
 
 // An HttpsAgent's first 'keylog' listener: its handshakes report their keys from then on.
 function enableKeylog(event) {
@@ -302,89 +250,6 @@ class Agent extends Base {
     for (let i = 1; i < active.length; i += 2) active[i].destroy();
   }
 
-  // ---- agentkeepalive's statistics ----------------------------------------------------------
-
-  get createSocketCount() { return this[kPool].stats().createSocketCount; }
-  get createSocketErrorCount() { return this[kPool].stats().createSocketErrorCount; }
-  get closeSocketCount() { return this[kPool].stats().closeSocketCount; }
-  get errorSocketCount() { return this[kPool].stats().errorSocketCount; }
-  get timeoutSocketCount() { return this[kPool].stats().timeoutSocketCount; }
-  get requestCount() { return this[kPool].stats().requestCount; }
-  // Requests sent again after the keep-alive race (hyperagent's own counter).
-  get replayCount() { return this[kPool].stats().replayCount; }
-
-  // agentkeepalive's: whether a counter moved since the last look (the `*LastCheck`
-  // properties, which a look that finds a change brings up to date). A new agent's is false.
-  get statusChanged() {
-    const now = this[kPool].stats();
-    let changed = false;
-    for (const name of STATUS_COUNTERS) {
-      if (now[name] !== this[`${name}LastCheck`]) changed = true;
-    }
-    if (changed) {
-      for (const name of STATUS_COUNTERS) this[`${name}LastCheck`] = now[name];
-    }
-    return changed;
-  }
-
-  getCurrentStatus() {
-    const s = this[kPool].stats();
-    return {
-      createSocketCount: s.createSocketCount,
-      createSocketErrorCount: s.createSocketErrorCount,
-      closeSocketCount: s.closeSocketCount,
-      errorSocketCount: s.errorSocketCount,
-      timeoutSocketCount: s.timeoutSocketCount,
-      requestCount: s.requestCount,
-      // Counts straight from the pool: connections in use by either request path (and, for
-      // an agent that may speak HTTP/2, its sessions: agentkeepalive's keys alone otherwise).
-      ...snapshotCounts(this[kPool].snapshot(), this.options.allowH2 || this.options.h2c),
-    };
-  }
-
-  // ---- Views of the pool, keyed by name as Node's are ---------------------------------------
-
-  // In-use (and connecting) sockets.
-  get sockets() {
-    const out = { __proto__: null };
-    const active = this[kPool].activeSockets();
-    for (let i = 0; i < active.length; i += 2) (out[active[i]] ??= []).push(faceOf(active[i + 1]));
-    for (const socket of this[kClosing]) (out[socket[kName]] ??= []).push(socket);
-    return out;
-  }
-
-  // Idle connections, each as a socket object: the one that served its last request if the
-  // program still holds it, else one made now (an idle connection costs no JavaScript object
-  // until a program looks).
-  get freeSockets() {
-    const out = { __proto__: null };
-    for (const idle of this[kPool].idleConnections()) (out[idle.name] ??= []).push(this[kIdleFace](idle));
-    return out;
-  }
-
-  // Requests waiting for a connection, in the order they will be served.
-  get requests() {
-    const out = { __proto__: null };
-    for (const k of this[kPool].snapshot()) {
-      if (k.waiting > 0) {
-        out[k.name] = k.waiters.map((id) => this[kWaiters].get(id)?.req).filter(Boolean);
-      }
-    }
-    return out;
-  }
-
-  get totalSocketCount() {
-    let n = 0;
-    for (const k of this[kPool].snapshot()) n += k.busy + k.idle;
-    return n;
-  }
-
-  // Node's constructor assigns these; the views above are computed, so assignments are ignored.
-  set sockets(_) {}
-  set freeSockets(_) {}
-  set requests(_) {}
-  set totalSocketCount(_) {}
-
   // ---- Internals -----------------------------------------------------------------------------
 
   // The socket of a pooled connection, now serving the caller; a new one if the old was
@@ -519,22 +384,6 @@ class Agent extends Base {
     return id;
   }
 
-  // agentkeepalive's deprecated views of its options, with its warnings.
-  get timeout() {
-    warnDeprecated('agent.timeout', 'agent.options.timeout');
-    return this.options.timeout;
-  }
-
-  get freeSocketKeepAliveTimeout() {
-    warnDeprecated('agent.freeSocketKeepAliveTimeout', 'agent.options.freeSocketTimeout');
-    return this.options.freeSocketTimeout;
-  }
-
-  get socketActiveTTL() {
-    warnDeprecated('agent.socketActiveTTL', 'agent.options.socketActiveTTL');
-    return this.options.socketActiveTTL;
-  }
-
   [constants.INIT_SOCKET](socket, options) {
     if (options.timeout > 0) socket.setTimeout(options.timeout);
   }
@@ -608,85 +457,6 @@ class Agent extends Base {
       }
     });
     w.resource.emitDestroy();
-  }
-
-  // ---- agent.request() ----------------------------------------------------------------------
-
-  /**
-   * Sends a request with HTTP spoken by hyper in Rust, on this agent's pool. Resolves with
-   * `{ statusCode, statusMessage, headers, rawHeaders, trailers, body }` when the response
-   * head arrives; `body` is a Readable (also `.text()`, `.json()`, `.arrayBuffer()`).
-   */
-  request(url, options) {
-    return request(this, url, options);
-  }
-
-  get _poolId() {
-    return this[kPoolId];
-  }
-
-  // What agent.request() needs of a URL (see lib/keys.js).
-  _target(input, parse) {
-    hooks.refuseOwnConnect(this);
-    return this[kKeys].target(input, parse);
-  }
-
-  // The pool key of a request target's origin for agent.request().
-  _requestKey(target, servername) {
-    return this[kKeys].requestKey(target, servername);
-  }
-
-  // The largest agent.request() body sent again after the keep-alive race (-1: never).
-  get _replayLimit() {
-    return this.options.replay ? this.options.replayLimit : -1;
-  }
-
-  // A new TLS connection of agent.request() to the origin of `key`: what its server's name
-  // check gives (see lib/tls.js): NAME_RIGHT, NAME_LET_PASS when it is not right but
-  // `rejectUnauthorized: false` lets it pass, or the error that fails the request.
-  _checkServerName(key, info) {
-    const options = this[kKeys].optionsOf(key);
-    const err = serverNameError(options, info);
-    if (err === null) return PROTOCOL.nameRight;
-    return rejectsUnauthorized(options) ? err : PROTOCOL.nameLetPass;
-  }
-
-  // A new agent.request() connection to the origin of `key` resolves its host through the
-  // agent's `lookup`, called as net.connect calls it; `done(err, addresses)`, an answer that is
-  // not IP addresses being an error.
-  _lookup(key, done) {
-    const o = this[kKeys].optionsOf(key);
-    resolve(o, o.host, blockListOf(o), (err, addresses) => done(err, err ? undefined : addresses));
-  }
-
-  // agent.request()'s `maxResponseHeaderSize`: the largest response head of the pool from now on.
-  _setMaxHeaderSize(n) {
-    this[kPool].setMaxHeaderSize(n);
-  }
-
-  // A verdict of the pool for a waiter (a connection `connId` handed off, or a slot granted).
-  _serveVerdict(verdict, connId = 0) {
-    this[kServe](verdict, connId);
-  }
-
-  // `watcher` (a Dispatcher with 'connect', 'disconnect' or 'connectionError' listeners)
-  // hears of this agent's agent.request() connections from now on (`on`), or no longer. Rust
-  // tells of them only while someone listens.
-  _watchConnections(watcher, on) {
-    const watchers = (this[kWatchers] ??= new Set());
-    if (on) watchers.add(watcher);
-    else watchers.delete(watcher);
-    this[kPool].watchConnections(watchers.size > 0);
-  }
-
-  // Called by Rust on a later turn than the event: an agent.request() connection of pool key
-  // `key` opened, closed, or failed to open (`desc`, its error).
-  _onConnection(kind, key, desc) {
-    const watchers = this[kWatchers];
-    const origin = this[kKeys].originOf(key);
-    if (watchers === undefined || watchers.size === 0 || origin === undefined) return;
-    const err = desc === null ? null : errors.systemError(desc);
-    for (const watcher of watchers) watcher._onConnection(kind, origin, err);
   }
 
   // Called by Rust when a slot freed outside any JavaScript call (an idle connection died or
@@ -827,15 +597,9 @@ class Agent extends Base {
   }
 }
 
-for (const [name, fallback] of [
-  ['keepAlive', () => false],
-  ['maxSockets', () => Infinity],
-  ['maxFreeSockets', () => 256],
-  ['maxTotalSockets', () => Infinity],
-  ['scheduling', () => 'lifo'],
-]) {
-  Object.defineProperty(Agent.prototype, name, limitAccessor(name, fallback));
-}
+defineLimits(Agent.prototype);
+mixin(Agent, Views);
+mixin(Agent, RequestSide);
 // Non-enumerable, as a class's methods are.
 Object.defineProperty(Agent.prototype, 'createConnection', {
   configurable: true, writable: true, value: hooks.createConnection,
@@ -844,18 +608,6 @@ Object.defineProperty(Agent.prototype, 'createSocket', {
   configurable: true, writable: true, value: hooks.createSocket,
 });
 return Agent;
-}
-
-const deprecationsShown = new Set();
-function warnDeprecated(what, instead) {
-  if (deprecationsShown.has(what)) return;
-  deprecationsShown.add(what);
-  process.emitWarning(`${what} is deprecated, please use ${instead} instead`, 'DeprecationWarning');
-}
-
-// What `agent.sockets` shows for a socket Rust lists: a hook's stream for its link.
-function faceOf(socket) {
-  return socket instanceof foreign.ForeignLink ? socket.stream : socket;
 }
 
 // Node's agents construct with or without `new` (`http.Agent(options)`): so do ours. `new`
@@ -874,20 +626,5 @@ const Agent = callable(defineAgent(http.Agent, false));
 
 // HTTPS: TLS in Rust (rustls) off the JavaScript thread; an instance of https.Agent.
 const HttpsAgent = callable(class HttpsAgent extends defineAgent(https.Agent, true) {});
-
-function snapshotCounts(snapshot, withHttp2) {
-  const freeSockets = {};
-  const sockets = {};
-  const requests = {};
-  // HTTP/2 connections (also counted in `sockets`) and their streams in use.
-  const http2 = {};
-  for (const k of snapshot) {
-    if (k.idle > 0) freeSockets[k.name] = k.idle;
-    if (k.busy > 0) sockets[k.name] = k.busy;
-    if (k.waiting > 0) requests[k.name] = k.waiting;
-    if (k.sessions > 0) http2[k.name] = { sessions: k.sessions, streams: k.streams };
-  }
-  return withHttp2 ? { freeSockets, sockets, requests, http2 } : { freeSockets, sockets, requests };
-}
 
 module.exports = { Agent, HttpsAgent, kPool };

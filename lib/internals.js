@@ -89,7 +89,18 @@ class WaiterTable {
   }
 }
 
+// Gives `Class` the methods and accessors of `Part`'s prototype, as if written in `Class`
+// itself: one concern of a large class kept in a file of its own. (No member of a part may use
+// `super`: its home object would be the part.)
+function mixin(Class, Part) {
+  for (const name of Reflect.ownKeys(Part.prototype)) {
+    if (name === 'constructor') continue;
+    Object.defineProperty(Class.prototype, name, Object.getOwnPropertyDescriptor(Part.prototype, name));
+  }
+}
+
 module.exports = {
+  mixin,
   WaiterTable,
   kPool,
   kPoolId,

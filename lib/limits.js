@@ -1,0 +1,79 @@
+'use strict';
+
+// The limits of an agent's pool (Node's and agentkeepalive's options) as the pool in Rust takes
+// them, and the accessors through which a program changes them at any time.
+
+const binding = require('./native');
+const { defaultIdle } = require('./release');
+const { kPool, kLimits, kServe, kTls } = require('./internals');
+
+const PROTOCOL = binding.protocol();
+const BASE = PROTOCOL.verdictBase;
+const GRANT = PROTOCOL.grant;
+
+function limitsOf(agent) {
+  const l = agent[kLimits];
+  return {
+    maxSockets: l.maxSockets,
+    maxFreeSockets: l.maxFreeSockets,
+    // Node compares counts with `<`: a fraction allows the next whole number.
+    maxTotalSockets: Math.ceil(l.maxTotalSockets),
+    lifo: l.scheduling !== 'fifo',
+    noDelay: agent.options.noDelay !== false,
+    keepAliveMsecs: l.keepAlive ? agent.keepAliveMsecs : undefined,
+    replayLimit: agent.options.replay ? agent.options.replayLimit : 0,
+    // What becomes of a promise-path connection when its exchange ends: Rust applies these
+    // (the drop-in path asks Rust's same rule with its options' live values, in idleFor).
+    keepAlive: l.keepAlive,
+    idleMs: defaultIdle(agent),
+    activeTtlMs: agent.options.socketActiveTTL || undefined,
+    // A promise-path connection that takes longer than this to open (TLS included) fails:
+    // the agent's timeout, or without one undici's connect timeout, so that no open waits
+    // forever on a peer that accepted and went quiet.
+    connectTimeoutMs: agent.options.timeout > 0 ? agent.options.timeout : OPEN_TIMEOUT_MS,
+    hintBufferMs: agent.agentKeepAliveTimeoutBuffer,
+    http2: agent[kTls] ? agent.options.allowH2 : agent.options.h2c,
+  };
+}
+
+// How long an agent.request() connection may take to open when the agent has no timeout
+// (undici's connect timeout).
+const OPEN_TIMEOUT_MS = 10_000;
+
+// Accessors for the limits Node lets users assign at any time (`agent.maxSockets = 10`):
+// the pool in Rust follows every change.
+function limitAccessor(name, fallback) {
+  return {
+    configurable: true,
+    enumerable: true,
+    get() {
+      return (this[kLimits] ??= {})[name];
+    },
+    set(value) {
+      const limits = (this[kLimits] ??= {});
+      // Node's constructor maps 0 to the default itself (`options.maxSockets || Infinity`); a
+      // value assigned later is taken as it is, 0 included (no new socket until it changes).
+      limits[name] = value === undefined || value === null ? fallback(this) : value;
+      if (this[kPool] !== undefined) {
+        for (const waiter of this[kPool].setLimits(limitsOf(this))) {
+          this[kServe](waiter * BASE + GRANT, 0);
+        }
+      }
+    },
+  };
+}
+
+// Gives `proto` (an Agent class's) the accessors of the limits Node lets a program assign.
+function defineLimits(proto) {
+  for (const [name, fallback] of [
+    ['keepAlive', () => false],
+    ['maxSockets', () => Infinity],
+    ['maxFreeSockets', () => 256],
+    ['maxTotalSockets', () => Infinity],
+    ['scheduling', () => 'lifo'],
+  ]) {
+    Object.defineProperty(proto, name, limitAccessor(name, fallback));
+  }
+}
+
+module.exports = { limitsOf, defineLimits };

@@ -1,0 +1,96 @@
+'use strict';
+
+// What agent.request() and a Dispatcher ask of their agent: the request itself, the pool key
+// and target of a URL, the server name check and `lookup` of a new connection, and the
+// watchers of its connections. An Agent class takes these as its own (`mixin`).
+
+const binding = require('./native');
+const errors = require('./errors');
+const hooks = require('./hooks');
+const { request } = require('./request');
+const { serverNameError, rejectsUnauthorized } = require('./tls');
+const { resolve, blockListOf } = require('./connect');
+const { kPool, kPoolId, kKeys, kServe, kWatchers } = require('./internals');
+
+const PROTOCOL = binding.protocol();
+
+class RequestSide {
+  /**
+   * Sends a request with HTTP spoken by hyper in Rust, on this agent's pool. Resolves with
+   * `{ statusCode, statusMessage, headers, rawHeaders, trailers, body }` when the response
+   * head arrives; `body` is a Readable (also `.text()`, `.json()`, `.arrayBuffer()`).
+   */
+  request(url, options) {
+    return request(this, url, options);
+  }
+
+  get _poolId() {
+    return this[kPoolId];
+  }
+
+  // What agent.request() needs of a URL (see lib/keys.js).
+  _target(input, parse) {
+    hooks.refuseOwnConnect(this);
+    return this[kKeys].target(input, parse);
+  }
+
+  // The pool key of a request target's origin for agent.request().
+  _requestKey(target, servername) {
+    return this[kKeys].requestKey(target, servername);
+  }
+
+  // The largest agent.request() body sent again after the keep-alive race (-1: never).
+  get _replayLimit() {
+    return this.options.replay ? this.options.replayLimit : -1;
+  }
+
+  // A new TLS connection of agent.request() to the origin of `key`: what its server's name
+  // check gives (see lib/tls.js): NAME_RIGHT, NAME_LET_PASS when it is not right but
+  // `rejectUnauthorized: false` lets it pass, or the error that fails the request.
+  _checkServerName(key, info) {
+    const options = this[kKeys].optionsOf(key);
+    const err = serverNameError(options, info);
+    if (err === null) return PROTOCOL.nameRight;
+    return rejectsUnauthorized(options) ? err : PROTOCOL.nameLetPass;
+  }
+
+  // A new agent.request() connection to the origin of `key` resolves its host through the
+  // agent's `lookup`, called as net.connect calls it; `done(err, addresses)`, an answer that is
+  // not IP addresses being an error.
+  _lookup(key, done) {
+    const o = this[kKeys].optionsOf(key);
+    resolve(o, o.host, blockListOf(o), (err, addresses) => done(err, err ? undefined : addresses));
+  }
+
+  // agent.request()'s `maxResponseHeaderSize`: the largest response head of the pool from now on.
+  _setMaxHeaderSize(n) {
+    this[kPool].setMaxHeaderSize(n);
+  }
+
+  // A verdict of the pool for a waiter (a connection `connId` handed off, or a slot granted).
+  _serveVerdict(verdict, connId = 0) {
+    this[kServe](verdict, connId);
+  }
+
+  // `watcher` (a Dispatcher with 'connect', 'disconnect' or 'connectionError' listeners)
+  // hears of this agent's agent.request() connections from now on (`on`), or no longer. Rust
+  // tells of them only while someone listens.
+  _watchConnections(watcher, on) {
+    const watchers = (this[kWatchers] ??= new Set());
+    if (on) watchers.add(watcher);
+    else watchers.delete(watcher);
+    this[kPool].watchConnections(watchers.size > 0);
+  }
+
+  // Called by Rust on a later turn than the event: an agent.request() connection of pool key
+  // `key` opened, closed, or failed to open (`desc`, its error).
+  _onConnection(kind, key, desc) {
+    const watchers = this[kWatchers];
+    const origin = this[kKeys].originOf(key);
+    if (watchers === undefined || watchers.size === 0 || origin === undefined) return;
+    const err = desc === null ? null : errors.systemError(desc);
+    for (const watcher of watchers) watcher._onConnection(kind, origin, err);
+  }
+}
+
+module.exports = { RequestSide };
