@@ -11,6 +11,7 @@
 pub mod client;
 pub mod error;
 pub mod guard;
+pub mod mailbox;
 pub mod pool;
 pub mod replay;
 pub mod runtime;

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use napi::sys;
 
-use super::inbox::{Completion, Inbox};
+use super::inbox::{Completion, Inbox, LoopSignal};
 use super::js::{self, HandleScope, Ref};
 use super::slab::Chunks;
 use super::uv::{self, Handle};
@@ -145,7 +145,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks, hooks: Hooks) -> napi::Res
         uv_loop: uv_loop.cast(),
         callbacks,
         hooks,
-        inbox: Arc::new(Inbox::new()),
+        inbox: Arc::new(Inbox::default()),
         wake: RefCell::new(None),
         wakes: Cell::new(0),
         in_flight: Cell::new(0),
@@ -164,8 +164,10 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks, hooks: Hooks) -> napi::Res
     // inbox.rs invariant 1).
     let wake = unsafe { Handle::async_(ctx.uv_loop, on_wake, Rc::as_ptr(&ctx) as *mut _) };
     wake.set_ref(false);
-    // SAFETY: inbox.rs invariant 1: `teardown` closes the handle only after `Inbox::close`.
-    unsafe { ctx.inbox.attach(wake.raw()) };
+    // SAFETY: inbox.rs invariant 1: `teardown` closes the handle only after the inbox's
+    // `close`.
+    let signal = unsafe { LoopSignal::new(wake.raw()) };
+    ctx.inbox.attach(Arc::new(signal));
     *ctx.wake.borrow_mut() = Some(wake);
     CTX.with(|c| *c.borrow_mut() = Some(ctx.clone()));
     // SAFETY: js invariant 1; `cleanup` takes no data and is registered once per env (a

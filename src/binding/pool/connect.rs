@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::PoolCell;
 use crate::binding::conn::{Conn, State};
 use crate::binding::debug::debug;
-use crate::binding::inbox::{Completion, PumpSink};
+use crate::binding::inbox::{post_keys, Completion, PumpSink};
 use crate::binding::js;
 use crate::error::Error;
 use crate::runtime::runtime;
@@ -82,7 +82,7 @@ impl PoolCell {
             });
             // The keys reach the socket before the connect's outcome, as Node emits 'keylog'
             // during the handshake (a failed one's too).
-            let on_keys = |lines| inbox.post_keys(pool, id, lines);
+            let on_keys = |lines| post_keys(&inbox, pool, id, lines);
             let sink = PumpSink {
                 inbox: inbox.clone(),
                 pool,

@@ -10,7 +10,7 @@ use napi::sys;
 
 use super::{Exchange, JsSide, ReqSink, ReqState};
 use crate::binding::conn::{Conn, Mode, State};
-use crate::binding::inbox::{Completion, Inbox};
+use crate::binding::inbox::{post_keys, Completion, Inbox};
 use crate::binding::js::{self, AsyncContext, Ref};
 use crate::binding::pool::PoolCell;
 use crate::binding::protocol::{connection, kind, name, verdict};
@@ -273,7 +273,7 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
             keylog,
             offer_h2: http2,
         });
-        let on_keys = |lines| inbox.post_keys(pool_id, conn_id, lines);
+        let on_keys = |lines| post_keys(&inbox, pool_id, conn_id, lines);
         let to = Open {
             target,
             opts,
