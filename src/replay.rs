@@ -16,6 +16,8 @@
 //! a replay by [`promise_replayable`] (its body kept in memory, or recorded as it streams), and
 //! sent again when [`replays_after_race`] says so.
 
+use crate::error::Error;
+
 /// Idempotent per RFC 9110 §9.2.2.
 pub fn idempotent_method(method: &[u8]) -> bool {
     matches!(
@@ -162,14 +164,39 @@ impl ReplayBuf {
     }
 
     /// A reused connection's request is in flight without an answer yet.
-    pub fn armed_unanswered(&self) -> bool {
+    fn armed_unanswered(&self) -> bool {
         self.armed && !self.answered
     }
 
     /// Anything of the request went out before the connection died.
-    pub fn sent_any(&self) -> bool {
+    fn sent_any(&self) -> bool {
         !self.buf.is_empty() || self.overflow
     }
+
+    /// What the end of the connection while in use (`err`, or `None` for the peer's FIN)
+    /// gives its socket when the request is not sent again. Before any answer on a reused
+    /// connection, the request fails saying whether anything of it went out (a FIN as Node
+    /// says it: "socket hang up"); otherwise the socket hears of the end or the error as it is.
+    pub fn ending(&self, err: Option<Error>) -> Ending {
+        let unanswered = self.armed_unanswered().then(|| self.sent_any());
+        match (err, unanswered) {
+            (None, Some(sent)) => {
+                Ending::Fail(Error::tls("ECONNRESET", "socket hang up").with_request_sent(sent))
+            }
+            (None, None) => Ending::Eof,
+            (Some(err), Some(sent)) => Ending::Fail(err.with_request_sent(sent)),
+            (Some(err), None) => Ending::Fail(err),
+        }
+    }
+}
+
+/// What a connection that ended while in use gives its socket (see [`ReplayBuf::ending`]).
+#[derive(Debug)]
+pub enum Ending {
+    /// The end of the stream.
+    Eof,
+    /// An error.
+    Fail(Error),
 }
 
 #[cfg(test)]
@@ -284,5 +311,40 @@ mod tests {
         r.start(true, 0);
         r.record(&[b"GET / HTTP/1.1\r\n\r\n"]);
         assert!(!r.can_replay(), "replay off");
+    }
+
+    #[test]
+    fn a_connection_lost_before_its_answer_fails_saying_whether_the_request_went_out() {
+        let fail = |ending: Ending| match ending {
+            Ending::Fail(err) => err,
+            Ending::Eof => panic!("an end of stream, not an error"),
+        };
+        let reset = || Error::tls("ECONNRESET", "read ECONNRESET");
+        let mut r = ReplayBuf::default();
+
+        // A reused connection's FIN before the answer: "socket hang up", sent or not.
+        r.start(true, 64);
+        let err = fail(r.ending(None));
+        assert_eq!(err.code(), "ECONNRESET");
+        assert_eq!(err.message(), "socket hang up");
+        assert_eq!(err.request_sent(), Some(false));
+        r.record(&[b"POST / HTTP/1.1\r\n"]);
+        assert_eq!(fail(r.ending(None)).request_sent(), Some(true));
+        // An error instead: that error, saying so too.
+        let err = fail(r.ending(Some(reset())));
+        assert_eq!(err.message(), "read ECONNRESET");
+        assert_eq!(err.request_sent(), Some(true));
+
+        // Answered: the end and the error reach the socket as they are.
+        r.answered();
+        assert!(matches!(r.ending(None), Ending::Eof));
+        assert_eq!(fail(r.ending(Some(reset()))).request_sent(), None);
+
+        // A fresh connection (or replay off) says nothing of what went out.
+        r.start(false, 64);
+        r.record(&[b"GET / HTTP/1.1\r\n\r\n"]);
+        assert!(matches!(r.ending(None), Ending::Eof));
+        r.start(true, 0);
+        assert_eq!(fail(r.ending(Some(reset()))).request_sent(), None);
     }
 }

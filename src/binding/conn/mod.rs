@@ -45,7 +45,7 @@ use super::protocol::write;
 use crate::client;
 use crate::error::Error;
 use crate::pool::KeyId;
-use crate::replay::ReplayBuf;
+use crate::replay::{Ending, ReplayBuf};
 use crate::transport::liveness;
 use crate::transport::pump::{self, Event, Remote};
 use crate::transport::raw;
@@ -559,23 +559,14 @@ impl Conn {
         if self.try_replay() {
             return;
         }
-        let unanswered = {
-            let replay = self.replay.borrow();
-            replay.armed_unanswered().then(|| replay.sent_any())
-        };
-        match (err, unanswered) {
-            // Node says "socket hang up"; this also says whether the server may have it.
-            (None, Some(sent)) => self.fail(
-                ctx,
-                Error::tls("ECONNRESET", "socket hang up").with_request_sent(sent),
-            ),
-            (None, None) => {
+        let ending = self.replay.borrow().ending(err);
+        match ending {
+            Ending::Fail(err) => self.fail(ctx, err),
+            Ending::Eof => {
                 self.eof.set(true);
                 self.update_mask();
                 self.call_owner(ctx, ctx.callbacks.on_read, &[js::null(ctx.env)]);
             }
-            (Some(err), Some(sent)) => self.fail(ctx, err.with_request_sent(sent)),
-            (Some(err), None) => self.fail(ctx, err),
         }
     }
 
