@@ -2,6 +2,7 @@
 //! (`__test__/fixtures/tls`), verified for real.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use rustls::pki_types::pem::PemObject;

@@ -1,0 +1,285 @@
+//! Opening a connection on tokio: resolve, then connect (Happy Eyeballs over several
+//! addresses), then set the socket options Node's agent sets. The connected socket leaves tokio
+//! as a plain non-blocking descriptor, for whichever loop will drive its bytes.
+
+mod happy_eyeballs;
+mod proxy;
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+
+use tokio::net::{TcpStream, UnixStream};
+
+use crate::error::Error;
+
+use super::dns::{self, Family};
+use super::tls::ClientStream;
+use happy_eyeballs::{connect_any, interleave, Local};
+use proxy::{open_tunnel, open_tunnel_within, proxy_session};
+
+pub use proxy::{ProxyTls, Tunnel};
+
+/// Where to connect.
+#[derive(Clone, Debug)]
+pub enum Target {
+    Tcp {
+        host: String,
+        port: u16,
+        family: Family,
+        /// Node's `localAddress`: the local IP to bind before connecting.
+        local_address: Option<IpAddr>,
+        /// Node's `localPort`: the local port to bind before connecting.
+        local_port: Option<u16>,
+        /// Addresses already resolved (by a user's `lookup` function); skips DNS.
+        addresses: Option<Vec<IpAddr>>,
+        /// For a proxy reached over TLS (an `https:` proxy URL): the session to it, first.
+        proxy_tls: Option<ProxyTls>,
+        /// An HTTP proxy (`host`, `port`) to open a tunnel through to the origin, first.
+        tunnel: Option<Tunnel>,
+        /// How the addresses of a name are tried.
+        choice: AddressChoice,
+    },
+    /// Node's `socketPath`.
+    Unix { path: String },
+}
+
+/// How net.connect picks among a name's addresses, as Node's options and defaults say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddressChoice {
+    /// Happy Eyeballs (`autoSelectFamily`): how long an attempt runs alone before the next
+    /// address is tried beside it (`autoSelectFamilyAttemptTimeout`, RFC 8305). `None`: the
+    /// first address only, as Node connects with `autoSelectFamily: false`.
+    pub attempt_delay: Option<Duration>,
+    /// The order of the resolver's answers (`dns.setDefaultResultOrder()`).
+    pub order: Order,
+}
+
+impl Default for AddressChoice {
+    fn default() -> Self {
+        AddressChoice {
+            attempt_delay: Some(Duration::from_millis(250)),
+            order: Order::Verbatim,
+        }
+    }
+}
+
+/// `dns.getDefaultResultOrder()`: as the resolver answered, or one family first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    Verbatim,
+    Ipv4First,
+    Ipv6First,
+}
+
+impl Order {
+    /// Node's names; anything else is the resolver's own order.
+    pub fn from_node(name: Option<&str>) -> Order {
+        match name {
+            Some("ipv4first") => Order::Ipv4First,
+            Some("ipv6first") => Order::Ipv6First,
+            _ => Order::Verbatim,
+        }
+    }
+
+    fn apply(self, ips: &mut [IpAddr]) {
+        match self {
+            Order::Verbatim => {}
+            // Stable: each family keeps the resolver's order.
+            Order::Ipv4First => ips.sort_by_key(|ip| !ip.is_ipv4()),
+            Order::Ipv6First => ips.sort_by_key(|ip| ip.is_ipv4()),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectOptions {
+    /// TCP_NODELAY; Node's agent sets it unless `noDelay: false`.
+    pub no_delay: bool,
+    /// SO_KEEPALIVE with this initial delay (`keepAliveMsecs`).
+    pub keep_alive: Option<Duration>,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            no_delay: true,
+            keep_alive: None,
+        }
+    }
+}
+
+/// The far end of a connection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Peer {
+    Tcp(SocketAddr),
+    Unix(String),
+}
+
+/// A connected socket, still registered with tokio.
+pub enum Socket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+    /// Through a proxy reached over TLS: the session to the proxy (and, for HTTPS, the tunnel
+    /// inside it), which tokio must keep driving.
+    Proxied(Box<ClientStream<TcpStream>>),
+}
+
+impl std::fmt::Debug for Socket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Socket::Tcp(_) => "Socket::Tcp",
+            Socket::Unix(_) => "Socket::Unix",
+            Socket::Proxied(_) => "Socket::Proxied",
+        })
+    }
+}
+
+impl Socket {
+    /// Leaves tokio: the plain non-blocking descriptor, for another loop to drive (a proxied
+    /// one has none: its bytes go through TLS on tokio).
+    pub fn into_fd(self) -> Result<OwnedFd, Error> {
+        match self {
+            Socket::Tcp(s) => s.into_std().map(OwnedFd::from),
+            Socket::Unix(s) => s.into_std().map(OwnedFd::from),
+            Socket::Proxied(_) => return Err(Error::os(libc::EINVAL, "connect")),
+        }
+        .map_err(|e| Error::io(&e, "connect"))
+    }
+}
+
+#[derive(Debug)]
+pub struct Connected {
+    pub socket: Socket,
+    /// The local address of a TCP connection.
+    pub local: Option<SocketAddr>,
+    pub remote: Peer,
+}
+
+/// Resolves and connects.
+pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, Error> {
+    match target {
+        Target::Unix { path } => {
+            let stream = UnixStream::connect(&path)
+                .await
+                .map_err(|e| Error::io(&e, "connect").with_peer(path.clone(), None))?;
+            Ok(Connected {
+                socket: Socket::Unix(stream),
+                local: None,
+                remote: Peer::Unix(path),
+            })
+        }
+        Target::Tcp {
+            host,
+            port,
+            family,
+            local_address,
+            local_port,
+            addresses,
+            proxy_tls,
+            tunnel,
+            choice,
+        } => {
+            // An IP literal needs no resolver, nor the trip to a blocking thread; as in
+            // net.connect, it is tried whatever `localAddress` (a bind of the other family then
+            // fails with EINVAL), where a name's addresses are those of the local one's family.
+            let (ips, named) = match (addresses, dns::lookup_literal(&host)) {
+                (Some(ips), _) => (ips, true),
+                (None, Some(ips)) => (ips, false),
+                (None, None) => {
+                    let lookup_host = host.clone();
+                    let mut ips = tokio::task::spawn_blocking(move || {
+                        dns::lookup_blocking(&lookup_host, family)
+                    })
+                    .await
+                    .map_err(|_| Error::dns(libc::EAI_FAIL, &host))??;
+                    choice.order.apply(&mut ips);
+                    (ips, true)
+                }
+            };
+            let mut ips: Vec<IpAddr> = ips
+                .into_iter()
+                .filter(|ip| {
+                    !named || local_address.is_none_or(|local| local.is_ipv4() == ip.is_ipv4())
+                })
+                .collect();
+            if ips.is_empty() {
+                return Err(Error::no_address(&host));
+            }
+            if choice.attempt_delay.is_none() {
+                ips.truncate(1);
+            }
+            let addrs = interleave(
+                ips.into_iter()
+                    .map(|ip| SocketAddr::new(ip, port))
+                    .collect(),
+            );
+            let local = Local {
+                ip: local_address,
+                port: local_port,
+            };
+            let delay = choice.attempt_delay.unwrap_or_default();
+            let mut stream = connect_any(addrs, local, delay).await?;
+            let peer = stream.peer_addr().ok();
+            stream
+                .set_nodelay(opts.no_delay)
+                .map_err(|e| Error::io(&e, "setsockopt"))?;
+            if let Some(delay) = opts.keep_alive {
+                let keepalive = socket2::TcpKeepalive::new().with_time(keepalive_time(delay));
+                socket2::SockRef::from(&stream)
+                    .set_tcp_keepalive(&keepalive)
+                    .map_err(|e| Error::io(&e, "setsockopt"))?;
+            }
+            let local = stream.local_addr().ok();
+            let remote = peer.unwrap_or(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port));
+            let socket = match proxy_tls {
+                None => {
+                    if let Some(tunnel) = &tunnel {
+                        open_tunnel(&mut stream, tunnel).await?;
+                    }
+                    Socket::Tcp(stream)
+                }
+                Some(proxy) => {
+                    let mut secure = proxy_session(stream, &proxy, remote.ip()).await?;
+                    if let Some(tunnel) = &tunnel {
+                        open_tunnel_within(&mut secure, tunnel).await?;
+                    }
+                    Socket::Proxied(Box::new(secure))
+                }
+            };
+            Ok(Connected {
+                socket,
+                local,
+                remote: Peer::Tcp(remote),
+            })
+        }
+    }
+}
+
+/// The idle time before TCP keep-alive probes, as Node sets it (`socket.setKeepAlive`): whole
+/// seconds, rounded down, and at least one; the kernel refuses zero (`EINVAL`), and Node never
+/// fails a connection over `keepAliveMsecs`.
+pub fn keepalive_time(delay: Duration) -> Duration {
+    Duration::from_secs(delay.as_secs().max(1))
+}
+
+#[cfg(test)]
+impl Target {
+    /// `host`:`port`, with every other choice at its default (for tests).
+    pub(crate) fn tcp(host: &str, port: u16) -> Target {
+        Target::Tcp {
+            host: host.into(),
+            port,
+            family: Family::Any,
+            local_address: None,
+            local_port: None,
+            addresses: None,
+            proxy_tls: None,
+            tunnel: None,
+            choice: AddressChoice::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,318 @@
+//! Verification of a server's certificate chain as OpenSSL does it, with its error codes: the
+//! chain, revocation with `crl`, and a certificate trusted as given in `ca`.
+
+use std::cell::Cell;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, ServerName, UnixTime};
+use rustls::server::ParsedCertificate;
+use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::error::Error;
+
+use super::{config_error, der};
+
+/// Why a server's certificate chain was not trusted, in OpenSSL's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VerifyFailure {
+    pub code: &'static str,
+    pub message: &'static str,
+}
+
+impl VerifyFailure {
+    const fn new(code: &'static str, message: &'static str) -> Self {
+        VerifyFailure { code, message }
+    }
+}
+
+const DEPTH_ZERO_SELF_SIGNED_CERT: VerifyFailure =
+    VerifyFailure::new("DEPTH_ZERO_SELF_SIGNED_CERT", "self-signed certificate");
+const SELF_SIGNED_CERT_IN_CHAIN: VerifyFailure = VerifyFailure::new(
+    "SELF_SIGNED_CERT_IN_CHAIN",
+    "self-signed certificate in certificate chain",
+);
+const UNABLE_TO_VERIFY_LEAF_SIGNATURE: VerifyFailure = VerifyFailure::new(
+    "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+    "unable to verify the first certificate",
+);
+const UNABLE_TO_GET_ISSUER_CERT_LOCALLY: VerifyFailure = VerifyFailure::new(
+    "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+    "unable to get local issuer certificate",
+);
+const CERT_HAS_EXPIRED: VerifyFailure =
+    VerifyFailure::new("CERT_HAS_EXPIRED", "certificate has expired");
+const CERT_NOT_YET_VALID: VerifyFailure =
+    VerifyFailure::new("CERT_NOT_YET_VALID", "certificate is not yet valid");
+const CERT_SIGNATURE_FAILURE: VerifyFailure =
+    VerifyFailure::new("CERT_SIGNATURE_FAILURE", "certificate signature failure");
+const CERT_REJECTED: VerifyFailure = VerifyFailure::new("CERT_REJECTED", "certificate rejected");
+const CERT_REVOKED: VerifyFailure = VerifyFailure::new("CERT_REVOKED", "certificate revoked");
+const UNABLE_TO_GET_CRL: VerifyFailure =
+    VerifyFailure::new("UNABLE_TO_GET_CRL", "unable to get certificate CRL");
+const CRL_HAS_EXPIRED: VerifyFailure = VerifyFailure::new("CRL_HAS_EXPIRED", "CRL has expired");
+const CRL_SIGNATURE_FAILURE: VerifyFailure =
+    VerifyFailure::new("CRL_SIGNATURE_FAILURE", "CRL signature failure");
+
+tokio::task_local! {
+    /// Why the chain of the handshake running in this task was not trusted: the shared
+    /// verifier writes it here, the handshake reads it (a per-connection verifier would
+    /// defeat resumption).
+    pub(super) static VERIFY_FAILURE: Cell<Option<VerifyFailure>>;
+}
+
+/// Verifies chains as OpenSSL would and remembers why one failed. With
+/// `rejectUnauthorized: false` it records the failure and lets the handshake go on, as Node
+/// does (the socket then reports `authorized: false` and the `authorizationError`).
+#[derive(Debug)]
+pub(super) struct NodeVerifier {
+    pub(super) roots: Arc<RootCertStore>,
+    /// The certificates trusted (see [`Trust`](super::Trust)): one of these presented as the server's own
+    /// certificate is trusted as OpenSSL trusts it (a self-signed internal service).
+    pub(super) trusted: Arc<[CertificateDer<'static>]>,
+    pub(super) algs: WebPkiSupportedAlgorithms,
+    pub(super) reject: bool,
+    /// With `crl`: the same chain check, with the revocation of each certificate checked too.
+    pub(super) revocation: Option<Arc<WebPkiServerVerifier>>,
+}
+
+/// The verifier that checks revocation, when `crl` gives CRLs: as OpenSSL with Node's flags,
+/// every certificate of the chain but the trust anchor needs a CRL of its issuer, and an
+/// expired one fails.
+pub(super) fn revocation_verifier(
+    blobs: &[Vec<u8>],
+    roots: &Arc<RootCertStore>,
+    provider: &Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Option<Arc<WebPkiServerVerifier>>, Error> {
+    if blobs.is_empty() {
+        return Ok(None);
+    }
+    let unreadable = || config_error("ERR_CRYPTO_OPERATION_FAILED", "Failed to parse CRL");
+    let mut crls = Vec::new();
+    for blob in blobs {
+        let found = CertificateRevocationListDer::pem_slice_iter(blob)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| unreadable())?;
+        if found.is_empty() {
+            return Err(unreadable());
+        }
+        crls.extend(found);
+    }
+    WebPkiServerVerifier::builder_with_provider(roots.clone(), provider.clone())
+        .with_crls(crls)
+        .enforce_revocation_expiration()
+        .build()
+        .map(Some)
+        .map_err(|_| unreadable())
+}
+
+impl NodeVerifier {
+    fn check(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        now: UnixTime,
+    ) -> Option<VerifyFailure> {
+        let now_secs = now.as_secs() as i64;
+        let fields = der::parse(end_entity);
+        // A certificate the user trusts explicitly, presented as the server's own: OpenSSL
+        // accepts it (even marked CA:TRUE, which webpki refuses as an end entity).
+        if self
+            .trusted
+            .iter()
+            .any(|t| t.as_ref() == end_entity.as_ref())
+        {
+            return match fields {
+                Some(f) if now_secs < f.not_before => Some(CERT_NOT_YET_VALID),
+                Some(f) if now_secs > f.not_after => Some(CERT_HAS_EXPIRED),
+                _ => None,
+            };
+        }
+        let parsed = match ParsedCertificate::try_from(end_entity) {
+            Ok(p) => p,
+            // webpki takes no X.509 version 1 end entity: such a certificate, well formed but
+            // not trusted as given in `ca`, fails as OpenSSL fails its chain (self-signed, or
+            // no issuer found).
+            Err(_) if fields.is_some() => return Some(untrusted_chain(end_entity, intermediates)),
+            Err(_) => return Some(CERT_REJECTED),
+        };
+        let result = match &self.revocation {
+            // The name is JavaScript's to check (`checkServerIdentity`), after the handshake.
+            Some(verifier) => {
+                match verifier.verify_server_cert(end_entity, intermediates, server_name, &[], now)
+                {
+                    Err(rustls::Error::InvalidCertificate(
+                        CertificateError::NotValidForName
+                        | CertificateError::NotValidForNameContext { .. },
+                    )) => Ok(()),
+                    other => other.map(|_| ()),
+                }
+            }
+            None => rustls::client::verify_server_cert_signed_by_trust_anchor(
+                &parsed,
+                &self.roots,
+                intermediates,
+                now,
+                self.algs.all,
+            ),
+        };
+        match result {
+            Ok(()) => None,
+            Err(rustls::Error::InvalidCertificate(CertificateError::Revoked)) => Some(CERT_REVOKED),
+            Err(rustls::Error::InvalidCertificate(CertificateError::UnknownRevocationStatus)) => {
+                Some(UNABLE_TO_GET_CRL)
+            }
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::ExpiredRevocationList
+                | CertificateError::ExpiredRevocationListContext { .. },
+            )) => Some(CRL_HAS_EXPIRED),
+            Err(rustls::Error::InvalidCertRevocationList(_)) => Some(CRL_SIGNATURE_FAILURE),
+            Err(rustls::Error::InvalidCertificate(e)) => Some(match e {
+                CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+                    CERT_HAS_EXPIRED
+                }
+                CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                    CERT_NOT_YET_VALID
+                }
+                CertificateError::BadSignature => CERT_SIGNATURE_FAILURE,
+                _ => untrusted_chain(end_entity, intermediates),
+            }),
+            Err(_) => Some(untrusted_chain(end_entity, intermediates)),
+        }
+    }
+}
+
+/// OpenSSL's classification of a chain that leads to no trusted root.
+fn untrusted_chain(
+    end_entity: &CertificateDer<'_>,
+    intermediates: &[CertificateDer<'_>],
+) -> VerifyFailure {
+    let leaf_self_issued = der::parse(end_entity).is_some_and(|f| f.self_issued());
+    if intermediates.is_empty() {
+        return if leaf_self_issued {
+            DEPTH_ZERO_SELF_SIGNED_CERT
+        } else {
+            UNABLE_TO_VERIFY_LEAF_SIGNATURE
+        };
+    }
+    let top_self_issued = intermediates
+        .last()
+        .and_then(|c| der::parse(c))
+        .is_some_and(|f| f.self_issued());
+    if top_self_issued {
+        SELF_SIGNED_CERT_IN_CHAIN
+    } else {
+        UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+    }
+}
+
+impl NodeVerifier {
+    /// The handshake's signature checked with the public key of a certificate webpki could
+    /// not parse whole (X.509 version 1, which `openssl x509 -req -signkey` makes): the
+    /// certificate itself has passed already (`rejectUnauthorized: false`, or trusted as
+    /// given in `ca`), and OpenSSL checks such a signature the same way. `err`, webpki's
+    /// refusal, stays the answer for anything else.
+    fn signed_by_key(
+        &self,
+        err: rustls::Error,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+        tls13: bool,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        if !matches!(
+            err,
+            rustls::Error::InvalidCertificate(
+                CertificateError::Other(_) | CertificateError::BadEncoding
+            )
+        ) {
+            return Err(err);
+        }
+        let Some(spki) = der::spki(cert) else {
+            return Err(err);
+        };
+        let spki = rustls::pki_types::SubjectPublicKeyInfoDer::from(spki);
+        if tls13 {
+            return rustls::crypto::verify_tls13_signature_with_raw_key(
+                message, &spki, dss, &self.algs,
+            );
+        }
+        let key = webpki::RawPublicKeyEntity::try_from(&spki).map_err(|_| err.clone())?;
+        let algs = self
+            .algs
+            .mapping
+            .iter()
+            .find(|(scheme, _)| *scheme == dss.scheme)
+            .map_or(&[][..], |(_, algs)| *algs);
+        // TLS 1.2 names no single algorithm for a scheme: any that the key takes will do.
+        if algs
+            .iter()
+            .any(|alg| key.verify_signature(*alg, message, dss.signature()).is_ok())
+        {
+            Ok(HandshakeSignatureValid::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::BadSignature,
+            ))
+        }
+    }
+}
+
+impl ServerCertVerifier for NodeVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let failure = self.check(end_entity, intermediates, server_name, now);
+        let _ = VERIFY_FAILURE.try_with(|slot| slot.set(failure));
+        match failure {
+            Some(f) if self.reject => Err(rustls::Error::InvalidCertificate(
+                CertificateError::Other(rustls::OtherError(Arc::new(VerifyError(f)))),
+            )),
+            _ => Ok(ServerCertVerified::assertion()),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
+            .or_else(|e| self.signed_by_key(e, message, cert, dss, false))
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
+            .or_else(|e| self.signed_by_key(e, message, cert, dss, true))
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algs.supported_schemes()
+    }
+}
+
+#[derive(Debug)]
+struct VerifyError(VerifyFailure);
+
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.message)
+    }
+}
+
+impl std::error::Error for VerifyError {}
