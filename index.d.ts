@@ -237,23 +237,37 @@ declare namespace Agent {
     headers: http.IncomingHttpHeaders | string[];
   }
 
-  /** The response body: a Node Readable with back-pressure, plus body mixins. */
-  interface ResponseBody extends Readable {
+  /** What the bodies of both request APIs have: a Node Readable with back-pressure, plus body mixins. */
+  interface BodyMixins extends Readable {
     /** Whether anything has read from the body (or destroyed it), as undici's `bodyUsed`. */
     readonly bodyUsed: boolean;
     text(): Promise<string>;
     json(): Promise<unknown>;
     arrayBuffer(): Promise<ArrayBuffer>;
-    blob(): Promise<Blob>;
+    blob(): Promise<import('node:buffer').Blob>;
     /** The whole body in a Uint8Array of its own. */
     bytes(): Promise<Uint8Array>;
+    /** As undici's: not supported (`ERR_HYPERAGENT_UNSUPPORTED`); fetch's Response parses forms. */
+    formData(): Promise<never>;
+    /** As undici's body: no web stream here (`Readable.toWeb(body)` makes one). */
+    readonly body: undefined;
+    destroy(error?: Error): this;
+  }
+
+  /** The response body of `agent.request()`. */
+  interface ResponseBody extends BodyMixins {
     /**
      * Reads the body to its end and drops it, so that its connection goes back to the pool; a
      * body longer than `limit` bytes (default 131072) is destroyed instead, closing its
      * connection. Resolves `null` once the body has closed; rejects only when `signal` aborts.
      */
     dump(options?: { limit?: number; signal?: AbortSignal }): Promise<null>;
-    destroy(error?: Error): this;
+  }
+
+  /** The response body of `dispatcher.request()`: the same, its `dump()` typed as undici's. */
+  interface DispatcherResponseBody extends BodyMixins {
+    /** As `agent.request()`'s body's (it resolves `null`). */
+    dump(options?: { limit?: number; signal?: AbortSignal }): Promise<void>;
   }
 
   interface Response {
@@ -458,29 +472,29 @@ declare namespace Agent {
      * `trailers`, `opaque`, `body`). Not an upgrade or a `CONNECT` (use `http.request()` with the
      * agent).
      */
-    request(options: DispatcherRequestOptions & { responseHeaders: 'raw' }): Promise<RawHeadersResponse>;
-    request(options: DispatcherRequestOptions): Promise<Response>;
-    request(options: DispatcherRequestOptions, callback: (err: Error | null, data: Response) => void): void;
+    request<TOpaque = null>(options: DispatcherRequestOptions<TOpaque> & { responseHeaders: 'raw' }): Promise<DispatcherRawHeadersResponse<TOpaque>>;
+    request<TOpaque = null>(options: DispatcherRequestOptions<TOpaque>): Promise<DispatcherResponse<TOpaque>>;
+    request<TOpaque = null>(options: DispatcherRequestOptions<TOpaque>, callback: (err: Error | null, data: DispatcherResponse<TOpaque>) => void): void;
     /**
      * undici's `dispatcher.stream()`: the response body written into the Writable `factory` gives;
      * resolves once it is all written.
      */
-    stream(options: DispatcherRequestOptions, factory: StreamFactory): Promise<StreamData>;
-    stream(options: DispatcherRequestOptions, factory: StreamFactory, callback: (err: Error | null, data: StreamData) => void): void;
+    stream<TOpaque = null>(options: DispatcherRequestOptions<TOpaque>, factory: StreamFactory<TOpaque>): Promise<StreamData<TOpaque>>;
+    stream<TOpaque = null>(options: DispatcherRequestOptions<TOpaque>, factory: StreamFactory<TOpaque>, callback: (err: Error | null, data: StreamData<TOpaque>) => void): void;
     /**
      * undici's `dispatcher.pipeline()`: a Duplex whose writes are the request body and whose
      * reads are what `handler` makes of the response (its `body`, transformed, say).
      */
-    pipeline(options: DispatcherRequestOptions, handler: (data: PipelineHandlerData) => NodeJS.ReadableStream): Duplex;
+    pipeline<TOpaque = null>(options: DispatcherRequestOptions<TOpaque>, handler: (data: PipelineHandlerData<TOpaque>) => NodeJS.ReadableStream): Duplex;
     /**
      * undici's `dispatcher.upgrade()`: the socket once the server switched protocols (101), on
      * an agent's own connection. `protocol` is the `upgrade` header (default `'Websocket'`).
      */
-    upgrade(options: UpgradeOptions): Promise<UpgradeData>;
-    upgrade(options: UpgradeOptions, callback: (err: Error | null, data: UpgradeData) => void): void;
+    upgrade<TOpaque = null>(options: UpgradeOptions<TOpaque>): Promise<UpgradeData<TOpaque>>;
+    upgrade<TOpaque = null>(options: UpgradeOptions<TOpaque>, callback: (err: Error | null, data: UpgradeData<TOpaque>) => void): void;
     /** undici's `dispatcher.connect()`: a `CONNECT` tunnel's socket once the server opened it (2xx); `path` is `host:port`. */
-    connect(options: ConnectOptions): Promise<ConnectData>;
-    connect(options: ConnectOptions, callback: (err: Error | null, data: ConnectData) => void): void;
+    connect<TOpaque = null>(options: ConnectOptions<TOpaque>): Promise<ConnectData<TOpaque>>;
+    connect<TOpaque = null>(options: ConnectOptions<TOpaque>, callback: (err: Error | null, data: ConnectData<TOpaque>) => void): void;
     /** Graceful: refuses new requests, lets those in flight finish, then closes its own agents. */
     close(): Promise<void>;
     close(callback: (err: Error | null) => void): void;
@@ -489,15 +503,25 @@ declare namespace Agent {
     destroy(callback: (err: Error | null) => void): void;
     destroy(err: Error | null, callback: (err: Error | null) => void): void;
     /** undici's interceptors (`(dispatch) => (options, handler) => boolean`), the first outermost. */
-    compose(...interceptors: DispatchInterceptor[]): this;
     compose(interceptors: DispatchInterceptor[]): this;
+    compose(...interceptors: DispatchInterceptor[]): this;
     /** undici's connection events, for its agents' `agent.request()` connections. */
-    on(event: 'connect', listener: (origin: URL, targets: Dispatcher[]) => void): this;
-    on(event: 'disconnect' | 'connectionError', listener: (origin: URL, targets: Dispatcher[], error: Error) => void): this;
+    on(event: 'connect', listener: (origin: URL, targets: readonly DispatcherLike[]) => void): this;
+    on(event: 'disconnect' | 'connectionError', listener: (origin: URL, targets: readonly DispatcherLike[], error: Error & { code: string }) => void): this;
+    on(event: 'drain', listener: (origin: URL) => void): this;
     on(event: string | symbol, listener: (...args: any[]) => void): this;
-    once(event: 'connect', listener: (origin: URL, targets: Dispatcher[]) => void): this;
-    once(event: 'disconnect' | 'connectionError', listener: (origin: URL, targets: Dispatcher[], error: Error) => void): this;
+    once(event: 'connect', listener: (origin: URL, targets: readonly DispatcherLike[]) => void): this;
+    once(event: 'disconnect' | 'connectionError', listener: (origin: URL, targets: readonly DispatcherLike[], error: Error & { code: string }) => void): this;
+    once(event: 'drain', listener: (origin: URL) => void): this;
     once(event: string | symbol, listener: (...args: any[]) => void): this;
+    listeners(event: 'connect'): ((origin: URL, targets: readonly DispatcherLike[]) => void)[];
+    listeners(event: 'disconnect' | 'connectionError'): ((origin: URL, targets: readonly DispatcherLike[], error: Error & { code: string }) => void)[];
+    listeners(event: 'drain'): ((origin: URL) => void)[];
+    listeners(event: string | symbol): Function[];
+    rawListeners(event: 'connect'): ((origin: URL, targets: readonly DispatcherLike[]) => void)[];
+    rawListeners(event: 'disconnect' | 'connectionError'): ((origin: URL, targets: readonly DispatcherLike[], error: Error & { code: string }) => void)[];
+    rawListeners(event: 'drain'): ((origin: URL) => void)[];
+    rawListeners(event: string | symbol): Function[];
   }
 
   interface DispatcherOptions extends HttpsAgentOptions {
@@ -510,43 +534,83 @@ declare namespace Agent {
     bodyTimeout?: number | undefined;
   }
 
+  /** A FormData of any copy of undici's (the global one, or the undici package's): its entries
+   * are sent multipart/form-data encoded. */
+  interface FormDataLike {
+    readonly [Symbol.toStringTag]: string;
+    [Symbol.iterator](): Iterator<[string, unknown]>;
+  }
+
   /** What undici's `dispatch()` is given: the request. */
   interface DispatchOptions {
-    origin: string | URL;
+    /** Required (an `http:` or `https:` origin); optional in the type, as undici's has it. */
+    origin?: string | URL | undefined;
     path: string;
     method: string;
-    headers?: Record<string, string | string[] | undefined> | string[] | Iterable<[string, string]> | null | undefined;
-    body?: string | Buffer | Uint8Array | NodeJS.ReadableStream | AsyncIterable<Uint8Array | string> | Blob | null | undefined;
+    headers?: Record<string, string | string[] | undefined> | string[] | Iterable<[string, string | string[] | undefined]> | null | undefined;
+    body?: string | Buffer | Uint8Array | NodeJS.ReadableStream | AsyncIterable<Uint8Array | string> | Blob | FormData | FormDataLike | null | undefined;
     query?: Record<string, unknown> | undefined;
     headersTimeout?: number | null | undefined;
     bodyTimeout?: number | null | undefined;
     reset?: boolean | undefined;
     upgrade?: string | boolean | null | undefined;
-    [key: string]: unknown;
+    /** undici's, taken and not acted on: the agents' own rules decide what is sent again
+     * (`idempotent`), requests are never held behind one another (`blocking`), and
+     * `expect: 100-continue` goes as a header (`expectContinue`). No status is an error:
+     * `dispatch()` ignores `throwOnError`, `request()` refuses it `true` (check `statusCode`). */
+    idempotent?: boolean | undefined;
+    blocking?: boolean | undefined;
+    typeOfService?: number | null | undefined;
+    throwOnError?: boolean | undefined;
+    expectContinue?: boolean | undefined;
   }
 
-  /** What `dispatcher.request()` and `stream()` take: the request, and `agent.request()`'s options of undici's. */
-  interface DispatcherRequestOptions extends DispatchOptions, Pick<RequestOptions, 'signal' | 'opaque' | 'onInfo' | 'highWaterMark' | 'servername'> {
-    responseHeaders?: 'raw' | null;
+  /** What `dispatcher.request()`, `stream()` and `pipeline()` take: the request, and `agent.request()`'s options of undici's. */
+  interface DispatcherRequestOptions<TOpaque = null> extends DispatchOptions, Pick<RequestOptions, 'highWaterMark' | 'servername'> {
+    /** Each informational (1xx) response before the final one. */
+    onInfo?(info: InformationalResponse): void;
+    /**
+     * An AbortSignal or, as undici takes it, an EventEmitter whose 'abort' event aborts; anything
+     * else fails with `ERR_INVALID_ARG_TYPE`. Typed `unknown`, as undici's own types have it.
+     */
+    signal?: unknown;
+    /** Given back with the response. */
+    opaque?: TOpaque | undefined;
+    responseHeaders?: 'raw' | null | undefined;
   }
 
-  /** Gives the Writable that `dispatcher.stream()` writes a response body into. */
-  type StreamFactory = (data: { statusCode: number; headers: http.IncomingHttpHeaders; opaque: unknown; context: object }) => NodeJS.WritableStream;
-
-  interface StreamData {
-    opaque: unknown;
-    trailers: NodeJS.Dict<string>;
-  }
-
-  interface PipelineHandlerData {
-    statusCode: number;
-    headers: http.IncomingHttpHeaders;
-    opaque: unknown;
-    body: ResponseBody;
+  /** A response of `dispatcher.request()`: `agent.request()`'s, with undici's `context`. */
+  interface DispatcherResponse<TOpaque = null> extends Omit<Response, 'opaque' | 'trailers' | 'body'> {
+    opaque: TOpaque;
+    body: DispatcherResponseBody;
+    /** Filled when the body ends. */
+    trailers: Record<string, string>;
+    /** undici's: what interceptors share of the request; an empty object of its own here. */
     context: object;
   }
 
-  interface UpgradeOptions {
+  /** A response of `dispatcher.request()` with `responseHeaders: 'raw'`. */
+  interface DispatcherRawHeadersResponse<TOpaque = null> extends Omit<DispatcherResponse<TOpaque>, 'headers'> {
+    headers: string[];
+  }
+
+  /** Gives the Writable that `dispatcher.stream()` writes a response body into. */
+  type StreamFactory<TOpaque = null> = (data: { statusCode: number; headers: http.IncomingHttpHeaders; opaque: TOpaque; context: object }) => NodeJS.WritableStream;
+
+  interface StreamData<TOpaque = null> {
+    opaque: TOpaque;
+    trailers: Record<string, string>;
+  }
+
+  interface PipelineHandlerData<TOpaque = null> {
+    statusCode: number;
+    headers: http.IncomingHttpHeaders;
+    opaque: TOpaque;
+    body: DispatcherResponseBody;
+    context: object;
+  }
+
+  interface UpgradeOptions<TOpaque = null> {
     origin: string | URL;
     path: string;
     /** Default: `'GET'`. */
@@ -554,24 +618,34 @@ declare namespace Agent {
     headers?: DispatchOptions['headers'];
     /** The `upgrade` header. Default: `'Websocket'`. */
     protocol?: string;
-    signal?: AbortSignal;
-    opaque?: unknown;
+    /** An AbortSignal or, as undici takes it, an EventEmitter whose 'abort' event aborts (typed
+     * `unknown`, as undici's own types have it). */
+    signal?: unknown;
+    opaque?: TOpaque;
     servername?: string;
   }
 
-  interface UpgradeData {
+  interface UpgradeData<TOpaque = null> {
     headers: http.IncomingHttpHeaders;
     socket: Duplex;
-    opaque: unknown;
+    opaque: TOpaque;
   }
 
-  type ConnectOptions = Omit<UpgradeOptions, 'method' | 'protocol'>;
+  type ConnectOptions<TOpaque = null> = Omit<UpgradeOptions<TOpaque>, 'method' | 'protocol'>;
 
-  interface ConnectData extends UpgradeData {
+  interface ConnectData<TOpaque = null> extends UpgradeData<TOpaque> {
     statusCode: number;
   }
 
-  type DispatchFunction = (options: DispatchOptions, handler: DispatchHandler) => boolean;
+  /** What dispatches requests (a `Dispatcher`, or undici's own): the `targets` of connection events. */
+  interface DispatcherLike {
+    dispatch(options: DispatchOptions, handler: DispatchHandler): boolean;
+  }
+
+  /** A `dispatch` as interceptors take and give it. Its parameters are compared both ways (a
+   * method's, not a function's), so that undici's own interceptors, whose options are typed
+   * narrower than these, compose on a `Dispatcher`. */
+  type DispatchFunction = { dispatch(options: DispatchOptions, handler: DispatchHandler): boolean }['dispatch'];
   type DispatchInterceptor = (dispatch: DispatchFunction) => DispatchFunction;
 
   /** The newer handler API's controller of one request. */
@@ -592,7 +666,8 @@ declare namespace Agent {
     onResponseStarted?(): void;
     onHeaders?(statusCode: number, rawHeaders: Buffer[], resume: () => void, statusText: string): boolean;
     onData?(chunk: Buffer): boolean;
-    onComplete?(trailers: Buffer[] | null): void;
+    /** `trailers`: Buffers, as undici's own clients give them (undici 7's types say strings). */
+    onComplete?(trailers: Buffer[] | string[] | null): void;
     onError?(err: Error): void;
     /** An upgrade's (or a `CONNECT`'s) socket, on an agent's own connection. */
     onUpgrade?(statusCode: number, rawHeaders: Buffer[], socket: Duplex): void;

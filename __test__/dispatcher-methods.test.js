@@ -10,7 +10,7 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const https = require('node:https');
-const { once } = require('node:events');
+const { once, EventEmitter } = require('node:events');
 const { Readable, Writable } = require('node:stream');
 const { Dispatcher } = require('..');
 const { httpServer, sha256, received, dispatcher, trailingServer, rawServer, readRequest, listen, until } = require('./helpers');
@@ -279,6 +279,52 @@ test('upgrade() and connect() as undici\'s: the socket with the server\'s header
   await until(() => silent.connectionCount === 1, 5000, 'connected');
   controller.abort(new Error('changed my mind'));
   await assert.rejects(aborted, { message: 'changed my mind' });
+});
+
+test('a signal that is an EventEmitter aborts as undici\'s does, and its listener goes with the request', async (t) => {
+  const server = await httpServer(t, echo);
+  const d = dispatcher(t);
+  // Not aborted: once the request is over, nothing listens on the emitter any more.
+  const calm = new EventEmitter();
+  const res = d.request({ origin: server.url, path: '/', method: 'GET', signal: calm });
+  assert.strictEqual(calm.listenerCount('abort'), 1);
+  await (await res).body.dump();
+  await until(() => calm.listenerCount('abort') === 0, 5000, 'the listener removed');
+
+  // Aborted while the server is silent: request(), and upgrade() until its socket is given.
+  const silent = await rawServer(t, () => {});
+  const origin = `http://127.0.0.1:${silent.address().port}`;
+  const ee = new EventEmitter();
+  const pending = d.request({ origin, path: '/', method: 'GET', signal: ee });
+  await until(() => silent.connectionCount === 1, 5000, 'connected');
+  ee.emit('abort');
+  await assert.rejects(pending, { name: 'AbortError' });
+  await until(() => ee.listenerCount('abort') === 0, 5000, 'the listener removed');
+  const upgrading = new EventEmitter();
+  const upgrade = d.upgrade({ origin, path: '/', signal: upgrading });
+  await until(() => silent.connectionCount === 2, 5000, 'connected');
+  upgrading.emit('abort');
+  await assert.rejects(upgrade, { name: 'AbortError' });
+  assert.strictEqual(upgrading.listenerCount('abort'), 0);
+  // Anything else is refused at once.
+  await assert.rejects(d.request({ origin, path: '/', method: 'GET', signal: {} }), { code: 'ERR_INVALID_ARG_TYPE' });
+});
+
+test('a response\'s context and formData() are undici\'s: an object of its own, and not supported', async (t) => {
+  const server = await httpServer(t, echo);
+  const d = dispatcher(t);
+  const res = await d.request({ origin: server.url, path: '/', method: 'GET' });
+  assert.deepStrictEqual(res.context, {});
+  assert.strictEqual(res.context, res.context, 'the same object each time');
+  await assert.rejects(res.body.formData(), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
+  assert.strictEqual(res.body.body, undefined);
+  await res.body.dump();
+  let given = null;
+  await d.stream({ origin: server.url, path: '/', method: 'GET' }, ({ context }) => {
+    given = context;
+    return new Writable({ write: (chunk, encoding, callback) => callback() });
+  });
+  assert.deepStrictEqual(given, {});
 });
 
 test('pipeline() as undici\'s: writes are the request body, reads what the handler makes of the response', async (t) => {

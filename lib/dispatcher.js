@@ -11,7 +11,7 @@ const errors = require('./errors');
 const { Agent, HttpsAgent } = require('./agent');
 const { request } = require('./request');
 const { headerObject } = require('./headers');
-const { watchAbort } = require('./signal');
+const { watchAbort, followSignal } = require('./signal');
 const { Running, Tracked, Exchange, isUpgrade, requestOptions } = require('./exchange');
 const { numberOption } = require('./options');
 
@@ -182,14 +182,15 @@ class Dispatcher extends EventEmitter {
         throw errors.invalidArgValue('opts', opts, 'is an upgrade or a CONNECT, which request() does not carry; use upgrade() or connect()');
       }
       const options = requestOptions(opts, this);
-      options.signal = opts.signal ?? undefined;
+      const followed = followSignal(opts.signal);
+      options.signal = followed.signal;
       options.opaque = opts.opaque;
       options.onInfo = opts.onInfo ?? undefined;
       options.responseHeaders = opts.responseHeaders ?? undefined;
       options.highWaterMark = opts.highWaterMark ?? undefined;
       options.throwOnError = opts.throwOnError ?? undefined;
       options.maxRedirections = opts.maxRedirections ?? undefined;
-      tracked = new Tracked(this);
+      tracked = new Tracked(this, followed.unfollow);
       this._started(tracked);
       const promise = request(agent, { origin, path: opts.path }, options, null, tracked);
       // Refused before it started (the agent closing, the signal aborted): nothing to wait for.
@@ -214,7 +215,7 @@ class Dispatcher extends EventEmitter {
     return this.request(opts).then((res) => new Promise((resolve, reject) => {
       let writable;
       try {
-        writable = factory({ statusCode: res.statusCode, headers: res.headers, opaque: res.opaque, context: {} });
+        writable = factory({ statusCode: res.statusCode, headers: res.headers, opaque: res.opaque, context: res.context });
         if (writable === null || typeof writable !== 'object' || typeof writable.write !== 'function' || typeof writable.on !== 'function') {
           throw errors.invalidArgValue('factory', factory, 'must return a Writable');
         }
@@ -249,8 +250,9 @@ class Dispatcher extends EventEmitter {
       const opaque = opts?.opaque ?? null;
       const given = opts !== null && typeof opts === 'object' ? opts : {};
       // The signal aborts it until the socket is given.
-      const signal = given.signal ?? null;
-      let unwatch = null;
+      const followed = followSignal(given.signal);
+      const signal = followed.signal ?? null;
+      let unwatch = followed.unfollow;
       const handler = {
         onConnect: (abort) => {
           if (signal === null) return;
@@ -258,7 +260,12 @@ class Dispatcher extends EventEmitter {
             abort(signal.reason);
             return;
           }
-          unwatch = watchAbort(signal, () => abort(signal.reason));
+          const unwatchAbort = watchAbort(signal, () => abort(signal.reason));
+          const unfollow = unwatch;
+          unwatch = () => {
+            unwatchAbort();
+            if (unfollow !== null) unfollow();
+          };
         },
         onUpgrade: (statusCode, rawHeaders, socket) => {
           if (unwatch !== null) unwatch();
@@ -311,8 +318,9 @@ class Dispatcher extends EventEmitter {
       process.nextTick(() => duplex.destroy(errors.invalidArgType('handler', 'of type function', handler)));
       return duplex;
     }
-    const signal = opts?.signal;
-    if (signal !== undefined && signal !== null) {
+    const { signal, unfollow } = followSignal(opts?.signal);
+    if (unfollow !== null) duplex.once('close', unfollow);
+    if (signal !== undefined) {
       if (signal.aborted) controller.abort(signal.reason);
       else duplex.once('close', watchAbort(signal, () => duplex.destroy(signal.reason)));
     }
@@ -328,7 +336,7 @@ class Dispatcher extends EventEmitter {
         return;
       }
       try {
-        ret = handler({ statusCode: res.statusCode, headers: res.headers, opaque: res.opaque, body: res.body, context: {} });
+        ret = handler({ statusCode: res.statusCode, headers: res.headers, opaque: res.opaque, body: res.body, context: res.context });
         if (ret === null || typeof ret !== 'object' || typeof ret.on !== 'function') {
           throw errors.invalidArgValue('handler', handler, 'must return a Readable');
         }

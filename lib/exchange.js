@@ -52,8 +52,10 @@ class Running {
 // A request of dispatcher.request(): among the exchanges in flight until its exchange in Rust is
 // over, so that close() waits for it and destroy() stops it.
 class Tracked {
-  constructor(dispatcher) {
+  // `unfollow`: what stops an EventEmitter signal's following (see followSignal), or null.
+  constructor(dispatcher, unfollow = null) {
     this.dispatcher = dispatcher;
+    this.unfollow = unfollow;
     // Its request in flight (lib/pending.js), once started.
     this.pending = null;
     this.running = false;
@@ -62,6 +64,11 @@ class Tracked {
   }
 
   over() {
+    if (this.unfollow !== null) {
+      const unfollow = this.unfollow;
+      this.unfollow = null;
+      unfollow();
+    }
     this.dispatcher._ended(this);
   }
 

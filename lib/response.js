@@ -142,6 +142,11 @@ class ResponseBody extends Readable {
     return new Uint8Array(await this.arrayBuffer());
   }
 
+  // As undici's: a response body is not parsed as a form here (fetch's Response does that).
+  async formData() {
+    throw errors.hyperagentError('UNSUPPORTED', 'formData() is not supported: use fetch() and its Response for forms');
+  }
+
   // Reads the body to its end and drops it, as undici's dump(): so that its connection goes
   // back to the pool. A body longer than `limit` bytes (128 KiB by default) is destroyed
   // instead, which closes its connection. Resolves null once the body has closed, whatever
@@ -281,6 +286,14 @@ class Response {
     this._headers = null;
     this.trailers = {};
     this.body = body;
+  }
+
+  // undici's `context` of a response (what its interceptors share): an object of its own,
+  // made when first asked for.
+  get context() {
+    const context = {};
+    Object.defineProperty(this, 'context', { value: context, writable: true, enumerable: true, configurable: true });
+    return context;
   }
 
   // Rust sends the head as one string, `name\nvalue\n...`: split and joined on first use only.

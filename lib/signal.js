@@ -23,4 +23,17 @@ function abortError(signal) {
   return new DOMException('This operation was aborted', 'AbortError');
 }
 
-module.exports = { watchAbort, abortError };
+// undici's request() takes an EventEmitter for a signal too: its 'abort' event aborts. Returns
+// what agent.request() takes (an AbortSignal following it) and what stops the following; an
+// AbortSignal, or nothing, is given back as it is.
+function followSignal(signal) {
+  if (signal === undefined || signal === null || typeof signal.aborted === 'boolean' || typeof signal.once !== 'function') {
+    return { signal: signal ?? undefined, unfollow: null };
+  }
+  const controller = new AbortController();
+  const abort = () => controller.abort();
+  signal.once('abort', abort);
+  return { signal: controller.signal, unfollow: () => signal.removeListener('abort', abort) };
+}
+
+module.exports = { watchAbort, abortError, followSignal };

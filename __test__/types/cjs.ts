@@ -3,6 +3,8 @@ import http = require('node:http');
 import net = require('node:net');
 import fs = require('node:fs');
 import hyperagent = require('../..');
+import undici = require('undici');
+import events = require('node:events');
 
 const agent = new hyperagent.Agent({
   keepAlive: true,
@@ -169,7 +171,7 @@ dispatcher.dispatch({ origin: new URL('https://x'), path: '/', method: 'POST', b
   onResponseError(controller, err) { void controller.reason; void err; },
 });
 // Its own request() and stream(), as undici's dispatchers have them.
-void dispatcher.request({ origin: 'http://127.0.0.1', path: '/', method: 'GET', opaque: 1 }).then(async (res: hyperagent.Response) => {
+void dispatcher.request({ origin: 'http://127.0.0.1', path: '/', method: 'GET', opaque: 1 }).then(async (res: hyperagent.DispatcherResponse<number>) => {
   const text: string = await res.body.text();
   void [res.statusCode, res.headers['content-type'], res.trailers, res.opaque, text];
 });
@@ -177,7 +179,7 @@ void dispatcher.request({ origin: new URL('http://127.0.0.1'), path: '/', method
   const raw: string[] = res.headers;
   void raw;
 });
-dispatcher.request({ origin: 'http://127.0.0.1', path: '/', method: 'POST', body: 'x' }, (err: Error | null, data: hyperagent.Response) => void [err, data.statusCode]);
+dispatcher.request({ origin: 'http://127.0.0.1', path: '/', method: 'POST', body: 'x' }, (err: Error | null, data: hyperagent.DispatcherResponse) => void [err, data.statusCode, data.context]);
 void dispatcher.stream({ origin: 'http://127.0.0.1', path: '/', method: 'GET' }, ({ statusCode }) => {
   void statusCode;
   return fs.createWriteStream('/dev/null');
@@ -194,6 +196,16 @@ hyperagent.setGlobalDispatcher(dispatcher);
 const current: { dispatch: hyperagent.DispatchFunction } = hyperagent.getGlobalDispatcher();
 // @types/node's RequestInit has no `dispatcher` (Node's fetch takes it all the same).
 void fetch('http://127.0.0.1/', { dispatcher } as RequestInit);
+// Where undici's types are installed, a Dispatcher is one of undici's: its request(), stream(),
+// fetch(), setGlobalDispatcher() and interceptors take it as it is.
+const asUndici: undici.Dispatcher = dispatcher;
+void undici.request('http://127.0.0.1/', { dispatcher });
+void undici.stream('http://127.0.0.1/', { dispatcher, method: 'GET' }, () => fs.createWriteStream('/dev/null'));
+void undici.fetch('http://127.0.0.1/', { dispatcher });
+undici.setGlobalDispatcher(dispatcher);
+const retrying: undici.Dispatcher = dispatcher.compose(undici.interceptors.retry());
+void dispatcher.request({ origin: 'http://127.0.0.1', path: '/', method: 'GET', signal: new events.EventEmitter() });
+void [asUndici, retrying];
 const closing: Promise<void> = dispatcher.close();
 const agentClosing: Promise<void> = agent.close();
 agent.close((err) => { void err; });
