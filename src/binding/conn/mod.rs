@@ -20,9 +20,11 @@
 //!   connections never keep the process alive.
 //!
 //! `plain.rs` holds the plain socket's side (the poll handle and its syscalls), `face.rs` the
-//! JavaScript socket that is the connection's face, `table.rs` the thread's connections by id.
+//! JavaScript socket that is the connection's face, `lost.rs` what a connection that ends in
+//! use does (a replay, or its socket told), `table.rs` the thread's connections by id.
 
 mod face;
+mod lost;
 mod plain;
 mod table;
 
@@ -45,7 +47,7 @@ use super::protocol::write;
 use crate::client;
 use crate::error::Error;
 use crate::pool::KeyId;
-use crate::replay::{Ending, ReplayBuf};
+use crate::replay::ReplayBuf;
 use crate::transport::liveness;
 use crate::transport::pump::{self, Event, Remote};
 use crate::transport::raw;
@@ -548,59 +550,6 @@ impl Conn {
             Event::Eof => self.lost(ctx, None),
             Event::Drained => self.call_owner(ctx, ctx.callbacks.on_write, &[js::null(ctx.env)]),
             Event::Error(err) => self.lost(ctx, Some(err)),
-        }
-    }
-
-    /// The connection ended (`err` None: the peer's FIN) while in use. Before any response to
-    /// a replayable request on a reused connection, the request goes again on a new one;
-    /// before any response otherwise, the request fails saying whether it went out; after,
-    /// the socket hears of the end or the error as it is.
-    fn lost(self: &Rc<Self>, ctx: &EnvCtx, err: Option<Error>) {
-        if self.try_replay() {
-            return;
-        }
-        let ending = self.replay.borrow().ending(err);
-        match ending {
-            Ending::Fail(err) => self.fail(ctx, err),
-            Ending::Eof => {
-                self.eof.set(true);
-                self.update_mask();
-                self.call_owner(ctx, ctx.callbacks.on_read, &[js::null(ctx.env)]);
-            }
-        }
-    }
-
-    /// Starts a replay if the request allows one (see `crate::replay`): the dead connection is
-    /// closed and a new one opened under the same socket, which notices nothing.
-    pub fn try_replay(self: &Rc<Self>) -> bool {
-        let Some(pool) = self.keeper() else {
-            return false;
-        };
-        if self.state.get() != State::Active
-            || self.target.borrow().is_none()
-            || !self.replay.borrow().can_replay()
-        {
-            return false;
-        }
-        let bytes = self.replay.borrow_mut().take_for_replay();
-        // Stop the dead transport; the socket, its owner and its slot stay.
-        self.end_io();
-        *self.tls.borrow_mut() = None;
-        self.eof.set(false);
-        *self.replay_out.borrow_mut() = bytes;
-        self.state.set(State::Replaying);
-        pool.replayed(self);
-        true
-    }
-
-    /// The replay's new connection is up: send the request again, then whatever followed.
-    pub fn resume_replay(self: &Rc<Self>) {
-        let bytes = std::mem::take(&mut *self.replay_out.borrow_mut());
-        if !bytes.is_empty() && self.write(&[&bytes]) < 0 {
-            if let Some(pool) = self.keeper() {
-                let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);
-                self.fail(pool.ctx(), err);
-            }
         }
     }
 

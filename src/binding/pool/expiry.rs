@@ -1,0 +1,112 @@
+//! The pool's expiry timer: one libuv timer per agent, set for the earliest deadline of an idle
+//! connection or an idle HTTP/2 session, which closes what ran out.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use super::{PoolCell, PoolState};
+use crate::binding::debug::debug;
+use crate::binding::js;
+use crate::binding::uv;
+use crate::guard;
+use crate::pool::KeyId;
+
+impl PoolCell {
+    /// How long an HTTP/2 session may carry no stream: as long as a pooled connection may
+    /// idle (`freeSocketTimeout`; not at all with keep-alive off).
+    fn session_idle(&self) -> Duration {
+        self.policy
+            .get()
+            .idle_for(None, None)
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// Closes the HTTP/2 sessions whose idle time ran out (their slots go back to the pool),
+    /// and sets the timer for the next.
+    pub fn expire_sessions(self: &Rc<Self>) {
+        let expired = self
+            .sessions
+            .borrow_mut()
+            .expire(Instant::now(), self.session_idle());
+        for (key, id) in expired {
+            debug!("idle HTTP/2 session {} expired", id);
+            self.close_session(key, id);
+        }
+        let mut st = self.state.borrow_mut();
+        self.arm_timer(&mut st);
+    }
+
+    /// Closes HTTP/2 session `id` (no longer among the sessions): its slot goes back.
+    pub(super) fn close_session(self: &Rc<Self>, key: KeyId, id: u32) {
+        if let Some(conn) = self.remove_conn(id) {
+            conn.close(self.env());
+            let grant = self.state.borrow_mut().pool.closed(key);
+            self.notify_grants(grant.into_iter());
+        }
+    }
+
+    /// Sets the expiry timer for the earliest idle deadline (of an idle connection or an idle
+    /// HTTP/2 session), if it is not set earlier already.
+    pub(super) fn arm_timer(&self, st: &mut PoolState) {
+        let sessions = self.sessions.borrow().next_deadline(self.session_idle());
+        let Some(next) = [st.pool.next_deadline(), sessions]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
+            return;
+        };
+        if st.armed.is_some_and(|armed| armed <= next) {
+            return;
+        }
+        st.armed = Some(next);
+        let wait = next.saturating_duration_since(Instant::now());
+        // Round up: firing a millisecond early would find nothing expired and re-arm.
+        let ms = wait.as_millis() as u64 + u64::from(wait.subsec_nanos() % 1_000_000 != 0);
+        if let Some(timer) = &*self.timer.borrow() {
+            timer.timer_start(on_timer, ms);
+        }
+    }
+
+    fn expire(self: &Rc<Self>) {
+        let mut closed = Vec::new();
+        let grants = {
+            let mut st = self.state.borrow_mut();
+            st.armed = None;
+            let grants = st.pool.expire(Instant::now(), &mut closed);
+            self.arm_timer(&mut st);
+            grants
+        };
+        for id in closed {
+            debug!("idle connection {} expired", id);
+            self.drop_idle(id, true);
+        }
+        self.notify_grants(grants.into_iter());
+        self.expire_sessions();
+    }
+}
+
+/// # Safety
+/// Called by libuv alone, on this thread's loop, for a pool's open expiry timer.
+unsafe extern "C" fn on_timer(handle: *mut uv::RawHandle) {
+    // SAFETY: uv.rs invariant 3: libuv's own live handle; its data is null (closed) or the
+    // cell, from `Rc::as_ptr` in `new`, alive while the timer is open (its `Drop` closes it).
+    let ptr = unsafe { uv::data_of(handle) } as *const PoolCell;
+    if ptr.is_null() {
+        return;
+    }
+    // SAFETY: as above, the `Rc` is alive (strong count above zero, or `Drop` would have
+    // closed the timer); the count taken here keeps it for the callback and is given back when
+    // `cell` drops. Test: __test__/idle.test.js "an idle connection closes after
+    // freeSocketTimeout".
+    let cell = unsafe {
+        Rc::increment_strong_count(ptr);
+        Rc::from_raw(ptr)
+    };
+    let _scope = js::HandleScope::open(cell.ctx.env);
+    // A panic in the expiry leaves the idle connections as they were: the next timer tries
+    // again.
+    if let Err(panic) = guard::catch(|| cell.expire()) {
+        crate::binding::debug::debug!("expiry failed: {panic}");
+    }
+}
