@@ -4,3 +4,5 @@
 pub mod pool;
 pub mod request;
 pub mod socket;
+pub mod target;
+pub mod tls;

@@ -1,21 +1,20 @@
 //! The pool's exports: `NativePool` (one per agent) with its options, limits, targets and
-//! TLS settings, and the checkout of a connection.
+//! TLS settings, and the checkout of a connection. The targets' and TLS options' conversions
+//! are in `target.rs` and `tls.rs`.
 
-use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
+use super::target::{connect_target, ConnectTarget};
+use super::tls::{tls_options, ErrorInfo, TlsOptionsJs};
 use crate::binding::pool::PoolCell;
 use crate::binding::{conn, ctx, millis, pool, protocol, request};
 use crate::guard;
 use crate::pool::{KeyId, Limits, Scheduling};
-use crate::transport::dns::{parse_ip, Family};
-use crate::transport::tls::{TlsConfig, TlsOptions, Trust};
-use crate::transport::{AddressChoice, ConnectOptions, Order, ProxyTls, Target, Tunnel};
+use crate::transport::ConnectOptions;
 
 #[napi(object)]
 pub struct PoolOptions {
@@ -57,68 +56,6 @@ fn release_policy(opts: &PoolOptions) -> pool::ReleasePolicy {
                 Duration::from_micros((ms * 1000.0) as u64)
             }),
     }
-}
-
-#[napi(object)]
-pub struct ConnectTarget {
-    pub host: Option<String>,
-    pub port: Option<u32>,
-    pub family: Option<u32>,
-    pub local_address: Option<String>,
-    pub local_port: Option<u32>,
-    /// A Unix socket path (`socketPath`).
-    pub path: Option<String>,
-    /// Addresses from a user's `lookup`, in order.
-    pub addresses: Option<Vec<String>>,
-    /// For TLS: the SNI name (empty or absent for none).
-    pub servername: Option<String>,
-    /// The promise path resolves the host through the user's `lookup` function (in
-    /// JavaScript) before each connection.
-    pub js_lookup: Option<bool>,
-    /// Through an HTTP proxy (`host` and `port` name it): the `CONNECT` request that opens the
-    /// tunnel to the origin, and what a refusal's message starts with.
-    pub tunnel_request: Option<String>,
-    pub tunnel_refused: Option<String>,
-    /// The proxy (`host`, `port`) is reached over TLS; `rejectUnauthorized` for its session
-    /// (Node's default for `tls.connect`: the environment may turn it off).
-    pub proxy_tls: Option<bool>,
-    pub proxy_reject_unauthorized: Option<bool>,
-    /// How a name's addresses are tried, as net.connect tries them: Happy Eyeballs with this
-    /// attempt timeout (`autoSelectFamilyAttemptTimeout`), or 0 for the first address only
-    /// (`autoSelectFamily: false`); absent: Node's defaults.
-    pub attempt_delay_ms: Option<u32>,
-    /// `dns.getDefaultResultOrder()` for the resolver's answers.
-    pub order: Option<String>,
-}
-
-/// `tls.connect` options of an HTTPS key, already normalised by `lib/tls.js`.
-#[napi(object)]
-pub struct TlsOptionsJs {
-    pub ca: Option<Vec<Buffer>>,
-    pub certs: Option<Vec<Buffer>>,
-    pub keys: Option<Vec<Buffer>>,
-    pub pfx: Option<Vec<PfxJs>>,
-    pub crl: Option<Vec<Buffer>>,
-    pub reject_unauthorized: bool,
-    pub min_version: Option<String>,
-    pub max_version: Option<String>,
-    pub ciphers: Option<String>,
-    pub alpn: Option<Vec<Buffer>>,
-    pub max_cached_sessions: u32,
-}
-
-/// One `pfx` entry: a PKCS#12 file and its passphrase (empty when none was given).
-#[napi(object)]
-pub struct PfxJs {
-    pub buf: Buffer,
-    pub passphrase: String,
-}
-
-/// A configuration error, for JavaScript to throw with its code.
-#[napi(object)]
-pub struct ErrorInfo {
-    pub code: String,
-    pub message: String,
 }
 
 #[napi(object)]
@@ -179,59 +116,6 @@ fn limits(opts: &PoolOptions) -> Limits {
     }
 }
 
-fn connect_target(target: ConnectTarget) -> Result<Target> {
-    if let Some(path) = target.path {
-        return Ok(Target::Unix { path });
-    }
-    let local_address =
-        match target.local_address {
-            Some(s) => Some(parse_ip(&s).ok_or_else(|| {
-                Error::new(Status::InvalidArg, format!("invalid localAddress: {s}"))
-            })?),
-            None => None,
-        };
-    let addresses = match target.addresses {
-        Some(list) => Some(
-            list.iter()
-                .map(|s| {
-                    parse_ip(s).ok_or_else(|| {
-                        Error::new(Status::InvalidArg, format!("invalid address: {s}"))
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?,
-        ),
-        None => None,
-    };
-    let host = target.host.unwrap_or_else(|| "localhost".into());
-    let proxy_tls = match target.proxy_tls {
-        Some(true) => Some(ProxyTls {
-            config: proxy_tls_config(target.proxy_reject_unauthorized != Some(false))?,
-            host: host.clone(),
-        }),
-        _ => None,
-    };
-    Ok(Target::Tcp {
-        host,
-        port: target.port.unwrap_or(80) as u16,
-        family: Family::from_node(target.family.unwrap_or(0)),
-        local_address,
-        local_port: target.local_port.map(|p| p as u16),
-        addresses,
-        proxy_tls,
-        tunnel: target.tunnel_request.map(|request| Tunnel {
-            request,
-            refused: target.tunnel_refused.unwrap_or_default(),
-        }),
-        choice: match target.attempt_delay_ms {
-            None => AddressChoice::default(),
-            Some(ms) => AddressChoice {
-                attempt_delay: (ms > 0).then(|| Duration::from_millis(ms as u64)),
-                order: Order::from_node(target.order.as_deref()),
-            },
-        },
-    })
-}
-
 /// One agent's connection pool. The object anchors the pool's lifetime (collected with its
 /// agent); the calls made for every request are plain functions below that name the pool or
 /// the connection by number: no wrapper object, no `this` to unwrap (a third of the cost of a
@@ -259,65 +143,6 @@ pub fn checkout(env: &Env, pool: u32, key: u32) -> Result<Unknown<'_>> {
         }
     }
     verdict.into_unknown(env)
-}
-
-thread_local! {
-    /// Node's default trust on this JavaScript thread (see [`set_default_ca`]); none until
-    /// given, and on Node versions that cannot tell it.
-    static DEFAULT_TRUST: RefCell<Option<Arc<Trust>>> = const { RefCell::new(None) };
-    /// The TLS configurations for sessions to proxies (with and without `rejectUnauthorized`),
-    /// made on first use with the default trust, and again after it changes.
-    static PROXY_TLS: RefCell<[Option<Arc<TlsConfig>>; 2]> = const { RefCell::new([None, None]) };
-}
-
-/// The configuration of a session to a proxy reached over TLS: what `tls.connect` with no
-/// options of its own uses (the default trust, sessions kept for resumption).
-fn proxy_tls_config(reject_unauthorized: bool) -> Result<Arc<TlsConfig>> {
-    PROXY_TLS.with(|configs| {
-        let mut configs = configs.borrow_mut();
-        let slot = &mut configs[usize::from(reject_unauthorized)];
-        if let Some(config) = slot {
-            return Ok(config.clone());
-        }
-        let opts = TlsOptions {
-            default_trust: DEFAULT_TRUST.with(|t| t.borrow().clone()),
-            reject_unauthorized,
-            max_cached_sessions: 100,
-            ..TlsOptions::default()
-        };
-        let config = Arc::new(
-            TlsConfig::new(&opts).map_err(|e| Error::new(Status::GenericFailure, e.message()))?,
-        );
-        *slot = Some(config.clone());
-        Ok(config)
-    })
-}
-
-/// Sets the trust of TLS configurations made from now on without `ca`: Node's default set
-/// (`tls.getCACertificates('default')`, PEM), given again whenever it changes. Returns how
-/// many certificates it holds.
-#[napi(catch_unwind)]
-pub fn set_default_ca(certs: Vec<String>) -> u32 {
-    let trust = Trust::node_default(&certs);
-    let n = trust.certificates() as u32;
-    DEFAULT_TRUST.with(|t| *t.borrow_mut() = Some(Arc::new(trust)));
-    PROXY_TLS.with(|configs| *configs.borrow_mut() = [None, None]);
-    n
-}
-
-/// The certificates of this thread's default trust that may have issued `top` (DER, the last
-/// certificate a server sent): JavaScript completes the chain with the one that did, as the
-/// verified chain OpenSSL reports ends at the trusted root.
-#[napi(catch_unwind)]
-pub fn trusted_issuers(top: Buffer) -> Vec<Buffer> {
-    DEFAULT_TRUST.with(|t| match &*t.borrow() {
-        Some(trust) => trust
-            .issuers_of(&top)
-            .into_iter()
-            .map(|c| Buffer::from(c.as_ref().to_vec()))
-            .collect(),
-        None => Vec::new(),
-    })
 }
 
 #[napi]
@@ -388,29 +213,7 @@ impl NativePool {
     /// Sets key `key`'s TLS configuration; returns the error to throw, if the options are bad.
     #[napi(catch_unwind)]
     pub fn set_tls(&self, key: u32, options: TlsOptionsJs) -> Option<ErrorInfo> {
-        let bytes = |v: Option<Vec<Buffer>>| {
-            v.map(|list| list.into_iter().map(|b| b.to_vec()).collect::<Vec<_>>())
-        };
-        let certs = bytes(options.certs).unwrap_or_default();
-        let keys = bytes(options.keys).unwrap_or_default();
-        let opts = TlsOptions {
-            ca: bytes(options.ca),
-            identities: certs.into_iter().zip(keys).collect(),
-            crls: bytes(options.crl).unwrap_or_default(),
-            pfx: options
-                .pfx
-                .unwrap_or_default()
-                .into_iter()
-                .map(|p| (p.buf.to_vec(), p.passphrase))
-                .collect(),
-            default_trust: DEFAULT_TRUST.with(|t| t.borrow().clone()),
-            reject_unauthorized: options.reject_unauthorized,
-            min_version: options.min_version,
-            max_version: options.max_version,
-            ciphers: options.ciphers,
-            alpn: bytes(options.alpn).unwrap_or_default(),
-            max_cached_sessions: options.max_cached_sessions as usize,
-        };
+        let opts = tls_options(options);
         self.cell
             .set_tls(KeyId(key), &opts)
             .err()
