@@ -38,8 +38,24 @@ fn names_after(text: &str, prefix: &str) -> Vec<String> {
         }
         let rest = &text[at + prefix.len()..];
         if let Some(list) = rest.strip_prefix('{') {
-            let end = list.find('}').unwrap_or(list.len());
-            out.extend(list[..end].split(',').map(ident));
+            // Each item of the list at its own level (`a::{b, c}, d` gives `a` and `d`).
+            let mut depth = 0;
+            let mut start = 0;
+            for (i, c) in list.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        out.push(ident(&list[start..i]));
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.push(ident(&list[start..i]));
+                        start = i + 1;
+                    }
+                    _ => {}
+                }
+            }
         } else {
             out.push(ident(rest));
         }
