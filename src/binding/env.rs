@@ -57,7 +57,7 @@ pub struct Callbacks {
 /// The most completions a batch's vector is kept for the next batch with room for.
 const SPARE_MAX: usize = 256;
 
-/// How often the sweep of long headers timeouts runs (see `request::COARSE_TIMEOUT`).
+/// How often the sweep of long headers timeouts runs (see `client::COARSE_TIMEOUT`).
 pub const SWEEP_EVERY_MS: u64 = 500;
 
 /// What the layers above the env do for it: it names none of their types.
@@ -98,7 +98,7 @@ pub struct EnvCtx {
     /// that a batch does not grow a new vector (a reallocation and a copy of every completion
     /// at each doubling) while the last one's memory goes back to the allocator.
     spare: RefCell<Vec<Completion>>,
-    /// The timer of the sweep for long headers timeouts (see `request::COARSE_TIMEOUT`), made
+    /// The timer of the sweep for long headers timeouts (see `client::COARSE_TIMEOUT`), made
     /// on first use, and whether a sweep is due.
     sweep: RefCell<Option<Handle>>,
     sweep_due: Cell<bool>,

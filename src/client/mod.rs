@@ -268,6 +268,23 @@ pub struct Spec {
     pub max_head_size: usize,
 }
 
+/// Headers timeouts longer than this (the default is 300 s) are not a tokio timer around each
+/// exchange: the asker keeps them (see [`Spec::take_coarse_headers_timeout`]) and fails the
+/// request when it sees the deadline pass, up to its sweep's period late. Shorter ones stay
+/// exact, in the exchange.
+pub const COARSE_TIMEOUT: Duration = Duration::from_secs(1);
+
+impl Spec {
+    /// Takes a headers timeout longer than [`COARSE_TIMEOUT`] out of the exchange, for the
+    /// asker to keep: a timer per exchange costs more than a timeout that long needs to be
+    /// exact. A shorter one stays.
+    pub fn take_coarse_headers_timeout(&mut self) -> Option<Duration> {
+        let long = self.headers_timeout.filter(|t| *t > COARSE_TIMEOUT)?;
+        self.headers_timeout = None;
+        Some(long)
+    }
+}
+
 pub fn empty_body() -> ReqBody {
     Empty::new().map_err(|never| match never {}).boxed()
 }

@@ -1080,3 +1080,21 @@ async fn a_quiet_http2_connection_that_does_not_answer_a_ping_closes() {
     assert!(alive_closed.try_recv().is_err());
     assert!(!alive.is_closed());
 }
+
+#[test]
+fn a_headers_timeout_over_a_second_is_taken_out_of_the_exchange_and_a_shorter_one_stays() {
+    let mut spec = get("/");
+    spec.headers_timeout = Some(Duration::from_secs(300));
+    assert_eq!(
+        spec.take_coarse_headers_timeout(),
+        Some(Duration::from_secs(300))
+    );
+    assert_eq!(spec.headers_timeout, None);
+    for short in [COARSE_TIMEOUT, Duration::from_millis(50)] {
+        spec.headers_timeout = Some(short);
+        assert_eq!(spec.take_coarse_headers_timeout(), None);
+        assert_eq!(spec.headers_timeout, Some(short), "{short:?} stays exact");
+    }
+    spec.headers_timeout = None;
+    assert_eq!(spec.take_coarse_headers_timeout(), None);
+}

@@ -87,7 +87,7 @@ pub struct ReqState {
     /// How long the server said it keeps the connection idle (`Keep-Alive: timeout=N`, less
     /// a second as Node takes it).
     hint: Cell<Option<std::time::Duration>>,
-    /// A headers timeout this thread keeps (see [`COARSE_TIMEOUT`]) instead of the exchange,
+    /// A headers timeout this thread keeps (see `client::COARSE_TIMEOUT`) instead of the exchange,
     /// and when it runs out: set when the exchange starts on its connection.
     headers_timeout: Cell<Option<Duration>>,
     headers_deadline: Cell<Option<Instant>>,
@@ -108,11 +108,6 @@ pub struct ReqState {
     /// Its trailers, when they come with its body's end ([`set_trailers`]).
     trailers: Option<Arc<client::Trailers>>,
 }
-
-/// Headers timeouts longer than this (the default is 300 s) are not a tokio timer around each
-/// exchange: a sweep of the requests in flight every [`SWEEP_EVERY_MS`] fails those whose
-/// deadline passed, so such a timeout fires up to that much late. Shorter ones stay exact.
-pub const COARSE_TIMEOUT: Duration = Duration::from_secs(1);
 
 thread_local! {
     /// `agent.request()` calls in flight or queued on this thread, by id.
@@ -192,10 +187,10 @@ impl ReqState {
         js::make_callback(env, Some(self.ctx), handle, func, &argv[..2 + args.len()])
     }
 
-    /// Takes a long headers timeout out of `spec`: this thread keeps it.
+    /// Takes a long headers timeout out of `spec` (see `client::COARSE_TIMEOUT`): this thread
+    /// keeps it, and its sweep (every `env::SWEEP_EVERY_MS`) fails the request once it passed.
     fn keep_headers_timeout(&self, spec: &mut Spec) {
-        if let Some(t) = spec.headers_timeout.filter(|t| *t > COARSE_TIMEOUT) {
-            spec.headers_timeout = None;
+        if let Some(t) = spec.take_coarse_headers_timeout() {
             self.headers_timeout.set(Some(t));
         }
         self.headers_deadline.set(None);
