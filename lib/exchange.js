@@ -196,7 +196,7 @@ class Exchange {
       this.call('onResponseStart', this.controller, response.statusCode, response.headers, response.statusMessage);
     } else {
       this.call('onResponseStarted');
-      more = this.call('onHeaders', response.statusCode, bytesOf(response.rawHeaders), this.resumer, response.statusMessage);
+      more = this.call('onHeaders', response.statusCode, response.rawHeaderBuffers(), this.resumer, response.statusMessage);
     }
     if (more === false) this.paused = true;
     return !this.finished && !this.paused;
@@ -324,7 +324,7 @@ class Controller {
 
   get rawHeaders() {
     const res = this.exchange.response;
-    return res === null ? null : bytesOf(res.rawHeaders);
+    return res === null ? null : res.rawHeaderBuffers();
   }
 
   get rawTrailers() {

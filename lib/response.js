@@ -296,6 +296,25 @@ class Response {
     return context;
   }
 
+  // The head's lines as undici's older handler API takes them: Buffers (latin1, as on the
+  // wire), views of one Buffer made for them all.
+  rawHeaderBuffers() {
+    const raw = this._raw;
+    const out = [];
+    if (raw === '') return out;
+    const all = Buffer.from(raw, 'latin1');
+    let start = 0;
+    for (;;) {
+      const end = raw.indexOf('\n', start);
+      if (end === -1) {
+        out.push(all.subarray(start));
+        return out;
+      }
+      out.push(all.subarray(start, end));
+      start = end + 1;
+    }
+  }
+
   // Rust sends the head as one string, `name\nvalue\n...`: split and joined on first use only.
   get rawHeaders() {
     if (this._rawHeaders === null) this._rawHeaders = this._raw === '' ? [] : this._raw.split('\n');
