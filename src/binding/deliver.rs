@@ -153,7 +153,8 @@ fn teardown(ctx: &EnvCtx) {
         req.stop();
     }
     drop(requests);
-    // A connection outlives its pool only in the table; none is left for the thread's end.
+    // The pools took theirs; any other left in the thread's table closes too, so that none
+    // outlives the env (the table lives until the thread ends).
     for conn in conn::take_all() {
         conn.close(ctx.env);
     }
