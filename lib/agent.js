@@ -10,7 +10,7 @@ const https = require('node:https');
 const { AsyncResource } = require('node:async_hooks');
 const { debuglog } = require('node:util');
 const binding = require('./native');
-const { NativeSocket, IdleConnection, kId, kName, kOptions, kSocketNumber } = require('./socket');
+const { NativeSocket, IdleConnection, kId, kName, kSocketNumber } = require('./socket');
 const foreign = require('./foreign');
 const { normalizeServerName, NativeTlsSocket, keylogLines } = require('./tls');
 const { Keys } = require('./keys');
@@ -23,7 +23,7 @@ const {
   kProxy, proxyConfigOf, proxiedTo, proxyTarget, addressChoice, checkAutoSelect, familyOf, blockListOf,
   resolve, validatePort,
 } = require('./connect');
-const { kIdleFor, activeTtlLeft, keptIdle, idleTimeout, hintBuffer, defaultIdle } = require('./release');
+const { kIdleFor, idleTimeout, hintBuffer, defaultIdle } = require('./release');
 
 let debug = debuglog('hyperagent', (fn) => {
   debug = fn;
@@ -37,18 +37,16 @@ const REUSE = PROTOCOL.reuse;
 const CONNECT = PROTOCOL.connect;
 const HANDOFF = PROTOCOL.handoff;
 const GRANT = PROTOCOL.grant;
-const CLOSED = PROTOCOL.closed;
-const RETIRED = PROTOCOL.retired;
-const IDLE = PROTOCOL.idle;
 
 const {
   kPool, kPoolId, kKeys, kWaiters, kIdleFace, kCloseConn, kRemake, kNumber, kServe, kConnect,
-  kTls, kSocketClass, kTunnel, kKeylog, kMake, kReleased, kOpenings, kClosing, kClose,
+  kTls, kSocketClass, kTunnel, kKeylog, kMake, kOpenings, kClosing, kClose,
   mergeOptions, setRequestSocket, WaiterTable, mixin,
 } = require('./internals');
 const { limitsOf, defineLimits } = require('./limits');
 const { Views, STATUS_COUNTERS } = require('./views');
 const { RequestSide } = require('./request-side');
+const { Freed } = require('./freed');
 const hooks = require('./hooks');
 
 binding.setDebug(debug.enabled);
@@ -465,118 +463,6 @@ class Agent extends Base {
     this[kServe](waiter * BASE + GRANT, 0);
   }
 
-  // The socket's request is done ('free' from http's ClientRequest): back to the pool, then
-  // 'free' for listeners, as Node's agent runs its own 'free' listener (registered first)
-  // before the user's: a listener that throws cannot keep the connection from the pool.
-  _socketFreed(socket) {
-    const options = socket[kOptions];
-    try {
-      this._releaseFreed(socket);
-    } finally {
-      this.emit('free', socket, options);
-    }
-  }
-
-  _releaseFreed(socket) {
-    const id = socket[kId];
-    if (id === 0) return;
-    if (!socket.writable || socket.destroyed || socket.readableLength > 0 || socket.connecting) {
-      socket.destroy();
-      return;
-    }
-    const req = socket._httpMessage;
-    const remaining = activeTtlLeft(this, id);
-    if (remaining <= 0) {
-      debug('connection %d of %s reached socketActiveTTL', id, socket[kName]);
-      socket.destroy();
-      return;
-    }
-    const idle = keptIdle(this, socket, req, remaining);
-    // While free, the socket's timeout is how long it may idle, as agentkeepalive sets it
-    // (Rust expires it; the socket's own timer ignores a free socket).
-    if (idle > 0 && Number.isFinite(idle)) socket.timeout = idle;
-    socket._free();
-    let verdict;
-    try {
-      verdict = binding.release(id, idle);
-    } catch (thrown) {
-      // A fault of the addon (README, "Safety"): the socket closes instead of going back. An
-      // idle socket's error reaches a listener if it has one; otherwise it is dropped, as
-      // Node's http drops an error of a free socket, not thrown.
-      const err = errors.internalError(thrown);
-      debug('releasing connection %d failed: %s', id, err.message);
-      socket.destroy(socket.listenerCount('error') > 0 ? err : undefined);
-      return;
-    }
-    this[kReleased](verdict, id, socket);
-  }
-
-  // What the pool answered the release of connection `id`, for the socket (or hook's link)
-  // that held it: a waiter takes the connection, or its slot (the connection closed); it
-  // closed; or it idles.
-  [kReleased](verdict, id, holder) {
-    if (verdict >= 0) {
-      if (verdict % BASE === GRANT) holder._orphan();
-      this[kServe](verdict, id);
-    } else if (verdict === CLOSED || verdict === RETIRED) {
-      holder._orphan();
-    } else if (verdict === IDLE) {
-      holder._parked();
-    }
-    this._settle();
-  }
-
-  // A hook's stream finished its request ('free'): back to the pool as a socket of Node's
-  // agent goes, then 'free' for listeners (see _socketFreed).
-  _foreignFreed(link) {
-    try {
-      hooks.releaseForeign(this, link);
-    } finally {
-      this.emit('free', link.stream, link.options);
-    }
-  }
-
-  // A hook's stream closed: its connection (`id`, 0 when the pool let it go already) leaves
-  // the pool; a waiter may take the slot.
-  _foreignClosed(id) {
-    if (id !== 0) this[kCloseConn](id, binding.close);
-  }
-
-  // An upgrade or a CONNECT took a hook's stream over: its slot may serve a waiter.
-  _foreignRemoved(id) {
-    const verdict = this[kPool].detach(id);
-    if (verdict >= 0) this[kServe](verdict, 0);
-  }
-
-  // An upgraded (or CONNECT) socket left the pool: its slot may serve a waiter.
-  _socketRemoved(socket) {
-    const id = socket[kId];
-    if (id === 0) return;
-    const verdict = this[kPool].detach(id);
-    if (verdict >= 0) this[kServe](verdict, 0);
-  }
-
-  _countError() {
-    this[kPool].countError();
-  }
-
-  // A socket was destroyed: `failure` is 'connect' when by an error before it was
-  // established, 'established' when by one after, null otherwise.
-  _socketClosed(socket, id, failure, inUse) {
-    // agentkeepalive counts an error of its socket, opening or open, in errorSocketCount.
-    if (failure !== null) this[kPool].countError();
-    if (id === 0) return;
-    // Its connection closes now; the socket stays listed until its 'close' (_socketGone).
-    if (inUse) this[kClosing].add(socket);
-    this[kCloseConn](id, binding.close);
-  }
-
-  // A socket's 'close': a destroyed socket in use leaves `agent.sockets` now, as with Node's
-  // agent.
-  _socketGone(socket) {
-    this[kClosing].delete(socket);
-  }
-
   // An in-use socket was idle for `timeout` ms (agentkeepalive's semantics).
   // Called from the socket's 'timeout', by its first listener (the agent's, as in Node's and
   // agentkeepalive's agents).
@@ -600,6 +486,7 @@ class Agent extends Base {
 defineLimits(Agent.prototype);
 mixin(Agent, Views);
 mixin(Agent, RequestSide);
+mixin(Agent, Freed);
 // Non-enumerable, as a class's methods are.
 Object.defineProperty(Agent.prototype, 'createConnection', {
   configurable: true, writable: true, value: hooks.createConnection,
