@@ -21,6 +21,13 @@ pub enum Read {
     Failed(i32),
 }
 
+/// The most iovecs one `sendmsg` takes: `UIO_MAXIOV` on Linux, `IOV_MAX` (1024, from
+/// `<sys/uio.h>`, which the libc crate does not export there) on macOS and the BSDs.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+const MAX_IOV: usize = libc::UIO_MAXIOV as usize;
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+const MAX_IOV: usize = 1024;
+
 fn last_errno() -> i32 {
     std::io::Error::last_os_error()
         .raw_os_error()
@@ -60,7 +67,7 @@ pub fn send(fd: RawFd, chunks: &[&[u8]]) -> Result<usize, i32> {
     let iovs: Vec<libc::iovec> = chunks
         .iter()
         .filter(|c| !c.is_empty())
-        .take(libc::UIO_MAXIOV as usize)
+        .take(MAX_IOV)
         .map(|c| libc::iovec {
             iov_base: c.as_ptr() as *mut _,
             iov_len: c.len(),
@@ -75,7 +82,7 @@ pub fn send(fd: RawFd, chunks: &[&[u8]]) -> Result<usize, i32> {
         msg.msg_iov = iovs.as_ptr() as *mut _;
         msg.msg_iovlen = iovs.len() as _;
         // SAFETY: the kernel only reads the iovecs, which point into `chunks`, borrowed for
-        // this call, at most UIO_MAXIOV of them. Tests: `an_outbox_keeps_what_the_kernel_
+        // this call, at most MAX_IOV of them. Tests: `an_outbox_keeps_what_the_kernel_
         // refuses_and_sends_it_in_order` below; __test__/backpressure.test.js "a large request
         // body is written in full, with back-pressure from the socket".
         let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
