@@ -45,7 +45,7 @@ use super::env::{EnvCtx, Hold};
 use super::js;
 use super::protocol::write;
 use crate::client;
-use crate::error::Error;
+use crate::error::{uv_errno, Error};
 use crate::pool::KeyId;
 use crate::replay::ReplayBuf;
 use crate::transport::liveness;
@@ -451,7 +451,7 @@ impl Conn {
                 }
                 return write::DONE;
             }
-            _ => return -libc::ENOTCONN,
+            _ => return uv_errno(libc::ENOTCONN),
         }
         self.replay.borrow_mut().record(chunks);
         if let Some(remote) = self.pumped() {
@@ -466,7 +466,7 @@ impl Conn {
                     if self.try_replay() {
                         return write::DONE;
                     }
-                    -libc::EPIPE
+                    uv_errno(libc::EPIPE)
                 }
             };
         }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::error::Error;
+use crate::error::{eai, Error};
 
 use super::dns::{self, Family};
 use super::tls::ClientStream;
@@ -192,7 +192,7 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                         dns::lookup_blocking(&lookup_host, family)
                     })
                     .await
-                    .map_err(|_| Error::dns(libc::EAI_FAIL, &host))??;
+                    .map_err(|_| Error::dns(eai::FAIL, &host))??;
                     choice.order.apply(&mut ips);
                     (ips, true)
                 }
