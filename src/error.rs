@@ -241,7 +241,7 @@ impl Error {
     /// Node's `err.errno`: libuv's negative error number (none for TLS failures).
     pub fn errno(&self) -> Option<i32> {
         match self.inner.kind {
-            Kind::Os(errno) => Some(-errno),
+            Kind::Os(errno) => Some(uv_errno(errno)),
             Kind::Dns(eai) => Some(uv_eai_errno(eai)),
             Kind::NoAddress => Some(UV_EAI_NONAME),
             Kind::Tls => None,
@@ -283,7 +283,7 @@ impl std::error::Error for Error {}
 
 /// The errno inside an `io::Error`, or `EIO` for errors that did not come from the OS.
 pub fn errno_of(err: &io::Error) -> i32 {
-    err.raw_os_error().unwrap_or(match err.kind() {
+    os_errno(err).unwrap_or(match err.kind() {
         io::ErrorKind::TimedOut => libc::ETIMEDOUT,
         io::ErrorKind::ConnectionRefused => libc::ECONNREFUSED,
         io::ErrorKind::ConnectionReset => libc::ECONNRESET,
@@ -293,6 +293,34 @@ pub fn errno_of(err: &io::Error) -> i32 {
         _ => libc::EIO,
     })
 }
+
+/// The OS's own error number of an `io::Error`: an errno on Unix.
+#[cfg(unix)]
+fn os_errno(err: &io::Error) -> Option<i32> {
+    err.raw_os_error()
+}
+
+/// The OS's own error number of an `io::Error`, as the errno it stands for: on Windows a
+/// Winsock or Win32 code, mapped as libuv maps it; one without a name here falls back on the
+/// error's kind.
+#[cfg(windows)]
+fn os_errno(err: &io::Error) -> Option<i32> {
+    err.raw_os_error().and_then(windows::errno)
+}
+
+/// Node's `err.errno` (libuv's number, negative) for an errno: the negated errno on Unix,
+/// libuv's own numbering on Windows. What a socket call made from JavaScript returns on
+/// failure, and what JavaScript names with `util.getSystemErrorName`.
+#[cfg(unix)]
+pub fn uv_errno(errno: i32) -> i32 {
+    -errno
+}
+
+#[cfg(windows)]
+pub use windows::uv_errno;
+
+#[cfg(windows)]
+mod windows;
 
 /// libuv's name for an errno, which is the code Node reports.
 pub fn errno_name(errno: i32) -> &'static str {
@@ -331,8 +359,39 @@ pub fn errno_name(errno: i32) -> &'static str {
     }
 }
 
-/// glibc's `EAI_ADDRFAMILY` (a GNU extension the libc crate leaves out).
-const EAI_ADDRFAMILY: i32 = -9;
+/// `getaddrinfo`'s failure codes ([`Kind::Dns`]), as the system numbers them.
+#[cfg(unix)]
+pub mod eai {
+    pub use libc::{
+        EAI_AGAIN as AGAIN, EAI_BADFLAGS as BADFLAGS, EAI_FAIL as FAIL, EAI_FAMILY as FAMILY,
+        EAI_MEMORY as MEMORY, EAI_NODATA as NODATA, EAI_NONAME as NONAME, EAI_SERVICE as SERVICE,
+    };
+    /// glibc's `EAI_ADDRFAMILY` (a GNU extension the libc crate leaves out).
+    pub const ADDRFAMILY: i32 = -9;
+}
+
+/// `getaddrinfo`'s failure codes ([`Kind::Dns`]) on Windows: the resolver (`GetAddrInfoW`)
+/// fails with Winsock codes, which ws2tcpip.h names `EAI_*` too, and libuv reads as such
+/// (src/win/getaddrinfo.c).
+#[cfg(windows)]
+pub mod eai {
+    use windows_sys::Win32::Networking::WinSock as wsa;
+
+    pub const AGAIN: i32 = wsa::WSATRY_AGAIN;
+    pub const BADFLAGS: i32 = wsa::WSAEINVAL;
+    pub const FAIL: i32 = wsa::WSANO_RECOVERY;
+    pub const FAMILY: i32 = wsa::WSAEAFNOSUPPORT;
+    pub const MEMORY: i32 = wsa::WSA_NOT_ENOUGH_MEMORY;
+    pub const NONAME: i32 = wsa::WSAHOST_NOT_FOUND;
+    /// A name with no address record: `WSANO_DATA`. (ws2tcpip.h makes `EAI_NODATA` another
+    /// name of `EAI_NONAME`, and libuv reports `WSANO_DATA` as `ENOENT`; here it is what
+    /// `EAI_NODATA` is on Linux, `ENOTFOUND`.)
+    pub const NODATA: i32 = wsa::WSANO_DATA;
+    pub const SERVICE: i32 = wsa::WSATYPE_NOT_FOUND;
+    /// No Windows failure is this one: a number no Winsock code takes.
+    pub const ADDRFAMILY: i32 = -9;
+}
+
 const UV_EAI_ADDRFAMILY: i32 = -3000;
 const UV_EAI_AGAIN: i32 = -3001;
 const UV_EAI_BADFLAGS: i32 = -3002;
@@ -347,28 +406,28 @@ const UV_EAI_SERVICE: i32 = -3010;
 /// both as `ENOTFOUND`.
 fn eai_name(eai: i32) -> &'static str {
     match eai {
-        libc::EAI_NONAME | libc::EAI_NODATA => "ENOTFOUND",
-        libc::EAI_AGAIN => "EAI_AGAIN",
-        libc::EAI_FAIL => "EAI_FAIL",
-        libc::EAI_FAMILY => "EAI_FAMILY",
-        EAI_ADDRFAMILY => "EAI_ADDRFAMILY",
-        libc::EAI_MEMORY => "EAI_MEMORY",
-        libc::EAI_SERVICE => "EAI_SERVICE",
-        libc::EAI_BADFLAGS => "EAI_BADFLAGS",
+        eai::NONAME | eai::NODATA => "ENOTFOUND",
+        eai::AGAIN => "EAI_AGAIN",
+        eai::FAIL => "EAI_FAIL",
+        eai::FAMILY => "EAI_FAMILY",
+        eai::ADDRFAMILY => "EAI_ADDRFAMILY",
+        eai::MEMORY => "EAI_MEMORY",
+        eai::SERVICE => "EAI_SERVICE",
+        eai::BADFLAGS => "EAI_BADFLAGS",
         _ => "EAI_FAIL",
     }
 }
 
 fn uv_eai_errno(eai: i32) -> i32 {
     match eai {
-        libc::EAI_NONAME => UV_EAI_NONAME,
-        libc::EAI_NODATA => UV_EAI_NODATA,
-        libc::EAI_AGAIN => UV_EAI_AGAIN,
-        libc::EAI_FAMILY => UV_EAI_FAMILY,
-        EAI_ADDRFAMILY => UV_EAI_ADDRFAMILY,
-        libc::EAI_MEMORY => UV_EAI_MEMORY,
-        libc::EAI_SERVICE => UV_EAI_SERVICE,
-        libc::EAI_BADFLAGS => UV_EAI_BADFLAGS,
+        eai::NONAME => UV_EAI_NONAME,
+        eai::NODATA => UV_EAI_NODATA,
+        eai::AGAIN => UV_EAI_AGAIN,
+        eai::FAMILY => UV_EAI_FAMILY,
+        eai::ADDRFAMILY => UV_EAI_ADDRFAMILY,
+        eai::MEMORY => UV_EAI_MEMORY,
+        eai::SERVICE => UV_EAI_SERVICE,
+        eai::BADFLAGS => UV_EAI_BADFLAGS,
         _ => UV_EAI_FAIL,
     }
 }
@@ -381,29 +440,59 @@ mod tests {
     fn a_refused_connect_reads_as_node_writes_it() {
         let err = Error::os(libc::ECONNREFUSED, "connect").with_peer("127.0.0.1", Some(8080));
         assert_eq!(err.code(), "ECONNREFUSED");
+        #[cfg(unix)]
         assert_eq!(err.errno(), Some(-111));
+        #[cfg(windows)]
+        assert_eq!(err.errno(), Some(-4078));
         assert_eq!(err.syscall(), "connect");
         assert_eq!(err.message(), "connect ECONNREFUSED 127.0.0.1:8080");
     }
 
     #[test]
     fn an_unknown_host_is_enotfound_with_libuv_errno() {
-        let err = Error::dns(libc::EAI_NONAME, "nope.invalid");
+        let err = Error::dns(eai::NONAME, "nope.invalid");
         assert_eq!(err.code(), "ENOTFOUND");
         assert_eq!(err.errno(), Some(-3008));
         assert_eq!(err.message(), "getaddrinfo ENOTFOUND nope.invalid");
         assert_eq!(err.hostname(), Some("nope.invalid"));
-        assert_eq!(Error::dns(libc::EAI_AGAIN, "x").code(), "EAI_AGAIN");
+        assert_eq!(Error::dns(eai::AGAIN, "x").code(), "EAI_AGAIN");
+        let err = Error::dns(eai::NODATA, "nope.invalid");
+        assert_eq!((err.code(), err.errno()), ("ENOTFOUND", Some(-3007)));
     }
 
     #[test]
     fn io_errors_keep_their_errno_and_others_get_a_fitting_one() {
-        let err = Error::io(&io::Error::from_raw_os_error(libc::ECONNRESET), "read");
-        assert_eq!((err.code(), err.errno()), ("ECONNRESET", Some(-104)));
+        #[cfg(unix)]
+        {
+            let err = Error::io(&io::Error::from_raw_os_error(libc::ECONNRESET), "read");
+            assert_eq!((err.code(), err.errno()), ("ECONNRESET", Some(-104)));
+        }
         let err = Error::io(&io::Error::new(io::ErrorKind::TimedOut, "slow"), "connect");
         assert_eq!(err.code(), "ETIMEDOUT");
         let err = Error::io(&io::Error::other("strange"), "write");
         assert_eq!(err.code(), "EIO");
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn windows_error_numbers_read_as_node_reports_them_there() {
+        use windows_sys::Win32::Foundation::ERROR_FILE_NOT_FOUND;
+        use windows_sys::Win32::Networking::WinSock as wsa;
+        let cases = [
+            (wsa::WSAECONNREFUSED, "ECONNREFUSED", -4078),
+            (wsa::WSAECONNRESET, "ECONNRESET", -4077),
+            (wsa::WSAETIMEDOUT, "ETIMEDOUT", -4039),
+            (wsa::WSAEADDRINUSE, "EADDRINUSE", -4091),
+            (ERROR_FILE_NOT_FOUND as i32, "ENOENT", -4058),
+        ];
+        for (code, name, errno) in cases {
+            let err = Error::io(&io::Error::from_raw_os_error(code), "connect");
+            assert_eq!((err.code(), err.errno()), (name, Some(errno)), "{code}");
+        }
+        assert_eq!(uv_errno(libc::EPIPE), -4047);
+        let err = Error::dns(wsa::WSAHOST_NOT_FOUND, "nope.invalid");
+        assert_eq!((err.code(), err.errno()), ("ENOTFOUND", Some(-3008)));
+        assert_eq!(Error::dns(wsa::WSATRY_AGAIN, "x").code(), "EAI_AGAIN");
     }
 
     #[test]

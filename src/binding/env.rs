@@ -87,7 +87,8 @@ pub struct EnvCtx {
     /// Releases of a hold that was not taken: each one is a bug that let the process exit
     /// under work in flight (see [`EnvCtx::held`]).
     unheld_extra: Cell<u32>,
-    /// The reusable buffer sockets read into before copying into a JavaScript Buffer.
+    /// The reusable buffer plain sockets read into before copying into a JavaScript Buffer.
+    #[cfg(unix)]
     pub read_buf: RefCell<Box<[u8]>>,
     /// The slab small chunks are copied into.
     pub chunks: Chunks,
@@ -105,6 +106,7 @@ pub struct EnvCtx {
 }
 
 /// Bytes read per `read(2)`: as much as a loaded socket usually holds, like libuv's 64 KiB.
+#[cfg(unix)]
 const READ_BUF: usize = 64 * 1024;
 
 thread_local! {
@@ -150,6 +152,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks, hooks: Hooks) -> napi::Res
         wakes: Cell::new(0),
         in_flight: Cell::new(0),
         unheld_extra: Cell::new(0),
+        #[cfg(unix)]
         read_buf: RefCell::new(vec![0u8; READ_BUF].into_boxed_slice()),
         chunks: Chunks::new(env, set_slab),
         // SAFETY: js invariant 1: a fresh object of this env, in the `init` call's scope,

@@ -5,11 +5,20 @@
 //! itself reports (`uv_handle_size`), so no libuv header or struct layout is copied; the only
 //! layout relied on is libuv's public API (`uv_handle_{get,set}_data`).
 //!
+//! On Windows a DLL cannot leave symbols for the executable that loads it to provide: napi-rs
+//! looks the `napi_*` functions up in the host process, and so does [`check_abi`] for the libuv
+//! ones (in the executable, `node.exe`, or else in a loaded `libnode.dll`), once, before any
+//! handle is made. The poll handle is Unix's alone: Windows has no plain socket on this thread
+//! (see `transport::carry`).
+//!
 //! # Safety
 //!
 //! 1. **Handle types as libuv numbers them.** `Kind`'s values are the running libuv's: checked
 //!    by [`check_abi`], which env.rs `init` runs before it makes any handle (a mismatch fails
-//!    `init`). Every test that loads the addon runs the check.
+//!    `init`). Every test that loads the addon runs the check. On Windows, the same check
+//!    first looks up every libuv function this module calls, with the signature declared
+//!    below (libuv's public API); a missing one fails `init` too, and a call through a table
+//!    that did not load panics rather than calls anything.
 //! 2. **A handle lives on its loop's thread, from init to its close callback.** A [`Handle`]
 //!    is made, started, stopped, (un)referenced and closed only on the JavaScript thread
 //!    whose loop it is on (it holds a raw pointer, so it is neither `Send` nor `Sync`); the
@@ -37,12 +46,16 @@ use std::ptr::NonNull;
 
 pub type Loop = c_void;
 pub type RawHandle = c_void;
+#[cfg(unix)]
 pub type PollCb = unsafe extern "C" fn(handle: *mut RawHandle, status: c_int, events: c_int);
 pub type CloseCb = unsafe extern "C" fn(handle: *mut RawHandle);
 pub type HandleCb = unsafe extern "C" fn(handle: *mut RawHandle);
 
+#[cfg(unix)]
 pub const READABLE: c_int = 1;
+#[cfg(unix)]
 pub const WRITABLE: c_int = 2;
+#[cfg(unix)]
 pub const DISCONNECT: c_int = 4;
 
 /// `uv_handle_type` values (stable since libuv 1.0).
@@ -64,7 +77,51 @@ impl Kind {
     }
 }
 
-extern "C" {
+/// Declares the libuv functions this module calls: linked against the host on Unix, looked up
+/// in it on Windows (see the module's note).
+macro_rules! libuv {
+    ($($(#[$attr:meta])* fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)?;)*) => {
+        #[cfg(unix)]
+        extern "C" {
+            $($(#[$attr])* fn $name($($arg: $ty),*) $(-> $ret)?;)*
+        }
+
+        /// The host's libuv functions, as looked up.
+        #[cfg(windows)]
+        struct Functions {
+            $($(#[$attr])* $name: unsafe extern "C" fn($($ty),*) $(-> $ret)?,)*
+        }
+
+        #[cfg(windows)]
+        impl Functions {
+            fn look_up() -> Result<Functions, String> {
+                Ok(Functions {
+                    $($(#[$attr])*
+                    // SAFETY: invariant 1: the host's export of this name is libuv's function
+                    // of that name, whose signature (libuv's public API) is the one declared;
+                    // "system" and "C" are one calling convention on x86-64 and AArch64.
+                    $name: unsafe {
+                        std::mem::transmute::<
+                            unsafe extern "system" fn() -> isize,
+                            unsafe extern "C" fn($($ty),*) $(-> $ret)?,
+                        >(host::symbol(concat!(stringify!($name), "\0"))?)
+                    },)*
+                })
+            }
+        }
+
+        $(
+            $(#[$attr])*
+            #[cfg(windows)]
+            unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
+                // SAFETY: the caller's contract is the function's own.
+                unsafe { (host::functions().$name)($($arg),*) }
+            }
+        )*
+    };
+}
+
+libuv! {
     fn uv_handle_size(kind: c_int) -> usize;
     fn uv_handle_type_name(kind: c_int) -> *const c_char;
     fn uv_handle_get_data(handle: *const RawHandle) -> *mut c_void;
@@ -72,13 +129,66 @@ extern "C" {
     fn uv_close(handle: *mut RawHandle, cb: Option<CloseCb>);
     fn uv_ref(handle: *mut RawHandle);
     fn uv_unref(handle: *mut RawHandle);
+    #[cfg(unix)]
     fn uv_poll_init_socket(lp: *mut Loop, handle: *mut RawHandle, fd: c_int) -> c_int;
+    #[cfg(unix)]
     fn uv_poll_start(handle: *mut RawHandle, events: c_int, cb: PollCb) -> c_int;
+    #[cfg(unix)]
     fn uv_poll_stop(handle: *mut RawHandle) -> c_int;
     fn uv_timer_init(lp: *mut Loop, handle: *mut RawHandle) -> c_int;
     fn uv_timer_start(handle: *mut RawHandle, cb: HandleCb, timeout: u64, repeat: u64) -> c_int;
     fn uv_async_init(lp: *mut Loop, handle: *mut RawHandle, cb: HandleCb) -> c_int;
     fn uv_async_send(handle: *mut RawHandle) -> c_int;
+}
+
+/// Where the libuv functions come from on Windows: the host process's exports.
+#[cfg(windows)]
+mod host {
+    use std::sync::OnceLock;
+
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
+
+    use super::Functions;
+
+    static FUNCTIONS: OnceLock<Result<Functions, String>> = OnceLock::new();
+
+    /// Looks the functions up, once; what [`super::check_abi`] runs first.
+    pub fn load() -> Result<(), String> {
+        FUNCTIONS
+            .get_or_init(Functions::look_up)
+            .as_ref()
+            .map(|_| ())
+            .map_err(Clone::clone)
+    }
+
+    /// The functions looked up. `check_abi` has loaded them before any handle is made (a
+    /// failure fails `init`); a call before that, or after a failure, panics.
+    pub fn functions() -> &'static Functions {
+        match FUNCTIONS.get_or_init(Functions::look_up) {
+            Ok(functions) => functions,
+            Err(err) => panic!("{err}"),
+        }
+    }
+
+    /// The export `name` (NUL-terminated) of the executable, or else of a loaded `libnode.dll`
+    /// (Node built as a library, as embedders load it).
+    pub fn symbol(name: &'static str) -> Result<unsafe extern "system" fn() -> isize, String> {
+        let libnode: Vec<u16> = "libnode.dll\0".encode_utf16().collect();
+        // SAFETY: GetModuleHandleW with null is the executable's module, and with a
+        // NUL-terminated name a loaded module or null; neither takes a reference to release.
+        // GetProcAddress reads the NUL-terminated name and returns the export or None.
+        unsafe {
+            [std::ptr::null(), libnode.as_ptr()]
+                .into_iter()
+                .map(|module| GetModuleHandleW(module))
+                .filter(|module| !module.is_null())
+                .find_map(|module| GetProcAddress(module, name.as_ptr()))
+        }
+        .ok_or_else(|| {
+            let name = name.trim_end_matches('\0');
+            format!("libuv's {name} is not exported by the host process")
+        })
+    }
 }
 
 fn layout(kind: Kind) -> Layout {
@@ -87,8 +197,11 @@ fn layout(kind: Kind) -> Layout {
     Layout::from_size_align(size.max(1), 16).expect("libuv handle size")
 }
 
-/// Checks once that the libuv this addon runs against names the handle types as we number them.
+/// Checks once that the libuv this addon runs against names the handle types as we number them
+/// (on Windows, once its functions are found).
 pub fn check_abi() -> Result<(), String> {
+    #[cfg(windows)]
+    host::load()?;
     for kind in [Kind::Async, Kind::Poll, Kind::Timer] {
         // SAFETY: a pure lookup, returning a static NUL-terminated C string, or null for an
         // unknown type (checked before `CStr::from_ptr` reads it). Invariant 1 (see the
@@ -131,6 +244,7 @@ impl Handle {
     }
 
     /// A poll handle watching `fd` on `lp`.
+    #[cfg(unix)]
     ///
     /// # Safety
     /// `lp` is the running loop of this thread and `fd` an open socket not watched by it yet,
@@ -183,6 +297,7 @@ impl Handle {
         h
     }
 
+    #[cfg(unix)]
     pub fn poll_start(&self, events: c_int, cb: PollCb) -> c_int {
         debug_assert_eq!(self.kind, Kind::Poll);
         // SAFETY: invariant 2: an initialised, not closed poll handle (`close` consumes it), on
@@ -190,6 +305,7 @@ impl Handle {
         unsafe { uv_poll_start(self.raw(), events, cb) }
     }
 
+    #[cfg(unix)]
     pub fn poll_stop(&self) {
         // SAFETY: invariant 2, as above.
         unsafe { uv_poll_stop(self.raw()) };

@@ -1,9 +1,11 @@
 //! How the drop-in path carries a new connection's bytes: the one establishing pipeline
 //! ([`establish`]), then a plain TCP or Unix socket is handed over as its descriptor, for the
 //! JavaScript thread's loop to drive with no hop to tokio; a TLS session, or any connection
-//! through a proxy reached over TLS, stays on tokio and is pumped ([`pump`]) to a sink.
+//! through a proxy reached over TLS, stays on tokio and is pumped ([`pump`]) to a sink. On
+//! Windows every connection is pumped, a plain one too (see [`open`]).
 
 use std::net::SocketAddr;
+#[cfg(unix)]
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
@@ -23,9 +25,10 @@ pub struct Carried {
 /// How the JavaScript thread reaches a connection's bytes.
 pub enum Link {
     /// A plain socket, driven on the JavaScript thread's loop.
+    #[cfg(unix)]
     Fd(OwnedFd),
     /// A connection pumped on tokio (a TLS one, with its session's details, or one through a
-    /// proxy reached over TLS).
+    /// proxy reached over TLS; on Windows, a plain one too).
     Pumped(Arc<Remote>, Option<Box<TlsInfo>>),
 }
 
@@ -51,6 +54,7 @@ pub async fn open(
             local,
             remote,
         })) => (stream, None, local, remote),
+        #[cfg(unix)]
         Ok(Established::Plain(Connected {
             socket,
             local,
@@ -62,6 +66,19 @@ pub async fn open(
                 link: Link::Fd(fd),
             }))
         }
+        // Windows: a plain connection is pumped too, as a TLS one is. The descriptor path
+        // (binding/conn/plain.rs) is built on POSIX sockets: a descriptor a libuv poll handle
+        // watches, read and written with non-blocking read/sendmsg, peeked with
+        // recv(MSG_PEEK|MSG_DONTWAIT) while idle. A Windows SOCKET is a handle, libuv only
+        // emulates readiness for it (AFD polling), and each of those calls would need a Winsock
+        // twin; the pumped path serves TLS connections on every system already, and learns of
+        // an idle connection's close from its pump.
+        #[cfg(windows)]
+        Ok(Established::Plain(Connected {
+            socket,
+            local,
+            remote,
+        })) => (pumped(socket), None, local, remote),
         Ok(Established::Secure {
             stream,
             info,
@@ -81,6 +98,16 @@ pub async fn open(
 /// A stream tokio pumps.
 trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for S {}
+
+/// A plain connection's socket, as the stream its pump drives (Windows).
+#[cfg(windows)]
+fn pumped(socket: Socket) -> Box<dyn Stream> {
+    match socket {
+        Socket::Tcp(tcp) => Box::new(tcp),
+        Socket::Unix(pipe) => Box::new(pipe),
+        Socket::Proxied(stream) => stream,
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -156,20 +183,39 @@ mod tests {
             tls
         });
 
-        let (carried, _rx, task) = carry(Target::tcp("127.0.0.1", port), None).await;
+        let (carried, rx, task) = carry(Target::tcp("127.0.0.1", port), None).await;
         let carried = carried.unwrap();
         assert!(matches!(carried.remote, Peer::Tcp(a) if a.port() == port));
-        let Link::Fd(fd) = carried.link else {
-            panic!("a plain socket is handed over");
-        };
-        // Nothing is pumped for it: its task is over.
-        task.await.unwrap();
-        // (Non-blocking, as the loop that drives it wants it.)
-        let mut plain = tokio::net::TcpStream::from_std(std::net::TcpStream::from(fd)).unwrap();
-        plain.write_all(b"ping").await.unwrap();
-        let mut buf = [0u8; 4];
-        plain.read_exact(&mut buf).await.unwrap();
-        assert_eq!(&buf, b"pong");
+        #[cfg(unix)]
+        {
+            let Link::Fd(fd) = carried.link else {
+                panic!("a plain socket is handed over");
+            };
+            // Nothing is pumped for it: its task is over.
+            task.await.unwrap();
+            drop(rx);
+            // (Non-blocking, as the loop that drives it wants it.)
+            let mut plain = tokio::net::TcpStream::from_std(std::net::TcpStream::from(fd)).unwrap();
+            plain.write_all(b"ping").await.unwrap();
+            let mut buf = [0u8; 4];
+            plain.read_exact(&mut buf).await.unwrap();
+            assert_eq!(&buf, b"pong");
+        }
+        // On Windows it is pumped, with no session's details.
+        #[cfg(windows)]
+        {
+            let Link::Pumped(remote, None) = carried.link else {
+                panic!("a plain socket is pumped");
+            };
+            let mut rx = rx;
+            remote.write(&[b"ping"]);
+            let Some(Event::Data(got)) = rx.recv().await else {
+                panic!("the server's answer");
+            };
+            assert_eq!(got, b"pong");
+            remote.close();
+            task.await.unwrap();
+        }
 
         let config: &'static TlsConfig =
             Box::leak(Box::new(TlsConfig::new(&options(&["ca.pem"])).unwrap()));

@@ -1,10 +1,10 @@
 //! Name resolution as Node's `dns.lookup` does it: the system resolver (`getaddrinfo`, which
-//! reads /etc/hosts and nsswitch), addresses in the order it returns them, on a blocking thread.
+//! reads /etc/hosts and nsswitch; `GetAddrInfoW` on Windows, as libuv calls it there),
+//! addresses in the order it returns them, on a blocking thread.
 
-use std::ffi::CString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::error::Error;
+use crate::error::{eai, Error};
 
 /// Which address family a lookup may return: Node's `family` option (0, 4 or 6).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,8 +45,18 @@ pub fn lookup_blocking(host: &str, family: Family) -> Result<Vec<IpAddr>, Error>
     if let Some(ips) = lookup_literal(host) {
         return Ok(ips);
     }
-    let Ok(name) = CString::new(host) else {
-        return Err(Error::dns(libc::EAI_NONAME, host));
+    let out = resolve(host, family)?;
+    if out.is_empty() {
+        return Err(Error::no_address(host));
+    }
+    Ok(out)
+}
+
+/// The system resolver's addresses for `host` (of `family`), each once, in its order.
+#[cfg(unix)]
+fn resolve(host: &str, family: Family) -> Result<Vec<IpAddr>, Error> {
+    let Ok(name) = std::ffi::CString::new(host) else {
+        return Err(Error::dns(eai::NONAME, host));
     };
     // SAFETY: an all-zero addrinfo (null pointers, zero integers) is a valid "no hints" value;
     // we then set the fields we want.
@@ -69,7 +79,7 @@ pub fn lookup_blocking(host: &str, family: Family) -> Result<Vec<IpAddr>, Error>
     let rc = unsafe { libc::getaddrinfo(name.as_ptr(), std::ptr::null(), &hints, &mut res) };
     if rc != 0 {
         let eai = if rc == libc::EAI_SYSTEM {
-            libc::EAI_FAIL
+            eai::FAIL
         } else {
             rc
         };
@@ -105,10 +115,88 @@ pub fn lookup_blocking(host: &str, family: Family) -> Result<Vec<IpAddr>, Error>
     // SAFETY: `res` came from a successful getaddrinfo, is freed once, and nothing points into
     // it afterwards (the addresses were copied out).
     unsafe { libc::freeaddrinfo(res) };
-    if out.is_empty() {
-        return Err(Error::no_address(host));
-    }
     Ok(out)
+}
+
+/// The system resolver's addresses for `host` (of `family`), each once, in its order: on
+/// Windows, `GetAddrInfoW` with the hints of the Unix call (libuv resolves with it there, from
+/// the name's UTF-16). It fails with a Winsock code, which [`eai`] names.
+#[cfg(windows)]
+fn resolve(host: &str, family: Family) -> Result<Vec<IpAddr>, Error> {
+    use windows_sys::Win32::Networking::WinSock as wsa;
+
+    if host.contains('\0') {
+        return Err(Error::dns(eai::NONAME, host));
+    }
+    winsock_started();
+    let name: Vec<u16> = host.encode_utf16().chain(std::iter::once(0)).collect();
+    let mut hints = wsa::ADDRINFOW {
+        ai_socktype: wsa::SOCK_STREAM,
+        ai_family: i32::from(match family {
+            Family::Any => wsa::AF_UNSPEC,
+            Family::V4 => wsa::AF_INET,
+            Family::V6 => wsa::AF_INET6,
+        }),
+        ..Default::default()
+    };
+    if family == Family::Any {
+        // As Node does for an unspecified family: no IPv6 answers on a host without IPv6.
+        hints.ai_flags = wsa::AI_ADDRCONFIG as i32;
+    }
+    let mut res: *mut wsa::ADDRINFOW = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated UTF-16 name and a null service; `hints` and `res` point at
+    // locals. On success `res` owns a list freed once below; on failure nothing is allocated.
+    let rc = unsafe { wsa::GetAddrInfoW(name.as_ptr(), std::ptr::null(), &hints, &mut res) };
+    if rc != 0 {
+        return Err(Error::dns(rc, host));
+    }
+    let mut out: Vec<IpAddr> = Vec::new();
+    let mut cur = res;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a non-null node of the list GetAddrInfoW returned, not freed until
+        // the loop ends.
+        let ai = unsafe { &*cur };
+        let ip = match u16::try_from(ai.ai_family) {
+            // SAFETY (both arms): GetAddrInfoW gives each node an `ai_addr` of its `ai_family`
+            // (a SOCKADDR_IN for AF_INET, a SOCKADDR_IN6 for AF_INET6), suitably aligned; the
+            // address fields are plain bytes whichever view of the union is read.
+            Ok(wsa::AF_INET) => {
+                let sa = unsafe { &*(ai.ai_addr as *const wsa::SOCKADDR_IN) };
+                let raw = unsafe { sa.sin_addr.S_un.S_addr };
+                Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(raw))))
+            }
+            Ok(wsa::AF_INET6) => {
+                let sa = unsafe { &*(ai.ai_addr as *const wsa::SOCKADDR_IN6) };
+                Some(IpAddr::V6(Ipv6Addr::from(unsafe { sa.sin6_addr.u.Byte })))
+            }
+            _ => None,
+        };
+        if let Some(ip) = ip {
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+        cur = ai.ai_next;
+    }
+    // SAFETY: `res` came from a successful GetAddrInfoW, is freed once, and nothing points
+    // into it afterwards (the addresses were copied out).
+    unsafe { wsa::FreeAddrInfoW(res) };
+    Ok(out)
+}
+
+/// Winsock is started for the process (`WSAStartup`) before the resolver is asked. Node's libuv
+/// and the standard library's sockets start it too; a count more is harmless, and it is never
+/// stopped (it lives as long as the process).
+#[cfg(windows)]
+fn winsock_started() {
+    use windows_sys::Win32::Networking::WinSock as wsa;
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let mut data = std::mem::MaybeUninit::<wsa::WSADATA>::uninit();
+        // SAFETY: WSAStartup fills the WSADATA it is given; version 2.2. A failure shows in
+        // the lookup that follows (WSANOTINITIALISED, as EAI_FAIL).
+        unsafe { wsa::WSAStartup(0x0202, data.as_mut_ptr()) };
+    });
 }
 
 #[cfg(test)]

@@ -12,9 +12,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::TcpStream;
 
-use super::connect::{connect, ConnectOptions, Connected, Peer, Socket, Target};
+use super::connect::{connect, ConnectOptions, Connected, PathStream, Peer, Socket, Target};
 use super::tls::{self, ClientStream, TlsConfig, TlsInfo};
 use crate::error::Error;
 
@@ -35,7 +35,8 @@ pub enum Established {
 /// The TLS session of an established connection, over whichever socket it has.
 pub enum SecureStream {
     Tcp(ClientStream<TcpStream>),
-    Unix(ClientStream<UnixStream>),
+    /// Over a `socketPath` connection (a named pipe on Windows).
+    Unix(ClientStream<PathStream>),
     /// Inside a tunnel through a proxy reached over TLS.
     Proxied(Box<ClientStream<ClientStream<TcpStream>>>),
 }
@@ -81,7 +82,8 @@ pub async fn establish(
         Peer::Unix(_) => std::net::IpAddr::from([127, 0, 0, 1]),
     };
     let server = tls::server_name(secure.servername, peer_ip);
-    // Over TCP or a Unix socket alike, as Node's https does with `socketPath`.
+    // Over TCP or a Unix socket (a named pipe on Windows) alike, as Node's https does with
+    // `socketPath`.
     macro_rules! handshake {
         ($io:expr, $variant:expr) => {{
             let handshake = within(

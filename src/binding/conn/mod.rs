@@ -19,22 +19,26 @@
 //!   bytes, and the connection is evicted at once. The handle is unreferenced, so idle
 //!   connections never keep the process alive.
 //!
+//! On Windows, this path is not taken: a plain connection is pumped on tokio as a TLS one is
+//! (see `transport::carry` for why), so there is no plain socket on the JavaScript thread there.
+//!
 //! `plain.rs` holds the plain socket's side (the poll handle and its syscalls), `face.rs` the
 //! JavaScript socket that is the connection's face, `lost.rs` what a connection that ends in
 //! use does (a replay, or its socket told), `table.rs` the thread's connections by id.
 
 mod face;
 mod lost;
+#[cfg(unix)]
 mod plain;
 mod table;
 
 use face::Owner;
+#[cfg(unix)]
 use plain::Plain;
 pub use table::{by_id, next_id, of_pool, register, take_all, take_of_pool, unregister};
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,12 +49,10 @@ use super::env::{EnvCtx, Hold};
 use super::js;
 use super::protocol::write;
 use crate::client;
-use crate::error::Error;
+use crate::error::{uv_errno, Error};
 use crate::pool::KeyId;
 use crate::replay::ReplayBuf;
-use crate::transport::liveness;
 use crate::transport::pump::{self, Event, Remote};
-use crate::transport::raw;
 use crate::transport::tls::{TlsConfig, TlsInfo};
 use crate::transport::{Peer, Target};
 
@@ -125,8 +127,10 @@ enum Io {
     /// never reach Rust.
     None,
     /// A plain socket driven on this thread's loop (the drop-in path).
+    #[cfg(unix)]
     Plain(Plain),
-    /// A connection pumped on tokio (TLS, or through a proxy reached over TLS).
+    /// A connection pumped on tokio (TLS, or through a proxy reached over TLS; on Windows, any
+    /// drop-in connection).
     Pumped {
         remote: Arc<Remote>,
         /// Held while the connection keeps the thread's inbox referenced (a pumped connection
@@ -188,7 +192,9 @@ pub trait Keeper {
     /// `conn` lost its network connection before an answer and replays its request: the pool
     /// opens another for it.
     fn replayed(self: Rc<Self>, conn: &Rc<Conn>);
-    /// Idle `conn` was found closed or unusable: the pool forgets it.
+    /// Idle `conn` was found closed or unusable (by its poll handle: a pumped connection's
+    /// events reach the pool directly): the pool forgets it.
+    #[cfg(unix)]
     fn evict_idle(self: Rc<Self>, conn: &Rc<Conn>);
 }
 
@@ -357,6 +363,7 @@ impl Conn {
         }
         match &*self.io.borrow() {
             Io::Pumped { remote, .. } => remote.is_clean(),
+            #[cfg(unix)]
             Io::Plain(plain) => !plain.shutdown_after_flush && plain.outbox.is_empty(),
             Io::None | Io::Hyper { .. } | Io::Session { .. } => false,
         }
@@ -396,11 +403,11 @@ impl Conn {
             Mode::DropIn => {}
         }
         if let Some(remote) = self.pumped() {
-            // The pump reads an idle TLS connection all along: it knows of a close at once.
+            // The pump reads an idle TLS connection all along (on Windows, a plain one too):
+            // it knows of a close at once.
             return !remote.is_dead();
         }
-        let fd = self.raw_fd();
-        fd >= 0 && liveness::peek(fd).is_open()
+        self.plain_alive()
     }
 
     pub fn set_reading(&self, on: bool) {
@@ -418,6 +425,7 @@ impl Conn {
     }
 
     fn sync_ref(&self) {
+        #[cfg(unix)]
         if let Io::Plain(plain) = &*self.io.borrow() {
             if let Some(poll) = &plain.poll {
                 poll.set_ref(self.state.get() == State::Active && self.referenced.get());
@@ -451,7 +459,7 @@ impl Conn {
                 }
                 return write::DONE;
             }
-            _ => return -libc::ENOTCONN,
+            _ => return uv_errno(libc::ENOTCONN),
         }
         self.replay.borrow_mut().record(chunks);
         if let Some(remote) = self.pumped() {
@@ -466,32 +474,11 @@ impl Conn {
                     if self.try_replay() {
                         return write::DONE;
                     }
-                    -libc::EPIPE
+                    uv_errno(libc::EPIPE)
                 }
             };
         }
-        let sent = match &mut *self.io.borrow_mut() {
-            Io::Plain(plain) => plain.outbox.write(plain.fd.as_raw_fd(), chunks),
-            _ => Err(libc::EBADF),
-        };
-        match sent {
-            Ok(sent) => {
-                self.bytes_written
-                    .set(self.bytes_written.get() + sent.written as u64);
-                if !sent.queued {
-                    return write::DONE;
-                }
-                self.update_mask();
-                write::PENDING
-            }
-            // The peer reset the connection under the request: the race a replay is for.
-            Err(errno) => {
-                if self.try_replay() {
-                    return write::DONE;
-                }
-                -errno
-            }
-        }
+        self.write_plain(chunks)
     }
 
     /// Half-closes the sending side once every queued byte is out.
@@ -500,15 +487,7 @@ impl Conn {
             remote.shutdown();
             return 0;
         }
-        let fd = match &mut *self.io.borrow_mut() {
-            Io::Plain(plain) if !plain.outbox.is_empty() => {
-                plain.shutdown_after_flush = true;
-                return write::PENDING;
-            }
-            Io::Plain(plain) => plain.fd.as_raw_fd(),
-            _ => -1,
-        };
-        raw::shutdown_write(fd).map_or_else(|errno| -errno, |()| 0)
+        self.shutdown_plain()
     }
 
     /// Stops everything: the poll handle first (libuv forgets the descriptor), then the socket.
@@ -559,11 +538,40 @@ impl Conn {
         self.reading.set(false);
         match &mut *self.io.borrow_mut() {
             Io::Pumped { remote, .. } => remote.set_reading(false),
+            #[cfg(unix)]
             Io::Plain(plain) => plain.outbox.clear(),
             Io::None | Io::Hyper { .. } | Io::Session { .. } => {}
         }
         self.update_mask();
         let desc = js::error_descriptor(ctx.env, &err);
         self.call_owner(ctx, ctx.callbacks.on_error, &[desc]);
+    }
+}
+
+/// Windows drives no plain socket on this thread (every drop-in connection there is pumped, see
+/// `transport::carry`): what watches, peeks, writes or sets a plain socket finds none, as it
+/// finds none for a pumped connection on Unix.
+#[cfg(windows)]
+impl Conn {
+    fn update_mask(&self) {}
+
+    fn plain_alive(&self) -> bool {
+        false
+    }
+
+    fn write_plain(self: &Rc<Self>, _chunks: &[&[u8]]) -> i32 {
+        uv_errno(libc::EBADF)
+    }
+
+    fn shutdown_plain(&self) -> i32 {
+        uv_errno(libc::EBADF)
+    }
+
+    pub fn set_no_delay(&self, _on: bool) -> i32 {
+        0
+    }
+
+    pub fn set_keep_alive(&self, _on: bool, _initial_delay_ms: u32) -> i32 {
+        0
     }
 }

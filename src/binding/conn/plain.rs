@@ -9,6 +9,7 @@ use std::rc::Rc;
 use super::{Conn, Io, State};
 use crate::binding::env::EnvCtx;
 use crate::binding::js;
+use crate::binding::protocol::write;
 use crate::binding::uv::{self, Handle};
 use crate::error::Error;
 use crate::guard;
@@ -49,6 +50,53 @@ impl Conn {
             Io::Plain(plain) => plain.fd.as_raw_fd(),
             _ => -1,
         }
+    }
+
+    /// Whether the plain socket is there and open, as a peek at it tells.
+    pub(super) fn plain_alive(&self) -> bool {
+        let fd = self.raw_fd();
+        fd >= 0 && liveness::peek(fd).is_open()
+    }
+
+    /// Writes `chunks` to the plain socket now if the kernel takes them; queues the rest (see
+    /// [`Conn::write`]).
+    pub(super) fn write_plain(self: &Rc<Self>, chunks: &[&[u8]]) -> i32 {
+        let sent = match &mut *self.io.borrow_mut() {
+            Io::Plain(plain) => plain.outbox.write(plain.fd.as_raw_fd(), chunks),
+            _ => Err(libc::EBADF),
+        };
+        match sent {
+            Ok(sent) => {
+                self.bytes_written
+                    .set(self.bytes_written.get() + sent.written as u64);
+                if !sent.queued {
+                    return write::DONE;
+                }
+                self.update_mask();
+                write::PENDING
+            }
+            // The peer reset the connection under the request: the race a replay is for.
+            Err(errno) => {
+                if self.try_replay() {
+                    return write::DONE;
+                }
+                -errno
+            }
+        }
+    }
+
+    /// Half-closes the plain socket's sending side once every queued byte is out (see
+    /// [`Conn::shutdown`]).
+    pub(super) fn shutdown_plain(&self) -> i32 {
+        let fd = match &mut *self.io.borrow_mut() {
+            Io::Plain(plain) if !plain.outbox.is_empty() => {
+                plain.shutdown_after_flush = true;
+                return write::PENDING;
+            }
+            Io::Plain(plain) => plain.fd.as_raw_fd(),
+            _ => -1,
+        };
+        raw::shutdown_write(fd).map_or_else(|errno| -errno, |()| 0)
     }
 
     /// Takes over a connected socket and starts watching it.

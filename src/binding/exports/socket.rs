@@ -9,6 +9,7 @@ use napi_derive::napi;
 
 use crate::binding::pool::PoolCell;
 use crate::binding::{conn, js, millis, protocol, undefined};
+use crate::error::uv_errno;
 use crate::guard;
 use crate::transport::Peer;
 
@@ -75,14 +76,14 @@ pub fn bind(env: &Env, id: u32, socket: Unknown) -> bool {
 #[napi(catch_unwind)]
 pub fn write(id: u32, data: BufferSlice) -> i32 {
     guard::point("write");
-    conn(id).map_or(-libc::EBADF, |c| c.write(&[&data[..]]))
+    conn(id).map_or(uv_errno(libc::EBADF), |c| c.write(&[&data[..]]))
 }
 
 #[napi(catch_unwind)]
 pub fn writev(id: u32, chunks: Vec<BufferSlice>) -> i32 {
     guard::point("write");
     let Some(c) = conn(id) else {
-        return -libc::EBADF;
+        return uv_errno(libc::EBADF);
     };
     let slices: Vec<&[u8]> = chunks.iter().map(|c| &c[..]).collect();
     c.write(&slices)

@@ -130,30 +130,30 @@ impl<const N: usize> Args<N> {
     /// written into `buf` when it fits.
     pub fn utf8<'b>(&self, i: usize, buf: &'b mut [MaybeUninit<u8>]) -> Option<Cow<'b, [u8]>> {
         // A character of up to 4 bytes that did not fit would have left less room than this.
-        self.string(i, buf, sys::napi_get_value_string_utf8, 4)
+        self.string(i, buf, Encoding::Utf8, 4)
     }
 
     /// A string of latin1 characters (HTTP header lines, as Node writes them: a byte per
     /// character), written into `buf` when it fits.
     pub fn latin1<'b>(&self, i: usize, buf: &'b mut [MaybeUninit<u8>]) -> Option<Cow<'b, [u8]>> {
-        self.string(i, buf, sys::napi_get_value_string_latin1, 1)
+        self.string(i, buf, Encoding::Latin1, 1)
     }
 
-    /// A string's bytes as `get` writes them: into `buf` if at least `slack` bytes of it are
-    /// left over (less could mean a character did not fit), else into a buffer of the length
-    /// `get` says.
+    /// A string's bytes in `encoding`: into `buf` if at least `slack` bytes of it are left over
+    /// (less could mean a character did not fit), else into a buffer of the length the runtime
+    /// says.
     fn string<'b>(
         &self,
         i: usize,
         buf: &'b mut [MaybeUninit<u8>],
-        get: StringGetter,
+        encoding: Encoding,
         slack: usize,
     ) -> Option<Cow<'b, [u8]>> {
         let mut len = 0;
         // SAFETY: invariants 1 and 4: `buf.len()` writable bytes; the runtime writes at most
         // that many, NUL included, and only whole characters.
         if unsafe {
-            get(
+            encoding.get(
                 self.env,
                 self.argv[i],
                 buf.as_mut_ptr().cast(),
@@ -170,13 +170,13 @@ impl<const N: usize> Args<N> {
         }
         let mut full = 0;
         // SAFETY: invariant 1; a null buffer asks for the length alone.
-        unsafe { get(self.env, self.argv[i], ptr::null_mut(), 0, &mut full) };
+        unsafe { encoding.get(self.env, self.argv[i], ptr::null_mut(), 0, &mut full) };
         let mut owned = vec![0u8; full + 1];
         // SAFETY: invariants 1 and 4: room for the whole string and its NUL. Test:
         // __test__/request/basics.test.js "long methods, paths and header lines cross whole; header
         // values go as latin1, as Node sends them".
         unsafe {
-            get(
+            encoding.get(
                 self.env,
                 self.argv[i],
                 owned.as_mut_ptr().cast(),
@@ -189,11 +189,37 @@ impl<const N: usize> Args<N> {
     }
 }
 
-/// `napi_get_value_string_utf8` or `napi_get_value_string_latin1`.
-type StringGetter = unsafe extern "C" fn(
-    sys::napi_env,
-    sys::napi_value,
-    *mut std::ffi::c_char,
-    usize,
-    *mut usize,
-) -> sys::napi_status;
+/// Which of the runtime's string getters reads a string: `napi_get_value_string_utf8` or
+/// `napi_get_value_string_latin1`. (Named rather than passed as function pointers: where
+/// napi-rs looks the runtime's functions up when the addon loads, on Windows, they are Rust
+/// functions, elsewhere `extern "C"` ones.)
+#[derive(Clone, Copy)]
+enum Encoding {
+    Utf8,
+    Latin1,
+}
+
+impl Encoding {
+    /// # Safety
+    /// As the runtime's function: `env` the current environment, `out` null or writable for
+    /// `size` bytes, `result` writable.
+    #[inline]
+    unsafe fn get(
+        self,
+        env: sys::napi_env,
+        value: sys::napi_value,
+        out: *mut std::ffi::c_char,
+        size: usize,
+        result: *mut usize,
+    ) -> sys::napi_status {
+        // SAFETY: the caller's contract above.
+        unsafe {
+            match self {
+                Encoding::Utf8 => sys::napi_get_value_string_utf8(env, value, out, size, result),
+                Encoding::Latin1 => {
+                    sys::napi_get_value_string_latin1(env, value, out, size, result)
+                }
+            }
+        }
+    }
+}

@@ -126,10 +126,13 @@ impl PoolCell {
         conn.connect_hold.borrow_mut().take();
         conn.abort.borrow_mut().take();
         let replaying = conn.state.get() == State::Replaying;
+        // (On Windows every link is pumped, which cannot fail to attach.)
+        #[cfg_attr(windows, allow(clippy::bind_instead_of_map))]
         let result = result.and_then(|established| {
             conn.local.set(established.local);
             *conn.remote.borrow_mut() = Some(established.remote);
             match established.link {
+                #[cfg(unix)]
                 Link::Fd(fd) => conn.attach(&self.ctx, fd),
                 Link::Pumped(pumped, info) => {
                     conn.attach_pumped(&self.ctx, pumped, info);

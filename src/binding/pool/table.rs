@@ -54,6 +54,7 @@ impl Keeper for PoolCell {
         PoolCell::replayed(&self, conn);
     }
 
+    #[cfg(unix)]
     fn evict_idle(self: Rc<Self>, conn: &Rc<Conn>) {
         PoolCell::evict_idle(&self, conn);
     }

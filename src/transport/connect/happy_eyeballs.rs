@@ -59,7 +59,7 @@ async fn attempt(addr: SocketAddr, local: Local) -> Result<TcpStream, Error> {
     // As net.connect, which reads a `localAddress` of the other family as one of the
     // target's, and fails: EINVAL.
     if local_ip.is_ipv4() != addr.is_ipv4() {
-        return Err(bind_error(std::io::Error::from_raw_os_error(libc::EINVAL)));
+        return Err(Error::os(libc::EINVAL, "bind").with_peer(local_ip.to_string(), local.port));
     }
     if local.port.is_some() {
         // As libuv binds a TCP socket.

@@ -1,17 +1,19 @@
 //! Opening a connection on tokio: resolve, then connect (Happy Eyeballs over several
-//! addresses), then set the socket options Node's agent sets. The connected socket leaves tokio
-//! as a plain non-blocking descriptor, for whichever loop will drive its bytes.
+//! addresses), then set the socket options Node's agent sets. On Unix the connected socket
+//! leaves tokio as a plain non-blocking descriptor, for whichever loop will drive its bytes; on
+//! Windows it stays on tokio (see `transport::carry`).
 
 mod happy_eyeballs;
 mod proxy;
 
 use std::net::{IpAddr, SocketAddr};
+#[cfg(unix)]
 use std::os::fd::OwnedFd;
 use std::time::Duration;
 
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::TcpStream;
 
-use crate::error::Error;
+use crate::error::{eai, Error};
 
 use super::dns::{self, Family};
 use super::tls::ClientStream;
@@ -40,9 +42,18 @@ pub enum Target {
         /// How the addresses of a name are tried.
         choice: AddressChoice,
     },
-    /// Node's `socketPath`.
+    /// Node's `socketPath`: a Unix domain socket, or on Windows a named pipe
+    /// (`\\.\pipe\name`), which is what the option names there.
     Unix { path: String },
 }
+
+/// The stream of a `socketPath` connection: a Unix domain socket.
+#[cfg(unix)]
+pub type PathStream = tokio::net::UnixStream;
+
+/// The stream of a `socketPath` connection: on Windows, a named pipe's client end.
+#[cfg(windows)]
+pub type PathStream = tokio::net::windows::named_pipe::NamedPipeClient;
 
 /// How net.connect picks among a name's addresses, as Node's options and defaults say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +130,8 @@ pub enum Peer {
 /// A connected socket, still registered with tokio.
 pub enum Socket {
     Tcp(TcpStream),
-    Unix(UnixStream),
+    /// A `socketPath` connection (a named pipe on Windows).
+    Unix(PathStream),
     /// Through a proxy reached over TLS: the session to the proxy (and, for HTTPS, the tunnel
     /// inside it), which tokio must keep driving.
     Proxied(Box<ClientStream<TcpStream>>),
@@ -135,6 +147,7 @@ impl std::fmt::Debug for Socket {
     }
 }
 
+#[cfg(unix)]
 impl Socket {
     /// Leaves tokio: the plain non-blocking descriptor, for another loop to drive (a proxied
     /// one has none: its bytes go through TLS on tokio).
@@ -160,7 +173,7 @@ pub struct Connected {
 pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, Error> {
     match target {
         Target::Unix { path } => {
-            let stream = UnixStream::connect(&path)
+            let stream = connect_path(&path)
                 .await
                 .map_err(|e| Error::io(&e, "connect").with_peer(path.clone(), None))?;
             Ok(Connected {
@@ -192,7 +205,7 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                         dns::lookup_blocking(&lookup_host, family)
                     })
                     .await
-                    .map_err(|_| Error::dns(libc::EAI_FAIL, &host))??;
+                    .map_err(|_| Error::dns(eai::FAIL, &host))??;
                     choice.order.apply(&mut ips);
                     (ips, true)
                 }
@@ -252,6 +265,35 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                 local,
                 remote: Peer::Tcp(remote),
             })
+        }
+    }
+}
+
+/// Connects to a Unix domain socket.
+#[cfg(unix)]
+async fn connect_path(path: &str) -> std::io::Result<PathStream> {
+    PathStream::connect(path).await
+}
+
+/// Opens a named pipe's client end. As libuv connects a pipe on Windows: while every instance
+/// of the pipe is busy (`ERROR_PIPE_BUSY`), the open is tried again, for up to 30 seconds,
+/// after which it fails as libuv's wait does (`ERROR_SEM_TIMEOUT`: ETIMEDOUT). Any deadline of
+/// the caller's bounds the wait too.
+#[cfg(windows)]
+async fn connect_path(path: &str) -> std::io::Result<PathStream> {
+    use tokio::net::windows::named_pipe::ClientOptions;
+    use windows_sys::Win32::Foundation::{ERROR_PIPE_BUSY, ERROR_SEM_TIMEOUT};
+
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match ClientOptions::new().open(path) {
+            Err(e) if e.raw_os_error() == Some(ERROR_PIPE_BUSY as i32) => {
+                if tokio::time::Instant::now() >= until {
+                    return Err(std::io::Error::from_raw_os_error(ERROR_SEM_TIMEOUT as i32));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            opened => return opened,
         }
     }
 }

@@ -1,8 +1,6 @@
 //! Connects on loopback: names and IP literals, several addresses, local binds, Unix sockets,
 //! and tunnels through a stand-in proxy.
 
-use std::os::fd::AsRawFd;
-
 use super::*;
 
 fn tcp(host: &str, port: u16) -> Target {
@@ -49,10 +47,22 @@ async fn connects_by_name_and_reports_both_ends() {
     );
     assert_eq!(conn.local, Some(client_addr));
     // It leaves tokio non-blocking, with TCP_NODELAY set.
-    let fd = conn.socket.into_fd().unwrap();
-    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
-    assert_ne!(flags & libc::O_NONBLOCK, 0);
-    assert!(socket2::SockRef::from(&fd).tcp_nodelay().unwrap());
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        let fd = conn.socket.into_fd().unwrap();
+        let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+        assert_ne!(flags & libc::O_NONBLOCK, 0);
+        assert!(socket2::SockRef::from(&fd).tcp_nodelay().unwrap());
+    }
+    // It stays on tokio, with TCP_NODELAY set.
+    #[cfg(windows)]
+    {
+        let Socket::Tcp(stream) = conn.socket else {
+            panic!("a TCP socket");
+        };
+        assert!(stream.nodelay().unwrap());
+    }
 }
 
 #[tokio::test]
@@ -161,6 +171,7 @@ async fn binds_the_local_address() {
     assert_eq!(conn.local.unwrap().port(), free);
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn connects_to_a_unix_socket_or_names_its_path() {
     let dir = std::env::temp_dir().join(format!("hyperagent-test-{}", std::process::id()));
@@ -191,6 +202,35 @@ async fn connects_to_a_unix_socket_or_names_its_path() {
     assert_eq!(err.code(), "ENOENT");
     assert_eq!(err.message(), format!("connect ENOENT {path_str}"));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[cfg(windows)]
+#[tokio::test]
+async fn connects_to_a_named_pipe_or_names_its_path() {
+    use tokio::net::windows::named_pipe::ServerOptions;
+    let path = format!(r"\\.\pipe\hyperagent-test-{}", std::process::id());
+    let server = ServerOptions::new()
+        .first_pipe_instance(true)
+        .create(&path)
+        .unwrap();
+    let conn = connect(
+        Target::Unix { path: path.clone() },
+        ConnectOptions::default(),
+    )
+    .await
+    .unwrap();
+    server.connect().await.unwrap();
+    assert_eq!(conn.remote, Peer::Unix(path.clone()));
+    assert!(matches!(conn.socket, Socket::Unix(_)));
+    drop(server);
+    let err = connect(
+        Target::Unix { path: path.clone() },
+        ConnectOptions::default(),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), "ENOENT");
+    assert_eq!(err.message(), format!("connect ENOENT {path}"));
 }
 
 /// A proxy on loopback that reads the CONNECT request, then writes `answer` in the pieces
