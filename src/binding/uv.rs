@@ -112,9 +112,11 @@ macro_rules! libuv {
 
         $(
             $(#[$attr])*
+            // Safety: as libuv documents for the function of this name.
             #[cfg(windows)]
             unsafe fn $name($($arg: $ty),*) $(-> $ret)? {
-                // SAFETY: the caller's contract is the function's own.
+                // SAFETY: the caller's contract is the function's own; the pointer was looked up
+                // by `check_abi` (invariant 1). Test: scripts/win-smoke-wine.sh.
                 unsafe { (host::functions().$name)($($arg),*) }
             }
         )*
@@ -177,6 +179,7 @@ mod host {
         // SAFETY: GetModuleHandleW with null is the executable's module, and with a
         // NUL-terminated name a loaded module or null; neither takes a reference to release.
         // GetProcAddress reads the NUL-terminated name and returns the export or None.
+        // Test: scripts/win-smoke-wine.sh (init looks every function up).
         unsafe {
             [std::ptr::null(), libnode.as_ptr()]
                 .into_iter()
@@ -192,7 +195,8 @@ mod host {
 }
 
 fn layout(kind: Kind) -> Layout {
-    // SAFETY: uv_handle_size is a pure lookup, callable from any thread.
+    // SAFETY: uv_handle_size is a pure lookup, callable from any thread, of a type number
+    // `check_abi` has checked (invariant 1). Test: every test that loads the addon makes handles.
     let size = unsafe { uv_handle_size(kind as c_int) };
     Layout::from_size_align(size.max(1), 16).expect("libuv handle size")
 }
@@ -205,7 +209,7 @@ pub fn check_abi() -> Result<(), String> {
     for kind in [Kind::Async, Kind::Poll, Kind::Timer] {
         // SAFETY: a pure lookup, returning a static NUL-terminated C string, or null for an
         // unknown type (checked before `CStr::from_ptr` reads it). Invariant 1 (see the
-        // module's Safety note).
+        // module's Safety note). Test: every test that loads the addon runs this check.
         let name = unsafe { uv_handle_type_name(kind as c_int) };
         let ok =
             !name.is_null() && unsafe { CStr::from_ptr(name) }.to_bytes() == kind.name().as_bytes();

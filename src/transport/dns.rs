@@ -59,7 +59,7 @@ fn resolve(host: &str, family: Family) -> Result<Vec<IpAddr>, Error> {
         return Err(Error::dns(eai::NONAME, host));
     };
     // SAFETY: an all-zero addrinfo (null pointers, zero integers) is a valid "no hints" value;
-    // we then set the fields we want.
+    // we then set the fields we want. Test: `localhost_resolves_through_the_system_resolver`.
     let mut hints: libc::addrinfo = unsafe { std::mem::zeroed() };
     hints.ai_socktype = libc::SOCK_STREAM;
     hints.ai_family = match family {
@@ -89,7 +89,7 @@ fn resolve(host: &str, family: Family) -> Result<Vec<IpAddr>, Error> {
     let mut cur = res;
     while !cur.is_null() {
         // SAFETY: `cur` is a non-null node of the list getaddrinfo returned, not freed until
-        // the loop ends.
+        // the loop ends. Test: `localhost_resolves_through_the_system_resolver`.
         let ai = unsafe { &*cur };
         let ip = match ai.ai_family {
             // SAFETY (both arms): getaddrinfo gives each node an `ai_addr` of its `ai_family`
@@ -113,7 +113,8 @@ fn resolve(host: &str, family: Family) -> Result<Vec<IpAddr>, Error> {
         cur = ai.ai_next;
     }
     // SAFETY: `res` came from a successful getaddrinfo, is freed once, and nothing points into
-    // it afterwards (the addresses were copied out).
+    // it afterwards (the addresses were copied out). Test: `scripts/asan.sh` runs the resolver
+    // tests under AddressSanitizer, which reports a double or early free.
     unsafe { libc::freeaddrinfo(res) };
     Ok(out)
 }
@@ -146,6 +147,7 @@ fn resolve(host: &str, family: Family) -> Result<Vec<IpAddr>, Error> {
     let mut res: *mut wsa::ADDRINFOW = std::ptr::null_mut();
     // SAFETY: a NUL-terminated UTF-16 name and a null service; `hints` and `res` point at
     // locals. On success `res` owns a list freed once below; on failure nothing is allocated.
+    // Tests: the resolver tests below, on Windows (`scripts/win-smoke-wine.sh` runs them).
     let rc = unsafe { wsa::GetAddrInfoW(name.as_ptr(), std::ptr::null(), &hints, &mut res) };
     if rc != 0 {
         return Err(Error::dns(rc, host));
@@ -154,7 +156,7 @@ fn resolve(host: &str, family: Family) -> Result<Vec<IpAddr>, Error> {
     let mut cur = res;
     while !cur.is_null() {
         // SAFETY: `cur` is a non-null node of the list GetAddrInfoW returned, not freed until
-        // the loop ends.
+        // the loop ends. Test: `localhost_resolves_through_the_system_resolver`, on Windows.
         let ai = unsafe { &*cur };
         let ip = match u16::try_from(ai.ai_family) {
             // SAFETY (both arms): GetAddrInfoW gives each node an `ai_addr` of its `ai_family`
@@ -179,7 +181,7 @@ fn resolve(host: &str, family: Family) -> Result<Vec<IpAddr>, Error> {
         cur = ai.ai_next;
     }
     // SAFETY: `res` came from a successful GetAddrInfoW, is freed once, and nothing points
-    // into it afterwards (the addresses were copied out).
+    // into it afterwards (the addresses were copied out). Test: as for the call above.
     unsafe { wsa::FreeAddrInfoW(res) };
     Ok(out)
 }
@@ -194,7 +196,8 @@ fn winsock_started() {
     STARTED.call_once(|| {
         let mut data = std::mem::MaybeUninit::<wsa::WSADATA>::uninit();
         // SAFETY: WSAStartup fills the WSADATA it is given; version 2.2. A failure shows in
-        // the lookup that follows (WSANOTINITIALISED, as EAI_FAIL).
+        // the lookup that follows (WSANOTINITIALISED, as EAI_FAIL). Test: the resolver tests
+        // on Windows, whose first lookup starts it.
         unsafe { wsa::WSAStartup(0x0202, data.as_mut_ptr()) };
     });
 }

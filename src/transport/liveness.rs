@@ -84,7 +84,8 @@ mod tests {
                 events: libc::POLLIN,
                 revents: 0,
             };
-            // SAFETY: one pollfd on the stack.
+            // SAFETY: one pollfd on the stack, of which the kernel writes `revents` (a test's
+            // wait for the peer's FIN or RST: `a_fin_from_the_peer_reads_as_closed`).
             unsafe { libc::poll(&mut pfd, 1, 10) };
         }
         Liveness::Open

@@ -77,7 +77,8 @@ pub fn send(fd: RawFd, chunks: &[&[u8]]) -> Result<usize, i32> {
         return Ok(0);
     }
     loop {
-        // SAFETY: an all-zero msghdr is a valid one (no address, no control data).
+        // SAFETY: an all-zero msghdr is a valid one (no address, no control data); the iovecs
+        // are set below. Test: `an_outbox_keeps_what_the_kernel_refuses_and_sends_it_in_order`.
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = iovs.as_ptr() as *mut _;
         msg.msg_iovlen = iovs.len() as _;
@@ -124,7 +125,8 @@ pub fn shutdown_write(fd: RawFd) -> Result<(), i32> {
     if fd < 0 {
         return Err(libc::EBADF);
     }
-    // SAFETY: a plain syscall on a descriptor number, touching no memory of ours.
+    // SAFETY: a plain syscall on a descriptor number, touching no memory of ours; a stale
+    // descriptor is an error. Test: `a_shut_down_write_half_is_the_peers_eof`.
     if unsafe { libc::shutdown(fd, libc::SHUT_WR) } == 0 {
         return Ok(());
     }
@@ -379,7 +381,7 @@ mod tests {
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: one pollfd, a local the kernel writes `revents` of.
+        // SAFETY: one pollfd, a local the kernel writes `revents` of (this test's own wait).
         let ready = unsafe { libc::poll(&mut pfd, 1, 10_000) };
         assert_eq!(ready, 1, "no reset arrived");
         assert_eq!(pending_error(client.as_raw_fd()), Some(libc::ECONNRESET));

@@ -212,7 +212,8 @@ impl Encoding {
         size: usize,
         result: *mut usize,
     ) -> sys::napi_status {
-        // SAFETY: the caller's contract above.
+        // SAFETY: the caller's contract above (kept by `string`'s invariants 1 and 4). Test:
+        // __test__/request/basics.test.js "long methods, paths and header lines cross whole".
         unsafe {
             match self {
                 Encoding::Utf8 => sys::napi_get_value_string_utf8(env, value, out, size, result),

@@ -151,7 +151,8 @@ impl AsyncContext {
         name: sys::napi_value,
     ) -> AsyncContext {
         let mut ctx = ptr::null_mut();
-        // SAFETY: the caller's contract above.
+        // SAFETY: the caller's contract above. Test: __test__/context.test.js (each request's
+        // events run in its own async context).
         unsafe { sys::napi_async_init(env, resource, name, &mut ctx) };
         AsyncContext(ctx)
     }

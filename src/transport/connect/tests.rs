@@ -51,6 +51,7 @@ async fn connects_by_name_and_reports_both_ends() {
     {
         use std::os::fd::AsRawFd;
         let fd = conn.socket.into_fd().unwrap();
+        // SAFETY: F_GETFL reads the flags of a descriptor this test owns; no memory is passed.
         let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
         assert_ne!(flags & libc::O_NONBLOCK, 0);
         assert!(socket2::SockRef::from(&fd).tcp_nodelay().unwrap());
