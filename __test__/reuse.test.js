@@ -89,9 +89,11 @@ test('an HTTP/1.0 response without keep-alive is not pooled', async (t) => {
   assert.strictEqual(server.connectionCount, 2);
 });
 
-test('requests over a Unix socket (socketPath) reuse their connection', async (t) => {
+test('requests over a Unix socket (socketPath; a named pipe on Windows) reuse their connection', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hyperagent-'));
-  const socketPath = path.join(dir, 'server.sock');
+  const socketPath = process.platform === 'win32'
+    ? `\\\\.\\pipe\\${path.basename(dir)}`
+    : path.join(dir, 'server.sock');
   const server = http.createServer((req, res) => res.end(`unix ${req.url}`));
   let connections = 0;
   server.on('connection', () => connections++);
