@@ -266,7 +266,7 @@ async function main() {
     prepublish(path.join(stage, 'package'));
     const [main] = JSON.parse(await must('npm pack (published form)', npm, ['pack', '--json', '--pack-destination', work, path.join(stage, 'package')], { cwd: work, env: cleanEnv() }));
     const files = main.files.map((f) => f.path);
-    for (const needed of ['index.js', 'index.mjs', 'index.d.ts', 'lib/loader.js', 'lib/native.js', 'Cargo.toml', 'Cargo.lock', 'build.rs', 'src/lib.rs', 'scripts/build.js']) {
+    for (const needed of ['index.js', 'index.mjs', 'index.d.ts', 'lib/loader.js', 'lib/native.js', 'Cargo.toml', 'Cargo.lock', '.cargo/config.toml', 'build.rs', 'src/lib.rs', 'scripts/build.js']) {
       check(`the main tarball holds ${needed}`, files.includes(needed));
     }
     const extra = files.filter((f) => /\.node$|^target\/|^node_modules\/|^__test__\/|^bench\/|^binding\.|^npm\//.test(f));
