@@ -9,7 +9,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
-const { load, detectLibc, systemName, SUPPORTED, BINARY } = require('../lib/loader');
+const { load, detectLibc, libcOfMaps, systemName, SUPPORTED, BINARY } = require('../lib/loader');
 
 const root = path.join(__dirname, '..');
 const pkg = require('../package.json');
@@ -132,6 +132,26 @@ test('musl and glibc name different packages', () => {
   assert.strictEqual(systemName({ platform: 'linux', arch: 'x64', libc: 'glibc' }), 'linux-x64-gnu');
   assert.strictEqual(systemName({ platform: 'darwin', arch: 'arm64', libc: null }), 'darwin-arm64');
   assert.strictEqual(systemName({ platform: 'win32', arch: 'x64', libc: null }), 'win32-x64-msvc');
+});
+
+test("the libc is the process's own, read from its memory map, whatever the system's default", () => {
+  // Alpine's Node: musl's loader is its C library.
+  const alpine = '7f0c1a200000-7f0c1a214000 r--p 00000000 00:2f 1234  /lib/ld-musl-x86_64.so.1\n';
+  assert.strictEqual(libcOfMaps(`55d4e0a00000-55d4e0c00000 r--p 00000000 00:2f 99  /usr/local/bin/node\n${alpine}`), 'musl');
+  // A musl Node started through a loader kept outside /lib, on a glibc system.
+  assert.strictEqual(libcOfMaps('7f00-7f01 r-xp 0 0:1 2  /opt/musl/usr/lib/ld-musl-aarch64.so.1\n'), 'musl');
+  // Debian's musl package, whose ld-musl-*.so.1 is a link to this file.
+  assert.strictEqual(libcOfMaps('7f00-7f01 r-xp 0 0:1 2  /usr/lib/x86_64-linux-musl/libc.so\n'), 'musl');
+  const debian = '7f8ab9f2d000-7f8ab9f53000 r--p 00000000 fe:00 326279  /usr/lib/x86_64-linux-gnu/libc.so.6\n';
+  assert.strictEqual(libcOfMaps(debian), 'glibc');
+  assert.strictEqual(libcOfMaps('7f00-7f01 r-xp 0 0:1 2  /lib64/ld-linux-x86-64.so.2\n'), 'glibc');
+  // A file that only names one (a library called libc.so.6.bak, say) or no map at all: unknown.
+  assert.strictEqual(libcOfMaps('7f00-7f01 r--p 0 0:1 2  /srv/libc.so.6.bak/data\n'), null);
+  assert.strictEqual(libcOfMaps(''), null);
+  if (process.platform === 'linux') {
+    // This process's answer is what its own map says.
+    assert.strictEqual(detectLibc(), libcOfMaps(fs.readFileSync('/proc/self/maps', 'latin1')));
+  }
 });
 
 test('the prebuilt package of this system loads when nothing was built from source', { skip: !fs.existsSync(builtAddon) && 'no addon built here' }, (t) => {

@@ -36,6 +36,10 @@ const SUPPORTED_TEXT = 'Linux x64 and arm64 (glibc and musl), macOS x64 and arm6
 // libc (a shell script on glibc, musl's loader on Alpine); Node's report is the fallback.
 function detectLibc(platform = process.platform) {
   if (platform !== 'linux') return null;
+  // The C library this process runs on, from its own memory map: the system's default one
+  // (ldd below) may be another, as with a musl Node on a glibc system.
+  const own = libcOfMaps(readOr('/proc/self/maps'));
+  if (own) return own;
   try {
     const ldd = fs.readFileSync('/usr/bin/ldd', 'latin1');
     if (ldd.includes('musl')) return 'musl';
@@ -48,6 +52,23 @@ function detectLibc(platform = process.platform) {
   const objects = (report && report.sharedObjects) || [];
   if (objects.some((f) => /(^|\/)(ld-musl-|libc\.musl-)/.test(f))) return 'musl';
   return 'glibc';
+}
+
+function readOr(file) {
+  try {
+    return fs.readFileSync(file, 'latin1');
+  } catch {
+    return '';
+  }
+}
+
+// 'musl' or 'glibc' by the C library a memory map (/proc/<pid>/maps) shows loaded, or null.
+function libcOfMaps(maps) {
+  // Each line ends with the file mapped: the name must end the line. musl's library is
+  // /lib/ld-musl-<arch>.so.1 on Alpine, /usr/lib/<arch>-linux-musl/libc.so in Debian's package.
+  if (/\/((ld-musl|libc\.musl)-[^/\s]*\.so\.\d+|[^/\s]+-linux-musl\/libc\.so)$/m.test(maps)) return 'musl';
+  if (/\/(libc\.so\.6|ld-linux[^/\s]*\.so\.\d+)$/m.test(maps)) return 'glibc';
+  return null;
 }
 
 function nodeReport() {
@@ -225,4 +246,4 @@ function noBinary({ platform, arch, libc, system, attempts, pkg, root }) {
   return err;
 }
 
-module.exports = { load, prebuiltFor, detectLibc, systemName, SUPPORTED, SUPPORTED_TEXT, BINARY };
+module.exports = { load, prebuiltFor, detectLibc, libcOfMaps, systemName, SUPPORTED, SUPPORTED_TEXT, BINARY };
