@@ -505,13 +505,14 @@ declare namespace Agent {
     /** undici's interceptors (`(dispatch) => (options, handler) => boolean`), the first outermost. */
     compose(interceptors: DispatchInterceptor[]): this;
     compose(...interceptors: DispatchInterceptor[]): this;
-    /** undici's connection events, for its agents' `agent.request()` connections. */
-    on(event: 'connect', listener: (origin: URL, targets: readonly DispatcherLike[]) => void): this;
-    on(event: 'disconnect' | 'connectionError', listener: (origin: URL, targets: readonly DispatcherLike[], error: Error & { code: string }) => void): this;
+    /** undici's connection events, for its agents' `agent.request()` connections; `targets` is
+     * `[dispatcher]`. */
+    on(event: 'connect', listener: (origin: URL, targets: readonly Dispatcher[]) => void): this;
+    on(event: 'disconnect' | 'connectionError', listener: (origin: URL, targets: readonly Dispatcher[], error: Error & { code: string }) => void): this;
     on(event: 'drain', listener: (origin: URL) => void): this;
     on(event: string | symbol, listener: (...args: any[]) => void): this;
-    once(event: 'connect', listener: (origin: URL, targets: readonly DispatcherLike[]) => void): this;
-    once(event: 'disconnect' | 'connectionError', listener: (origin: URL, targets: readonly DispatcherLike[], error: Error & { code: string }) => void): this;
+    once(event: 'connect', listener: (origin: URL, targets: readonly Dispatcher[]) => void): this;
+    once(event: 'disconnect' | 'connectionError', listener: (origin: URL, targets: readonly Dispatcher[], error: Error & { code: string }) => void): this;
     once(event: 'drain', listener: (origin: URL) => void): this;
     once(event: string | symbol, listener: (...args: any[]) => void): this;
     listeners(event: 'connect'): ((origin: URL, targets: readonly DispatcherLike[]) => void)[];
@@ -611,7 +612,9 @@ declare namespace Agent {
   }
 
   interface UpgradeOptions<TOpaque = null> {
-    origin: string | URL;
+    /** Required: without it the call fails with `ERR_INVALID_ARG_TYPE`. Typed optional because
+     * undici 6's types (those `@types/node` 20 carries) have no `origin` here. */
+    origin?: string | URL;
     path: string;
     /** Default: `'GET'`. */
     method?: string;

@@ -4,6 +4,7 @@ import net = require('node:net');
 import fs = require('node:fs');
 import hyperagent = require('../..');
 import undici = require('undici');
+import type * as UndiciTypes6 from 'undici-types';
 import events = require('node:events');
 
 const agent = new hyperagent.Agent({
@@ -205,7 +206,11 @@ void undici.fetch('http://127.0.0.1/', { dispatcher });
 undici.setGlobalDispatcher(dispatcher);
 const retrying: undici.Dispatcher = dispatcher.compose(undici.interceptors.retry());
 void dispatcher.request({ origin: 'http://127.0.0.1', path: '/', method: 'GET', signal: new events.EventEmitter() });
-void [asUndici, retrying];
+// And one of the older undici's, whose types @types/node 20 carries (undici-types 6).
+const asUndici6: UndiciTypes6.Dispatcher = dispatcher;
+const composed6: UndiciTypes6.Dispatcher = dispatcher.compose((dispatch) => dispatch);
+dispatcher.once('connect', (origin, targets) => void [origin.host, targets[0].http]);
+void [asUndici, retrying, asUndici6, composed6];
 const closing: Promise<void> = dispatcher.close();
 const agentClosing: Promise<void> = agent.close();
 agent.close((err) => { void err; });
