@@ -29,6 +29,12 @@ function rowIds(entry) {
   return entry.workload.rows.filter((id) => entry.runs.some((run) => run[id]));
 }
 
+// The rows of clients, without the ceiling rows (references, see rows.js): what the summary and
+// the chart compare.
+function clientIds(entry) {
+  return rowIds(entry).filter((id) => !byId.get(id)?.ceiling);
+}
+
 // One figure of a row over the runs of a workload (runs that failed to report left out).
 function values(entry, rowId, field) {
   return entry.runs.map((run) => run[rowId]).filter((r) => r && !r.error).map((r) => r[field]);
@@ -194,7 +200,7 @@ function streamMemoryTable(entry) {
 const CHARTED = new Set(['throughput', 'akb', 'https', 'h2']);
 
 function summaryTable(entries, baseline) {
-  const ids = [...new Set(entries.flatMap(rowIds))];
+  const ids = [...new Set(entries.flatMap(clientIds))];
   const head = ['client', ...entries.map((e) => shortTitle(e.workload))];
   const rows = ids.map((id) => [
     name(id),
@@ -395,6 +401,15 @@ function targetsSection(byWorkload, baseline) {
   rows.push(ratioTarget(hello, '`fetch` with the `Dispatcher`, HTTP hello ≥ 1.3× fetch\'s default', 'fetch-hyperagent', 'fetch', 1.3));
   rows.push(ratioTarget(httpsHello, '`fetch` with the `Dispatcher`, HTTPS hello ≥ 2× fetch with undici\'s `Agent`',
     'fetch-https-hyperagent', 'fetch-https', 2));
+  // How far any dispatcher could take each fetch target: fetch answered with no I/O at all.
+  const ceiling = (entry, text, row, base) => {
+    const r = entry ? median(ratios(entry, row, base)) : null;
+    return [text, x(r), r === null ? 'not measured' : 'the most any dispatcher could reach'];
+  };
+  rows.push(ceiling(hello, 'ceiling of the fetch HTTP target: fetch answered with no I/O, × fetch\'s default',
+    'fetch-ceiling', 'fetch'));
+  rows.push(ceiling(httpsHello, 'ceiling of the fetch HTTPS target: fetch answered with no I/O, × fetch with undici\'s `Agent`',
+    'fetch-https-ceiling', 'fetch-https'));
   rows.push(ratioTarget(hello, 'undici `request()` with the `Dispatcher`, HTTP hello ≥ 1.3× with undici\'s `Agent`',
     'undici-request-hyperagent', 'undici-request', 1.3));
   const h2Hello = byWorkload['h2-hello'];
@@ -560,7 +575,7 @@ function renderSvg(data) {
     title: e.workload.title,
     base: baseOf(e, baseline),
     baseRps: median(values(e, baseOf(e, baseline), 'rps')),
-    bars: rowIds(e).map((id) => ({ id, s: spread(ratios(e, id, baseOf(e, baseline))) })).filter((b) => b.s),
+    bars: clientIds(e).map((id) => ({ id, s: spread(ratios(e, id, baseOf(e, baseline))) })).filter((b) => b.s),
   }));
   const maxRatio = Math.max(1.5, ...groups.flatMap((g) => g.bars.map((b) => b.s.max)));
   const scaleMax = Math.ceil(maxRatio * 4) / 4;

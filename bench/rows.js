@@ -232,6 +232,42 @@ function fetchHyperagent(ctx) {
   return { ...fetchRow(ctx, dispatcher, () => dispatcher.close()), socketsCreated: createdOf(agent) };
 }
 
+// The ceiling of any dispatcher under fetch: Node's built-in fetch given a dispatcher that does
+// no I/O at all and answers every request at the next turn of the event loop, from JavaScript,
+// with the bench server's response to it (`GET /hello` only). What it costs is fetch's own cost
+// per request; no dispatcher, ours included, can make fetch faster than this row. It is the
+// reference for the fetch targets, not a client: it is in the hello workloads alone, and in no
+// summary or chart.
+function fetchCeiling(ctx) {
+  const body = Buffer.from('Hello World!');
+  const rawHeaders = [Buffer.from('content-type'), Buffer.from('text/plain'),
+    Buffer.from('content-length'), Buffer.from(String(body.length))];
+  const dispatcher = {
+    dispatch(opts, handler) {
+      if (opts.path !== '/hello') throw new Error(`the ceiling row answers GET /hello only, not ${opts.path}`);
+      setImmediate(() => {
+        if (typeof handler.onRequestStart === 'function') {
+          // The newer handler API, where fetch's handler has it.
+          const controller = { paused: false, aborted: false, reason: null, pause() {}, resume() {}, abort() {} };
+          handler.onRequestStart(controller, {});
+          handler.onResponseStart(controller, 200, { 'content-type': 'text/plain', 'content-length': String(body.length) }, 'OK');
+          handler.onResponseData(controller, body);
+          handler.onResponseEnd(controller, {});
+          return;
+        }
+        handler.onConnect(() => {});
+        handler.onHeaders(200, rawHeaders, () => {}, 'OK');
+        handler.onData(body);
+        handler.onComplete([]);
+      });
+      return true;
+    },
+    close: async () => {},
+    destroy: async () => {},
+  };
+  return fetchRow(ctx, dispatcher, async () => {});
+}
+
 // ---- HTTP/2 ------------------------------------------------------------------------------------
 
 // Throws unless `text`, the body of GET /version through the row's client, says HTTP/2.
@@ -343,6 +379,7 @@ const rows = [
     setup: (ctx) => fetchRow(ctx, undefined, async () => {}),
   },
   { id: 'fetch-hyperagent', label: 'fetch + hyperagent Dispatcher', protocol: 'http', setup: fetchHyperagent },
+  { id: 'fetch-ceiling', label: 'fetch, answered with no I/O (ceiling)', protocol: 'http', ceiling: true, setup: fetchCeiling },
   {
     id: 'undici-request-hyperagent',
     label: 'undici request() + hyperagent Dispatcher',
@@ -388,6 +425,13 @@ const rows = [
     },
   },
   { id: 'fetch-https-hyperagent', label: 'fetch + hyperagent Dispatcher (TLS)', protocol: 'https', setup: fetchHyperagent },
+  {
+    id: 'fetch-https-ceiling',
+    label: 'fetch, answered with no I/O (ceiling, https: URL)',
+    protocol: 'https',
+    ceiling: true,
+    setup: fetchCeiling,
+  },
 
   // HTTP/2 over TLS (ALPN), every client on its defaults but for the CA: one connection per
   // origin, as many streams on it as the server allows (1,000).
