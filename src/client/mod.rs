@@ -7,6 +7,7 @@
 //! stops reading the socket. Request bodies stream from a bounded channel ([`channel_body`]); a full channel
 //! tells the writer to wait for [`Event::BodyDrain`].
 
+pub mod attempt;
 mod body;
 mod errors;
 mod exchange;

@@ -267,11 +267,7 @@ pub fn body_write(id: u32, chunk: BufferSlice) -> u32 {
     let Some(req) = request_state(id) else {
         return 2;
     };
-    let writer = req.writer.borrow();
-    match writer
-        .as_ref()
-        .map(|w| w.write(request::body_chunk(&chunk)))
-    {
+    match request::body_write(&req, &chunk) {
         Some(crate::client::WriteResult::Ready) => 0,
         Some(crate::client::WriteResult::Full) => 1,
         _ => 2,
@@ -287,9 +283,7 @@ pub fn body_end(id: u32, trailers: Option<String>) -> Result<()> {
             let map = client::plan::header_map(lines.as_bytes()).map_err(invalid)?;
             request::set_trailers(&req, map);
         }
-        if let Some(w) = req.writer.borrow_mut().as_mut() {
-            w.end();
-        }
+        request::body_end(&req);
     }
     Ok(())
 }
@@ -297,8 +291,6 @@ pub fn body_end(id: u32, trailers: Option<String>) -> Result<()> {
 #[napi(catch_unwind)]
 pub fn body_fail(id: u32, message: String) {
     if let Some(req) = request_state(id) {
-        if let Some(w) = req.writer.borrow_mut().as_mut() {
-            w.fail(message);
-        }
+        request::body_fail(&req, message);
     }
 }

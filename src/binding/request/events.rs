@@ -7,25 +7,19 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{drain_to, header_string, keep_alive_hint, ReqState};
+use super::{drain_to, header_string, ReqState};
 use crate::binding::conn::State;
 use crate::binding::env::EnvCtx;
 use crate::binding::js::{self};
 use crate::binding::protocol::{kind, verdict};
-use crate::client::plan::Replay;
-use crate::client::{self, Event, Spec};
+use crate::client::attempt::{Deadline, Retry};
+use crate::client::{self, Event};
 use crate::error::Error;
 
 /// Starts the headers deadline of `req`, whose exchange just started, when this thread
 /// keeps its timeout.
 pub fn arm_headers_deadline(ctx: &EnvCtx, req: &ReqState) {
-    // A deadline past what an Instant holds never comes.
-    if let Some(deadline) = req
-        .headers_timeout
-        .get()
-        .and_then(|t| Instant::now().checked_add(t))
-    {
-        req.headers_deadline.set(Some(deadline));
+    if req.attempt.borrow_mut().arm(Instant::now()) {
         ctx.schedule_sweep();
     }
 }
@@ -37,18 +31,15 @@ pub fn sweep_headers_deadlines(ctx: &EnvCtx) {
     // Deadlines armed meanwhile (by code the failures run) schedule a sweep themselves.
     let mut running = false;
     for req in super::all() {
-        let Some(deadline) = req.headers_deadline.get() else {
-            continue;
+        let deadline = req.attempt.borrow_mut().sweep(now);
+        let t = match deadline {
+            Deadline::Unwatched => continue,
+            Deadline::Running => {
+                running = true;
+                continue;
+            }
+            Deadline::Passed(t) => t,
         };
-        if req.headed.get() || req.retrying.borrow().is_some() {
-            continue;
-        }
-        if deadline > now {
-            running = true;
-            continue;
-        }
-        req.headers_deadline.set(None);
-        let t = req.headers_timeout.get().unwrap_or_default();
         crate::binding::debug::debug!("request {}: no response head within {t:?}", req.id);
         // Stopped where it is, as an abort stops it: its connection closes.
         if let Some(exchange) = req.abort.borrow_mut().take() {
@@ -62,23 +53,6 @@ pub fn sweep_headers_deadlines(ctx: &EnvCtx) {
     }
 }
 
-/// What the replay of `req` sends (taken: a request goes again once), and whether its body's
-/// writer waits for a drain; None when the replay is no longer possible. A streamed body's
-/// new writer takes the old one's place.
-pub(super) fn replay_spec(ctx: &EnvCtx, req: &ReqState) -> Option<(Spec, bool)> {
-    let replay = req.replay.borrow_mut().take()?;
-    let id = Arc::new(std::sync::atomic::AtomicU32::new(req.id));
-    let resend = replay.resend(drain_to(&ctx.inbox, id))?;
-    let drain = match resend.writer {
-        Some(writer) => {
-            let old = req.writer.borrow_mut().replace(writer);
-            old.is_some_and(|w| w.is_waiting()) && !resend.ended
-        }
-        None => false,
-    };
-    Some((resend.spec, drain))
-}
-
 /// An event of request `req`'s exchange, on the JavaScript thread.
 pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
     let Some(req) = super::by_id(req_id) else {
@@ -89,12 +63,7 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
     let env = ctx.env;
     match event {
         Event::Info { status, headers } => {
-            // The server has the request: no replay will send it again (the exchange
-            // fails as answered if the connection dies now), so a streamed body's
-            // recording stops.
-            if let Some(replay) = req.replay.borrow_mut().take() {
-                replay.drop_recording();
-            }
+            req.attempt.borrow_mut().informed();
             req.emit(
                 kind::INFO,
                 &[js::number(env, status as f64), header_string(env, &headers)],
@@ -108,11 +77,7 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
             end,
             done,
         } => {
-            req.headed.set(true);
-            if let Some(replay) = req.replay.borrow_mut().take() {
-                replay.drop_recording();
-            }
-            req.hint.set(keep_alive_hint(&headers));
+            req.attempt.borrow_mut().headed(&headers);
             let body = if chunks.is_empty() {
                 js::null(env)
             } else {
@@ -164,19 +129,11 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
         }
         Event::Unsent(err) => {
             count_failure(&req, &err);
-            // The keep-alive race: a reused connection died before answering. An
-            // idempotent request is sent once more, on a fresh connection (RFC 9110
-            // §9.2.2); anything else fails, saying whether it went out.
-            let possible = req
-                .replay
-                .borrow()
-                .as_ref()
-                .is_some_and(|r| r.idempotent && r.possible());
-            if crate::replay::replays_after_race(req.reused.get(), possible) {
-                *req.retrying.borrow_mut() = Some(err);
-            } else {
-                let desc = js::error_descriptor(env, &err);
-                req.emit(kind::ERROR, &[desc]);
+            // The keep-alive race: a reused connection died before answering (see
+            // `Attempt::unsent`). Its error waits while the request goes again.
+            let failed = req.attempt.borrow_mut().unsent(err);
+            if let Some(err) = failed {
+                req.emit(kind::ERROR, &[js::error_descriptor(env, &err)]);
             }
         }
         Event::Refused(err) => {
@@ -185,12 +142,9 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
             if super::streams::on_session(&req) {
                 super::streams::session_draining(&req.pool, req.key, req.conn.get());
             }
-            let possible = req.replay.borrow().as_ref().is_some_and(Replay::possible);
-            if crate::replay::replays_after_refusal(possible) {
-                *req.retrying.borrow_mut() = Some(err);
-            } else {
-                let desc = js::error_descriptor(env, &err);
-                req.emit(kind::ERROR, &[desc]);
+            let failed = req.attempt.borrow_mut().refused(err);
+            if let Some(err) = failed {
+                req.emit(kind::ERROR, &[js::error_descriptor(env, &err)]);
             }
         }
         Event::BodyDrain => {
@@ -199,15 +153,15 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
         Event::Answered => {
             req.emit(kind::ANSWERED, &[]);
         }
-        Event::Done(sender) if req.retrying.borrow().is_some() => {
-            let err = req.retrying.borrow_mut().take();
-            match replay_spec(ctx, &req) {
-                Some((spec, drain)) => {
+        Event::Done(sender) if req.attempt.borrow().retrying() => {
+            let id = Arc::new(std::sync::atomic::AtomicU32::new(req.id));
+            let retry = req.attempt.borrow_mut().retry(drain_to(&ctx.inbox, id));
+            match retry {
+                Retry::Again { drain } => {
                     crate::binding::debug::debug!("replay request {} on a new connection", req.id);
                     req.unhold();
                     let pool = req.pool();
                     pool.state.borrow_mut().pool.stats.replay_count += 1;
-                    *req.spec.borrow_mut() = Some(spec);
                     if super::streams::on_session(&req) {
                         // Its stream is over; it is routed as a new request is (the session
                         // it met takes no more).
@@ -226,9 +180,8 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
                         req.emit(kind::DRAIN, &[]);
                     }
                 }
-                // The streamed body outgrew what a replay keeps meanwhile: the request
-                // fails as it would have without one.
-                None => {
+                // The request fails as it would have without a replay.
+                Retry::Fails(err) => {
                     if let Some(err) = err {
                         req.emit(kind::ERROR, &[js::error_descriptor(env, &err)]);
                     }
@@ -264,7 +217,7 @@ pub(super) fn settle(req: &Rc<ReqState>, sender: Option<client::Sender>) -> (u32
     // The exchange is over: stopping it now would stop what its connection runs next.
     req.abort.borrow_mut().take();
     req.unhold();
-    req.writer.borrow_mut().take();
+    req.attempt.borrow_mut().over();
     // An HTTP/2 stream's end frees a stream, not the connection; one that completed counts
     // as a request, as a released connection does.
     if super::streams::on_session(req) {
@@ -288,7 +241,8 @@ pub(super) fn settle(req: &Rc<ReqState>, sender: Option<client::Sender>) -> (u32
     };
     conn.keep_sender(sender);
     let policy = pool.policy.get();
-    let idle = policy.idle_for(None, req.hint.get());
+    let hint = req.attempt.borrow().hint();
+    let idle = policy.idle_for(None, hint);
     let verdict = match policy.settle(conn.created.elapsed(), idle) {
         crate::pool::Fate::Close => pool.close(conn_id),
         // A waiting `agent.request()` takes it here (`route`).

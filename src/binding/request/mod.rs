@@ -20,9 +20,7 @@ pub use open::{
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use napi::sys;
 
 use super::env::Hold;
@@ -31,9 +29,8 @@ use super::js::{self, AsyncContext, Ref};
 use super::pool::PoolCell;
 use super::protocol::verdict;
 use super::registry::Registry;
-use crate::client::plan::Replay;
-use crate::client::{self, BodyWriter, Control, Event, HeaderLines, Sink, Spec};
-use crate::error::Error;
+use crate::client::attempt::{Attempt, Connection};
+use crate::client::{self, Control, Event, HeaderLines, Sink, Spec, WriteResult};
 use crate::pool::KeyId;
 
 /// The most values an event carries after its kind (the head's: status, reason, headers,
@@ -65,32 +62,13 @@ pub struct ReqState {
     handle: Ref,
     ctx: AsyncContext,
     ctl: Arc<Control>,
-    /// The exchange's description until it is dispatched (a queued request keeps it here).
-    spec: RefCell<Option<Spec>>,
-    pub writer: RefCell<Option<BodyWriter>>,
+    /// Its attempts: what it sends, its replay, what its exchange said so far, its body's
+    /// writer and the headers deadline this thread keeps (see `client::attempt`).
+    attempt: RefCell<Attempt>,
     /// The connection serving it, once it has one.
     conn: Cell<u32>,
     /// What stops its exchange while it runs.
     abort: RefCell<Option<Exchange>>,
-    /// The response head has arrived (errors after it are "aborted", and the connection
-    /// then cannot be reused).
-    headed: Cell<bool>,
-    /// What it takes to send the request again, when it may be (idempotent, body in memory
-    /// and within the replay limit, replay on). Taken by the one replay allowed.
-    replay: RefCell<Option<Replay>>,
-    /// The current connection was reused (a fresh connection is never replayed on: the
-    /// server may be refusing the request).
-    reused: Cell<bool>,
-    /// A replay is under way: the failed attempt's end is not the request's. Holds the
-    /// attempt's error, the request's should the replay not be possible after all.
-    retrying: RefCell<Option<Error>>,
-    /// How long the server said it keeps the connection idle (`Keep-Alive: timeout=N`, less
-    /// a second as Node takes it).
-    hint: Cell<Option<std::time::Duration>>,
-    /// A headers timeout this thread keeps (see `client::COARSE_TIMEOUT`) instead of the exchange,
-    /// and when it runs out: set when the exchange starts on its connection.
-    headers_timeout: Cell<Option<Duration>>,
-    headers_deadline: Cell<Option<Instant>>,
     /// The request holds the event loop open (its exchange or connect runs on tokio): taken
     /// and let go through [`ReqState::hold`] and [`ReqState::unhold`], each at most once a turn.
     hold: RefCell<Option<Hold>>,
@@ -187,23 +165,12 @@ impl ReqState {
         js::make_callback(env, Some(self.ctx), handle, func, &argv[..2 + args.len()])
     }
 
-    /// Takes a long headers timeout out of `spec` (see `client::COARSE_TIMEOUT`): this thread
-    /// keeps it, and its sweep (every `env::SWEEP_EVERY_MS`) fails the request once it passed.
-    fn keep_headers_timeout(&self, spec: &mut Spec) {
-        if let Some(t) = spec.take_coarse_headers_timeout() {
-            self.headers_timeout.set(Some(t));
-        }
-        self.headers_deadline.set(None);
-    }
-
     /// The request's exchange starts on connection `conn_id`, reused (an idle one, or a stream
     /// of an HTTP/2 session): what it sends, and where its events go. None if it has started
     /// already.
     fn begin_on(&self, conn_id: u32) -> Option<(Spec, Arc<dyn Sink>)> {
-        let mut spec = self.spec.borrow_mut().take()?;
-        self.keep_headers_timeout(&mut spec);
+        let spec = self.attempt.borrow_mut().start(Connection::Reused)?;
         self.conn.set(conn_id);
-        self.reused.set(true);
         self.hold();
         let sink: Arc<dyn Sink> = Arc::new(ReqSink {
             inbox: self.pool.ctx.inbox.clone(),
@@ -261,12 +228,6 @@ pub struct JsSide {
     pub context_name: sys::napi_value,
 }
 
-/// The server's `Keep-Alive: timeout=N` hint, from the response's headers.
-fn keep_alive_hint(headers: &HeaderLines) -> Option<std::time::Duration> {
-    let (_, value) = headers.pairs().find(|(k, _)| *k == b"keep-alive")?;
-    crate::pool::keep_alive_hint(value)
-}
-
 /// `bodyRead`: the response stream wants one more chunk.
 pub fn grant(req: &ReqState) {
     req.ctl.grant();
@@ -278,7 +239,7 @@ pub fn abort(req: &Rc<ReqState>) -> f64 {
     if let Some(exchange) = req.abort.borrow_mut().take() {
         exchange.stop();
     }
-    req.writer.borrow_mut().take();
+    req.attempt.borrow_mut().over();
     let on_session = streams::on_session(req);
     let conn_id = req.conn.replace(0);
     let pool = req.pool.clone();
@@ -318,7 +279,23 @@ pub fn set_trailers(req: &ReqState, trailers: http::HeaderMap) {
     }
 }
 
-/// Bytes of a streamed request body.
-pub fn body_chunk(data: &[u8]) -> Bytes {
-    crate::client::recycle::copy(data)
+/// A chunk of `req`'s streamed body (copied); None when the request has no writer any more.
+pub fn body_write(req: &ReqState, data: &[u8]) -> Option<WriteResult> {
+    let mut attempt = req.attempt.borrow_mut();
+    let writer = attempt.writer()?;
+    Some(writer.write(crate::client::recycle::copy(data)))
+}
+
+/// The source of `req`'s streamed body ended.
+pub fn body_end(req: &ReqState) {
+    if let Some(writer) = req.attempt.borrow_mut().writer() {
+        writer.end();
+    }
+}
+
+/// The source of `req`'s streamed body failed with `message`.
+pub fn body_fail(req: &ReqState, message: String) {
+    if let Some(writer) = req.attempt.borrow_mut().writer() {
+        writer.fail(message);
+    }
 }

@@ -15,6 +15,7 @@ use crate::binding::js::{self, AsyncContext, Ref};
 use crate::binding::pool::PoolCell;
 use crate::binding::protocol::{connection, kind, name, verdict};
 use crate::binding::registry::Registry;
+use crate::client::attempt::{Attempt, Connection};
 use crate::client::open::{Facts, Open, Progress};
 use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};
@@ -52,17 +53,9 @@ pub fn start(
         handle: unsafe { Ref::new(env, js_side.handle, 1) },
         ctx: unsafe { AsyncContext::named_by(env, js_side.handle, js_side.context_name) },
         ctl,
-        spec: RefCell::new(Some(spec)),
-        writer: RefCell::new(writer),
+        attempt: RefCell::new(Attempt::new(spec, replay, writer)),
         conn: Cell::new(0),
         abort: RefCell::new(None),
-        headed: Cell::new(false),
-        replay: RefCell::new(replay),
-        reused: Cell::new(false),
-        retrying: RefCell::new(None),
-        hint: Cell::new(None),
-        headers_timeout: Cell::new(None),
-        headers_deadline: Cell::new(None),
         hold: RefCell::new(None),
         finished: Cell::new(false),
         waiter: Cell::new(None),
@@ -201,17 +194,13 @@ pub fn dispatch(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
 /// Opens a new promise-path connection for `req` (its slot is already counted) and runs
 /// the exchange on it in the same task.
 pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
-    let Some(mut spec) = req.spec.borrow_mut().take() else {
+    // The headers timeout starts with the exchange, once connected (`hyper_connected`).
+    let on = Connection::New {
+        may_refuse: pool.http2.get(),
+    };
+    let Some(spec) = req.attempt.borrow_mut().start(on) else {
         return;
     };
-    // The headers timeout starts with the exchange, once connected (`hyper_connected`).
-    req.keep_headers_timeout(&mut spec);
-    // A request on a fresh connection is never sent again: a streamed body need not be
-    // kept for it (a replay's own body keeps nothing either).
-    // (Except where it may speak HTTP/2, whose server may refuse the stream.)
-    if let Some(replay) = req.replay.borrow().as_ref().filter(|_| !pool.http2.get()) {
-        replay.drop_recording();
-    }
     let conn: Rc<Conn> = pool.new_conn(req.key);
     crate::binding::debug::debug!("request {}: create connection {}", req.id, conn.id);
     conn.mode.set(Mode::Promise);
@@ -222,7 +211,6 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
         pool.sessions.borrow_mut().connecting(req.key);
     }
     req.conn.set(conn.id);
-    req.reused.set(false);
     req.hold();
     let Some((target, servername)) = pool.target(req.key) else {
         let sink = ReqSink {
