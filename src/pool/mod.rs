@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub mod conn;
 mod expiry;
 mod keys;
 pub mod multiplex;

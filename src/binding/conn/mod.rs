@@ -50,22 +50,14 @@ use super::js;
 use super::protocol::write;
 use crate::client;
 use crate::error::{uv_errno, Error};
+use crate::pool::conn::Carrier;
 use crate::pool::KeyId;
 use crate::replay::ReplayBuf;
 use crate::transport::pump::{self, Event, Remote};
 use crate::transport::tls::{TlsConfig, TlsInfo};
 use crate::transport::{Peer, Target};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    Connecting,
-    Active,
-    Idle,
-    /// Its connection died before answering a replayable request: a new one is being opened
-    /// under the same socket (see `crate::replay`).
-    Replaying,
-    Closed,
-}
+pub use crate::pool::conn::{Mode, State};
 
 pub struct Conn {
     pub id: u32,
@@ -164,20 +156,6 @@ pub struct Stamp {
     pub number: f64,
     pub finished: u32,
     pub idle_ms: f64,
-}
-
-/// The request path a connection belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// `http.request` through the agent: Node's HTTP code over a NativeSocket.
-    DropIn,
-    /// `agent.request()`: hyper on tokio.
-    Promise,
-    /// `http.request` over a stream a hook of the program's made (`createConnection`, or a
-    /// `createSocket()` that passes on a stream of its own): the bytes never reach Rust. The
-    /// pool counts it and keeps it idle as any other; JavaScript watches the stream and
-    /// reports its close (see lib/foreign.js), so it is never peeked nor replayed here.
-    Foreign,
 }
 
 /// What a connection asks of the pool that counts it. The pool sits above the connection
@@ -349,65 +327,53 @@ impl Conn {
         Some((sender, stopper))
     }
 
+    /// The connection as the pool's rules see it (see `crate::pool::conn`).
+    fn facts(&self) -> crate::pool::conn::Conn {
+        let carrier = match &*self.io.borrow() {
+            Io::None => Carrier::None,
+            #[cfg(unix)]
+            Io::Plain(plain) => Carrier::Stream {
+                clean: !plain.shutdown_after_flush && plain.outbox.is_empty(),
+            },
+            Io::Pumped { remote, .. } => Carrier::Stream {
+                clean: remote.is_clean(),
+            },
+            Io::Session { .. } => Carrier::Session,
+            Io::Hyper { sender, .. } => Carrier::Hyper {
+                idle_open: sender.as_ref().is_some_and(|s| !s.is_closed()),
+            },
+        };
+        crate::pool::conn::Conn {
+            mode: self.mode.get(),
+            state: self.state.get(),
+            eof: self.eof.get(),
+            carrier,
+        }
+    }
+
+    /// Whether its byte stream is open: what the pump has seen of a pumped connection (it
+    /// reads an idle one all along, so it knows of a close at once), a peek at a plain socket.
+    fn stream_open(&self) -> bool {
+        match self.pumped() {
+            Some(remote) => !remote.is_dead(),
+            None => self.plain_alive(),
+        }
+    }
+
     /// True when the connection may go back to the pool: nothing half-written, nothing
     /// half-closed.
     pub fn reusable(&self) -> bool {
-        match self.mode.get() {
-            Mode::Promise => return self.state.get() == State::Active && self.check_alive(),
-            // JavaScript checked its stream before releasing it.
-            Mode::Foreign => return self.state.get() == State::Active,
-            Mode::DropIn => {}
-        }
-        if self.state.get() != State::Active || self.eof.get() {
-            return false;
-        }
-        match &*self.io.borrow() {
-            Io::Pumped { remote, .. } => remote.is_clean(),
-            #[cfg(unix)]
-            Io::Plain(plain) => !plain.shutdown_after_flush && plain.outbox.is_empty(),
-            Io::None | Io::Hyper { .. } | Io::Session { .. } => false,
-        }
+        self.facts().reusable(|| self.stream_open())
+    }
+
+    /// The request path it serves, as the pool knows it (a hook's stream serves `http.request`).
+    pub fn path(&self) -> crate::pool::Path {
+        self.mode.get().path()
     }
 
     /// What a checkout for `mode` makes of this idle connection.
-    /// The request path it serves, as the pool knows it (a hook's stream serves `http.request`).
-    pub fn path(&self) -> crate::pool::Path {
-        match self.mode.get() {
-            Mode::Promise => crate::pool::Path::Promise,
-            Mode::DropIn | Mode::Foreign => crate::pool::Path::DropIn,
-        }
-    }
-
     pub fn fit(&self, mode: Mode) -> crate::pool::Fit {
-        // A hooked connection serves `http.request`, as the drop-in path's do.
-        let serves =
-            self.mode.get() == mode || (self.mode.get() == Mode::Foreign && mode == Mode::DropIn);
-        if !serves {
-            crate::pool::Fit::Other
-        } else if self.check_alive() {
-            crate::pool::Fit::Take
-        } else {
-            crate::pool::Fit::Dead
-        }
-    }
-
-    /// Whether an idle connection can carry a request right now.
-    pub fn check_alive(&self) -> bool {
-        match self.mode.get() {
-            Mode::Promise => {
-                return matches!(&*self.io.borrow(), Io::Hyper { sender: Some(s), .. } if !s.is_closed())
-            }
-            // Its stream's close is reported by JavaScript the moment it happens (the pool
-            // forgets it then): while the pool lists it, it is open.
-            Mode::Foreign => return true,
-            Mode::DropIn => {}
-        }
-        if let Some(remote) = self.pumped() {
-            // The pump reads an idle TLS connection all along (on Windows, a plain one too):
-            // it knows of a close at once.
-            return !remote.is_dead();
-        }
-        self.plain_alive()
+        self.facts().fit(mode, || self.stream_open())
     }
 
     pub fn set_reading(&self, on: bool) {

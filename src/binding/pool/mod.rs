@@ -374,15 +374,12 @@ impl PoolCell {
         if conn.detached.get() {
             return verdict::NONE;
         }
-        let grant = {
-            let mut st = self.state.borrow_mut();
-            match was {
-                // Its connect's hold, if any, went with `close`.
-                State::Connecting | State::Replaying | State::Active => st.pool.closed(conn.key),
-                State::Idle => st.pool.evict(conn.key, |&c| c == id).and_then(|(_, g)| g),
-                State::Closed => None,
-            }
-        };
+        // Its connect's hold, if any, went with `close`.
+        let grant = self
+            .state
+            .borrow_mut()
+            .pool
+            .close_conn(conn.key, was, |&c| c == id);
         self.give(grant, verdict::NONE)
     }
 
