@@ -31,7 +31,6 @@ mod slab;
 mod uv;
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -178,10 +177,4 @@ pub fn held_operations() -> Vec<f64> {
         let (held, extra) = ctx.held();
         vec![held as f64, extra as f64]
     })
-}
-
-/// A duration in milliseconds from JavaScript: none unless positive and finite.
-fn millis(ms: Option<f64>) -> Option<Duration> {
-    ms.filter(|ms| *ms > 0.0 && ms.is_finite())
-        .map(|ms| Duration::from_micros((ms * 1000.0) as u64))
 }

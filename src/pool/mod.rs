@@ -24,6 +24,7 @@ mod expiry;
 mod keys;
 pub mod multiplex;
 mod release;
+pub mod settings;
 mod stats;
 
 use expiry::{Expiry, Handle};

@@ -11,9 +11,9 @@ use napi_derive::napi;
 use super::target::{connect_target, ConnectTarget};
 use super::tls::{tls_options, ErrorInfo, TlsOptionsJs};
 use crate::binding::pool::PoolCell;
-use crate::binding::{conn, ctx, millis, pool, protocol, request};
+use crate::binding::{conn, ctx, pool, protocol, request};
 use crate::guard;
-use crate::pool::{KeyId, Limits, Scheduling};
+use crate::pool::{settings, KeyId, Limits};
 use crate::transport::ConnectOptions;
 
 #[napi(object)]
@@ -45,17 +45,12 @@ pub struct PoolOptions {
 
 /// When a promise-path connection goes back to the pool, and for how long.
 fn release_policy(opts: &PoolOptions) -> pool::ReleasePolicy {
-    pool::ReleasePolicy {
-        keep_alive: opts.keep_alive.unwrap_or(true),
-        idle: millis(opts.idle_ms),
-        ttl: millis(opts.active_ttl_ms),
-        hint_buffer: opts
-            .hint_buffer_ms
-            .filter(|ms| *ms >= 0.0 && ms.is_finite())
-            .map_or(Duration::from_secs(1), |ms| {
-                Duration::from_micros((ms * 1000.0) as u64)
-            }),
-    }
+    pool::ReleasePolicy::of_options(
+        opts.keep_alive,
+        opts.idle_ms,
+        opts.active_ttl_ms,
+        opts.hint_buffer_ms,
+    )
 }
 
 #[napi(object)]
@@ -97,23 +92,12 @@ pub struct KeyCounts {
 }
 
 fn limits(opts: &PoolOptions) -> Limits {
-    let count = |n: f64| {
-        if n.is_finite() && n >= 0.0 {
-            n as usize
-        } else {
-            usize::MAX
-        }
-    };
-    Limits {
-        max_sockets: count(opts.max_sockets),
-        max_free_sockets: count(opts.max_free_sockets),
-        max_total_sockets: count(opts.max_total_sockets),
-        scheduling: if opts.lifo {
-            Scheduling::Lifo
-        } else {
-            Scheduling::Fifo
-        },
-    }
+    Limits::of_counts(
+        opts.max_sockets,
+        opts.max_free_sockets,
+        opts.max_total_sockets,
+        opts.lifo,
+    )
 }
 
 /// One agent's connection pool. The object anchors the pool's lifetime (collected with its
@@ -163,13 +147,11 @@ impl NativePool {
             request::serve_waiting,
         );
         cell.policy.set(release_policy(&options));
-        cell.connect_timeout.set(millis(options.connect_timeout_ms));
+        cell.connect_timeout
+            .set(settings::duration_ms(options.connect_timeout_ms));
         cell.http2.set(options.http2.unwrap_or(false));
-        cell.replay_limit.set(
-            options
-                .replay_limit
-                .map_or(64 * 1024, |n| n.max(0.0) as usize),
-        );
+        cell.replay_limit
+            .set(settings::replay_limit(options.replay_limit));
         Ok(NativePool { cell })
     }
 
@@ -294,7 +276,7 @@ impl NativePool {
         self.cell.policy.set(release_policy(&options));
         self.cell
             .connect_timeout
-            .set(millis(options.connect_timeout_ms));
+            .set(settings::duration_ms(options.connect_timeout_ms));
         self.cell.set_limits(limits(&options))
     }
 

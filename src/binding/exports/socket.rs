@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use crate::binding::pool::PoolCell;
-use crate::binding::{conn, js, millis, protocol, undefined};
+use crate::binding::{conn, js, protocol, undefined};
 use crate::error::uv_errno;
 use crate::guard;
 use crate::transport::Peer;
@@ -144,7 +144,7 @@ pub fn ttl_left(id: u32, ttl_ms: f64) -> f64 {
         return f64::INFINITY;
     };
     let policy = crate::pool::ReleasePolicy {
-        ttl: millis(Some(ttl_ms)),
+        ttl: crate::pool::settings::duration_ms(Some(ttl_ms)),
         ..crate::pool::ReleasePolicy::default()
     };
     match policy.settle(conn.created.elapsed(), Some(Duration::MAX)) {

@@ -116,7 +116,7 @@ impl PoolCell {
             targets: RefCell::new(HashMap::new()),
             js_lookups: RefCell::new(std::collections::HashSet::new()),
             max_header_size: std::cell::Cell::new(16 * 1024),
-            replay_limit: std::cell::Cell::new(64 * 1024),
+            replay_limit: std::cell::Cell::new(crate::pool::settings::REPLAY_LIMIT),
             policy: std::cell::Cell::new(ReleasePolicy::default()),
             connect_timeout: std::cell::Cell::new(None),
             keylog: Arc::new(AtomicBool::new(false)),
