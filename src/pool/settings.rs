@@ -79,6 +79,59 @@ pub fn replay_limit(bytes: Option<f64>) -> usize {
     bytes.map_or(REPLAY_LIMIT, |n| n.max(0.0) as usize)
 }
 
+/// How long a connection may idle, in milliseconds as JavaScript gives it at a release: none
+/// (it may only serve a waiter) when negative, no limit (`Duration::MAX`) when infinite.
+pub fn idle_ms(ms: f64) -> Option<Duration> {
+    if ms < 0.0 || ms.is_nan() {
+        None
+    } else if ms.is_infinite() {
+        Some(Duration::MAX)
+    } else {
+        Some(Duration::from_micros((ms * 1000.0) as u64))
+    }
+}
+
+/// A duration for JavaScript, in milliseconds: `Duration::MAX` (no limit) is infinite.
+pub fn as_ms(d: Duration) -> f64 {
+    if d == Duration::MAX {
+        f64::INFINITY
+    } else {
+        d.as_secs_f64() * 1000.0
+    }
+}
+
+/// How long a drop-in connection its request freed may idle, by the agent's rule (see
+/// [`ReleasePolicy::idle_for`]): `own_ms` the socket's free timeout or the agent's (infinite:
+/// no limit; not positive: not kept), `hint` the response's `Keep-Alive` header, `buffer_ms`
+/// the agent's `agentKeepAliveTimeoutBuffer`. None: not kept.
+pub fn drop_in_idle(own_ms: f64, hint: Option<&[u8]>, buffer_ms: f64) -> Option<Duration> {
+    if own_ms.is_nan() || own_ms <= 0.0 {
+        return None;
+    }
+    let own = idle_ms(own_ms)?;
+    let policy = ReleasePolicy {
+        keep_alive: true,
+        idle: None,
+        ttl: None,
+        hint_buffer: Duration::from_micros((buffer_ms.max(0.0) * 1000.0) as u64),
+    };
+    policy.idle_for(Some(own), hint.and_then(super::keep_alive_hint))
+}
+
+/// What is left of `socketActiveTTL` (`ttl_ms`) for a connection of `age`, by the agent's rule
+/// (see [`ReleasePolicy::settle`]): zero once reached, None without a TTL.
+pub fn ttl_left(ttl_ms: f64, age: Duration) -> Option<Duration> {
+    let policy = ReleasePolicy {
+        ttl: Some(duration_ms(Some(ttl_ms))?),
+        ..ReleasePolicy::default()
+    };
+    match policy.settle(age, Some(Duration::MAX)) {
+        super::Fate::Close => Some(Duration::ZERO),
+        super::Fate::Release(Some(left)) if left != Duration::MAX => Some(left),
+        super::Fate::Release(_) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,5 +189,60 @@ mod tests {
         assert_eq!(replay_limit(Some(0.0)), 0);
         assert_eq!(replay_limit(Some(-5.0)), 0);
         assert_eq!(replay_limit(Some(1024.0)), 1024);
+    }
+
+    #[test]
+    fn a_released_connections_idle_time_is_none_when_negative_and_unlimited_when_infinite() {
+        assert_eq!(idle_ms(-1.0), None);
+        assert_eq!(idle_ms(f64::NAN), None);
+        assert_eq!(idle_ms(0.0), Some(Duration::ZERO));
+        assert_eq!(idle_ms(f64::INFINITY), Some(Duration::MAX));
+        assert_eq!(idle_ms(2.5), Some(Duration::from_micros(2500)));
+        assert_eq!(as_ms(Duration::MAX), f64::INFINITY);
+        assert_eq!(as_ms(Duration::from_micros(2500)), 2.5);
+    }
+
+    #[test]
+    fn a_drop_in_connection_idles_for_its_own_limit_or_the_servers_hint_less_the_buffer() {
+        assert_eq!(drop_in_idle(0.0, None, 1000.0), None);
+        assert_eq!(drop_in_idle(-5.0, None, 1000.0), None);
+        assert_eq!(drop_in_idle(f64::NAN, None, 1000.0), None);
+        assert_eq!(
+            drop_in_idle(f64::INFINITY, None, 1000.0),
+            Some(Duration::MAX)
+        );
+        assert_eq!(
+            drop_in_idle(4000.0, None, 1000.0),
+            Some(Duration::from_secs(4))
+        );
+        // The server keeps it 5 s: it idles 4 s (the buffer before the server's close).
+        let hint = Some(&b"timeout=5"[..]);
+        assert_eq!(
+            drop_in_idle(f64::INFINITY, hint, 1000.0),
+            Some(Duration::from_secs(4))
+        );
+        assert_eq!(
+            drop_in_idle(f64::INFINITY, hint, -1.0),
+            Some(Duration::from_secs(5))
+        );
+        // Its own shorter limit wins.
+        assert_eq!(
+            drop_in_idle(2000.0, hint, 1000.0),
+            Some(Duration::from_secs(2))
+        );
+    }
+
+    #[test]
+    fn what_is_left_of_a_ttl_is_none_without_one_and_zero_once_reached() {
+        assert_eq!(ttl_left(0.0, Duration::from_secs(1)), None);
+        assert_eq!(ttl_left(f64::INFINITY, Duration::from_secs(1)), None);
+        assert_eq!(
+            ttl_left(5000.0, Duration::from_secs(1)),
+            Some(Duration::from_secs(4))
+        );
+        assert_eq!(
+            ttl_left(1000.0, Duration::from_secs(2)),
+            Some(Duration::ZERO)
+        );
     }
 }

@@ -2,7 +2,6 @@
 //! bytes in and out, release to the pool, socket options and what the socket shows.
 
 use std::net::IpAddr;
-use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -11,6 +10,7 @@ use crate::binding::pool::PoolCell;
 use crate::binding::{conn, js, protocol, undefined};
 use crate::error::uv_errno;
 use crate::guard;
+use crate::pool::settings;
 use crate::transport::Peer;
 
 /// See [`conn_stamp`].
@@ -114,25 +114,8 @@ pub fn shutdown(id: u32) -> i32 {
 /// `buffer_ms` the agent's `agentKeepAliveTimeoutBuffer`. 0: not kept.
 #[napi(catch_unwind)]
 pub fn idle_for(own_ms: f64, hint: Option<String>, buffer_ms: f64) -> f64 {
-    let own = if own_ms.is_infinite() && own_ms > 0.0 {
-        Duration::MAX
-    } else if own_ms > 0.0 {
-        Duration::from_micros((own_ms * 1000.0) as u64)
-    } else {
-        return 0.0;
-    };
-    let policy = crate::pool::ReleasePolicy {
-        keep_alive: true,
-        idle: None,
-        ttl: None,
-        hint_buffer: Duration::from_micros((buffer_ms.max(0.0) * 1000.0) as u64),
-    };
-    let hint = hint.and_then(|h| crate::pool::keep_alive_hint(h.as_bytes()));
-    match policy.idle_for(Some(own), hint) {
-        Some(Duration::MAX) => f64::INFINITY,
-        Some(idle) => idle.as_secs_f64() * 1000.0,
-        None => 0.0,
-    }
+    let hint = hint.as_deref().map(str::as_bytes);
+    settings::drop_in_idle(own_ms, hint, buffer_ms).map_or(0.0, settings::as_ms)
 }
 
 /// What is left of `socketActiveTTL` (`ttl_ms`, as JavaScript reads it now) for connection
@@ -140,20 +123,9 @@ pub fn idle_for(own_ms: f64, hint: Option<String>, buffer_ms: f64) -> f64 {
 /// a TTL (or a connection).
 #[napi(catch_unwind)]
 pub fn ttl_left(id: u32, ttl_ms: f64) -> f64 {
-    let Some(conn) = conn(id) else {
-        return f64::INFINITY;
-    };
-    let policy = crate::pool::ReleasePolicy {
-        ttl: crate::pool::settings::duration_ms(Some(ttl_ms)),
-        ..crate::pool::ReleasePolicy::default()
-    };
-    match policy.settle(conn.created.elapsed(), Some(Duration::MAX)) {
-        crate::pool::Fate::Close => 0.0,
-        crate::pool::Fate::Release(Some(left)) if left != Duration::MAX => {
-            left.as_secs_f64() * 1000.0
-        }
-        crate::pool::Fate::Release(_) => f64::INFINITY,
-    }
+    conn(id)
+        .and_then(|conn| settings::ttl_left(ttl_ms, conn.created.elapsed()))
+        .map_or(f64::INFINITY, settings::as_ms)
 }
 
 /// The request on connection `id` finished. `idle_ms`: how long it may idle (negative: it may
@@ -164,14 +136,7 @@ pub fn release(id: u32, idle_ms: f64) -> f64 {
     let Some(cell) = conn(id).and_then(|c| PoolCell::of(&c)) else {
         return protocol::verdict::NONE;
     };
-    let idle = if idle_ms < 0.0 || idle_ms.is_nan() {
-        None
-    } else if idle_ms.is_infinite() {
-        Some(Duration::MAX)
-    } else {
-        Some(Duration::from_micros((idle_ms * 1000.0) as u64))
-    };
-    cell.release(id, idle)
+    cell.release(id, settings::idle_ms(idle_ms))
 }
 
 /// The socket object of idle connection `id` if a program still holds one, else `undefined`.
