@@ -190,6 +190,37 @@ impl Expiry {
     }
 }
 
+/// One timer for the earliest of several deadlines (a pool's idle connections, its HTTP/2
+/// sessions): when to set it, and when it is set early enough already.
+#[derive(Debug, Default)]
+pub struct Alarm {
+    armed: Option<Instant>,
+}
+
+impl Alarm {
+    /// The timer is to fire for the earliest of `deadlines`, unless it is set for that time or
+    /// sooner already: the milliseconds to set it for from `now`, rounded up (firing a
+    /// millisecond early would find nothing expired, and set it again). None: leave it.
+    pub fn set_for(
+        &mut self,
+        deadlines: impl IntoIterator<Item = Option<Instant>>,
+        now: Instant,
+    ) -> Option<u64> {
+        let next = deadlines.into_iter().flatten().min()?;
+        if self.armed.is_some_and(|armed| armed <= next) {
+            return None;
+        }
+        self.armed = Some(next);
+        let wait = next.saturating_duration_since(now);
+        Some(wait.as_millis() as u64 + u64::from(wait.subsec_nanos() % 1_000_000 != 0))
+    }
+
+    /// The timer fired: nothing is set any more.
+    pub fn fired(&mut self) {
+        self.armed = None;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +275,32 @@ mod tests {
         e.insert(t0, Duration::from_secs(2), 3, KeyId(2));
         assert_eq!(e.first_not_of(KeyId(0)).map(|f| f.0), Some(2));
         assert_eq!(e.first_not_of(KeyId(1)).map(|f| f.0), Some(1));
+    }
+
+    #[test]
+    fn an_alarm_is_set_for_the_earliest_deadline_rounded_up_and_only_when_sooner() {
+        let now = Instant::now();
+        let mut alarm = Alarm::default();
+        assert_eq!(alarm.set_for([None, None], now), None);
+        let soon = now + Duration::from_micros(2_500);
+        let later = now + Duration::from_secs(3);
+        // The earliest of them, rounded up to the next millisecond.
+        assert_eq!(alarm.set_for([Some(later), Some(soon)], now), Some(3));
+        // Set for that or sooner already: left as it is.
+        assert_eq!(alarm.set_for([Some(later)], now), None);
+        assert_eq!(alarm.set_for([Some(soon)], now), None);
+        // Something sooner: set again; an exact millisecond is not rounded.
+        assert_eq!(
+            alarm.set_for([Some(now + Duration::from_millis(1))], now),
+            Some(1)
+        );
+        // A deadline passed already: at once.
+        assert_eq!(
+            alarm.set_for([Some(now)], now + Duration::from_secs(1)),
+            Some(0)
+        );
+        // Fired: the next deadline sets it again, however late.
+        alarm.fired();
+        assert_eq!(alarm.set_for([Some(later)], now), Some(3000));
     }
 }

@@ -29,6 +29,7 @@ mod stats;
 
 use expiry::{Expiry, Handle};
 
+pub use expiry::Alarm;
 pub use keys::KeySnapshot;
 pub use release::{keep_alive_hint, Fate, ReleasePolicy};
 pub use stats::Stats;

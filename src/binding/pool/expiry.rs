@@ -49,20 +49,10 @@ impl PoolCell {
     /// HTTP/2 session), if it is not set earlier already.
     pub(super) fn arm_timer(&self, st: &mut PoolState) {
         let sessions = self.sessions.borrow().next_deadline(self.session_idle());
-        let Some(next) = [st.pool.next_deadline(), sessions]
-            .into_iter()
-            .flatten()
-            .min()
-        else {
+        let deadlines = [st.pool.next_deadline(), sessions];
+        let Some(ms) = st.alarm.set_for(deadlines, Instant::now()) else {
             return;
         };
-        if st.armed.is_some_and(|armed| armed <= next) {
-            return;
-        }
-        st.armed = Some(next);
-        let wait = next.saturating_duration_since(Instant::now());
-        // Round up: firing a millisecond early would find nothing expired and re-arm.
-        let ms = wait.as_millis() as u64 + u64::from(wait.subsec_nanos() % 1_000_000 != 0);
         if let Some(timer) = &*self.timer.borrow() {
             timer.timer_start(on_timer, ms);
         }
@@ -72,7 +62,7 @@ impl PoolCell {
         let mut closed = Vec::new();
         let grants = {
             let mut st = self.state.borrow_mut();
-            st.armed = None;
+            st.alarm.fired();
             let grants = st.pool.expire(Instant::now(), &mut closed);
             self.arm_timer(&mut st);
             grants

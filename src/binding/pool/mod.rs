@@ -33,6 +33,7 @@ use super::protocol::{connection, verdict};
 use super::registry::Registry;
 use super::uv::Handle;
 use crate::error::Error;
+use crate::pool::Alarm;
 use crate::pool::{Checkout, Fit, Grant, KeyId, Limits, Pool, Release, Stats, Waiter, WaiterId};
 use crate::transport::tls::{TlsConfig, TlsOptions};
 use crate::transport::{ConnectOptions, Target};
@@ -40,7 +41,7 @@ use crate::transport::{ConnectOptions, Target};
 pub struct PoolState {
     pub pool: Pool<u32>,
     /// When the expiry timer is set to fire.
-    armed: Option<Instant>,
+    alarm: Alarm,
     pub connect_opts: ConnectOptions,
 }
 
@@ -108,7 +109,7 @@ impl PoolCell {
             ctx: ctx.clone(),
             state: RefCell::new(PoolState {
                 pool: Pool::new(limits),
-                armed: None,
+                alarm: Alarm::default(),
                 connect_opts,
             }),
             timer: RefCell::new(None),
