@@ -327,16 +327,20 @@ impl Conn {
         Some((sender, stopper))
     }
 
-    /// The connection as the pool's rules see it (see `crate::pool::conn`).
+    /// The connection as the pool's rules see it (see `crate::pool::conn`). Whether its byte
+    /// stream is clean matters only for one in use (a release asks it): an idle one's is not
+    /// looked at (a pump's takes a lock), and counts as not clean.
     fn facts(&self) -> crate::pool::conn::Conn {
+        let state = self.state.get();
+        let in_use = state == State::Active;
         let carrier = match &*self.io.borrow() {
             Io::None => Carrier::None,
             #[cfg(unix)]
             Io::Plain(plain) => Carrier::Stream {
-                clean: !plain.shutdown_after_flush && plain.outbox.is_empty(),
+                clean: in_use && !plain.shutdown_after_flush && plain.outbox.is_empty(),
             },
             Io::Pumped { remote, .. } => Carrier::Stream {
-                clean: remote.is_clean(),
+                clean: in_use && remote.is_clean(),
             },
             Io::Session { .. } => Carrier::Session,
             Io::Hyper { sender, .. } => Carrier::Hyper {
@@ -345,7 +349,7 @@ impl Conn {
         };
         crate::pool::conn::Conn {
             mode: self.mode.get(),
-            state: self.state.get(),
+            state,
             eof: self.eof.get(),
             carrier,
         }
