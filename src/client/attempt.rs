@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::plan::{Plan, Replay};
+use super::plan::Replay;
 use super::{BodyWriter, HeaderLines, Spec};
 use crate::error::Error;
 
@@ -81,11 +81,6 @@ impl Attempt {
             headers_timeout: None,
             headers_deadline: None,
         }
-    }
-
-    /// A planned request's attempts; its trailers are the caller's.
-    pub fn of(plan: Plan) -> Attempt {
-        Attempt::new(plan.spec, plan.replay, plan.writer)
     }
 
     /// The next attempt starts on `on`: what it sends, or None if it has started already. A
@@ -246,7 +241,7 @@ mod tests {
             trailers: None,
         };
         match plan::plan(intent, || {}) {
-            Ok(plan) => Attempt::of(plan),
+            Ok(plan) => Attempt::new(plan.spec, plan.replay, plan.writer),
             Err(e) => panic!("not planned: {e}"),
         }
     }
