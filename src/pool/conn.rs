@@ -70,7 +70,7 @@ pub struct Conn {
 impl Conn {
     /// Whether it can carry a request right now. `open` asks the transport of a byte stream
     /// (a peek at a plain socket, what a pump has seen), only when that is needed.
-    pub fn alive(&self, open: impl FnOnce() -> bool) -> bool {
+    fn alive(&self, open: impl FnOnce() -> bool) -> bool {
         match (self.mode, self.carrier) {
             (Mode::Promise, Carrier::Hyper { idle_open }) => idle_open,
             (Mode::Promise, _) => false,
