@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub mod conn;
+pub mod course;
 mod expiry;
 mod keys;
 pub mod multiplex;

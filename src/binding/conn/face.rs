@@ -25,7 +25,7 @@ impl Conn {
         self.own(env, socket, true);
         // A socket bound to a connection that is not new (its old face was collected while
         // it idled) serves a reuse.
-        let reused = self.state.get() != State::Connecting;
+        let reused = self.course.state() != State::Connecting;
         self.serve(env, reused);
     }
 
@@ -85,12 +85,8 @@ impl Conn {
     }
 
     fn serve(&self, env: sys::napi_env, reused: bool) {
-        let limit = match self.mode.get() {
-            // Its bytes never pass here: there is nothing to replay from.
-            Mode::Foreign => 0,
-            _ => self.keeper().map_or(0, |p| p.replay_limit()),
-        };
-        self.replay.borrow_mut().start(reused, limit);
+        let limit = self.keeper().map_or(0, |p| p.replay_limit());
+        self.course.serve(reused, limit);
         let Some(mut owner) = self.owner.get() else {
             return;
         };
@@ -105,11 +101,6 @@ impl Conn {
         // their request on fresh, reused and queued connections".
         owner.ctx = Some(unsafe { AsyncContext::new(env, socket, "HYPERAGENT_SOCKET") });
         self.owner.set(Some(owner));
-        self.reading.set(true);
-        self.referenced.set(true);
-        if self.state.get() == State::Idle {
-            self.state.set(State::Active);
-        }
         self.sync_ref();
         self.update_mask();
         if let Some(remote) = self.pumped() {
@@ -166,13 +157,13 @@ impl Conn {
             }
             // A hooked connection's stream is the connection itself: nothing could remake it,
             // so its link stays held while it idles (until the connection closes).
-            if owner.strong && self.mode.get() != Mode::Foreign {
+            if owner.strong && self.course.mode() != Mode::Foreign {
                 owner.socket.weaken(env);
                 owner.strong = false;
             }
             self.owner.set(Some(owner));
         }
-        self.state.set(State::Idle);
+        self.course.park();
         self.sync_ref();
         self.update_mask();
         if let Some(remote) = self.pumped() {

@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use super::{Conn, State};
+use super::Conn;
 use crate::binding::env::EnvCtx;
 use crate::binding::js;
 use crate::error::Error;
@@ -18,11 +18,9 @@ impl Conn {
         if self.try_replay() {
             return;
         }
-        let ending = self.replay.borrow().ending(err);
-        match ending {
+        match self.course.ending(err) {
             Ending::Fail(err) => self.fail(ctx, err),
             Ending::Eof => {
-                self.eof.set(true);
                 self.update_mask();
                 self.call_owner(ctx, ctx.callbacks.on_read, &[js::null(ctx.env)]);
             }
@@ -35,26 +33,19 @@ impl Conn {
         let Some(pool) = self.keeper() else {
             return false;
         };
-        if self.state.get() != State::Active
-            || self.target.borrow().is_none()
-            || !self.replay.borrow().can_replay()
-        {
+        if !self.course.begin_replay(self.target.borrow().is_some()) {
             return false;
         }
-        let bytes = self.replay.borrow_mut().take_for_replay();
         // Stop the dead transport; the socket, its owner and its slot stay.
         self.end_io();
         *self.tls.borrow_mut() = None;
-        self.eof.set(false);
-        *self.replay_out.borrow_mut() = bytes;
-        self.state.set(State::Replaying);
         pool.replayed(self);
         true
     }
 
     /// The replay's new connection is up: send the request again, then whatever followed.
     pub fn resume_replay(self: &Rc<Self>) {
-        let bytes = std::mem::take(&mut *self.replay_out.borrow_mut());
+        let bytes = self.course.resume();
         if !bytes.is_empty() && self.write(&[&bytes]) < 0 {
             if let Some(pool) = self.keeper() {
                 let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);

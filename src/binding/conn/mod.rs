@@ -51,8 +51,8 @@ use super::protocol::write;
 use crate::client;
 use crate::error::{uv_errno, Error};
 use crate::pool::conn::Carrier;
+use crate::pool::course::{Course, Gate};
 use crate::pool::KeyId;
-use crate::replay::ReplayBuf;
 use crate::transport::pump::{self, Event, Remote};
 use crate::transport::tls::{TlsConfig, TlsInfo};
 use crate::transport::{Peer, Target};
@@ -65,45 +65,25 @@ pub struct Conn {
     pub key: KeyId,
     /// The pool that counts it, which sits above it (see [`Keeper`]).
     keeper: Weak<dyn Keeper>,
-    pub state: Cell<State>,
+    /// Where it is in its life, and what that decides (see `crate::pool::course`).
+    pub course: Course,
     /// What carries its bytes (see [`Io`]).
     io: RefCell<Io>,
     owner: Cell<Option<Owner>>,
-    reading: Cell<bool>,
-    referenced: Cell<bool>,
-    eof: Cell<bool>,
     pub abort: RefCell<Option<tokio::task::AbortHandle>>,
     pub created: Instant,
     pub local: Cell<Option<SocketAddr>>,
     pub remote: RefCell<Option<Peer>>,
-    pub bytes_read: Cell<u64>,
-    pub bytes_written: Cell<u64>,
-    /// Taken out of the pool's counts (an HTTP upgrade): the socket owns it alone now.
-    pub detached: Cell<bool>,
     /// For TLS: the session's details.
     pub tls: RefCell<Option<Box<TlsInfo>>>,
     /// A drop-in connect runs on tokio for this connection and keeps the process alive until
     /// it reports or the connection closes, whichever comes first. A promise-path connect is
     /// held by its request instead.
     pub connect_hold: RefCell<Option<Hold>>,
-    /// Which request path the connection serves: opened by one, it stays with it.
-    pub mode: Cell<Mode>,
     /// For the promise path, while the user's `lookup` runs: where its addresses go.
     pub lookup: RefCell<Option<tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>>>,
-    /// The drop-in request's bytes while they may have to be sent again.
-    replay: RefCell<ReplayBuf>,
-    /// What a replay sends first on its new connection (and what is written meanwhile).
-    replay_out: RefCell<Vec<u8>>,
     /// Where the connection goes (kept for a replay's new connection).
     pub target: RefCell<Option<(Target, Option<String>)>>,
-    /// Which of its network connections is current (a replay opens another).
-    link: Cell<u32>,
-    /// The inbox batch that last brought it data, and whether an error has waited a turn
-    /// already (see `PoolCell::on_pump`).
-    data_batch: Cell<u64>,
-    error_waited: Cell<bool>,
-    /// What a socket object made for it while it idles shows (see [`Stamp`]).
-    pub stamp: Cell<Stamp>,
     /// A promise-path connect that may become an HTTP/2 session is under way: requests of its
     /// key wait for it (`pool::multiplex`) until it reports, or closes.
     pub h2_pending: Cell<bool>,
@@ -145,19 +125,6 @@ enum Io {
     },
 }
 
-/// What agentkeepalive's socket symbols and `timeout` say of a connection, kept here so that a
-/// socket object made for an idle connection (when a program looks at `agent.freeSockets`
-/// after its old one was collected, or for an `agent.request()` connection, which has none)
-/// says the same: when it was created (ms since the epoch), its number among its agent's
-/// sockets (for its name), how many requests it finished and how long it may idle now (ms).
-#[derive(Clone, Copy, Default, Debug)]
-pub struct Stamp {
-    pub created_ms: f64,
-    pub number: f64,
-    pub finished: u32,
-    pub idle_ms: f64,
-}
-
 /// What a connection asks of the pool that counts it. The pool sits above the connection
 /// (it holds and hands out connections); the connection reaches it through this alone.
 pub trait Keeper {
@@ -183,37 +150,21 @@ impl Conn {
             pool_id,
             key,
             keeper,
-            state: Cell::new(State::Connecting),
+            course: Course::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_millis() as f64),
+            ),
             io: RefCell::new(Io::None),
             owner: Cell::new(None),
-            reading: Cell::new(true),
-            referenced: Cell::new(true),
-            eof: Cell::new(false),
             abort: RefCell::new(None),
             created: Instant::now(),
             local: Cell::new(None),
             remote: RefCell::new(None),
-            bytes_read: Cell::new(0),
-            bytes_written: Cell::new(0),
-            detached: Cell::new(false),
             tls: RefCell::new(None),
             connect_hold: RefCell::new(None),
-            mode: Cell::new(Mode::DropIn),
             lookup: RefCell::new(None),
-            replay: RefCell::new(ReplayBuf::default()),
-            replay_out: RefCell::new(Vec::new()),
             target: RefCell::new(None),
-            link: Cell::new(0),
-            data_batch: Cell::new(0),
-            error_waited: Cell::new(false),
-            stamp: Cell::new(Stamp {
-                created_ms: std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0.0, |d| d.as_millis() as f64),
-                // Numbered when a socket is made for it (see `number_conn`).
-                number: -1.0,
-                ..Stamp::default()
-            }),
             h2_pending: Cell::new(false),
             announced: Cell::new(false),
         }
@@ -250,24 +201,8 @@ impl Conn {
             holding: None,
         };
         *self.tls.borrow_mut() = info;
-        self.state.set(State::Active);
+        self.course.set_state(State::Active);
         self.sync_ref_with(ctx);
-    }
-
-    pub fn link(&self) -> u32 {
-        self.link.get()
-    }
-
-    /// Whether a pump error in inbox batch `batch` should wait a turn of the event loop: once,
-    /// when data came in the same batch (see `PoolCell::on_pump`).
-    pub fn error_waits(&self, event: &Event, batch: u64) -> bool {
-        matches!(event, Event::Error(_))
-            && self.data_batch.get() == batch
-            && !self.error_waited.replace(true)
-    }
-
-    pub fn next_link(&self) {
-        self.link.set(self.link.get().wrapping_add(1));
     }
 
     fn pumped(&self) -> Option<Arc<Remote>> {
@@ -331,8 +266,7 @@ impl Conn {
     /// stream is clean matters only for one in use (a release asks it): an idle one's is not
     /// looked at (a pump's takes a lock), and counts as not clean.
     fn facts(&self) -> crate::pool::conn::Conn {
-        let state = self.state.get();
-        let in_use = state == State::Active;
+        let in_use = self.course.state() == State::Active;
         let carrier = match &*self.io.borrow() {
             Io::None => Carrier::None,
             #[cfg(unix)]
@@ -347,12 +281,7 @@ impl Conn {
                 idle_open: sender.as_ref().is_some_and(|s| !s.is_closed()),
             },
         };
-        crate::pool::conn::Conn {
-            mode: self.mode.get(),
-            state,
-            eof: self.eof.get(),
-            carrier,
-        }
+        self.course.facts(carrier)
     }
 
     /// Whether its byte stream is open: what the pump has seen of a pumped connection (it
@@ -372,7 +301,7 @@ impl Conn {
 
     /// The request path it serves, as the pool knows it (a hook's stream serves `http.request`).
     pub fn path(&self) -> crate::pool::Path {
-        self.mode.get().path()
+        self.course.mode().path()
     }
 
     /// What a checkout for `mode` makes of this idle connection.
@@ -381,16 +310,16 @@ impl Conn {
     }
 
     pub fn set_reading(&self, on: bool) {
-        self.reading.set(on);
+        self.course.set_reading(on);
         if let Some(remote) = self.pumped() {
-            remote.set_reading(on || self.state.get() == State::Idle);
+            remote.set_reading(self.course.pump_reads());
             return;
         }
         self.update_mask();
     }
 
     pub fn set_ref(&self, on: bool) {
-        self.referenced.set(on);
+        self.course.set_ref(on);
         self.sync_ref();
     }
 
@@ -398,7 +327,7 @@ impl Conn {
         #[cfg(unix)]
         if let Io::Plain(plain) = &*self.io.borrow() {
             if let Some(poll) = &plain.poll {
-                poll.set_ref(self.state.get() == State::Active && self.referenced.get());
+                poll.set_ref(self.course.holds_loop());
             }
             return;
         }
@@ -409,7 +338,7 @@ impl Conn {
 
     /// A pumped connection in use keeps the inbox (its only way in) referenced.
     fn sync_ref_with(&self, ctx: &Rc<EnvCtx>) {
-        let want = self.state.get() == State::Active && self.referenced.get();
+        let want = self.course.holds_loop();
         if let Io::Pumped { holding, .. } = &mut *self.io.borrow_mut() {
             if want != holding.is_some() {
                 *holding = want.then(|| ctx.hold());
@@ -419,22 +348,13 @@ impl Conn {
 
     /// Writes `chunks` now if the kernel takes them; queues the rest.
     pub fn write(self: &Rc<Self>, chunks: &[&[u8]]) -> i32 {
-        match self.state.get() {
-            State::Active => {}
-            // A new connection is being opened: these go after the replayed bytes.
-            State::Replaying => {
-                let mut out = self.replay_out.borrow_mut();
-                for chunk in chunks {
-                    out.extend_from_slice(chunk);
-                }
-                return write::DONE;
-            }
-            _ => return uv_errno(libc::ENOTCONN),
+        match self.course.gate(chunks) {
+            Gate::Send => {}
+            Gate::Held => return write::DONE,
+            Gate::NotConnected => return uv_errno(libc::ENOTCONN),
         }
-        self.replay.borrow_mut().record(chunks);
         if let Some(remote) = self.pumped() {
-            let n: usize = chunks.iter().map(|c| c.len()).sum();
-            self.bytes_written.set(self.bytes_written.get() + n as u64);
+            self.course.wrote(chunks.iter().map(|c| c.len()).sum());
             return match remote.write(chunks) {
                 pump::Write::Done => write::DONE,
                 pump::Write::Pending => write::PENDING,
@@ -462,7 +382,7 @@ impl Conn {
 
     /// Stops everything: the poll handle first (libuv forgets the descriptor), then the socket.
     pub fn close(&self, env: sys::napi_env) {
-        self.state.set(State::Closed);
+        self.course.close();
         self.forget_owner(env);
         if let Some(abort) = self.abort.borrow_mut().take() {
             abort.abort();
@@ -489,10 +409,7 @@ impl Conn {
     pub fn on_pump(self: &Rc<Self>, ctx: &EnvCtx, event: Event) {
         match event {
             Event::Data(bytes) => {
-                self.bytes_read
-                    .set(self.bytes_read.get() + bytes.len() as u64);
-                self.data_batch.set(ctx.wakes.get());
-                self.replay.borrow_mut().answered();
+                self.course.read(bytes.len(), ctx.wakes.get());
                 let chunk = ctx.chunks.chunk(&bytes);
                 self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
             }
@@ -504,8 +421,7 @@ impl Conn {
 
     /// The connection broke while in use: stop watching it and tell its socket.
     pub fn fail(&self, ctx: &EnvCtx, err: Error) {
-        self.eof.set(true);
-        self.reading.set(false);
+        self.course.failed();
         match &mut *self.io.borrow_mut() {
             Io::Pumped { remote, .. } => remote.set_reading(false),
             #[cfg(unix)]

@@ -67,8 +67,7 @@ impl Conn {
         };
         match sent {
             Ok(sent) => {
-                self.bytes_written
-                    .set(self.bytes_written.get() + sent.written as u64);
+                self.course.wrote(sent.written);
                 if !sent.queued {
                     return write::DONE;
                 }
@@ -116,7 +115,7 @@ impl Conn {
             outbox: Outbox::default(),
             shutdown_after_flush: false,
         });
-        self.state.set(State::Active);
+        self.course.set_state(State::Active);
         self.sync_ref();
         self.update_mask();
         Ok(())
@@ -129,20 +128,14 @@ impl Conn {
         let Io::Plain(plain) = &mut *io else {
             return;
         };
-        let want = match self.state.get() {
-            State::Idle => uv::READABLE | uv::DISCONNECT,
-            State::Active => {
-                let mut m = 0;
-                if self.reading.get() && !self.eof.get() {
-                    m |= uv::READABLE | uv::DISCONNECT;
-                }
-                if !plain.outbox.is_empty() {
-                    m |= uv::WRITABLE;
-                }
-                m
-            }
-            State::Connecting | State::Replaying | State::Closed => 0,
-        };
+        let watch = self.course.watch(!plain.outbox.is_empty());
+        let mut want = 0;
+        if watch.readable {
+            want |= uv::READABLE | uv::DISCONNECT;
+        }
+        if watch.writable {
+            want |= uv::WRITABLE;
+        }
         if want == plain.mask {
             return;
         }
@@ -188,17 +181,17 @@ impl Conn {
             // read: a response the data completed ends first, and its socket goes back to the
             // pool, where the error only evicts it. (libuv stopped the poll at the error: it
             // starts again.)
-            if self.reading.get() && !self.eof.get() {
-                let before = self.bytes_read.get();
+            if self.course.reading() && !self.course.eof() {
+                let before = self.course.bytes_read();
                 self.read(ctx);
-                if self.bytes_read.get() != before {
-                    if self.state.get() == State::Active && !self.eof.get() {
+                if self.course.bytes_read() != before {
+                    if self.course.state() == State::Active && !self.course.eof() {
                         self.restart_mask();
                     }
                     return;
                 }
             }
-            if self.state.get() != State::Active || self.eof.get() {
+            if self.course.state() != State::Active || self.course.eof() {
                 return;
             }
             // libuv reports any socket error (EPOLLERR) as EBADF; the socket knows the real one.
@@ -209,8 +202,8 @@ impl Conn {
         if events & uv::WRITABLE != 0 {
             self.flush(ctx);
         }
-        if self.state.get() == State::Active
-            && self.reading.get()
+        if self.course.state() == State::Active
+            && self.course.reading()
             && events & (uv::READABLE | uv::DISCONNECT) != 0
         {
             self.read(ctx);
@@ -228,8 +221,7 @@ impl Conn {
         };
         match sent {
             Ok(sent) => {
-                self.bytes_written
-                    .set(self.bytes_written.get() + sent.written as u64);
+                self.course.wrote(sent.written);
                 if sent.queued {
                     return;
                 }
@@ -258,11 +250,10 @@ impl Conn {
             };
             match got {
                 raw::Read::Data(n) => {
-                    self.bytes_read.set(self.bytes_read.get() + n as u64);
-                    self.replay.borrow_mut().answered();
+                    self.course.read(n, ctx.wakes.get());
                     let chunk = ctx.chunks.chunk(&ctx.read_buf.borrow()[..n]);
                     self.call_owner(ctx, ctx.callbacks.on_read, &[chunk]);
-                    if !full || self.state.get() != State::Active || !self.reading.get() {
+                    if !full || self.course.state() != State::Active || !self.course.reading() {
                         return;
                     }
                 }
@@ -305,7 +296,7 @@ unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: 
     let _scope = js::HandleScope::open(ctx.env);
     let ran = guard::catch(|| {
         guard::point("poll");
-        match conn.state.get() {
+        match conn.course.state() {
             State::Active => conn.on_ready(&ctx, status, events),
             State::Idle => {
                 let state = if status < 0 {
@@ -323,7 +314,7 @@ unsafe extern "C" fn on_poll(handle: *mut uv::RawHandle, status: c_int, events: 
     // A panic while serving the connection: its socket fails (and closes it, which the pool
     // counts); an idle one is evicted. Whatever the panic left half done dies with it.
     if let Err(panic) = ran {
-        let _ = guard::catch(|| match conn.state.get() {
+        let _ = guard::catch(|| match conn.course.state() {
             State::Idle => pool.clone().evict_idle(&conn),
             State::Closed => {}
             _ => conn.fail(&ctx, guard::internal(&panic)),

@@ -257,11 +257,11 @@ impl NativePool {
             .idle_conns()
             .into_iter()
             .map(|(name, c)| {
-                let stamp = c.stamp.get();
+                let stamp = c.course.stamp();
                 IdleConn {
                     id: c.id,
                     name,
-                    drop_in: c.mode.get() != conn::Mode::Promise,
+                    drop_in: c.course.mode() != conn::Mode::Promise,
                     created: stamp.created_ms,
                     number: stamp.number,
                     finished: stamp.finished,

@@ -64,7 +64,7 @@ pub fn take(env: &Env, id: u32) -> Result<Unknown<'_>> {
 #[napi(catch_unwind)]
 pub fn bind(env: &Env, id: u32, socket: Unknown) -> bool {
     match conn(id) {
-        Some(c) if c.state.get() != conn::State::Closed => {
+        Some(c) if c.course.state() != conn::State::Closed => {
             c.bind(env.raw(), socket.raw());
             true
         }
@@ -143,7 +143,7 @@ pub fn release(id: u32, idle_ms: f64) -> f64 {
 #[napi(ts_return_type = "object | undefined", catch_unwind)]
 pub fn idle_face(env: &Env, id: u32) -> Result<Unknown<'_>> {
     let socket = conn(id)
-        .filter(|c| c.state.get() == conn::State::Idle)
+        .filter(|c| c.course.state() == conn::State::Idle)
         .map_or(std::ptr::null_mut(), |c| c.idle_face(env.raw()));
     Ok(socket_or_undefined(env, socket))
 }
@@ -152,7 +152,7 @@ pub fn idle_face(env: &Env, id: u32) -> Result<Unknown<'_>> {
 #[napi(catch_unwind)]
 pub fn adopt(env: &Env, id: u32, socket: Unknown) -> bool {
     match conn(id) {
-        Some(c) if c.state.get() == conn::State::Idle => {
+        Some(c) if c.course.state() == conn::State::Idle => {
             c.adopt(env.raw(), socket.raw());
             true
         }
@@ -189,7 +189,7 @@ pub fn tls_name_rejected(id: u32, code: String) {
 /// the requests it finished and its free timeout, for a socket made for it later.
 #[napi(catch_unwind)]
 pub fn conn_stamp(id: u32) -> Option<ConnStamp> {
-    let stamp = conn(id)?.stamp.get();
+    let stamp = conn(id)?.course.stamp();
     Some(ConnStamp {
         created: stamp.created_ms,
         number: stamp.number,
@@ -202,9 +202,7 @@ pub fn conn_stamp(id: u32) -> Option<ConnStamp> {
 #[napi(catch_unwind)]
 pub fn number_conn(id: u32, number: f64) {
     if let Some(c) = conn(id) {
-        let mut stamp = c.stamp.get();
-        stamp.number = number;
-        c.stamp.set(stamp);
+        c.course.set_number(number);
     }
 }
 
@@ -212,7 +210,7 @@ pub fn number_conn(id: u32, number: f64) {
 /// Returns a verdict (a waiter may connect).
 #[napi(catch_unwind)]
 pub fn close_idle(id: u32) -> f64 {
-    match conn(id).filter(|c| c.state.get() == conn::State::Idle) {
+    match conn(id).filter(|c| c.course.state() == conn::State::Idle) {
         Some(c) => PoolCell::of(&c).map_or(protocol::verdict::NONE, |cell| cell.close(id)),
         None => protocol::verdict::NONE,
     }
@@ -264,8 +262,8 @@ pub fn info(id: u32) -> Option<ConnInfo> {
         remote_address,
         remote_port,
         remote_family,
-        bytes_read: conn.bytes_read.get() as f64,
-        bytes_written: conn.bytes_written.get() as f64,
+        bytes_read: conn.course.bytes_read() as f64,
+        bytes_written: conn.course.bytes_written() as f64,
         created_at_ms_ago: conn.created.elapsed().as_secs_f64() * 1000.0,
     })
 }
@@ -297,11 +295,12 @@ pub fn tls_name_verified(id: u32) {
 pub fn foreign(env: &Env, id: u32, link: Unknown) -> bool {
     match conn(id) {
         Some(c)
-            if c.state.get() == conn::State::Connecting && c.mode.get() == conn::Mode::DropIn =>
+            if c.course.state() == conn::State::Connecting
+                && c.course.mode() == conn::Mode::DropIn =>
         {
-            c.mode.set(conn::Mode::Foreign);
+            c.course.set_mode(conn::Mode::Foreign);
             c.bind(env.raw(), link.raw());
-            c.state.set(conn::State::Active);
+            c.course.set_state(conn::State::Active);
             true
         }
         _ => false,

@@ -22,7 +22,7 @@ impl PoolCell {
     /// TLS key the same task runs the handshake, then pumps the connection.
     pub fn connect(self: &Rc<Self>, id: u32, target: Target, servername: Option<String>) {
         let Some(conn) = self.conn(id) else { return };
-        if conn.state.get() != State::Connecting {
+        if conn.course.state() != State::Connecting {
             return;
         }
         *conn.target.borrow_mut() = Some((target.clone(), servername.clone()));
@@ -47,7 +47,6 @@ impl PoolCell {
         let Some((target, servername)) = conn.target.borrow().clone() else {
             return;
         };
-        conn.next_link();
         // Its socket is open as far as JavaScript knows (no connect timeout of its own runs):
         // the new connection must open within the promise path's bound, or the request fails
         // as the first attempt did, rather than wait on a peer (a proxy's tunnel) that never
@@ -64,7 +63,7 @@ impl PoolCell {
         bound: Option<Duration>,
     ) {
         let id = conn.id;
-        let link = conn.link();
+        let link = conn.course.link();
         let opts = self.state.borrow().connect_opts;
         let tls = self.tls.borrow().get(&conn.key).cloned();
         let keylog = self.keylog.clone();
@@ -110,7 +109,7 @@ impl PoolCell {
     pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Carried, Error>) {
         let conn = self.conn(id);
         let Some(conn) =
-            conn.filter(|c| matches!(c.state.get(), State::Connecting | State::Replaying))
+            conn.filter(|c| matches!(c.course.state(), State::Connecting | State::Replaying))
         else {
             // Closed while connecting: `close` already released the hold and the slot. What
             // connected anyway is closed here (dropping the descriptor, or stopping the pump).
@@ -125,7 +124,7 @@ impl PoolCell {
         };
         conn.connect_hold.borrow_mut().take();
         conn.abort.borrow_mut().take();
-        let replaying = conn.state.get() == State::Replaying;
+        let replaying = conn.course.state() == State::Replaying;
         // (On Windows every link is pumped, which cannot fail to attach.)
         #[cfg_attr(windows, allow(clippy::bind_instead_of_map))]
         let result = result.and_then(|established| {
@@ -180,15 +179,19 @@ impl PoolCell {
     pub fn on_pump(self: &Rc<Self>, id: u32, link: u32, event: Event) {
         let Some(conn) = self.conn(id) else { return };
         // Events of a connection a replay has replaced are stale.
-        if conn.link() != link {
+        if conn.course.link() != link {
             return;
         }
-        match conn.state.get() {
+        match conn.course.state() {
             // An error right behind data of the same batch waits a turn of the event loop, as
             // a libuv stream meets a read error only at its next read: a response that data
             // completed ends first and its socket goes back to the pool, where the error only
             // evicts it, instead of failing a request that has its response.
-            State::Active if conn.error_waits(&event, self.ctx.wakes.get()) => {
+            State::Active
+                if conn
+                    .course
+                    .error_waits(matches!(event, Event::Error(_)), self.ctx.wakes.get()) =>
+            {
                 self.ctx.inbox.post(Completion::Pump {
                     pool: self.id,
                     conn: id,

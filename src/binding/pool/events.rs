@@ -48,7 +48,7 @@ impl PoolCell {
         let Some(conn) = self.conn(id) else { return };
         let env = self.env();
         let on_keylog = self.ctx.callbacks.on_keylog;
-        if conn.mode.get() == Mode::DropIn {
+        if conn.course.mode() == Mode::DropIn {
             let buffer = js::buffer_copy(env, lines);
             conn.call_owner(&self.ctx, on_keylog, &[buffer]);
             return;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use napi::sys;
 
-use super::conn::{self, Conn, Keeper, Mode, State};
+use super::conn::{self, Conn, Keeper, Mode};
 use super::debug::debug;
 use super::env::EnvCtx;
 use super::js::{self, Ref};
@@ -274,10 +274,7 @@ impl PoolCell {
         };
         let mut st = self.state.borrow_mut();
         st.pool.stats.request_count += 1;
-        let mut stamp = conn.stamp.get();
-        stamp.finished = stamp.finished.saturating_add(1);
-        stamp.idle_ms = idle.map_or(0.0, |d| d.as_millis() as f64);
-        conn.stamp.set(stamp);
+        conn.course.finished(idle);
         let released = if conn.reusable() {
             st.pool
                 .release(conn.key, id, conn.path(), idle, Instant::now())
@@ -370,9 +367,9 @@ impl PoolCell {
         let Some(conn) = self.remove_conn(id) else {
             return verdict::NONE;
         };
-        let was = conn.state.get();
+        let was = conn.course.state();
         conn.close(self.env());
-        if conn.detached.get() {
+        if conn.course.detached() {
             return verdict::NONE;
         }
         // Its connect's hold, if any, went with `close`.
@@ -391,7 +388,7 @@ impl PoolCell {
         let Some(conn) = self.conn(id) else {
             return verdict::NONE;
         };
-        if conn.detached.replace(true) || conn.state.get() == State::Closed {
+        if !conn.course.detach() {
             return verdict::NONE;
         }
         let grant = self.state.borrow_mut().pool.detached(conn.key);
@@ -403,9 +400,7 @@ impl PoolCell {
         let st = self.state.borrow();
         conn::of_pool(self.id)
             .into_iter()
-            .filter(|c| {
-                !c.detached.get() && matches!(c.state.get(), State::Active | State::Connecting)
-            })
+            .filter(|c| c.course.serving_checkout())
             .filter_map(|c| Some((st.pool.key_name(c.key).to_owned(), c.serving(self.env())?)))
             .collect()
     }
@@ -415,7 +410,7 @@ impl PoolCell {
         let st = self.state.borrow();
         conn::of_pool(self.id)
             .into_iter()
-            .filter(|c| !c.detached.get() && c.state.get() == State::Idle)
+            .filter(|c| c.course.idle())
             .map(|c| (st.pool.key_name(c.key).to_owned(), c))
             .collect()
     }

@@ -202,8 +202,8 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
 
 /// Counts a failure of the established connection of `req` (see `Stats::count_failure`).
 pub(super) fn count_failure(req: &ReqState, err: &Error) {
-    let established =
-        crate::binding::conn::by_id(req.conn.get()).is_some_and(|c| c.state.get() == State::Active);
+    let established = crate::binding::conn::by_id(req.conn.get())
+        .is_some_and(|c| c.course.state() == State::Active);
     if !established {
         return;
     }
@@ -236,7 +236,7 @@ pub(super) fn settle(req: &Rc<ReqState>, sender: Option<client::Sender>) -> (u32
     };
     let pool = req.pool();
     let sender = match sender {
-        Some(sender) if conn.state.get() == State::Active => sender,
+        Some(sender) if conn.course.state() == State::Active => sender,
         _ => return (conn_id, pool.close(conn_id)),
     };
     conn.keep_sender(sender);

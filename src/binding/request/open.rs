@@ -163,7 +163,7 @@ pub fn dispatch(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
     let Some((spec, sink)) = req.begin_on(conn_id) else {
         return;
     };
-    conn.state.set(State::Active);
+    conn.course.set_state(State::Active);
     let ctl = req.ctl.clone();
     let running = match sender {
         // The stopper is one for the connection, shared by the requests it serves: no count
@@ -203,7 +203,7 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     };
     let conn: Rc<Conn> = pool.new_conn(req.key);
     crate::binding::debug::debug!("request {}: create connection {}", req.id, conn.id);
-    conn.mode.set(Mode::Promise);
+    conn.course.set_mode(Mode::Promise);
     // One that may speak HTTP/2: its key's next requests wait for it (`streams::route`).
     let http2 = pool.http2.get();
     if http2 {
@@ -334,7 +334,7 @@ pub fn hyper_connected(
             conn.local.set(local);
             *conn.remote.borrow_mut() = Some(remote);
             *conn.tls.borrow_mut() = tls;
-            conn.state.set(State::Active);
+            conn.course.set_state(State::Active);
             let Some(req) = super::by_id(req_id).filter(|req| req.conn.get() == conn_id) else {
                 // Nobody to check it for (its request ended meanwhile): it closes unused.
                 if verify.is_some() {
@@ -488,7 +488,7 @@ pub fn hyper_closed(pool: &Rc<PoolCell>, conn_id: u32) {
     if super::streams::session_closed(pool, conn.key, conn_id) {
         return;
     }
-    if conn.state.get() == State::Idle {
+    if conn.course.state() == State::Idle {
         pool.evict_idle(&conn);
     }
 }

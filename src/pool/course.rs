@@ -1,0 +1,560 @@
+//! A pooled connection's course, as the JavaScript thread drives it: where it is in its life,
+//! which request path it serves, whether its socket reads and keeps the process alive, whether
+//! its peer's end came; the bytes of a drop-in request a replay may send again, and what is
+//! written while the replay's connection opens; which of its network connections is current;
+//! what a socket object made for it later shows (see [`Stamp`]).
+//!
+//! From these alone come the decisions the binding applies to the transport: which events the
+//! socket is watched for, whether a write goes out, waits behind a replay or finds no
+//! connection, whether a connection lost in use sends its request again, and when an error
+//! waits a turn of the event loop. The binding keeps the transport (the socket and its poll
+//! handle, the pump, hyper's senders) and the JavaScript socket, and asks here.
+
+use std::cell::{Cell, RefCell};
+use std::time::Duration;
+
+use super::conn::{Carrier, Conn, Mode, State};
+use crate::error::Error;
+use crate::replay::{Ending, ReplayBuf};
+
+/// What a socket object made for a connection shows of it: agentkeepalive's socket symbols
+/// and `timeout`, kept here so that a socket made for an idle connection (when a program looks
+/// at `agent.freeSockets` after its old one was collected, or for an `agent.request()`
+/// connection, which has none) says the same: when it was created (ms since the epoch), its
+/// number among its agent's sockets (for its name; -1 until a socket is made for it), how many
+/// requests it finished and how long it may idle now (ms).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stamp {
+    pub created_ms: f64,
+    pub number: f64,
+    pub finished: u32,
+    pub idle_ms: f64,
+}
+
+/// What a connection's socket is watched for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Watch {
+    /// Data, its peer's end, or an error.
+    pub readable: bool,
+    /// Room for the bytes the kernel has not taken yet.
+    pub writable: bool,
+}
+
+/// What becomes of bytes written to a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// They go out now (recorded, while a replay may need them).
+    Send,
+    /// A replay's connection is opening: they follow the replayed request once it is up.
+    Held,
+    /// There is no connection to write to.
+    NotConnected,
+}
+
+/// One connection's course (see the module's documentation). Its parts change one at a time,
+/// from the JavaScript thread alone, so each is a cell: a call into JavaScript never finds one
+/// borrowed.
+#[derive(Debug)]
+pub struct Course {
+    state: Cell<State>,
+    mode: Cell<Mode>,
+    /// Its socket reads (JavaScript has not stopped it for back-pressure).
+    reading: Cell<bool>,
+    /// Its socket keeps the process alive while in use (`ref()`, not `unref()`).
+    referenced: Cell<bool>,
+    /// Its peer's end came, or it failed: it carries no more requests.
+    eof: Cell<bool>,
+    /// Taken out of the pool's counts (an HTTP upgrade): its socket owns it alone.
+    detached: Cell<bool>,
+    /// The drop-in request's bytes while they may have to be sent again.
+    replay: RefCell<ReplayBuf>,
+    /// While a replay's connection opens: the replayed request, then what was written since.
+    held: RefCell<Vec<u8>>,
+    /// Which of its network connections is current (a replay opens another).
+    link: Cell<u32>,
+    /// The inbox batch that last brought it data, and whether an error has waited a turn.
+    data_batch: Cell<u64>,
+    error_waited: Cell<bool>,
+    bytes_read: Cell<u64>,
+    bytes_written: Cell<u64>,
+    stamp: Cell<Stamp>,
+}
+
+impl Course {
+    /// A connection starting to open, of the drop-in path until said otherwise, created at
+    /// `created_ms` (ms since the epoch).
+    pub fn new(created_ms: f64) -> Course {
+        Course {
+            state: Cell::new(State::Connecting),
+            mode: Cell::new(Mode::DropIn),
+            reading: Cell::new(true),
+            referenced: Cell::new(true),
+            eof: Cell::new(false),
+            detached: Cell::new(false),
+            replay: RefCell::new(ReplayBuf::default()),
+            held: RefCell::new(Vec::new()),
+            link: Cell::new(0),
+            data_batch: Cell::new(0),
+            error_waited: Cell::new(false),
+            bytes_read: Cell::new(0),
+            bytes_written: Cell::new(0),
+            stamp: Cell::new(Stamp {
+                created_ms,
+                number: -1.0,
+                finished: 0,
+                idle_ms: 0.0,
+            }),
+        }
+    }
+
+    pub fn state(&self) -> State {
+        self.state.get()
+    }
+
+    /// It is connected and in use (a connect finished, or an exchange starts on it), or closed.
+    pub fn set_state(&self, state: State) {
+        self.state.set(state);
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode.get()
+    }
+
+    pub fn set_mode(&self, mode: Mode) {
+        self.mode.set(mode);
+    }
+
+    pub fn eof(&self) -> bool {
+        self.eof.get()
+    }
+
+    pub fn reading(&self) -> bool {
+        self.reading.get()
+    }
+
+    pub fn set_reading(&self, on: bool) {
+        self.reading.set(on);
+    }
+
+    pub fn set_ref(&self, on: bool) {
+        self.referenced.set(on);
+    }
+
+    pub fn detached(&self) -> bool {
+        self.detached.get()
+    }
+
+    /// Takes it out of the pool's counts (an HTTP upgrade); true the first time, while it is
+    /// not closed (only then does its slot go back).
+    pub fn detach(&self) -> bool {
+        !self.detached.replace(true) && self.state.get() != State::Closed
+    }
+
+    /// In use, or connecting, for the pool: not detached.
+    pub fn serving_checkout(&self) -> bool {
+        !self.detached.get() && matches!(self.state.get(), State::Active | State::Connecting)
+    }
+
+    /// Idle in the pool's lists: not detached.
+    pub fn idle(&self) -> bool {
+        !self.detached.get() && self.state.get() == State::Idle
+    }
+
+    pub fn link(&self) -> u32 {
+        self.link.get()
+    }
+
+    pub fn bytes_read(&self) -> u64 {
+        self.bytes_read.get()
+    }
+
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written.get()
+    }
+
+    pub fn stamp(&self) -> Stamp {
+        self.stamp.get()
+    }
+
+    /// A socket object was made for it: its number among its agent's sockets.
+    pub fn set_number(&self, number: f64) {
+        let mut stamp = self.stamp.get();
+        stamp.number = number;
+        self.stamp.set(stamp);
+    }
+
+    /// The connection as the pool's rules see it, carried by `carrier`.
+    pub fn facts(&self, carrier: Carrier) -> Conn {
+        Conn {
+            mode: self.mode.get(),
+            state: self.state.get(),
+            eof: self.eof.get(),
+            carrier,
+        }
+    }
+
+    /// It starts serving a checkout (`reused`: not a new connection), keeping up to `limit`
+    /// bytes of the request for a replay (0: replay off; a hook's stream's bytes never pass
+    /// here, so it keeps none): its socket reads and keeps the process alive, as a new socket
+    /// does.
+    pub fn serve(&self, reused: bool, limit: usize) {
+        let limit = if self.mode.get() == Mode::Foreign {
+            0
+        } else {
+            limit
+        };
+        self.replay.borrow_mut().start(reused, limit);
+        self.reading.set(true);
+        self.referenced.set(true);
+        if self.state.get() == State::Idle {
+            self.state.set(State::Active);
+        }
+    }
+
+    /// Its request finished and it goes back to the pool, to idle for `idle` (`None`: it may
+    /// serve a waiter but not idle).
+    pub fn finished(&self, idle: Option<Duration>) {
+        let mut stamp = self.stamp.get();
+        stamp.finished = stamp.finished.saturating_add(1);
+        stamp.idle_ms = idle.map_or(0.0, |d| d.as_millis() as f64);
+        self.stamp.set(stamp);
+    }
+
+    /// It idles in the pool.
+    pub fn park(&self) {
+        self.state.set(State::Idle);
+    }
+
+    /// What its socket is watched for, with bytes queued for the kernel or not: an idle one
+    /// for its peer's end or stray bytes, one in use for data while it reads and for room
+    /// while bytes wait; nothing while it opens, replays or is closed.
+    pub fn watch(&self, queued: bool) -> Watch {
+        match self.state.get() {
+            State::Idle => Watch {
+                readable: true,
+                writable: false,
+            },
+            State::Active => Watch {
+                readable: self.reading.get() && !self.eof.get(),
+                writable: queued,
+            },
+            State::Connecting | State::Replaying | State::Closed => Watch::default(),
+        }
+    }
+
+    /// Whether it keeps the process alive: in use and referenced, as an active socket does.
+    pub fn holds_loop(&self) -> bool {
+        self.state.get() == State::Active && self.referenced.get()
+    }
+
+    /// Whether a pump reads it: while its socket reads, and all along while it idles (a close
+    /// or stray bytes are seen at once).
+    pub fn pump_reads(&self) -> bool {
+        self.reading.get() || self.state.get() == State::Idle
+    }
+
+    /// Bytes written to it: see [`Gate`]. Those that go out are recorded for a replay; those
+    /// written while a replay's connection opens are held behind the replayed request.
+    pub fn gate(&self, chunks: &[&[u8]]) -> Gate {
+        match self.state.get() {
+            State::Active => {
+                self.replay.borrow_mut().record(chunks);
+                Gate::Send
+            }
+            State::Replaying => {
+                let mut held = self.held.borrow_mut();
+                for chunk in chunks {
+                    held.extend_from_slice(chunk);
+                }
+                Gate::Held
+            }
+            State::Connecting | State::Idle | State::Closed => Gate::NotConnected,
+        }
+    }
+
+    /// `n` bytes went to the kernel.
+    pub fn wrote(&self, n: usize) {
+        self.bytes_written
+            .set(self.bytes_written.get().saturating_add(n as u64));
+    }
+
+    /// `n` bytes of the response came, in inbox batch `batch`: the request was received, and
+    /// will not be sent again.
+    pub fn read(&self, n: usize, batch: u64) {
+        self.bytes_read
+            .set(self.bytes_read.get().saturating_add(n as u64));
+        self.data_batch.set(batch);
+        self.replay.borrow_mut().answered();
+    }
+
+    /// Whether an error (`is_error`) that comes in inbox batch `batch` waits a turn of the
+    /// event loop: once, when data came in the same batch, as a libuv stream meets a read
+    /// error only at its next read (a response the data completed ends first).
+    pub fn error_waits(&self, is_error: bool, batch: u64) -> bool {
+        is_error && self.data_batch.get() == batch && !self.error_waited.replace(true)
+    }
+
+    /// Its connection died in use, before any answer: if its request may go again (see
+    /// `crate::replay`; `target`: where to open a new connection is known), it is held for the
+    /// new connection of the next link, and true is returned. Once per request.
+    pub fn begin_replay(&self, target: bool) -> bool {
+        if self.state.get() != State::Active || !target || !self.replay.borrow().can_replay() {
+            return false;
+        }
+        *self.held.borrow_mut() = self.replay.borrow_mut().take_for_replay();
+        self.eof.set(false);
+        self.state.set(State::Replaying);
+        self.link.set(self.link.get().wrapping_add(1));
+        true
+    }
+
+    /// The replay's connection is up: what to send first (the request, then what was written
+    /// meanwhile).
+    pub fn resume(&self) -> Vec<u8> {
+        std::mem::take(&mut *self.held.borrow_mut())
+    }
+
+    /// Its connection ended in use (`err`; `None`: its peer's FIN) with no replay: what its
+    /// socket hears (see `ReplayBuf::ending`). After a plain end, it carries no more requests.
+    pub fn ending(&self, err: Option<Error>) -> Ending {
+        let ending = self.replay.borrow().ending(err);
+        if matches!(ending, Ending::Eof) {
+            self.eof.set(true);
+        }
+        ending
+    }
+
+    /// It failed in use: it reads nothing more and carries no more requests.
+    pub fn failed(&self) {
+        self.eof.set(true);
+        self.reading.set(false);
+    }
+
+    /// It is closed.
+    pub fn close(&self) {
+        self.state.set(State::Closed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: a\r\n\r\n";
+    const POST: &[u8] = b"POST / HTTP/1.1\r\nhost: a\r\ncontent-length: 1\r\n\r\nx";
+
+    /// A connection in use, serving a checkout (`reused` or new) with replay on.
+    fn in_use(reused: bool) -> Course {
+        let c = Course::new(0.0);
+        c.set_state(State::Active);
+        c.serve(reused, 1024);
+        c
+    }
+
+    #[test]
+    fn watched_for_what_its_state_needs() {
+        let c = Course::new(0.0);
+        assert_eq!(c.watch(true), Watch::default(), "nothing while it opens");
+        c.set_state(State::Active);
+        let both = Watch {
+            readable: true,
+            writable: true,
+        };
+        assert_eq!(c.watch(true), both);
+        assert!(!c.watch(false).writable, "room only while bytes wait");
+        c.set_reading(false);
+        assert!(!c.watch(false).readable, "back-pressure: not read");
+        c.set_reading(true);
+        c.failed();
+        assert_eq!(
+            c.watch(false),
+            Watch::default(),
+            "nothing read after a failure"
+        );
+        c.park();
+        assert_eq!(
+            c.watch(true),
+            Watch {
+                readable: true,
+                writable: false
+            },
+            "idle: watched for an end or stray bytes, whatever it read before"
+        );
+        c.close();
+        assert_eq!(c.watch(true), Watch::default());
+    }
+
+    #[test]
+    fn keeps_the_process_alive_only_in_use_and_referenced() {
+        let c = Course::new(0.0);
+        assert!(
+            !c.holds_loop(),
+            "opening: the connect holds it, not the socket"
+        );
+        c.set_state(State::Active);
+        assert!(c.holds_loop());
+        c.set_ref(false);
+        assert!(!c.holds_loop());
+        c.park();
+        c.serve(true, 0);
+        assert!(
+            c.holds_loop(),
+            "a checkout references it again, as a new socket is"
+        );
+        c.park();
+        assert!(
+            !c.holds_loop(),
+            "idle connections never keep the process alive"
+        );
+    }
+
+    #[test]
+    fn a_pump_reads_an_idle_connection_all_along() {
+        let c = in_use(false);
+        c.set_reading(false);
+        assert!(!c.pump_reads());
+        c.park();
+        assert!(c.pump_reads());
+    }
+
+    #[test]
+    fn writes_go_out_wait_behind_a_replay_or_find_no_connection() {
+        let c = Course::new(0.0);
+        assert_eq!(c.gate(&[GET]), Gate::NotConnected, "not connected yet");
+        c.set_state(State::Active);
+        assert_eq!(c.gate(&[GET]), Gate::Send);
+        c.park();
+        assert_eq!(c.gate(&[GET]), Gate::NotConnected, "idle: nobody writes");
+        c.close();
+        assert_eq!(c.gate(&[GET]), Gate::NotConnected);
+    }
+
+    #[test]
+    fn a_reused_connection_lost_before_an_answer_replays_its_request_once() {
+        let c = in_use(true);
+        assert_eq!(c.gate(&[&GET[..10], &GET[10..]]), Gate::Send);
+        assert!(!c.begin_replay(false), "nowhere to open a new connection");
+        assert!(c.begin_replay(true));
+        assert_eq!(c.state(), State::Replaying);
+        assert_eq!(c.link(), 1, "the new connection's events are told apart");
+        assert_eq!(c.gate(&[b"more"]), Gate::Held);
+        let mut expected = GET.to_vec();
+        expected.extend_from_slice(b"more");
+        assert_eq!(
+            c.resume(),
+            expected,
+            "the request first, then what followed"
+        );
+        assert!(c.resume().is_empty());
+        c.set_state(State::Active);
+        assert!(!c.begin_replay(true), "once per request");
+    }
+
+    #[test]
+    fn no_replay_on_a_new_connection_after_an_answer_or_of_a_post() {
+        let fresh = in_use(false);
+        fresh.gate(&[GET]);
+        assert!(
+            !fresh.begin_replay(true),
+            "a new connection's server may refuse"
+        );
+
+        let answered = in_use(true);
+        answered.gate(&[GET]);
+        answered.read(5, 1);
+        assert!(!answered.begin_replay(true));
+        assert_eq!(answered.bytes_read(), 5);
+
+        let post = in_use(true);
+        post.gate(&[POST]);
+        assert!(!post.begin_replay(true), "not idempotent");
+
+        let unconnected = Course::new(0.0);
+        assert!(!unconnected.begin_replay(true));
+    }
+
+    #[test]
+    fn a_hooks_stream_keeps_nothing_for_a_replay() {
+        let c = Course::new(0.0);
+        c.set_mode(Mode::Foreign);
+        c.set_state(State::Active);
+        c.serve(true, 1024);
+        c.gate(&[GET]);
+        assert!(!c.begin_replay(true));
+    }
+
+    #[test]
+    fn an_end_with_no_replay_tells_the_socket_and_stops_reuse() {
+        let c = in_use(false);
+        c.read(1, 1);
+        assert!(matches!(c.ending(None), Ending::Eof));
+        assert!(c.eof());
+        assert!(!c.facts(Carrier::Stream { clean: true }).reusable(|| true));
+
+        let unanswered = in_use(true);
+        unanswered.gate(&[POST]);
+        match unanswered.ending(None) {
+            Ending::Fail(err) => assert_eq!(err.code(), "ECONNRESET"),
+            Ending::Eof => panic!("a reused connection's unanswered request fails"),
+        }
+    }
+
+    #[test]
+    fn an_error_behind_data_of_the_same_batch_waits_one_turn() {
+        let c = in_use(false);
+        c.read(3, 7);
+        assert!(!c.error_waits(false, 7), "only errors wait");
+        assert!(c.error_waits(true, 7));
+        assert!(!c.error_waits(true, 7), "once");
+        let other = in_use(false);
+        other.read(3, 7);
+        assert!(
+            !other.error_waits(true, 8),
+            "data of an earlier batch was delivered"
+        );
+    }
+
+    #[test]
+    fn a_connection_detaches_once_and_leaves_the_views() {
+        let c = in_use(false);
+        assert!(c.serving_checkout());
+        assert!(c.detach());
+        assert!(!c.detach(), "its slot went back once");
+        assert!(!c.serving_checkout());
+        let closed = Course::new(0.0);
+        closed.close();
+        assert!(
+            !closed.detach(),
+            "a closed connection's slot went back already"
+        );
+        let idle = Course::new(0.0);
+        idle.park();
+        assert!(idle.idle());
+    }
+
+    #[test]
+    fn its_stamp_counts_finished_requests_and_their_idle_time() {
+        let c = Course::new(12.0);
+        assert_eq!(
+            c.stamp().number,
+            -1.0,
+            "numbered when a socket is made for it"
+        );
+        c.set_number(3.0);
+        c.finished(Some(Duration::from_millis(1500)));
+        c.finished(None);
+        let stamp = c.stamp();
+        assert_eq!(
+            (
+                stamp.created_ms,
+                stamp.number,
+                stamp.finished,
+                stamp.idle_ms
+            ),
+            (12.0, 3.0, 2, 0.0)
+        );
+        c.wrote(10);
+        c.wrote(5);
+        assert_eq!(c.bytes_written(), 15);
+    }
+}
