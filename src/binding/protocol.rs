@@ -29,6 +29,22 @@ pub mod verdict {
     pub fn pack(id: u64, kind: u32) -> f64 {
         (id * BASE as u64 + kind as u64) as f64
     }
+
+    /// A move's verdict (see `crate::pool::moves`), as JavaScript reads it.
+    pub fn of(verdict: crate::pool::moves::Verdict) -> f64 {
+        use crate::pool::moves::Verdict;
+        match verdict {
+            Verdict::Reuse(id) => pack(u64::from(id), REUSE),
+            Verdict::Connect(id) => pack(u64::from(id), CONNECT),
+            Verdict::Queued(w) => pack(w.0, QUEUED),
+            Verdict::Handoff(w) => pack(w.0, HANDOFF),
+            Verdict::Grant(w) => pack(w.0, GRANT),
+            Verdict::Idle => IDLE,
+            Verdict::Closed => CLOSED,
+            Verdict::Retired => RETIRED,
+            Verdict::Nothing => NONE,
+        }
+    }
 }
 
 /// What `onConnection` tells of an `agent.request()` connection (undici's dispatcher events).

@@ -23,6 +23,7 @@ pub mod conn;
 pub mod course;
 mod expiry;
 mod keys;
+pub mod moves;
 pub mod multiplex;
 mod release;
 pub mod settings;

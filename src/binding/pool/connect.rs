@@ -169,7 +169,7 @@ impl PoolCell {
                 // The socket hears of the failure before the waiter takes the slot.
                 conn.call_owner(&self.ctx, self.ctx.callbacks.on_connect, &[desc]);
                 conn.close(self.env());
-                self.notify_grants(grant.into_iter());
+                self.notify_grants(grant);
             }
         }
     }

@@ -9,7 +9,7 @@ use crate::binding::debug::debug;
 use crate::binding::js;
 use crate::binding::uv;
 use crate::guard;
-use crate::pool::KeyId;
+use crate::pool::moves;
 
 impl PoolCell {
     /// How long an HTTP/2 session may carry no stream: as long as a pooled connection may
@@ -28,21 +28,18 @@ impl PoolCell {
             .sessions
             .borrow_mut()
             .expire(Instant::now(), self.session_idle());
-        for (key, id) in expired {
+        for (_, id) in expired {
             debug!("idle HTTP/2 session {} expired", id);
-            self.close_session(key, id);
+            self.close_session(id);
         }
         let mut st = self.state.borrow_mut();
         self.arm_timer(&mut st);
     }
 
     /// Closes HTTP/2 session `id` (no longer among the sessions): its slot goes back.
-    pub(super) fn close_session(self: &Rc<Self>, key: KeyId, id: u32) {
-        if let Some(conn) = self.remove_conn(id) {
-            conn.close(self.env());
-            let grant = self.state.borrow_mut().pool.closed(key);
-            self.notify_grants(grant.into_iter());
-        }
+    pub(super) fn close_session(self: &Rc<Self>, id: u32) {
+        let grant = moves::closed_in_use(self, id);
+        self.notify_grants(grant);
     }
 
     /// Sets the expiry timer for the earliest idle deadline (of an idle connection or an idle
@@ -59,19 +56,10 @@ impl PoolCell {
     }
 
     fn expire(self: &Rc<Self>) {
-        let mut closed = Vec::new();
-        let grants = {
-            let mut st = self.state.borrow_mut();
-            st.alarm.fired();
-            let grants = st.pool.expire(Instant::now(), &mut closed);
-            self.arm_timer(&mut st);
-            grants
-        };
-        for id in closed {
-            debug!("idle connection {} expired", id);
-            self.drop_idle(id, true);
-        }
-        self.notify_grants(grants.into_iter());
+        self.state.borrow_mut().alarm.fired();
+        let waiters = moves::expire(self, Instant::now());
+        self.arm_timer(&mut self.state.borrow_mut());
+        self.tell_grants(waiters);
         self.expire_sessions();
     }
 }

@@ -16,7 +16,7 @@ mod table;
 
 use table::POOLS;
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
@@ -33,8 +33,9 @@ use super::protocol::{connection, verdict};
 use super::registry::Registry;
 use super::uv::Handle;
 use crate::error::Error;
+use crate::pool::moves::{self, Connections, Ended};
 use crate::pool::Alarm;
-use crate::pool::{Checkout, Fit, Grant, KeyId, Limits, Pool, Release, Stats, Waiter, WaiterId};
+use crate::pool::{Fit, Grant, KeyId, Limits, Path, Pool, Stats, WaiterId};
 use crate::transport::tls::{TlsConfig, TlsOptions};
 use crate::transport::{ConnectOptions, Target};
 
@@ -164,13 +165,6 @@ impl PoolCell {
         Some(conn)
     }
 
-    /// Removes connection `id` from the thread's table and closes it.
-    fn drop_conn(&self, id: u32) -> Option<Rc<Conn>> {
-        let conn = self.remove_conn(id)?;
-        conn.close(self.env());
-        Some(conn)
-    }
-
     /// Closes idle connection `id`, which its socket object (if a program still holds it)
     /// hears of first (see [`Conn::end_idle`]).
     pub fn drop_idle(&self, id: u32, expired: bool) {
@@ -183,26 +177,7 @@ impl PoolCell {
     /// An idle connection (checked for life first), a new one, or a place in the queue.
     /// JavaScript then takes the connection's socket ([`PoolCell::take`]) or binds a new one.
     pub fn checkout(self: &Rc<Self>, key: KeyId) -> f64 {
-        let mut discard = Vec::new();
-        let out = self.state.borrow_mut().pool.checkout(
-            key,
-            Waiter::DropIn,
-            |&id| conn::by_id(id).map_or(Fit::Dead, |c| c.fit(Mode::DropIn)),
-            &mut discard,
-        );
-        let result = match out {
-            Checkout::Reuse(id) => verdict::pack(id as u64, verdict::REUSE),
-            Checkout::Connect => {
-                let conn = self.new_conn(key);
-                verdict::pack(conn.id as u64, verdict::CONNECT)
-            }
-            Checkout::Queued(WaiterId(w)) => verdict::pack(w, verdict::QUEUED),
-        };
-        for (id, why) in discard {
-            debug!("discard idle connection {id} at checkout ({why:?})");
-            self.drop_idle(id, false);
-        }
-        result
+        verdict::of(moves::checkout_drop_in(self, key))
     }
 
     /// A slot granted to a waiter: a new connection for it to bind a socket to and connect.
@@ -251,12 +226,8 @@ impl PoolCell {
 
     /// Closes connection `id` whose slot goes on to a request of the other path: the slot
     /// stays counted (the caller opens the new connection in it).
-    pub fn retire(&self, id: u32) {
-        if let Some(conn) = self.conn(id) {
-            self.remove_conn(id);
-            conn.close(self.env());
-            self.state.borrow_mut().pool.stats.close_socket_count += 1;
-        }
+    pub fn retire(self: &Rc<Self>, id: u32) {
+        moves::retire(self, id);
     }
 
     /// Sets the TLS configuration of `key` (an HTTPS agent's first request to it).
@@ -269,86 +240,7 @@ impl PoolCell {
     /// The socket's request finished: the connection goes to a waiter, idles for `idle`
     /// (`None`: it may serve a waiter but not idle), or closes when it cannot be reused.
     pub fn release(self: &Rc<Self>, id: u32, idle: Option<Duration>) -> f64 {
-        let Some(conn) = self.conn(id) else {
-            return verdict::NONE;
-        };
-        let mut st = self.state.borrow_mut();
-        st.pool.stats.request_count += 1;
-        conn.course.finished(idle);
-        let released = if conn.reusable() {
-            st.pool
-                .release(conn.key, id, conn.path(), idle, Instant::now())
-        } else {
-            Release::Close(id, st.pool.closed(conn.key))
-        };
-        drop(st);
-        match released {
-            // The socket goes on with its waiter: it stays bound.
-            Release::Handoff(WaiterId(w), Waiter::DropIn, _) => verdict::pack(w, verdict::HANDOFF),
-            // An `agent.request()` goes on this connection (`served`: its socket, if any, is
-            // left with nothing).
-            Release::Handoff(_, Waiter::Promise(req), _) => {
-                self.serve_promise(req, conn.key, Some(id), verdict::RETIRED)
-            }
-            Release::Idle => {
-                conn.park(self.env());
-                self.arm_timer(&mut self.state.borrow_mut());
-                verdict::IDLE
-            }
-            // Closed; its slot may let a waiter connect (the first of its key, when that one
-            // came by the other path and could not take the connection).
-            Release::Close(_, grant) => {
-                self.drop_conn(id);
-                let served = match grant.map(|g| g.who) {
-                    Some(Waiter::Promise(_)) => verdict::RETIRED,
-                    _ => verdict::CLOSED,
-                };
-                self.give(grant, served)
-            }
-        }
-    }
-
-    /// Gives a freed slot to its waiter: an `agent.request()` connects here, at once, and
-    /// JavaScript is told `otherwise`, as when no waiter had it; a waiter of `http.request`
-    /// is served by JavaScript, with the verdict returned.
-    pub fn give(self: &Rc<Self>, grant: Option<Grant>, otherwise: f64) -> f64 {
-        match grant {
-            None => otherwise,
-            Some(Grant {
-                waiter,
-                who: Waiter::DropIn,
-                ..
-            }) => verdict::pack(waiter.0, verdict::GRANT),
-            Some(Grant {
-                key,
-                who: Waiter::Promise(req),
-                ..
-            }) => self.serve_promise(req, key, None, otherwise),
-        }
-    }
-
-    /// Serves waiting `agent.request()` `req_id` (of `key`) on connection `handoff`, or on a
-    /// new connection in the slot it was given; JavaScript is told `served`.
-    fn serve_promise(
-        self: &Rc<Self>,
-        req_id: u32,
-        key: KeyId,
-        handoff: Option<u32>,
-        served: f64,
-    ) -> f64 {
-        debug!("serve waiting request {req_id}");
-        if (self.serve)(self, req_id, handoff) {
-            return served;
-        }
-        // Gone without leaving the queue (cannot happen while `abort` cancels its waiter):
-        // what it was given goes on to the next waiter.
-        match handoff {
-            Some(id) => self.release(id, None),
-            None => {
-                let grant = self.state.borrow_mut().pool.detached(key);
-                self.give(grant, served)
-            }
-        }
+        verdict::of(moves::release(self, id, idle, Instant::now()))
     }
 
     /// The face of connection `id` for a new checkout, or null if it has none any more.
@@ -361,38 +253,14 @@ impl PoolCell {
 
     /// The socket was destroyed: close the connection, connecting or in use.
     pub fn close(self: &Rc<Self>, id: u32) -> f64 {
-        if self.conn(id).is_none() {
-            return verdict::NONE;
-        }
-        let Some(conn) = self.remove_conn(id) else {
-            return verdict::NONE;
-        };
-        let was = conn.course.state();
-        conn.close(self.env());
-        if conn.course.detached() {
-            return verdict::NONE;
-        }
-        // Its connect's hold, if any, went with `close`.
-        let grant = self
-            .state
-            .borrow_mut()
-            .pool
-            .close_conn(conn.key, was, |&c| c == id);
-        self.give(grant, verdict::NONE)
+        verdict::of(moves::close(self, id))
     }
 
     /// Takes an in-use connection out of the pool's counts: after an HTTP upgrade the socket
     /// belongs to the user, and its slot to the next request; it is not counted as closed.
     /// Returns a verdict.
     pub fn detach(self: &Rc<Self>, id: u32) -> f64 {
-        let Some(conn) = self.conn(id) else {
-            return verdict::NONE;
-        };
-        if !conn.course.detach() {
-            return verdict::NONE;
-        }
-        let grant = self.state.borrow_mut().pool.detached(conn.key);
-        self.give(grant, verdict::NONE)
+        verdict::of(moves::detach(self, id))
     }
 
     /// The sockets serving checkouts (connecting or in use), with their key names.
@@ -421,29 +289,27 @@ impl PoolCell {
 
     /// Called from an idle connection's readiness: its peer closed it or wrote to it.
     pub fn evict_idle(self: &Rc<Self>, conn: &Rc<Conn>) {
-        let evicted = self
-            .state
-            .borrow_mut()
-            .pool
-            .evict(conn.key, |&c| c == conn.id);
-        if let Some((_, grant)) = evicted {
-            self.drop_idle(conn.id, false);
-            self.notify_grants(grant.into_iter());
-        }
+        let grant = moves::evict(self, conn.id);
+        self.notify_grants(grant);
     }
 
-    /// Tells the agent which waiters may now connect (outside any JavaScript call).
-    pub fn notify_grants(self: &Rc<Self>, grants: impl Iterator<Item = Grant>) {
-        for grant in grants {
-            if self.give(Some(grant), verdict::NONE) < 0.0 {
-                continue;
-            }
+    /// Serves the waiters that freed slots let connect: those of `agent.request()` here, and
+    /// those of `http.request` through the agent (outside any JavaScript call).
+    pub fn notify_grants(self: &Rc<Self>, grants: impl IntoIterator<Item = Grant>) {
+        let waiters = moves::grant_all(self, grants);
+        self.tell_grants(waiters);
+    }
+
+    /// Tells the agent which waiters of `http.request` may now connect (outside any
+    /// JavaScript call).
+    fn tell_grants(&self, waiters: Vec<WaiterId>) {
+        for waiter in waiters {
             let agent = self.agent.get(self.env());
             if agent.is_null() {
                 return;
             }
             let func = self.ctx.callbacks.on_grant.get(self.env());
-            let waiter = js::number(self.env(), grant.waiter.0 as f64);
+            let waiter = js::number(self.env(), waiter.0 as f64);
             js::make_callback(self.env(), None, agent, func, &[agent, waiter]);
         }
     }
@@ -451,24 +317,17 @@ impl PoolCell {
     /// New limits; returns the waiters of `http.request` they let connect (those of
     /// `agent.request()` connect now).
     pub fn set_limits(self: &Rc<Self>, limits: Limits) -> Vec<f64> {
-        let grants = self.state.borrow_mut().pool.set_limits(limits);
-        grants
-            .into_iter()
-            .filter(|&g| self.give(Some(g), verdict::NONE) >= 0.0)
-            .map(|g| g.waiter.0 as f64)
-            .collect()
+        let waiters = moves::set_limits(self, limits);
+        waiters.into_iter().map(|w| w.0 as f64).collect()
     }
 
-    /// `agent.destroy()`: closes idle connections and returns the queued waiters to fail.
-    /// Connections in use are closed by destroying their sockets.
+    /// `agent.destroy()`: closes idle connections and HTTP/2 sessions, and returns the queued
+    /// waiters to fail. Connections in use are closed by destroying their sockets.
     pub fn destroy(self: &Rc<Self>) -> Vec<f64> {
-        let (idle, waiters) = self.state.borrow_mut().pool.drain();
-        for id in idle {
-            self.drop_idle(id, false);
-        }
+        let waiters = moves::destroy(self);
         let sessions = self.sessions.borrow_mut().drain();
-        for (key, id) in sessions {
-            self.close_session(key, id);
+        for (_, id) in sessions {
+            self.close_session(id);
         }
         waiters.into_iter().map(|w| w.0 as f64).collect()
     }
@@ -513,6 +372,71 @@ impl PoolCell {
         if let Some(timer) = self.timer.borrow_mut().take() {
             timer.close();
         }
+    }
+}
+
+/// The pool's moves (`crate::pool::moves`) over this thread's connections.
+impl Connections for Rc<PoolCell> {
+    fn pool(&self) -> RefMut<'_, Pool<u32>> {
+        RefMut::map(self.state.borrow_mut(), |st| &mut st.pool)
+    }
+
+    fn key_of(&self, id: u32) -> Option<KeyId> {
+        self.conn(id).map(|c| c.key)
+    }
+
+    fn fit(&self, id: u32, mode: Mode) -> Fit {
+        conn::by_id(id).map_or(Fit::Dead, |c| c.fit(mode))
+    }
+
+    fn reusable(&self, id: u32) -> (bool, Path) {
+        self.conn(id)
+            .map_or((false, Path::DropIn), |c| (c.reusable(), c.path()))
+    }
+
+    fn finished(&self, id: u32, idle: Option<Duration>) {
+        if let Some(conn) = self.conn(id) {
+            conn.course.finished(idle);
+        }
+    }
+
+    fn open(&self, key: KeyId) -> u32 {
+        self.new_conn(key).id
+    }
+
+    fn park(&self, id: u32) {
+        if let Some(conn) = self.conn(id) {
+            conn.park(self.env());
+            self.arm_timer(&mut self.state.borrow_mut());
+        }
+    }
+
+    fn end_idle(&self, id: u32, expired: bool) {
+        debug!("close idle connection {id} (expired: {expired})");
+        self.drop_idle(id, expired);
+    }
+
+    fn end(&self, id: u32) -> Option<Ended> {
+        self.conn(id)?;
+        let conn = self.remove_conn(id)?;
+        let state = conn.course.state();
+        // Its connect's hold, if any, goes with it.
+        conn.close(self.env());
+        Some(Ended {
+            key: conn.key,
+            state,
+            detached: conn.course.detached(),
+        })
+    }
+
+    fn detach(&self, id: u32) -> Option<KeyId> {
+        let conn = self.conn(id)?;
+        conn.course.detach().then_some(conn.key)
+    }
+
+    fn serve(&self, req: u32, handoff: Option<u32>) -> bool {
+        debug!("serve waiting request {req}");
+        (self.serve)(self, req, handoff)
     }
 }
 

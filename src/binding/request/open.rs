@@ -20,7 +20,7 @@ use crate::client::open::{Facts, Open, Progress};
 use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};
 use crate::error::Error;
-use crate::pool::{Checkout, Fit, KeyId, Waiter, WaiterId};
+use crate::pool::{moves, Checkout, KeyId, Waiter, WaiterId};
 use crate::runtime::runtime;
 use crate::transport::establish::Secure;
 
@@ -72,21 +72,7 @@ pub fn start(
 /// in the pool's queue (or, when the key has HTTP/2 sessions, a wait for a stream on one).
 pub(super) fn checkout(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     let key = req.key;
-    let mut discard = Vec::new();
-    let checkout = {
-        let mut st = pool.state.borrow_mut();
-        st.pool.checkout(
-            key,
-            Waiter::Promise(req.id),
-            |&id| crate::binding::conn::by_id(id).map_or(Fit::Dead, |c| c.fit(Mode::Promise)),
-            &mut discard,
-        )
-    };
-    for (id, _) in discard {
-        // A socket object (or a hook's stream) a program holds for it hears of its end.
-        pool.drop_idle(id, false);
-    }
-    match checkout {
+    match moves::checkout(pool, key, Waiter::Promise(req.id)) {
         Checkout::Reuse(conn) => dispatch(pool, req, conn),
         Checkout::Connect => connect_for(pool, req),
         // A full HTTP/2 session frees a stream sooner than the pool frees a slot.
@@ -338,10 +324,8 @@ pub fn hyper_connected(
             let Some(req) = super::by_id(req_id).filter(|req| req.conn.get() == conn_id) else {
                 // Nobody to check it for (its request ended meanwhile): it closes unused.
                 if verify.is_some() {
-                    pool.remove_conn(conn_id);
-                    conn.close(pool.ctx.env);
-                    let grant = pool.state.borrow_mut().pool.closed(conn.key);
-                    pool.notify_grants(grant.into_iter());
+                    let grant = moves::closed_in_use(pool, conn_id);
+                    pool.notify_grants(grant);
                     if conn.h2_pending.take() {
                         super::streams::connect_abandoned(pool, conn.key);
                     }
@@ -409,7 +393,7 @@ pub fn hyper_connected(
                 );
                 req.finish();
             }
-            pool.notify_grants(grant.into_iter());
+            pool.notify_grants(grant);
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::binding::protocol::{kind, verdict};
 use crate::client::{self, Event};
 use crate::error::Error;
 use crate::pool::multiplex::{Idleness, Route};
-use crate::pool::KeyId;
+use crate::pool::{moves, KeyId};
 use crate::runtime::runtime;
 
 /// Sends `req` (its exchange not started) where the pool's sessions say: a stream now, a wait
@@ -148,11 +148,8 @@ pub fn session_closed(pool: &Rc<PoolCell>, key: KeyId, conn_id: u32) -> bool {
         return false;
     }
     let waiting = pool.sessions.borrow_mut().closed(key, conn_id);
-    if let Some(conn) = pool.remove_conn(conn_id) {
-        conn.close(pool.ctx.env);
-        let grant = pool.state.borrow_mut().pool.closed(key);
-        pool.notify_grants(grant.into_iter());
-    }
+    let grant = moves::closed_in_use(pool, conn_id);
+    pool.notify_grants(grant);
     reroute(pool, waiting);
     true
 }

@@ -1,0 +1,419 @@
+use std::cell::{Cell, RefCell, RefMut};
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// A connection as the fake keeps it.
+#[derive(Clone, Copy)]
+struct Rec {
+    key: KeyId,
+    state: State,
+    mode: Mode,
+    /// What a release finds: may it carry another request?
+    reusable: bool,
+    /// What a checkout finds of it idle.
+    fit: Fit,
+    detached: bool,
+}
+
+/// Connections as records, and what was done to them, in order.
+struct Fake {
+    pool: RefCell<Pool<u32>>,
+    conns: RefCell<HashMap<u32, Rec>>,
+    next: Cell<u32>,
+    /// The `agent.request()`s still there to be served.
+    requests: RefCell<HashSet<u32>>,
+    log: RefCell<Vec<String>>,
+}
+
+impl Fake {
+    fn new(max_sockets: usize) -> (Fake, KeyId) {
+        let mut pool = Pool::new(Limits {
+            max_sockets,
+            ..Limits::default()
+        });
+        let key = pool.key("a:80:");
+        let fake = Fake {
+            pool: RefCell::new(pool),
+            conns: RefCell::new(HashMap::new()),
+            next: Cell::new(1),
+            requests: RefCell::new(HashSet::new()),
+            log: RefCell::new(Vec::new()),
+        };
+        (fake, key)
+    }
+
+    /// The busy and idle connections of the pool's keys.
+    fn counts(&self) -> (usize, usize) {
+        let snapshot = self.pool.borrow().snapshot();
+        (
+            snapshot.iter().map(|k| k.busy).sum(),
+            snapshot.iter().map(|k| k.idle).sum(),
+        )
+    }
+
+    fn said(&self, what: String) {
+        self.log.borrow_mut().push(what);
+    }
+
+    fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut *self.log.borrow_mut())
+    }
+
+    fn rec(&self, id: u32) -> Rec {
+        self.conns.borrow()[&id]
+    }
+
+    fn set(&self, id: u32, f: impl FnOnce(&mut Rec)) {
+        f(self.conns.borrow_mut().get_mut(&id).unwrap());
+    }
+
+    /// A connection of `key` checked out, connected and in use.
+    fn in_use(&self, key: KeyId) -> u32 {
+        let Verdict::Connect(id) = checkout_drop_in(self, key) else {
+            panic!("no room for a new connection");
+        };
+        self.set(id, |r| r.state = State::Active);
+        self.take_log();
+        id
+    }
+
+    /// A connection of `key` that served a request and idles.
+    fn idle(&self, key: KeyId) -> u32 {
+        let id = self.in_use(key);
+        release(self, id, IDLE, Instant::now());
+        self.take_log();
+        id
+    }
+
+    /// A checkout of `key` for `http.request` that waits: its place in the queue.
+    fn queued(&self, key: KeyId) -> WaiterId {
+        match checkout_drop_in(self, key) {
+            Verdict::Queued(w) => w,
+            other => panic!("the checkout did not wait: {other:?}"),
+        }
+    }
+
+    /// A waiting `agent.request()` `req` of `key`.
+    fn promise_waiter(&self, key: KeyId, req: u32) -> WaiterId {
+        self.requests.borrow_mut().insert(req);
+        match checkout(self, key, Waiter::Promise(req)) {
+            Checkout::Queued(w) => w,
+            _ => panic!("request {req} did not wait"),
+        }
+    }
+}
+
+impl Connections for Fake {
+    fn pool(&self) -> RefMut<'_, Pool<u32>> {
+        self.pool.borrow_mut()
+    }
+
+    fn key_of(&self, id: u32) -> Option<KeyId> {
+        self.conns.borrow().get(&id).map(|r| r.key)
+    }
+
+    fn fit(&self, id: u32, mode: Mode) -> Fit {
+        let r = self.rec(id);
+        if r.mode != mode {
+            Fit::Other
+        } else {
+            r.fit
+        }
+    }
+
+    fn reusable(&self, id: u32) -> (bool, Path) {
+        let r = self.rec(id);
+        (r.reusable && r.state == State::Active, r.mode.path())
+    }
+
+    fn finished(&self, id: u32, idle: Option<Duration>) {
+        self.said(format!("finished {id} {idle:?}"));
+    }
+
+    fn open(&self, key: KeyId) -> u32 {
+        let id = self.next.get();
+        self.next.set(id + 1);
+        self.conns.borrow_mut().insert(
+            id,
+            Rec {
+                key,
+                state: State::Connecting,
+                mode: Mode::DropIn,
+                reusable: true,
+                fit: Fit::Take,
+                detached: false,
+            },
+        );
+        // As the binding does: the slot's connection counts as created.
+        self.pool.borrow_mut().opening(key);
+        self.said(format!("open {id}"));
+        id
+    }
+
+    fn park(&self, id: u32) {
+        self.set(id, |r| r.state = State::Idle);
+        self.said(format!("park {id}"));
+    }
+
+    fn end_idle(&self, id: u32, expired: bool) {
+        self.conns.borrow_mut().remove(&id);
+        self.said(format!("end idle {id} expired={expired}"));
+    }
+
+    fn end(&self, id: u32) -> Option<Ended> {
+        let r = self.conns.borrow_mut().remove(&id)?;
+        self.said(format!("end {id}"));
+        Some(Ended {
+            key: r.key,
+            state: r.state,
+            detached: r.detached,
+        })
+    }
+
+    fn detach(&self, id: u32) -> Option<KeyId> {
+        let mut conns = self.conns.borrow_mut();
+        let r = conns.get_mut(&id)?;
+        if r.detached {
+            return None;
+        }
+        r.detached = true;
+        Some(r.key)
+    }
+
+    fn serve(&self, req: u32, handoff: Option<u32>) -> bool {
+        if !self.requests.borrow_mut().remove(&req) {
+            return false;
+        }
+        // As the binding does: a request given a slot opens its connection at once, which
+        // comes back to the pool while a move runs.
+        let on = match handoff {
+            Some(id) => id,
+            None => {
+                let id = self.open(KeyId(0));
+                self.set(id, |r| r.mode = Mode::Promise);
+                id
+            }
+        };
+        self.said(format!("serve {req} on {on}"));
+        true
+    }
+}
+
+const IDLE: Option<Duration> = Some(Duration::from_secs(4));
+
+#[test]
+fn a_released_connection_idles_and_serves_the_next_checkout() {
+    let (f, key) = Fake::new(10);
+    assert_eq!(checkout_drop_in(&f, key), Verdict::Connect(1));
+    assert_eq!(f.take_log(), ["open 1"]);
+    f.set(1, |r| r.state = State::Active);
+    assert_eq!(release(&f, 1, IDLE, Instant::now()), Verdict::Idle);
+    assert_eq!(f.take_log(), ["finished 1 Some(4s)", "park 1"]);
+    assert_eq!(checkout_drop_in(&f, key), Verdict::Reuse(1));
+    assert_eq!(f.pool.borrow().stats.request_count, 1);
+}
+
+#[test]
+fn a_connection_that_cannot_carry_another_request_closes_at_its_release() {
+    let (f, key) = Fake::new(10);
+    let id = f.in_use(key);
+    f.set(id, |r| r.reusable = false);
+    assert_eq!(release(&f, id, IDLE, Instant::now()), Verdict::Closed);
+    assert_eq!(f.take_log(), ["finished 1 Some(4s)", "end 1"]);
+    let stats = f.pool.borrow().stats;
+    assert_eq!(
+        (stats.create_socket_count, stats.close_socket_count),
+        (1, 1)
+    );
+    assert_eq!(
+        release(&f, id, IDLE, Instant::now()),
+        Verdict::Nothing,
+        "gone"
+    );
+}
+
+#[test]
+fn a_checkout_closes_the_dead_idle_connections_it_meets() {
+    let (f, key) = Fake::new(10);
+    let id = f.idle(key);
+    f.set(id, |r| r.fit = Fit::Dead);
+    assert_eq!(checkout_drop_in(&f, key), Verdict::Connect(2));
+    assert_eq!(f.take_log(), ["end idle 1 expired=false", "open 2"]);
+}
+
+#[test]
+fn a_released_connection_goes_to_the_waiter_of_its_path() {
+    let (f, key) = Fake::new(1);
+    let id = f.in_use(key);
+    let w = f.queued(key);
+    assert_eq!(release(&f, id, IDLE, Instant::now()), Verdict::Handoff(w));
+    assert_eq!(f.rec(id).state, State::Active, "still bound, not parked");
+}
+
+#[test]
+fn a_waiting_agent_request_is_served_in_the_slot_of_a_drop_in_connection() {
+    let (f, key) = Fake::new(1);
+    let id = f.in_use(key);
+    f.promise_waiter(key, 7);
+    // The drop-in connection cannot serve it: it closes, and the request connects in its slot.
+    assert_eq!(release(&f, id, IDLE, Instant::now()), Verdict::Retired);
+    assert_eq!(
+        f.take_log(),
+        ["finished 1 Some(4s)", "end 1", "open 2", "serve 7 on 2"]
+    );
+    assert_eq!(f.counts(), (1, 0), "one slot, held by the new connection");
+}
+
+#[test]
+fn a_waiting_agent_request_takes_a_promise_connection_as_it_is_released() {
+    let (f, key) = Fake::new(1);
+    let id = f.in_use(key);
+    f.set(id, |r| r.mode = Mode::Promise);
+    f.promise_waiter(key, 7);
+    assert_eq!(release(&f, id, IDLE, Instant::now()), Verdict::Retired);
+    assert_eq!(f.take_log(), ["finished 1 Some(4s)", "serve 7 on 1"]);
+}
+
+#[test]
+fn what_a_request_gone_from_the_queue_was_given_goes_on() {
+    let (f, key) = Fake::new(1);
+    let id = f.in_use(key);
+    f.set(id, |r| r.mode = Mode::Promise);
+    f.promise_waiter(key, 7);
+    f.requests.borrow_mut().clear();
+    // Handed over to nobody: released again, with no idle time, it closes.
+    assert_eq!(release(&f, id, IDLE, Instant::now()), Verdict::Closed);
+    assert_eq!(
+        f.take_log(),
+        ["finished 1 Some(4s)", "finished 1 None", "end 1"]
+    );
+    assert_eq!(f.counts(), (0, 0), "its slot is free");
+}
+
+#[test]
+fn a_close_frees_the_slot_of_a_connection_in_use_or_idle() {
+    let (f, key) = Fake::new(1);
+    let id = f.in_use(key);
+    let w = f.queued(key);
+    assert_eq!(close(&f, id), Verdict::Grant(w));
+    assert_eq!(close(&f, id), Verdict::Nothing, "once");
+
+    let (f, key) = Fake::new(1);
+    let id = f.in_use(key);
+    release(&f, id, IDLE, Instant::now());
+    assert_eq!(close(&f, id), Verdict::Nothing);
+    assert_eq!(f.counts(), (0, 0), "out of the idle list");
+    assert_eq!(checkout_drop_in(&f, key), Verdict::Connect(2));
+}
+
+#[test]
+fn a_detached_connection_frees_its_slot_once_and_its_close_nothing() {
+    let (f, key) = Fake::new(1);
+    let id = f.in_use(key);
+    let w = f.queued(key);
+    assert_eq!(detach(&f, id), Verdict::Grant(w));
+    assert_eq!(detach(&f, id), Verdict::Nothing);
+    assert_eq!(close(&f, id), Verdict::Nothing);
+    assert_eq!(
+        f.pool.borrow().stats.close_socket_count,
+        0,
+        "an upgraded socket is not counted as closed"
+    );
+}
+
+#[test]
+fn an_evicted_idle_connection_closes_once() {
+    let (f, key) = Fake::new(1);
+    let id = f.idle(key);
+    assert_eq!(evict(&f, id), None, "nobody waits for its slot");
+    assert_eq!(f.take_log(), ["end idle 1 expired=false"]);
+    assert_eq!(f.counts(), (0, 0));
+    assert_eq!(evict(&f, id), None);
+    assert!(f.take_log().is_empty(), "once");
+}
+
+#[test]
+fn freed_slots_serve_agent_requests_here_and_return_the_others() {
+    let (f, key) = Fake::new(1);
+    f.requests.borrow_mut().insert(9);
+    let grants = [
+        Grant {
+            key,
+            waiter: WaiterId(1),
+            who: Waiter::Promise(9),
+        },
+        Grant {
+            key,
+            waiter: WaiterId(2),
+            who: Waiter::DropIn,
+        },
+    ];
+    assert_eq!(grant_all(&f, grants), vec![WaiterId(2)]);
+    assert_eq!(f.take_log(), ["open 1", "serve 9 on 1"]);
+}
+
+#[test]
+fn expired_connections_close_and_their_slots_go_to_waiters() {
+    let (f, key) = Fake::new(10);
+    let id = f.in_use(key);
+    let now = Instant::now();
+    release(&f, id, Some(Duration::from_millis(10)), now);
+    f.take_log();
+    assert_eq!(expire(&f, now), vec![], "not yet");
+    assert_eq!(expire(&f, now + Duration::from_millis(10)), vec![]);
+    assert_eq!(f.take_log(), ["end idle 1 expired=true"]);
+    assert_eq!(f.pool.borrow().stats.timeout_socket_count, 1);
+}
+
+#[test]
+fn new_limits_let_waiters_connect() {
+    let (f, key) = Fake::new(1);
+    f.in_use(key);
+    let w = f.queued(key);
+    f.promise_waiter(key, 3);
+    let limits = Limits {
+        max_sockets: 3,
+        ..Limits::default()
+    };
+    assert_eq!(
+        set_limits(&f, limits),
+        vec![w],
+        "the caller connects for the drop-in one"
+    );
+    assert_eq!(f.take_log(), ["open 2", "serve 3 on 2"]);
+}
+
+#[test]
+fn destroy_returns_the_waiters_to_fail() {
+    let (f, key) = Fake::new(1);
+    let a = f.in_use(key);
+    let w = f.queued(key);
+    assert_eq!(destroy(&f), vec![w]);
+    assert!(
+        f.take_log().is_empty(),
+        "in-use connections close with their sockets"
+    );
+    assert_eq!(close(&f, a), Verdict::Nothing, "nobody waits any more");
+}
+
+#[test]
+fn destroy_closes_what_idles() {
+    let (f, key) = Fake::new(2);
+    let id = f.idle(key);
+    assert_eq!(destroy(&f), vec![]);
+    assert_eq!(f.take_log(), [format!("end idle {id} expired=false")]);
+}
+
+#[test]
+fn a_retired_connection_keeps_its_slot_counted() {
+    let (f, key) = Fake::new(1);
+    let id = f.in_use(key);
+    retire(&f, id);
+    assert_eq!(f.counts(), (1, 0));
+    assert_eq!(f.pool.borrow().stats.close_socket_count, 1);
+    retire(&f, id);
+    assert_eq!(f.pool.borrow().stats.close_socket_count, 1, "once");
+    assert!(closed_in_use(&f, id).is_none(), "gone already");
+}
