@@ -95,6 +95,13 @@ pub fn replays_after_race(reused: bool, possible: bool) -> bool {
     reused && possible
 }
 
+/// The error of a drop-in request sent again that met no connection either (the replay's
+/// connect failed, or its first write): it fails as its first attempt would have, having gone
+/// out.
+pub fn replay_failed() -> Error {
+    Error::tls("ECONNRESET", "socket hang up").with_request_sent(true)
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
@@ -202,6 +209,16 @@ pub enum Ending {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replay_that_meets_no_connection_fails_as_a_sent_request() {
+        let err = replay_failed();
+        assert_eq!(
+            (err.code(), err.message().as_str()),
+            ("ECONNRESET", "socket hang up")
+        );
+        assert_eq!(err.request_sent(), Some(true));
+    }
 
     #[test]
     fn promise_requests_are_planned_for_a_replay_by_the_same_rules() {

@@ -85,6 +85,16 @@ pub mod name {
     pub const RIGHT: f64 = 1.0;
     /// It is not, but `rejectUnauthorized: false` lets it pass.
     pub const LET_PASS: f64 = 2.0;
+
+    /// What JavaScript's answer says (none: it threw).
+    pub fn check(answer: Option<f64>) -> crate::transport::tls::NameCheck {
+        use crate::transport::tls::NameCheck;
+        match answer {
+            Some(RIGHT) => NameCheck::Right,
+            Some(LET_PASS) => NameCheck::LetPass,
+            _ => NameCheck::Wrong,
+        }
+    }
 }
 
 /// The request function's arguments, by position: declared here alone, and exported by name in

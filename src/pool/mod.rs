@@ -25,6 +25,7 @@ mod expiry;
 mod keys;
 pub mod moves;
 pub mod multiplex;
+pub mod origins;
 mod release;
 pub mod settings;
 mod stats;

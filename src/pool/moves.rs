@@ -13,7 +13,9 @@ use std::cell::RefMut;
 use std::time::{Duration, Instant};
 
 use super::conn::{Mode, State};
-use super::{Checkout, Fit, Grant, KeyId, Limits, Path, Pool, Release, Waiter, WaiterId};
+use super::{
+    Checkout, Fate, Fit, Grant, KeyId, Limits, Path, Pool, Release, ReleasePolicy, Waiter, WaiterId,
+};
 
 /// What the caller of a move is told to do next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,6 +207,27 @@ fn serve_promise<C: Connections + ?Sized>(
             let grant = conns.pool().detached(key);
             give(conns, grant, served)
         }
+    }
+}
+
+/// The exchange on promise-path connection `id` (`age` old) is over: with its connection
+/// `kept` open by hyper, it goes back to the pool by the agent's `policy` (idle no longer than
+/// the server's Keep-Alive `hint` allows), or closes.
+pub fn settle<C: Connections + ?Sized>(
+    conns: &C,
+    id: u32,
+    kept: bool,
+    age: Duration,
+    hint: Option<Duration>,
+    policy: &ReleasePolicy,
+    now: Instant,
+) -> Verdict {
+    if !kept {
+        return close(conns, id);
+    }
+    match policy.settle(age, policy.idle_for(None, hint)) {
+        Fate::Close => close(conns, id),
+        Fate::Release(idle) => release(conns, id, idle, now),
     }
 }
 

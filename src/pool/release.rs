@@ -66,6 +66,24 @@ impl ReleasePolicy {
         self.ttl.is_some_and(|ttl| age >= ttl)
     }
 
+    /// How many streams an HTTP/2 session `age` old takes at once, its server allowing
+    /// `max_streams`: none once it has outlived `socketActiveTTL` (it idles out once its own
+    /// streams are done).
+    pub fn session_room(&self, age: Duration, max_streams: usize) -> usize {
+        if self.outlived(age) {
+            0
+        } else {
+            max_streams
+        }
+    }
+
+    /// How long an HTTP/2 session may carry no stream: as long as a pooled connection may idle
+    /// (`freeSocketTimeout`; a server's hint is a connection's, not a session's), and not at
+    /// all with keep-alive off.
+    pub fn session_idle(&self) -> Duration {
+        self.idle_for(None, None).unwrap_or(Duration::ZERO)
+    }
+
     /// The fate of a connection `age` old that may idle for `idle` (see [`Self::idle_for`]):
     /// under `socketActiveTTL`, it closes once the TTL is reached, and idles no longer than
     /// what is left of it.
@@ -93,6 +111,28 @@ pub fn keep_alive_hint(value: &[u8]) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_takes_streams_until_its_ttl_and_idles_as_a_connection_would() {
+        let policy = ReleasePolicy {
+            idle: Some(Duration::from_secs(4)),
+            ttl: Some(Duration::from_secs(60)),
+            ..ReleasePolicy::default()
+        };
+        assert_eq!(policy.session_room(Duration::from_secs(59), 100), 100);
+        assert_eq!(policy.session_room(Duration::from_secs(60), 100), 0);
+        assert_eq!(policy.session_idle(), Duration::from_secs(4));
+        let off = ReleasePolicy {
+            keep_alive: false,
+            ..policy
+        };
+        assert_eq!(
+            off.session_idle(),
+            Duration::ZERO,
+            "keep-alive off: none idles"
+        );
+        assert_eq!(ReleasePolicy::default().session_idle(), Duration::MAX);
+    }
 
     #[test]
     fn a_connection_outlives_the_ttl_once_it_is_reached() {

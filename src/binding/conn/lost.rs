@@ -48,8 +48,7 @@ impl Conn {
         let bytes = self.course.resume();
         if !bytes.is_empty() && self.write(&[&bytes]) < 0 {
             if let Some(pool) = self.keeper() {
-                let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);
-                self.fail(pool.ctx(), err);
+                self.fail(pool.ctx(), crate::replay::replay_failed());
             }
         }
     }

@@ -13,6 +13,7 @@ use super::tls::{tls_options, ErrorInfo, TlsOptionsJs};
 use crate::binding::pool::PoolCell;
 use crate::binding::{conn, ctx, pool, protocol, request};
 use crate::guard;
+use crate::pool::origins::Destination;
 use crate::pool::{settings, KeyId, Limits};
 use crate::transport::ConnectOptions;
 
@@ -197,6 +198,8 @@ impl NativePool {
     pub fn set_tls(&self, key: u32, options: TlsOptionsJs) -> Option<ErrorInfo> {
         let opts = tls_options(options);
         self.cell
+            .origins
+            .borrow_mut()
             .set_tls(KeyId(key), &opts)
             .err()
             .map(|e| ErrorInfo {
@@ -217,10 +220,15 @@ impl NativePool {
     /// Where the promise path connects for `key`.
     #[napi(catch_unwind)]
     pub fn set_target(&self, key: u32, target: ConnectTarget) -> Result<()> {
-        let servername = target.servername.clone();
-        let js_lookup = target.js_lookup == Some(true);
+        let destination = Destination {
+            servername: target.servername.clone(),
+            js_lookup: target.js_lookup == Some(true),
+            target: connect_target(target)?,
+        };
         self.cell
-            .set_target(KeyId(key), connect_target(target)?, servername, js_lookup);
+            .origins
+            .borrow_mut()
+            .set_destination(KeyId(key), destination);
         Ok(())
     }
 

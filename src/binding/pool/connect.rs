@@ -65,7 +65,7 @@ impl PoolCell {
         let id = conn.id;
         let link = conn.course.link();
         let opts = self.state.borrow().connect_opts;
-        let tls = self.tls.borrow().get(&conn.key).cloned();
+        let tls = self.tls_config(conn.key);
         let keylog = self.keylog.clone();
         let inbox = self.ctx.inbox.clone();
         let pool = self.id;
@@ -143,10 +143,7 @@ impl PoolCell {
             Ok(()) if replaying => conn.resume_replay(),
             // The replay could not connect: the request fails as the first attempt did (its
             // socket counts the error, and the close, as it is destroyed).
-            Err(_) if replaying => {
-                let err = Error::tls("ECONNRESET", "socket hang up").with_request_sent(true);
-                conn.fail(&self.ctx, err);
-            }
+            Err(_) if replaying => conn.fail(&self.ctx, crate::replay::replay_failed()),
             Ok(()) => {
                 let info = conn.tls.borrow().as_deref().map_or_else(
                     || js::null(self.env()),

@@ -2,7 +2,7 @@
 //! connection or an idle HTTP/2 session, which closes what ran out.
 
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{PoolCell, PoolState};
 use crate::binding::debug::debug;
@@ -12,22 +12,13 @@ use crate::guard;
 use crate::pool::moves;
 
 impl PoolCell {
-    /// How long an HTTP/2 session may carry no stream: as long as a pooled connection may
-    /// idle (`freeSocketTimeout`; not at all with keep-alive off).
-    fn session_idle(&self) -> Duration {
-        self.policy
-            .get()
-            .idle_for(None, None)
-            .unwrap_or(Duration::ZERO)
-    }
-
     /// Closes the HTTP/2 sessions whose idle time ran out (their slots go back to the pool),
     /// and sets the timer for the next.
     pub fn expire_sessions(self: &Rc<Self>) {
         let expired = self
             .sessions
             .borrow_mut()
-            .expire(Instant::now(), self.session_idle());
+            .expire(Instant::now(), self.policy.get().session_idle());
         for (_, id) in expired {
             debug!("idle HTTP/2 session {} expired", id);
             self.close_session(id);
@@ -45,7 +36,10 @@ impl PoolCell {
     /// Sets the expiry timer for the earliest idle deadline (of an idle connection or an idle
     /// HTTP/2 session), if it is not set earlier already.
     pub(super) fn arm_timer(&self, st: &mut PoolState) {
-        let sessions = self.sessions.borrow().next_deadline(self.session_idle());
+        let sessions = self
+            .sessions
+            .borrow()
+            .next_deadline(self.policy.get().session_idle());
         let deadlines = [st.pool.next_deadline(), sessions];
         let Some(ms) = st.alarm.set_for(deadlines, Instant::now()) else {
             return;

@@ -17,7 +17,6 @@ mod table;
 use table::POOLS;
 
 use std::cell::{RefCell, RefMut};
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -32,12 +31,12 @@ use super::js::{self, Ref};
 use super::protocol::{connection, verdict};
 use super::registry::Registry;
 use super::uv::Handle;
-use crate::error::Error;
 use crate::pool::moves::{self, Connections, Ended};
+use crate::pool::origins::Origins;
 use crate::pool::Alarm;
 use crate::pool::{Fit, Grant, KeyId, Limits, Path, Pool, Stats, WaiterId};
-use crate::transport::tls::{TlsConfig, TlsOptions};
-use crate::transport::{ConnectOptions, Target};
+use crate::transport::tls::TlsConfig;
+use crate::transport::ConnectOptions;
 
 pub struct PoolState {
     pub pool: Pool<u32>,
@@ -56,13 +55,9 @@ pub struct PoolCell {
     pub id: u32,
     pub ctx: Rc<EnvCtx>,
     pub state: RefCell<PoolState>,
-    /// TLS configuration per key (HTTPS agents): every TLS option is part of the key's name.
-    tls: RefCell<HashMap<KeyId, Arc<TlsConfig>>>,
-    /// Where the promise path connects for each key (set with the key's first request).
-    targets: RefCell<HashMap<KeyId, (Target, Option<String>)>>,
-    /// The keys whose promise-path connections resolve through the user's `lookup` function,
-    /// in JavaScript, as the drop-in path's do.
-    js_lookups: RefCell<std::collections::HashSet<KeyId>>,
+    /// Each key's TLS configuration (HTTPS agents: every TLS option is part of the key's
+    /// name), and where its promise-path connections go (see `crate::pool::origins`).
+    pub origins: RefCell<Origins>,
     /// The largest response head the promise path accepts (`maxResponseHeaderSize`).
     pub max_header_size: std::cell::Cell<usize>,
     /// The largest drop-in request kept for a replay (0: replay off).
@@ -114,9 +109,7 @@ impl PoolCell {
                 connect_opts,
             }),
             timer: RefCell::new(None),
-            tls: RefCell::new(HashMap::new()),
-            targets: RefCell::new(HashMap::new()),
-            js_lookups: RefCell::new(std::collections::HashSet::new()),
+            origins: RefCell::new(Origins::default()),
             max_header_size: std::cell::Cell::new(16 * 1024),
             replay_limit: std::cell::Cell::new(crate::pool::settings::REPLAY_LIMIT),
             policy: std::cell::Cell::new(ReleasePolicy::default()),
@@ -196,45 +189,14 @@ impl PoolCell {
             .to_owned()
     }
 
-    pub fn set_target(
-        &self,
-        key: KeyId,
-        target: Target,
-        servername: Option<String>,
-        js_lookup: bool,
-    ) {
-        self.targets.borrow_mut().insert(key, (target, servername));
-        if js_lookup {
-            self.js_lookups.borrow_mut().insert(key);
-        } else {
-            self.js_lookups.borrow_mut().remove(&key);
-        }
-    }
-
-    /// Whether the promise path's connections of `key` resolve through the user's `lookup`.
-    pub fn js_lookup(&self, key: KeyId) -> bool {
-        self.js_lookups.borrow().contains(&key)
-    }
-
-    pub fn target(&self, key: KeyId) -> Option<(Target, Option<String>)> {
-        self.targets.borrow().get(&key).cloned()
-    }
-
-    pub fn tls_config(&self, key: KeyId) -> Option<Arc<TlsConfig>> {
-        self.tls.borrow().get(&key).cloned()
-    }
-
     /// Closes connection `id` whose slot goes on to a request of the other path: the slot
     /// stays counted (the caller opens the new connection in it).
     pub fn retire(self: &Rc<Self>, id: u32) {
         moves::retire(self, id);
     }
 
-    /// Sets the TLS configuration of `key` (an HTTPS agent's first request to it).
-    pub fn set_tls(&self, key: KeyId, opts: &TlsOptions) -> Result<(), Error> {
-        let config = TlsConfig::new(opts)?;
-        self.tls.borrow_mut().insert(key, Arc::new(config));
-        Ok(())
+    pub fn tls_config(&self, key: KeyId) -> Option<Arc<TlsConfig>> {
+        self.origins.borrow().tls(key)
     }
 
     /// The socket's request finished: the connection goes to a waiter, idles for `idle`
@@ -337,7 +299,7 @@ impl PoolCell {
     }
 
     /// Forgets the empty keys but the `keep` most recently used (see `Pool::sweep`), with
-    /// their TLS configurations and targets; returns their ids, for JavaScript to forget too.
+    /// their origins; returns their ids, for JavaScript to forget too.
     /// A key that a connection (even one detached by an upgrade) or an `agent.request()`
     /// (`requests`: their keys) still names stays.
     pub fn sweep_keys(&self, keep: usize, requests: Vec<KeyId>) -> Vec<u32> {
@@ -349,14 +311,9 @@ impl PoolCell {
             .borrow_mut()
             .pool
             .sweep(keep, |k| named.contains(&k));
-        let mut tls = self.tls.borrow_mut();
-        let mut targets = self.targets.borrow_mut();
-        let mut js_lookups = self.js_lookups.borrow_mut();
+        self.origins.borrow_mut().forget(&swept);
         let mut sessions = self.sessions.borrow_mut();
         for key in &swept {
-            tls.remove(key);
-            targets.remove(key);
-            js_lookups.remove(key);
             // A key that had no connection and no request has no session either: what it
             // learnt of its server goes with it (its slot may serve another origin next).
             sessions.forget(*key);

@@ -15,6 +15,7 @@ use crate::binding::protocol::{kind, verdict};
 use crate::client::attempt::{Deadline, Retry};
 use crate::client::{self, Event};
 use crate::error::Error;
+use crate::pool::moves;
 
 /// Starts the headers deadline of `req`, whose exchange just started, when this thread
 /// keeps its timeout.
@@ -235,18 +236,24 @@ pub(super) fn settle(req: &Rc<ReqState>, sender: Option<client::Sender>) -> (u32
         return (conn_id, verdict::NONE);
     };
     let pool = req.pool();
-    let sender = match sender {
-        Some(sender) if conn.course.state() == State::Active => sender,
-        _ => return (conn_id, pool.close(conn_id)),
+    let kept = match sender {
+        Some(sender) if conn.course.state() == State::Active => {
+            conn.keep_sender(sender);
+            true
+        }
+        _ => false,
     };
-    conn.keep_sender(sender);
-    let policy = pool.policy.get();
     let hint = req.attempt.borrow().hint();
-    let idle = policy.idle_for(None, hint);
-    let verdict = match policy.settle(conn.created.elapsed(), idle) {
-        crate::pool::Fate::Close => pool.close(conn_id),
-        // A waiting `agent.request()` takes it here (`route`).
-        crate::pool::Fate::Release(idle) => pool.release(conn_id, idle),
-    };
-    (conn_id, verdict)
+    let age = conn.created.elapsed();
+    // A waiting `agent.request()` takes it here (see `PoolCell::serve`).
+    let settled = moves::settle(
+        &pool,
+        conn_id,
+        kept,
+        age,
+        hint,
+        &pool.policy.get(),
+        Instant::now(),
+    );
+    (conn_id, verdict::of(settled))
 }

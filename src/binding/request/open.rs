@@ -20,6 +20,7 @@ use crate::client::open::{Facts, Open, Progress};
 use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};
 use crate::error::Error;
+use crate::pool::origins::Destination;
 use crate::pool::{moves, Checkout, KeyId, Waiter, WaiterId};
 use crate::runtime::runtime;
 use crate::transport::establish::Secure;
@@ -198,7 +199,13 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     }
     req.conn.set(conn.id);
     req.hold();
-    let Some((target, servername)) = pool.target(req.key) else {
+    let destination = pool.origins.borrow().destination(req.key).cloned();
+    let Some(Destination {
+        target,
+        servername,
+        js_lookup,
+    }) = destination
+    else {
         let sink = ReqSink {
             inbox: pool.ctx.inbox.clone(),
             req: req.id,
@@ -213,7 +220,6 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     let opts = pool.state.borrow().connect_opts;
     let tls = pool.tls_config(req.key);
     let keylog = pool.keylog.clone();
-    let js_lookup = pool.js_lookup(req.key);
     let inbox = pool.ctx.inbox.clone();
     let (pool_id, conn_id, req_id) = (pool.id, conn.id, req.id);
     let ctl = req.ctl.clone();
@@ -415,18 +421,16 @@ pub(super) fn verify_server(
         .borrow()
         .as_deref()
         .map_or_else(|| js::null(env), |info| js::tls_info(env, info));
-    let verdict = req
+    let answer = req
         .emit(kind::VERIFY, &[info, js::number(env, req.key.0 as f64)])
         .and_then(|v| js::to_f64(env, v));
-    if verdict == Some(name::RIGHT) {
-        conn.with_tls(|config, info| config.name_verified(info));
-    }
-    if matches!(verdict, Some(v) if v == name::RIGHT || v == name::LET_PASS) {
+    let check = name::check(answer);
+    conn.with_tls(|config, info| config.name_checked(info, check));
+    if check.goes_on() {
         let _ = verify.send(());
         return;
     }
     pool.state.borrow_mut().pool.stats.error_socket_count += 1;
-    conn.with_tls(|config, info| config.forget_sessions(&info.server));
     // JavaScript fails the request with the check's error; had it not (it threw), the
     // request would wait for ever: it fails here.
     if super::by_id(req.id).is_some() {

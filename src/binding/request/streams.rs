@@ -37,9 +37,9 @@ pub fn route(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
 /// is past `socketActiveTTL` (it idles out once its own streams are done).
 fn room(pool: &PoolCell, conn: u32) -> usize {
     let policy = pool.policy.get();
-    pool.conn(conn)
-        .filter(|c| !policy.outlived(c.created.elapsed()))
-        .map_or(0, |c| c.max_streams())
+    pool.conn(conn).map_or(0, |c| {
+        policy.session_room(c.created.elapsed(), c.max_streams())
+    })
 }
 
 /// Whether `req` runs on a stream of an HTTP/2 session (which may have closed since).

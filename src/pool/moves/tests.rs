@@ -235,6 +235,55 @@ fn a_connection_that_cannot_carry_another_request_closes_at_its_release() {
 }
 
 #[test]
+fn a_promise_connection_settles_by_the_agents_policy() {
+    let policy = ReleasePolicy {
+        idle: Some(Duration::from_secs(30)),
+        ttl: Some(Duration::from_secs(60)),
+        ..ReleasePolicy::default()
+    };
+    let (f, key) = Fake::new(10);
+    let hint = Some(Duration::from_secs(5));
+    let age = Duration::from_secs(10);
+    let id = f.in_use(key);
+    let now = Instant::now();
+    assert_eq!(settle(&f, id, true, age, hint, &policy, now), Verdict::Idle);
+    assert_eq!(
+        f.take_log(),
+        ["finished 1 Some(4s)", "park 1"],
+        "the server's hint less the buffer"
+    );
+    close(&f, id);
+    f.take_log();
+
+    let id = f.in_use(key);
+    let old = Duration::from_secs(60);
+    assert_eq!(
+        settle(&f, id, true, old, None, &policy, now),
+        Verdict::Nothing
+    );
+    assert_eq!(
+        f.take_log(),
+        ["end 2"],
+        "past socketActiveTTL: closed, not reused"
+    );
+
+    let id = f.in_use(key);
+    assert_eq!(
+        settle(&f, id, false, age, None, &policy, now),
+        Verdict::Nothing
+    );
+    assert_eq!(f.take_log(), ["end 3"], "hyper closed it");
+
+    let off = ReleasePolicy {
+        keep_alive: false,
+        ..policy
+    };
+    let id = f.in_use(key);
+    assert_eq!(settle(&f, id, true, age, None, &off, now), Verdict::Closed);
+    assert_eq!(f.take_log(), ["finished 4 None", "end 4"], "keep-alive off");
+}
+
+#[test]
 fn a_checkout_closes_the_dead_idle_connections_it_meets() {
     let (f, key) = Fake::new(10);
     let id = f.idle(key);

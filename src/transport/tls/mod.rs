@@ -384,6 +384,18 @@ impl TlsConfig {
         leaf.is_some_and(|leaf| named.contains(leaf))
     }
 
+    /// Applies what the check of the name of the server of session `info` found (see
+    /// [`NameCheck`]): a right name is remembered, so that a session resumed with the same
+    /// certificate needs no check; a wrong one drops the server's cached sessions, so that its
+    /// next connection is checked anew (as Node's https.Agent evicts them).
+    pub fn name_checked(&self, info: &TlsInfo, check: NameCheck) {
+        match check {
+            NameCheck::Right => self.name_verified(info),
+            NameCheck::LetPass => {}
+            NameCheck::Wrong => self.forget_sessions(&info.server),
+        }
+    }
+
     /// Drops the sessions cached for `server` (its last connection ended in a TLS error).
     pub fn forget_sessions(&self, server: &ServerName<'static>) {
         if let Some(store) = &self.sessions {
@@ -420,6 +432,24 @@ pub struct TlsInfo {
     /// Why the server's name did not check out, when `rejectUnauthorized` is false and the
     /// connection went on (the check runs in JavaScript, after the handshake).
     pub name_error: Option<String>,
+}
+
+/// What the check of a server's name in JavaScript (`checkServerIdentity`, after the
+/// handshake, as Node's `tls.connect` runs it) found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameCheck {
+    Right,
+    /// Wrong, but `rejectUnauthorized: false` lets the connection go on.
+    LetPass,
+    /// Wrong (or the check could not run): the connection fails.
+    Wrong,
+}
+
+impl NameCheck {
+    /// Whether the connection goes on.
+    pub fn goes_on(self) -> bool {
+        self != NameCheck::Wrong
+    }
 }
 
 /// Whether the server's certificate names `server`, as `tls.checkServerIdentity` asks (where

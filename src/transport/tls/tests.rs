@@ -170,6 +170,27 @@ async fn sessions_resume_on_the_next_connection() {
     );
 }
 
+#[tokio::test]
+async fn a_right_name_is_remembered_and_a_wrong_one_drops_the_servers_sessions() {
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(3)
+        .await;
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    let first = connect(port, &config, Some("localhost")).await.unwrap();
+    assert!(TlsConfig::needs_name_check(&first));
+    config.name_checked(&first, NameCheck::Right);
+    let resumed = connect(port, &config, Some("localhost")).await.unwrap();
+    assert!(resumed.resumed && resumed.name_known);
+    assert!(
+        !TlsConfig::needs_name_check(&resumed),
+        "its certificate's name was found right"
+    );
+    config.name_checked(&resumed, NameCheck::Wrong);
+    assert!(!NameCheck::Wrong.goes_on() && NameCheck::LetPass.goes_on());
+    let fresh = connect(port, &config, Some("localhost")).await.unwrap();
+    assert!(!fresh.resumed, "the server's sessions were dropped");
+}
+
 /// The labels and client randoms of a key log, checking each line's shape.
 fn keylog_lines(log: &[u8]) -> Vec<(String, String)> {
     let text = std::str::from_utf8(log).unwrap();
