@@ -29,6 +29,7 @@ pub mod origins;
 mod release;
 pub mod settings;
 mod stats;
+pub mod streams;
 
 use expiry::{Expiry, Handle};
 

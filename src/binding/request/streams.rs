@@ -1,7 +1,7 @@
-//! `agent.request()` over HTTP/2: routing a request to a stream of a session, to a wait for
-//! one, or to the pool's checkout, as `pool::multiplex` decides; starting an exchange on a
-//! stream; what a session's opening, its streams' ends and its close do for the requests that
-//! wait.
+//! `agent.request()` over HTTP/2 on the JavaScript thread: the requests of a pool as
+//! `crate::pool::streams` moves them (routed to a stream, a wait or the checkout; served,
+//! routed again or failed as sessions open, free streams and close), and the start of an
+//! exchange on a stream.
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -12,34 +12,87 @@ use crate::binding::pool::PoolCell;
 use crate::binding::protocol::{kind, verdict};
 use crate::client::{self, Event};
 use crate::error::Error;
-use crate::pool::multiplex::{Idleness, Route};
-use crate::pool::{moves, KeyId};
+use crate::pool::multiplex::Sessions;
+use crate::pool::streams::{self as moves, Waiting};
+use crate::pool::KeyId;
 use crate::runtime::runtime;
+
+/// A pool's requests and sessions, for `crate::pool::streams`.
+struct Requests<'a>(&'a Rc<PoolCell>);
+
+impl Requests<'_> {
+    /// Request `id` of this pool, while it is in flight or queued.
+    fn get(&self, id: u64) -> Option<Rc<ReqState>> {
+        super::by_id(u32::try_from(id).ok()?).filter(|r| r.pool.id == self.0.id)
+    }
+}
+
+impl Waiting for Requests<'_> {
+    fn sessions(&self) -> std::cell::RefMut<'_, Sessions<u32>> {
+        self.0.sessions.borrow_mut()
+    }
+
+    /// As its server's settings say; none once it is past `socketActiveTTL` (it idles out once
+    /// its own streams are done).
+    fn room(&self, conn: u32) -> usize {
+        let policy = self.0.policy.get();
+        self.0.conn(conn).map_or(0, |c| {
+            policy.session_room(c.created.elapsed(), c.max_streams())
+        })
+    }
+
+    fn claim(&self, req: u64) -> bool {
+        self.get(req).is_some_and(|r| r.stream_wait.replace(false))
+    }
+
+    fn wait(&self, req: u64) {
+        if let Some(req) = self.get(req) {
+            req.stream_wait.set(true);
+        }
+    }
+
+    fn stream_on(&self, req: u64, conn: u32) {
+        if let Some(req) = self.get(req) {
+            stream_on(self.0, &req, conn);
+        }
+    }
+
+    fn checkout(&self, req: u64) {
+        if let Some(req) = self.get(req) {
+            open::checkout(self.0, &req);
+        }
+    }
+
+    fn fail(&self, req: u64, err: &Error) {
+        let Some(req) = self.get(req) else { return };
+        let env = self.0.ctx.env;
+        req.emit(kind::ERROR, &[js::error_descriptor(env, err)]);
+        req.unhold();
+        req.emit(
+            kind::DONE,
+            &[js::number(env, verdict::NONE), js::number(env, 0.0)],
+        );
+        req.finish();
+    }
+
+    fn close_session(&self, conn: u32) {
+        let grant = crate::pool::moves::closed_in_use(self.0, conn);
+        self.0.notify_grants(grant);
+    }
+
+    fn idles(&self, _conn: u32) {
+        self.0.expire_sessions();
+    }
+}
 
 /// Sends `req` (its exchange not started) where the pool's sessions say: a stream now, a wait
 /// for one (or for the connection being set up), or the pool's checkout.
 pub fn route(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     if pool.http2.get() {
-        let routed = pool
-            .sessions
-            .borrow_mut()
-            .route(req.key, u64::from(req.id), |c| room(pool, c));
-        match routed {
-            Route::Stream(conn) => return stream_on(pool, req, conn),
-            Route::Wait => return req.stream_wait.set(true),
-            Route::Checkout => {}
-        }
+        moves::route(&Requests(pool), req.key, u64::from(req.id));
+    } else {
+        open::checkout(pool, req);
     }
-    open::checkout(pool, req);
-}
-
-/// How many streams session `conn` takes at once: as its server's settings say, none once it
-/// is past `socketActiveTTL` (it idles out once its own streams are done).
-fn room(pool: &PoolCell, conn: u32) -> usize {
-    let policy = pool.policy.get();
-    pool.conn(conn).map_or(0, |c| {
-        policy.session_room(c.created.elapsed(), c.max_streams())
-    })
 }
 
 /// Whether `req` runs on a stream of an HTTP/2 session (which may have closed since).
@@ -66,109 +119,44 @@ pub fn stream_on(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
     super::events::arm_headers_deadline(&pool.ctx, req);
 }
 
-/// A stream of session `conn_id` ended: a waiting request takes its place. A session left
-/// with no stream closes if it takes no more (GOAWAY), or idles until the pool's timer.
+/// A stream of session `conn_id` ended: a waiting request takes its place, or the session
+/// closes or idles (see `crate::pool::streams::stream_done`).
 pub fn stream_done(pool: &Rc<PoolCell>, key: KeyId, conn_id: u32) {
-    // Bounded: each turn takes a waiter off the queue.
-    loop {
-        let next = pool
-            .sessions
-            .borrow_mut()
-            .stream_done(key, conn_id, Instant::now());
-        let Some(next) = next else { break };
-        // A waiter that is gone gives its stream back (the next turn).
-        if let Some(req) = waiter(pool, next) {
-            return stream_on(pool, &req, conn_id);
-        }
-    }
-    // Only a session left with no stream has anything to close or to time.
-    let idleness = pool.sessions.borrow().idleness(key, conn_id);
-    match idleness {
-        Some(Idleness::Spent) => {
-            session_closed(pool, key, conn_id);
-        }
-        Some(Idleness::Idle) => pool.expire_sessions(),
-        None => {}
-    }
+    moves::stream_done(&Requests(pool), key, conn_id, Instant::now());
 }
 
 /// The connect of `conn_id` came up speaking HTTP/2: the requests that waited for it take
-/// streams on it, as it has room.
+/// streams on it.
 pub fn session_opened(pool: &Rc<PoolCell>, key: KeyId, conn_id: u32) {
-    let opened = pool
-        .sessions
-        .borrow_mut()
-        .opened(key, conn_id, |c| room(pool, c));
-    for id in opened.streams {
-        match waiter(pool, id) {
-            Some(req) => stream_on(pool, &req, conn_id),
-            None => stream_done(pool, key, conn_id),
-        }
-    }
-    if let Some(req) = opened.checkout.and_then(|id| waiter(pool, id)) {
-        route(pool, &req);
-    }
+    moves::session_opened(&Requests(pool), key, conn_id, Instant::now());
 }
 
 /// The connect of `key` came up speaking HTTP/1.1: the requests that waited for it go on as
 /// HTTP/1.1 requests do.
 pub fn session_refused(pool: &Rc<PoolCell>, key: KeyId) {
-    let waiting = pool.sessions.borrow_mut().plain(key);
-    reroute(pool, waiting);
+    moves::session_refused(&Requests(pool), key);
 }
 
-/// The connect of `key` ended without a connection (closed first: aborted, or its server's
-/// name refused): the requests that waited for it are routed again.
+/// The connect of `key` ended without a connection: the requests that waited for it are
+/// routed again.
 pub fn connect_abandoned(pool: &Rc<PoolCell>, key: KeyId) {
-    let waiting = pool.sessions.borrow_mut().connect_failed(key);
-    reroute(pool, waiting);
+    moves::connect_abandoned(&Requests(pool), key);
 }
 
 /// The connect of `key` failed with `err`: the requests that waited for it fail with it too,
 /// unless another connect or session may serve them.
 pub fn connect_failed(pool: &Rc<PoolCell>, key: KeyId, err: &Error) {
-    let waiting = pool.sessions.borrow_mut().connect_failed(key);
-    let env = pool.ctx.env;
-    for req in waiting.into_iter().filter_map(|id| waiter(pool, id)) {
-        req.emit(kind::ERROR, &[js::error_descriptor(env, err)]);
-        req.unhold();
-        req.emit(
-            kind::DONE,
-            &[js::number(env, verdict::NONE), js::number(env, 0.0)],
-        );
-        req.finish();
-    }
+    moves::connect_failed(&Requests(pool), key, err);
 }
 
-/// Session `conn_id` ended (its server closed it, or it failed): its slot goes back to the pool
-/// and the requests that waited for its streams are routed again. Its streams in flight fail
-/// with their exchanges. False if it was not a session.
+/// Session `conn_id` ended: its slot goes back, its waiters are routed again. False if it was
+/// not a session.
 pub fn session_closed(pool: &Rc<PoolCell>, key: KeyId, conn_id: u32) -> bool {
-    if !pool.sessions.borrow().is_session(key, conn_id) {
-        return false;
-    }
-    let waiting = pool.sessions.borrow_mut().closed(key, conn_id);
-    let grant = moves::closed_in_use(pool, conn_id);
-    pool.notify_grants(grant);
-    reroute(pool, waiting);
-    true
+    moves::session_closed(&Requests(pool), key, conn_id)
 }
 
 /// Session `conn_id` takes no new streams (its server refused one, or sent GOAWAY): its
 /// streams in flight go on; it closes once they are done, or when its server closes it.
 pub fn session_draining(pool: &Rc<PoolCell>, key: KeyId, conn_id: u32) {
     pool.sessions.borrow_mut().close_gracefully(key, conn_id);
-}
-
-fn reroute(pool: &Rc<PoolCell>, waiting: Vec<u64>) {
-    for req in waiting.into_iter().filter_map(|id| waiter(pool, id)) {
-        route(pool, &req);
-    }
-}
-
-/// Request `id` of this pool, if it still waits for a stream (no longer waiting, as it is
-/// routed now).
-fn waiter(pool: &PoolCell, id: u64) -> Option<Rc<ReqState>> {
-    let req = super::by_id(u32::try_from(id).ok()?).filter(|r| r.pool.id == pool.id)?;
-    req.stream_wait.replace(false).then_some(req)
 }
