@@ -26,6 +26,7 @@ mod keys;
 pub mod moves;
 pub mod multiplex;
 pub mod origins;
+pub mod place;
 mod release;
 pub mod settings;
 mod stats;

@@ -16,6 +16,7 @@ use crate::client::attempt::{Deadline, Retry};
 use crate::client::{self, Event};
 use crate::error::Error;
 use crate::pool::moves;
+use crate::pool::place::Place;
 
 /// Starts the headers deadline of `req`, whose exchange just started, when this thread
 /// keeps its timeout.
@@ -140,8 +141,8 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
         Event::Refused(err) => {
             // The server did not process it: its session takes no more streams, and the
             // request goes again elsewhere, whatever its method.
-            if super::streams::on_session(&req) {
-                super::streams::session_draining(&req.pool, req.key, req.conn.get());
+            if let Place::Stream(conn_id) = req.place.get() {
+                super::streams::session_draining(&req.pool, req.key, conn_id);
             }
             let failed = req.attempt.borrow_mut().refused(err);
             if let Some(err) = failed {
@@ -163,17 +164,20 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
                     req.unhold();
                     let pool = req.pool();
                     pool.state.borrow_mut().pool.stats.replay_count += 1;
-                    if super::streams::on_session(&req) {
+                    match req.place.take() {
                         // Its stream is over; it is routed as a new request is (the session
                         // it met takes no more).
-                        let conn_id = req.conn.replace(0);
-                        req.on_stream.set(false);
-                        req.abort.borrow_mut().take();
-                        super::streams::stream_done(&pool, req.key, conn_id);
-                        super::streams::route(&pool, &req);
-                    } else {
-                        pool.retire(req.conn.get());
-                        super::open::connect_for(&pool, &req);
+                        Place::Stream(conn_id) => {
+                            req.abort.borrow_mut().take();
+                            super::streams::stream_done(&pool, req.key, conn_id);
+                            super::streams::route(&pool, &req);
+                        }
+                        place => {
+                            if let Some(conn_id) = place.conn() {
+                                pool.retire(conn_id);
+                            }
+                            super::open::connect_for(&pool, &req);
+                        }
                     }
                     // A writer held back while the connection was lost goes on, into the
                     // new connection's body.
@@ -203,7 +207,11 @@ pub fn on_request_event(ctx: &EnvCtx, req_id: u32, event: Event) {
 
 /// Counts a failure of the established connection of `req` (see `Stats::count_failure`).
 pub(super) fn count_failure(req: &ReqState, err: &Error) {
-    let established = crate::binding::conn::by_id(req.conn.get())
+    let established = req
+        .place
+        .get()
+        .conn()
+        .and_then(crate::binding::conn::by_id)
         .is_some_and(|c| c.course.state() == State::Active);
     if !established {
         return;
@@ -221,17 +229,17 @@ pub(super) fn settle(req: &Rc<ReqState>, sender: Option<client::Sender>) -> (u32
     req.attempt.borrow_mut().over();
     // An HTTP/2 stream's end frees a stream, not the connection; one that completed counts
     // as a request, as a released connection does.
-    if super::streams::on_session(req) {
-        if sender.is_some() {
-            req.pool.state.borrow_mut().pool.stats.request_count += 1;
+    let conn_id = match req.place.take() {
+        Place::Stream(conn_id) => {
+            if sender.is_some() {
+                req.pool.state.borrow_mut().pool.stats.request_count += 1;
+            }
+            super::streams::stream_done(&req.pool(), req.key, conn_id);
+            return (conn_id, verdict::NONE);
         }
-        let conn_id = req.conn.replace(0);
-        req.on_stream.set(false);
-        super::streams::stream_done(&req.pool(), req.key, conn_id);
-        return (conn_id, verdict::NONE);
-    }
-    // The connection is the pool's again: an abort from now on does not close it.
-    let conn_id = req.conn.replace(0);
+        // The connection is the pool's again: an abort from now on does not close it.
+        place => place.conn().unwrap_or(0),
+    };
     let Some(conn) = crate::binding::conn::by_id(conn_id) else {
         return (conn_id, verdict::NONE);
     };

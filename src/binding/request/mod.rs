@@ -31,6 +31,7 @@ use super::protocol::verdict;
 use super::registry::Registry;
 use crate::client::attempt::{Attempt, Connection};
 use crate::client::{self, Control, Event, HeaderLines, Sink, Spec, WriteResult};
+use crate::pool::place::Place;
 use crate::pool::KeyId;
 
 /// The most values an event carries after its kind (the head's: status, reason, headers,
@@ -65,8 +66,8 @@ pub struct ReqState {
     /// Its attempts: what it sends, its replay, what its exchange said so far, its body's
     /// writer and the headers deadline this thread keeps (see `client::attempt`).
     attempt: RefCell<Attempt>,
-    /// The connection serving it, once it has one.
-    conn: Cell<u32>,
+    /// Where it stands in its pool: waiting, or on a connection or a stream.
+    place: Cell<Place>,
     /// What stops its exchange while it runs.
     abort: RefCell<Option<Exchange>>,
     /// The request holds the event loop open (its exchange or connect runs on tokio): taken
@@ -74,15 +75,6 @@ pub struct ReqState {
     hold: RefCell<Option<Hold>>,
     /// Over (see [`ReqState::finish`]): no event reaches JavaScript any more.
     finished: Cell<bool>,
-    /// Its place in the pool's queue while it waits for a connection (see
-    /// `PoolCell::route`, which serves it).
-    pub waiter: Cell<Option<u64>>,
-    /// It waits for a stream of an HTTP/2 session, or for the connection that may give one
-    /// (see `streams::route`).
-    stream_wait: Cell<bool>,
-    /// Its exchange runs on a stream of the HTTP/2 session `conn` (which may have closed
-    /// since): its end frees that stream, not a connection.
-    on_stream: Cell<bool>,
     /// Its trailers, when they come with its body's end ([`set_trailers`]).
     trailers: Option<Arc<client::Trailers>>,
 }
@@ -170,7 +162,7 @@ impl ReqState {
     /// already.
     fn begin_on(&self, conn_id: u32) -> Option<(Spec, Arc<dyn Sink>)> {
         let spec = self.attempt.borrow_mut().start(Connection::Reused)?;
-        self.conn.set(conn_id);
+        self.place.set(Place::Conn(conn_id));
         self.hold();
         let sink: Arc<dyn Sink> = Arc::new(ReqSink {
             inbox: self.pool.ctx.inbox.clone(),
@@ -240,32 +232,32 @@ pub fn abort(req: &Rc<ReqState>) -> f64 {
         exchange.stop();
     }
     req.attempt.borrow_mut().over();
-    let on_session = streams::on_session(req);
-    let conn_id = req.conn.replace(0);
     let pool = req.pool.clone();
-    // Its place in the queue, if it still waits.
-    if let Some(w) = req.waiter.take() {
-        pool.cancel(w);
-    }
-    if req.stream_wait.take() {
-        pool.sessions
-            .borrow_mut()
-            .cancel(req.key, u64::from(req.id));
-    }
-    let in_flight = conn_id != 0;
+    let place = req.place.take();
     req.unhold();
     req.finish();
-    // An HTTP/2 stream is reset alone (its task stopped): the session goes on.
-    if on_session {
-        streams::stream_done(&pool, req.key, conn_id);
-        return verdict::NONE;
-    }
+    let conn_id = match place {
+        Place::Nowhere => return verdict::NONE,
+        // Its place in the queue.
+        Place::Queued(w) => {
+            pool.cancel(w.0);
+            return verdict::NONE;
+        }
+        Place::StreamWait => {
+            let mut sessions = pool.sessions.borrow_mut();
+            sessions.cancel(req.key, u64::from(req.id));
+            return verdict::NONE;
+        }
+        // An HTTP/2 stream is reset alone (its task stopped): the session goes on.
+        Place::Stream(conn_id) => {
+            streams::stream_done(&pool, req.key, conn_id);
+            return verdict::NONE;
+        }
+        Place::Conn(conn_id) => conn_id,
+    };
     // A connection that requests wait for, closed before it could serve them.
     let abandoned = pool.conn(conn_id).is_some_and(|c| c.h2_pending.take());
-    let verdict = match in_flight {
-        true => pool.close(conn_id),
-        false => verdict::NONE,
-    };
+    let verdict = pool.close(conn_id);
     if abandoned {
         streams::connect_abandoned(&pool, req.key);
     }

@@ -21,6 +21,7 @@ use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};
 use crate::error::Error;
 use crate::pool::origins::Destination;
+use crate::pool::place::Place;
 use crate::pool::{moves, Checkout, KeyId, Waiter, WaiterId};
 use crate::runtime::runtime;
 use crate::transport::establish::Secure;
@@ -55,13 +56,10 @@ pub fn start(
         ctx: unsafe { AsyncContext::named_by(env, js_side.handle, js_side.context_name) },
         ctl,
         attempt: RefCell::new(Attempt::new(spec, replay, writer)),
-        conn: Cell::new(0),
+        place: Cell::new(Place::Nowhere),
         abort: RefCell::new(None),
         hold: RefCell::new(None),
         finished: Cell::new(false),
-        waiter: Cell::new(None),
-        stream_wait: Cell::new(false),
-        on_stream: Cell::new(false),
         trailers,
     });
     super::REQUESTS.with(|t| t.insert(req.id, req.clone()));
@@ -81,16 +79,16 @@ pub(super) fn checkout(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
             if pool.http2.get() && pool.sessions.borrow_mut().wait(key, u64::from(req.id)) =>
         {
             pool.cancel(w);
-            req.stream_wait.set(true);
+            req.place.set(Place::StreamWait);
         }
-        Checkout::Queued(WaiterId(w)) => req.waiter.set(Some(w)),
+        Checkout::Queued(w) => req.place.set(Place::Queued(w)),
     }
 }
 
 /// Serves `req`, which waited, with what the pool gave it: connection `handoff` (of its
 /// path), or a slot for a new connection.
 fn serve_promise(pool: &Rc<PoolCell>, req: &Rc<ReqState>, handoff: Option<u32>) {
-    req.waiter.set(None);
+    req.place.set(Place::Nowhere);
     match handoff.and_then(|id| pool.conn(id)) {
         Some(conn) => dispatch(pool, req, conn.id),
         None => connect_for(pool, req),
@@ -115,7 +113,7 @@ pub fn requests_queued(pool: &PoolCell) -> Vec<sys::napi_value> {
     let env = pool.ctx.env;
     super::all()
         .into_iter()
-        .filter(|r| r.pool.id == pool.id && (r.waiter.get().is_some() || r.stream_wait.get()))
+        .filter(|r| r.pool.id == pool.id && r.place.get().waiting())
         .map(|r| r.handle.get(env))
         .collect()
 }
@@ -127,7 +125,7 @@ pub fn requests_in_flight(pool: &PoolCell) -> Vec<sys::napi_value> {
     let env = pool.ctx.env;
     super::all()
         .into_iter()
-        .filter(|r| r.pool.id == pool.id && r.conn.get() != 0)
+        .filter(|r| r.pool.id == pool.id && r.place.get().conn().is_some())
         .map(|r| r.handle.get(env))
         .collect()
 }
@@ -197,7 +195,7 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
         conn.h2_pending.set(true);
         pool.sessions.borrow_mut().connecting(req.key);
     }
-    req.conn.set(conn.id);
+    req.place.set(Place::Conn(conn.id));
     req.hold();
     let destination = pool.origins.borrow().destination(req.key).cloned();
     let Some(Destination {
@@ -327,7 +325,9 @@ pub fn hyper_connected(
             *conn.remote.borrow_mut() = Some(remote);
             *conn.tls.borrow_mut() = tls;
             conn.course.set_state(State::Active);
-            let Some(req) = super::by_id(req_id).filter(|req| req.conn.get() == conn_id) else {
+            let Some(req) =
+                super::by_id(req_id).filter(|req| req.place.get().conn() == Some(conn_id))
+            else {
                 // Nobody to check it for (its request ended meanwhile): it closes unused.
                 if verify.is_some() {
                     let grant = moves::closed_in_use(pool, conn_id);
@@ -365,7 +365,7 @@ pub fn hyper_connected(
             match session {
                 Some(session) if open => {
                     conn.make_session(session);
-                    req.on_stream.set(true);
+                    req.place.set(Place::Stream(conn_id));
                     super::streams::session_opened(pool, conn.key, conn_id);
                 }
                 Some(_) => super::streams::connect_abandoned(pool, conn.key),
@@ -386,7 +386,7 @@ pub fn hyper_connected(
                 .pool
                 .connect_failed(conn.key, err.timed_out());
             if let Some(req) = super::by_id(req_id) {
-                req.conn.set(0);
+                req.place.set(Place::Nowhere);
                 let desc = js::error_descriptor(pool.ctx.env, &err);
                 req.emit(kind::ERROR, &[desc]);
                 req.unhold();
@@ -454,7 +454,8 @@ pub fn hyper_lookup(
     let Some(conn) = pool.conn(conn_id) else {
         return;
     };
-    let Some(req) = super::by_id(req_id).filter(|req| req.conn.get() == conn_id) else {
+    let Some(req) = super::by_id(req_id).filter(|req| req.place.get().conn() == Some(conn_id))
+    else {
         return;
     };
     *conn.lookup.borrow_mut() = Some(reply);

@@ -13,6 +13,7 @@ use crate::binding::protocol::{kind, verdict};
 use crate::client::{self, Event};
 use crate::error::Error;
 use crate::pool::multiplex::Sessions;
+use crate::pool::place::Place;
 use crate::pool::streams::{self as moves, Waiting};
 use crate::pool::KeyId;
 use crate::runtime::runtime;
@@ -42,12 +43,19 @@ impl Waiting for Requests<'_> {
     }
 
     fn claim(&self, req: u64) -> bool {
-        self.get(req).is_some_and(|r| r.stream_wait.replace(false))
+        let Some(req) = self.get(req) else {
+            return false;
+        };
+        let waits = req.place.get() == Place::StreamWait;
+        if waits {
+            req.place.set(Place::Nowhere);
+        }
+        waits
     }
 
     fn wait(&self, req: u64) {
         if let Some(req) = self.get(req) {
-            req.stream_wait.set(true);
+            req.place.set(Place::StreamWait);
         }
     }
 
@@ -97,17 +105,16 @@ pub fn route(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
 
 /// Whether `req` runs on a stream of an HTTP/2 session (which may have closed since).
 pub fn on_session(req: &ReqState) -> bool {
-    req.on_stream.get()
+    req.place.get().on_stream()
 }
 
 /// Starts the exchange of `req` on a new stream of session `conn_id` (counted already), in a
 /// task of its own: aborting the task resets only its stream.
 pub fn stream_on(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
-    req.stream_wait.set(false);
     let Some((spec, sink)) = req.begin_on(conn_id) else {
         return;
     };
-    req.on_stream.set(true);
+    req.place.set(Place::Stream(conn_id));
     let Some(sender) = pool.conn(conn_id).and_then(|c| c.stream()) else {
         // Closed since it was counted: the request was not sent, and goes elsewhere.
         sink.post(Event::Refused(Error::tls("ECONNRESET", "socket hang up")));
