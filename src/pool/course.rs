@@ -51,6 +51,20 @@ pub enum Gate {
     NotConnected,
 }
 
+/// What becomes of an event of a connection pumped on tokio (see [`Course::heard`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Heard {
+    /// Its socket hears it now.
+    Deliver,
+    /// It waits one turn of the event loop (an error right behind data).
+    Wait,
+    /// The connection idles: any event means it is over, and it is evicted.
+    Evict,
+    /// Nobody hears it: it is of a link a replay replaced, or the connection is opening,
+    /// replaying or closed.
+    Drop,
+}
+
 /// One connection's course (see the module's documentation). Its parts change one at a time,
 /// from the JavaScript thread alone, so each is a cell: a call into JavaScript never finds one
 /// borrowed.
@@ -294,6 +308,22 @@ impl Course {
         is_error && self.data_batch.get() == batch && !self.error_waited.replace(true)
     }
 
+    /// What becomes of an event (`is_error`) of its link `link`, heard in inbox batch
+    /// `batch`: in use, its socket hears it, an error right behind data of the same batch a
+    /// turn later (see [`Course::error_waits`]); idle, any event evicts it; a replaced link's
+    /// events are stale.
+    pub fn heard(&self, link: u32, is_error: bool, batch: u64) -> Heard {
+        if link != self.link.get() {
+            return Heard::Drop;
+        }
+        match self.state.get() {
+            State::Active if self.error_waits(is_error, batch) => Heard::Wait,
+            State::Active => Heard::Deliver,
+            State::Idle => Heard::Evict,
+            State::Connecting | State::Replaying | State::Closed => Heard::Drop,
+        }
+    }
+
     /// Its connection died in use, before any answer: if its request may go again (see
     /// `crate::replay`; `target`: where to open a new connection is known), it is held for the
     /// new connection of the next link, and true is returned. Once per request.
@@ -512,6 +542,31 @@ mod tests {
             !other.error_waits(true, 8),
             "data of an earlier batch was delivered"
         );
+    }
+
+    #[test]
+    fn a_pumped_connections_events_go_by_its_state_and_link() {
+        let c = in_use(true);
+        c.gate(&[GET]);
+        assert_eq!(c.heard(0, false, 1), Heard::Deliver);
+        c.read(4, 1);
+        assert_eq!(c.heard(0, true, 1), Heard::Wait, "an error behind data");
+        assert_eq!(c.heard(0, true, 1), Heard::Deliver, "a turn later");
+        let replayed = in_use(true);
+        replayed.gate(&[GET]);
+        assert!(replayed.begin_replay(true));
+        assert_eq!(
+            replayed.heard(1, false, 2),
+            Heard::Drop,
+            "replaying: nobody hears"
+        );
+        replayed.set_state(State::Active);
+        assert_eq!(replayed.heard(0, true, 2), Heard::Drop, "the old link's");
+        assert_eq!(replayed.heard(1, true, 2), Heard::Deliver);
+        replayed.park();
+        assert_eq!(replayed.heard(1, false, 3), Heard::Evict);
+        replayed.close();
+        assert_eq!(replayed.heard(1, false, 3), Heard::Drop);
     }
 
     #[test]

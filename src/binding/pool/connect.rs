@@ -11,6 +11,7 @@ use crate::binding::debug::debug;
 use crate::binding::inbox::{post_keys, Completion, PumpSink};
 use crate::binding::js;
 use crate::error::Error;
+use crate::pool::course::Heard;
 use crate::runtime::runtime;
 use crate::transport::carry::{self, Carried, Link};
 use crate::transport::establish::Secure;
@@ -175,30 +176,21 @@ impl PoolCell {
     /// event means the connection is over.
     pub fn on_pump(self: &Rc<Self>, id: u32, link: u32, event: Event) {
         let Some(conn) = self.conn(id) else { return };
-        // Events of a connection a replay has replaced are stale.
-        if conn.course.link() != link {
-            return;
-        }
-        match conn.course.state() {
+        let is_error = matches!(event, Event::Error(_));
+        match conn.course.heard(link, is_error, self.ctx.wakes.get()) {
             // An error right behind data of the same batch waits a turn of the event loop, as
             // a libuv stream meets a read error only at its next read: a response that data
             // completed ends first and its socket goes back to the pool, where the error only
             // evicts it, instead of failing a request that has its response.
-            State::Active
-                if conn
-                    .course
-                    .error_waits(matches!(event, Event::Error(_)), self.ctx.wakes.get()) =>
-            {
-                self.ctx.inbox.post(Completion::Pump {
-                    pool: self.id,
-                    conn: id,
-                    link,
-                    event,
-                });
-            }
-            State::Active => conn.on_pump(&self.ctx, event),
-            State::Idle => self.evict_idle(&conn),
-            State::Connecting | State::Replaying | State::Closed => {}
+            Heard::Wait => self.ctx.inbox.post(Completion::Pump {
+                pool: self.id,
+                conn: id,
+                link,
+                event,
+            }),
+            Heard::Deliver => conn.on_pump(&self.ctx, event),
+            Heard::Evict => self.evict_idle(&conn),
+            Heard::Drop => {}
         }
     }
 }
