@@ -6,6 +6,7 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const crypto = require('node:crypto');
+const fs = require('node:fs');
 const { Readable } = require('node:stream');
 const { finished } = require('node:stream/promises');
 const { once, getEventListeners, setMaxListeners } = require('node:events');
@@ -73,7 +74,24 @@ test('aborting works while queued, before the head, and during the body', async 
   await assert.rejects(agent.request(server.url, { signal: AbortSignal.abort() }), { name: 'AbortError' });
 });
 
-test('an abort mid-upload to a server that stopped reading closes the connection at once, the rest unsent', { timeout: 20000 }, async (t) => {
+// How much a loopback connection may hold in its kernel buffers: the sender's and the
+// receiver's, which Linux grows up to tcp_wmem's and tcp_rmem's maximum (32 MiB here for the
+// receiver, far above net.core.rmem_max). A body to a server that stopped reading has to be
+// well over this for its rest to be unsent at an abort, whatever the abort's delay.
+function kernelBuffering() {
+  const max = (name) => {
+    try {
+      return Number(fs.readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim().split(/\s+/)[2]) || 0;
+    } catch {
+      return 0;
+    }
+  };
+  return Math.max(max('tcp_rmem') + max('tcp_wmem'), 16 * 1024 * 1024);
+}
+
+test('an abort mid-upload to a server that stopped reading closes the connection at once, the rest unsent', { timeout: 30000 }, async (t) => {
+  const size = 4 * kernelBuffering();
+  const body = Buffer.alloc(size, 'u');
   for (const secure of [false, true]) {
     let socket;
     let started;
@@ -88,7 +106,6 @@ test('an abort mid-upload to a server that stopped reading closes the connection
     }, tlsOptions);
     const agent = secure ? new HttpsAgent({ ca: tlsFixture('ca.pem') }) : new Agent();
     t.after(() => agent.destroy());
-    const body = Buffer.alloc(32 * 1024 * 1024, 'u');
     const controller = new AbortController();
     const pending = agent.request(`${secure ? 'https' : 'http'}://localhost:${server.port}/`, { method: 'POST', body, signal: controller.signal });
     let received = await uploading;
