@@ -30,7 +30,7 @@ fn deliver(ctx: &EnvCtx, item: Completion) {
         Completion::Pump { conn, .. } => Owner::Conn(*conn),
         _ => Owner::None,
     };
-    if let Err(panic) = guard::catch(|| complete(ctx, item)) {
+    if let Err(panic) = guard::catch(|| complete(item)) {
         super::debug::debug!("a completion panicked: {panic}");
         let _ = guard::catch(|| fail_owner(ctx, owner, &panic));
     }
@@ -55,8 +55,8 @@ fn fail_owner(ctx: &EnvCtx, owner: Owner, panic: &str) {
             if let Some(req) = request::by_id(id) {
                 req.stop();
             }
-            request::on_request_event(ctx, id, client::Event::Error(err()));
-            request::on_request_event(ctx, id, client::Event::Done(None));
+            request::on_request_event(id, client::Event::Error(err()));
+            request::on_request_event(id, client::Event::Done(None));
         }
         Owner::HyperConnect(pool, conn, req) => {
             if let Some(cell) = PoolCell::get(pool) {
@@ -78,7 +78,7 @@ fn fail_owner(ctx: &EnvCtx, owner: Owner, panic: &str) {
 }
 
 /// Handles one item of the inbox.
-fn complete(ctx: &EnvCtx, item: Completion) {
+fn complete(item: Completion) {
     guard::point("completion");
     match item {
         // A pool that is gone let go of its connects' holds as it went.
@@ -97,7 +97,7 @@ fn complete(ctx: &EnvCtx, item: Completion) {
                 cell.on_pump(conn, link, event);
             }
         }
-        Completion::Req { req, event } => request::on_request_event(ctx, req, event),
+        Completion::Req { req, event } => request::on_request_event(req, event),
         Completion::HyperConnected {
             pool,
             conn,

@@ -217,33 +217,14 @@ impl Attempt {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use bytes::Bytes;
 
     use super::*;
-    use crate::client::plan::{self, Intent, Source};
-    use crate::client::Head;
+    use crate::client::plan::{self, Source};
 
     fn attempt(method: &str, body: Source, headers_timeout_ms: f64) -> Attempt {
-        let intent = Intent {
-            method: plan::method(method.as_bytes()).unwrap(),
-            head: Arc::new(Head::parse("/items", b"host\nexample\n").unwrap()),
-            body,
-            content_length: None,
-            expect_continue: false,
-            informational: false,
-            headers_timeout_ms,
-            body_timeout_ms: 0.0,
-            replay_limit: Some(64),
-            max_head_size: 16 * 1024,
-            refusable: true,
-            trailers: None,
-        };
-        match plan::plan(intent, || {}) {
-            Ok(plan) => Attempt::new(plan.spec, plan.replay, plan.writer),
-            Err(e) => panic!("not planned: {e}"),
-        }
+        let plan = plan::for_test(method, body, headers_timeout_ms);
+        Attempt::new(plan.spec, plan.replay, plan.writer)
     }
 
     fn get() -> Attempt {

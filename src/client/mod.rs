@@ -9,6 +9,7 @@
 
 pub mod attempt;
 mod body;
+pub mod driver;
 mod errors;
 mod exchange;
 mod handshake;

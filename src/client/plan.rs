@@ -332,6 +332,30 @@ impl Replay {
     }
 }
 
+/// A request of `method` to `/items` with `body`, planned as a call with a 64-byte replay
+/// limit and `headers_timeout_ms` would be: for the tests of what runs requests.
+#[cfg(test)]
+pub fn for_test(method: &str, body: Source, headers_timeout_ms: f64) -> Plan {
+    let intent = Intent {
+        method: self::method(method.as_bytes()).unwrap(),
+        head: Arc::new(Head::parse("/items", b"host\nexample\n").unwrap()),
+        body,
+        content_length: None,
+        expect_continue: false,
+        informational: false,
+        headers_timeout_ms,
+        body_timeout_ms: 0.0,
+        replay_limit: Some(64),
+        max_head_size: 16 * 1024,
+        refusable: true,
+        trailers: None,
+    };
+    match plan(intent, || {}) {
+        Ok(plan) => plan,
+        Err(e) => panic!("not planned: {e}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use http_body_util::BodyExt;

@@ -17,66 +17,42 @@ pub use open::{
     serve_waiting, start,
 };
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
+use bytes::Bytes;
 use napi::sys;
 
 use super::env::Hold;
 use super::inbox::{Completion, Inbox};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::PoolCell;
-use super::protocol::verdict;
+use super::protocol::{kind, verdict};
 use super::registry::Registry;
-use crate::client::attempt::{Attempt, Connection};
-use crate::client::{self, Control, Event, HeaderLines, Sink, Spec, WriteResult};
-use crate::pool::place::Place;
-use crate::pool::KeyId;
+use crate::binding::conn::State;
+use crate::client::driver::{self, Face, Headed, Lanes, Request, Settled};
+use crate::client::{self, Event, HeaderLines, Sink, WriteResult};
+use crate::error::Error;
+use crate::pool::{KeyId, ReleasePolicy};
 
 /// The most values an event carries after its kind (the head's: status, reason, headers,
 /// body, trailers, and the verdict and connection of an exchange over with its head).
 const MAX_EVENT_ARGS: usize = 7;
 
-/// A request's running exchange: in a task of its own (on a new connection, with the connect)
-/// or in its connection's task.
-enum Exchange {
-    Task(tokio::task::AbortHandle),
-    InConnection(Rc<client::Stopper>),
-}
+/// One `agent.request()` in flight (or waiting for a connection), as `client::driver` runs it.
+pub type ReqState = Request<JsFace>;
 
-impl Exchange {
-    /// Stops it where it is; its connection closes.
-    fn stop(self) {
-        match self {
-            Exchange::Task(task) => task.abort(),
-            Exchange::InConnection(stopper) => stopper.stop(),
-        }
-    }
-}
-
-/// One `agent.request()` in flight (or waiting for a connection).
-pub struct ReqState {
-    pub id: u32,
+/// A request's JavaScript side: its pool, the handle its events go to, the async context of
+/// its `request()` call, and its hold on the event loop.
+pub struct JsFace {
     pool: Rc<PoolCell>,
-    key: KeyId,
     handle: Ref,
     ctx: AsyncContext,
-    ctl: Arc<Control>,
-    /// Its attempts: what it sends, its replay, what its exchange said so far, its body's
-    /// writer and the headers deadline this thread keeps (see `client::attempt`).
-    attempt: RefCell<Attempt>,
-    /// Where it stands in its pool: waiting, or on a connection or a stream.
-    place: Cell<Place>,
-    /// What stops its exchange while it runs.
-    abort: RefCell<Option<Exchange>>,
-    /// The request holds the event loop open (its exchange or connect runs on tokio): taken
-    /// and let go through [`ReqState::hold`] and [`ReqState::unhold`], each at most once a turn.
+    /// Taken while its exchange or connect runs on tokio (see `Face::hold`).
     hold: RefCell<Option<Hold>>,
-    /// Over (see [`ReqState::finish`]): no event reaches JavaScript any more.
-    finished: Cell<bool>,
-    /// Its trailers, when they come with its body's end ([`set_trailers`]).
-    trailers: Option<Arc<client::Trailers>>,
 }
 
 thread_local! {
@@ -101,14 +77,11 @@ pub fn take_all() -> Vec<Rc<ReqState>> {
 
 /// The drain of a streamed request body, posted through `inbox` to request `id` (the id may be
 /// set once known).
-pub fn drain_to(
-    inbox: &Arc<Inbox>,
-    id: Arc<std::sync::atomic::AtomicU32>,
-) -> impl Fn() + Send + Sync + 'static {
+pub fn drain_to(inbox: &Arc<Inbox>, id: Arc<AtomicU32>) -> impl Fn() + Send + Sync + 'static {
     let inbox = inbox.clone();
     move || {
         inbox.post(Completion::Req {
-            req: id.load(std::sync::atomic::Ordering::Acquire),
+            req: id.load(Ordering::Acquire),
             event: Event::BodyDrain,
         });
     }
@@ -129,23 +102,14 @@ impl Sink for ReqSink {
     }
 }
 
-impl ReqState {
-    pub fn pool(&self) -> Rc<PoolCell> {
-        self.pool.clone()
-    }
-
+impl JsFace {
     fn env(&self) -> sys::napi_env {
         self.pool.ctx.env
     }
 
     /// Calls `handle.onEvent(kind, ...args)` in the request's async context; returns what it
-    /// returned (None if it threw).
+    /// returned (None if it threw). Only while the request is not over (`Request::tell`).
     fn emit(&self, kind: u32, args: &[sys::napi_value]) -> Option<sys::napi_value> {
-        // Code an earlier event ran may have ended the request (an abort from a listener):
-        // its handle is gone, and nothing more is said.
-        if self.finished.get() {
-            return None;
-        }
         let env = self.env();
         let handle = self.handle.get(env);
         let func = self.pool.ctx.callbacks.on_request.get(env);
@@ -157,29 +121,84 @@ impl ReqState {
         js::make_callback(env, Some(self.ctx), handle, func, &argv[..2 + args.len()])
     }
 
-    /// The request's exchange starts on connection `conn_id`, reused (an idle one, or a stream
-    /// of an HTTP/2 session): what it sends, and where its events go. None if it has started
-    /// already.
-    fn begin_on(&self, conn_id: u32) -> Option<(Spec, Arc<dyn Sink>)> {
-        let spec = self.attempt.borrow_mut().start(Connection::Reused)?;
-        self.place.set(Place::Conn(conn_id));
-        self.hold();
-        let sink: Arc<dyn Sink> = Arc::new(ReqSink {
-            inbox: self.pool.ctx.inbox.clone(),
-            req: self.id,
-        });
-        Some((spec, sink))
+    fn body(&self, chunks: &[Bytes]) -> sys::napi_value {
+        self.pool.ctx.chunks.chunk_concat(chunks)
+    }
+}
+
+impl Face for JsFace {
+    fn info(&self, status: u16, headers: &HeaderLines) {
+        let env = self.env();
+        self.emit(
+            kind::INFO,
+            &[js::number(env, status as f64), header_string(env, headers)],
+        );
     }
 
-    /// Stops the request's task, if it has one running (the env's cleanup).
-    pub fn stop(&self) {
-        if let Some(exchange) = self.abort.borrow_mut().take() {
-            exchange.stop();
-        }
+    fn head(&self, head: Headed<'_>) {
+        let env = self.env();
+        let body = match head.chunks.is_empty() {
+            true => js::null(env),
+            false => self.body(head.chunks),
+        };
+        let trailers = head
+            .trailers
+            .map_or_else(|| js::null(env), |t| header_string(env, t));
+        // HTTP/2 has no reason phrase: a null says the response came over it.
+        let reason = head
+            .reason
+            .map_or_else(|| js::null(env), |r| js::latin1(env, r));
+        let mut args = [
+            js::number(env, head.status as f64),
+            reason,
+            header_string(env, head.headers),
+            body,
+            trailers,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        ];
+        let given = match head.settled {
+            Some(settled) => {
+                args[5] = js::number(env, verdict::of(settled.verdict));
+                args[6] = js::number(env, settled.conn as f64);
+                7
+            }
+            None => 5,
+        };
+        self.emit(kind::HEAD, &args[..given]);
     }
 
-    /// The request's exchange (or connect) starts running on tokio: the process stays alive
-    /// for it.
+    fn data(&self, chunks: &[Bytes]) {
+        self.emit(kind::DATA, &[self.body(chunks)]);
+    }
+
+    fn end(&self, trailers: &HeaderLines) {
+        self.emit(kind::END, &[header_string(self.env(), trailers)]);
+    }
+
+    fn error(&self, err: &Error) {
+        self.emit(kind::ERROR, &[js::error_descriptor(self.env(), err)]);
+    }
+
+    fn drain(&self) {
+        self.emit(kind::DRAIN, &[]);
+    }
+
+    fn answered(&self) {
+        self.emit(kind::ANSWERED, &[]);
+    }
+
+    fn done(&self, settled: Settled) {
+        let env = self.env();
+        self.emit(
+            kind::DONE,
+            &[
+                js::number(env, verdict::of(settled.verdict)),
+                js::number(env, settled.conn as f64),
+            ],
+        );
+    }
+
     fn hold(&self) {
         let mut hold = self.hold.borrow_mut();
         if hold.is_none() {
@@ -187,24 +206,87 @@ impl ReqState {
         }
     }
 
-    /// It stopped running there; a second call does nothing.
     fn unhold(&self) {
         self.hold.borrow_mut().take();
     }
 
-    /// Ends the request: its handle and async context are let go of. Idempotent: an end
-    /// reached twice (an abort from JavaScript inside the event that ends it, say) ends it once.
-    /// Guarded by __test__/safety.test.js.
-    fn finish(&self) {
-        if self.finished.replace(true) {
-            return;
-        }
+    /// Its handle and async context are let go of (once: see `Request::finish`). Guarded by
+    /// __test__/safety.test.js.
+    fn release(&self, id: u32) {
         let env = self.env();
-        self.unhold();
-        REQUESTS.with(|t| t.remove(self.id));
+        REQUESTS.with(|t| t.remove(id));
         self.handle.delete(env);
         self.ctx.destroy(env);
     }
+}
+
+/// The pool of `agent.request()`s, as `client::driver` moves them.
+impl Lanes for Rc<PoolCell> {
+    type Face = JsFace;
+
+    fn connect(&self, req: &Rc<ReqState>) {
+        open::connect_for(self, req);
+    }
+
+    fn route(&self, req: &Rc<ReqState>) {
+        streams::route(self, req);
+    }
+
+    fn stream_done(&self, key: KeyId, conn: u32) {
+        streams::stream_done(self, key, conn);
+    }
+
+    fn session_draining(&self, key: KeyId, conn: u32) {
+        streams::session_draining(self, key, conn);
+    }
+
+    fn cancel_stream_wait(&self, key: KeyId, req: u32) {
+        self.sessions.borrow_mut().cancel(key, u64::from(req));
+    }
+
+    fn take_pending_session(&self, conn: u32) -> bool {
+        self.conn(conn).is_some_and(|c| c.h2_pending.take())
+    }
+
+    fn connect_abandoned(&self, key: KeyId) {
+        streams::connect_abandoned(self, key);
+    }
+
+    fn in_use(&self, conn: u32) -> Option<Duration> {
+        let conn = self.conn(conn)?;
+        (conn.course.state() == State::Active).then(|| conn.created.elapsed())
+    }
+
+    fn keep(&self, conn: u32, sender: client::Sender) {
+        if let Some(conn) = self.conn(conn) {
+            conn.keep_sender(sender);
+        }
+    }
+
+    fn policy(&self) -> ReleasePolicy {
+        self.policy.get()
+    }
+
+    fn drained(&self, req: u32) -> impl Fn() + Send + Sync + 'static {
+        drain_to(&self.ctx.inbox, Arc::new(AtomicU32::new(req)))
+    }
+
+    fn watch_deadlines(&self) {
+        self.ctx.schedule_sweep();
+    }
+}
+
+/// The pool of `req`.
+pub fn pool_of(req: &ReqState) -> &Rc<PoolCell> {
+    &req.face.pool
+}
+
+/// The sink of `req`'s exchange: its events come back through the thread's inbox.
+fn sink_of(req: &ReqState) -> Arc<dyn Sink> {
+    Arc::new(ReqSink {
+        inbox: req.face.pool.ctx.inbox.clone(),
+        req: req.id,
+    })
 }
 
 /// Header lines as one latin1 string, as Rust packed them (`name\nvalue\n...`): one string
@@ -228,66 +310,31 @@ pub fn grant(req: &ReqState) {
 /// `abort`: stops the exchange; a connection in the middle of one is closed. Returns the
 /// verdict of the close (a waiter may connect).
 pub fn abort(req: &Rc<ReqState>) -> f64 {
-    if let Some(exchange) = req.abort.borrow_mut().take() {
-        exchange.stop();
-    }
-    req.attempt.borrow_mut().over();
-    let pool = req.pool.clone();
-    let place = req.place.take();
-    req.unhold();
-    req.finish();
-    let conn_id = match place {
-        Place::Nowhere => return verdict::NONE,
-        // Its place in the queue.
-        Place::Queued(w) => {
-            pool.cancel(w.0);
-            return verdict::NONE;
-        }
-        Place::StreamWait => {
-            let mut sessions = pool.sessions.borrow_mut();
-            sessions.cancel(req.key, u64::from(req.id));
-            return verdict::NONE;
-        }
-        // An HTTP/2 stream is reset alone (its task stopped): the session goes on.
-        Place::Stream(conn_id) => {
-            streams::stream_done(&pool, req.key, conn_id);
-            return verdict::NONE;
-        }
-        Place::Conn(conn_id) => conn_id,
-    };
-    // A connection that requests wait for, closed before it could serve them.
-    let abandoned = pool.conn(conn_id).is_some_and(|c| c.h2_pending.take());
-    let verdict = pool.close(conn_id);
-    if abandoned {
-        streams::connect_abandoned(&pool, req.key);
-    }
-    verdict
+    verdict::of(driver::abort(pool_of(req), req))
 }
 
 /// The trailers of `req`, known now that its body's source has ended.
 pub fn set_trailers(req: &ReqState, trailers: http::HeaderMap) {
-    if let Some(t) = &req.trailers {
-        t.set(trailers);
-    }
+    req.set_trailers(trailers);
 }
 
 /// A chunk of `req`'s streamed body (copied); None when the request has no writer any more.
 pub fn body_write(req: &ReqState, data: &[u8]) -> Option<WriteResult> {
-    let mut attempt = req.attempt.borrow_mut();
+    let mut attempt = req.attempt();
     let writer = attempt.writer()?;
     Some(writer.write(crate::client::recycle::copy(data)))
 }
 
 /// The source of `req`'s streamed body ended.
 pub fn body_end(req: &ReqState) {
-    if let Some(writer) = req.attempt.borrow_mut().writer() {
+    if let Some(writer) = req.attempt().writer() {
         writer.end();
     }
 }
 
 /// The source of `req`'s streamed body failed with `message`.
 pub fn body_fail(req: &ReqState, message: String) {
-    if let Some(writer) = req.attempt.borrow_mut().writer() {
+    if let Some(writer) = req.attempt().writer() {
         writer.fail(message);
     }
 }

@@ -2,20 +2,20 @@
 //! promise path, a new connection or a place in the queue; the dispatch of its exchange on a
 //! connection; a new connection's connect, its TLS server check and the user's `lookup`.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use napi::sys;
 
-use super::{Exchange, JsSide, ReqSink, ReqState};
+use super::{pool_of, sink_of, JsFace, JsSide, ReqState};
 use crate::binding::conn::{Conn, Mode, State};
 use crate::binding::inbox::{post_keys, Completion, Inbox};
 use crate::binding::js::{self, AsyncContext, Ref};
 use crate::binding::pool::PoolCell;
-use crate::binding::protocol::{connection, kind, name, verdict};
+use crate::binding::protocol::{connection, kind, name};
 use crate::binding::registry::Registry;
-use crate::client::attempt::{Attempt, Connection};
+use crate::client::driver::{Exchange, Request};
 use crate::client::open::{Facts, Open, Progress};
 use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};
@@ -35,17 +35,9 @@ pub fn start(
     plan: Plan,
     ctl: Arc<Control>,
 ) -> Rc<ReqState> {
-    let Plan {
-        spec,
-        replay,
-        writer,
-        trailers,
-    } = plan;
     let env = pool.ctx.env;
-    let req = Rc::new(ReqState {
-        id: super::REQUESTS.with(Registry::next_id),
+    let face = JsFace {
         pool: pool.clone(),
-        key,
         // SAFETY (both): js invariant 1: the handle object and the context's name are
         // arguments of the current `request` call, so the context captured is this call's;
         // `finish` deletes and destroys them once (js invariant 2). Tests:
@@ -54,14 +46,10 @@ pub fn start(
         // and destroys from inside listeners, in every order".
         handle: unsafe { Ref::new(env, js_side.handle, 1) },
         ctx: unsafe { AsyncContext::named_by(env, js_side.handle, js_side.context_name) },
-        ctl,
-        attempt: RefCell::new(Attempt::new(spec, replay, writer)),
-        place: Cell::new(Place::Nowhere),
-        abort: RefCell::new(None),
         hold: RefCell::new(None),
-        finished: Cell::new(false),
-        trailers,
-    });
+    };
+    let id = super::REQUESTS.with(Registry::next_id);
+    let req = Rc::new(Request::new(id, key, face, ctl, plan));
     super::REQUESTS.with(|t| t.insert(req.id, req.clone()));
     super::streams::route(pool, &req);
     req
@@ -79,16 +67,16 @@ pub(super) fn checkout(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
             if pool.http2.get() && pool.sessions.borrow_mut().wait(key, u64::from(req.id)) =>
         {
             pool.cancel(w);
-            req.place.set(Place::StreamWait);
+            req.set_place(Place::StreamWait);
         }
-        Checkout::Queued(w) => req.place.set(Place::Queued(w)),
+        Checkout::Queued(w) => req.set_place(Place::Queued(w)),
     }
 }
 
 /// Serves `req`, which waited, with what the pool gave it: connection `handoff` (of its
 /// path), or a slot for a new connection.
 fn serve_promise(pool: &Rc<PoolCell>, req: &Rc<ReqState>, handoff: Option<u32>) {
-    req.place.set(Place::Nowhere);
+    req.set_place(Place::Nowhere);
     match handoff.and_then(|id| pool.conn(id)) {
         Some(conn) => dispatch(pool, req, conn.id),
         None => connect_for(pool, req),
@@ -113,8 +101,8 @@ pub fn requests_queued(pool: &PoolCell) -> Vec<sys::napi_value> {
     let env = pool.ctx.env;
     super::all()
         .into_iter()
-        .filter(|r| r.pool.id == pool.id && r.place.get().waiting())
-        .map(|r| r.handle.get(env))
+        .filter(|r| pool_of(r).id == pool.id && r.place().waiting())
+        .map(|r| r.face.handle.get(env))
         .collect()
 }
 
@@ -125,8 +113,8 @@ pub fn requests_in_flight(pool: &PoolCell) -> Vec<sys::napi_value> {
     let env = pool.ctx.env;
     super::all()
         .into_iter()
-        .filter(|r| r.pool.id == pool.id && r.place.get().conn().is_some())
-        .map(|r| r.handle.get(env))
+        .filter(|r| pool_of(r).id == pool.id && r.place().conn().is_some())
+        .map(|r| r.face.handle.get(env))
         .collect()
 }
 
@@ -134,7 +122,7 @@ pub fn requests_in_flight(pool: &PoolCell) -> Vec<sys::napi_value> {
 pub fn request_keys(pool: &PoolCell) -> Vec<KeyId> {
     super::all()
         .into_iter()
-        .filter(|r| r.pool.id == pool.id)
+        .filter(|r| pool_of(r).id == pool.id)
         .map(|r| r.key)
         .collect()
 }
@@ -145,9 +133,10 @@ pub fn dispatch(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
         return;
     };
     let sender = conn.take_sender();
-    let Some((spec, sink)) = req.begin_on(conn_id) else {
+    let Some(spec) = req.begin(Place::Conn(conn_id)) else {
         return;
     };
+    let sink = sink_of(req);
     conn.course.set_state(State::Active);
     let ctl = req.ctl.clone();
     let running = match sender {
@@ -172,18 +161,15 @@ pub fn dispatch(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
             return;
         }
     };
-    *req.abort.borrow_mut() = Some(running);
-    super::events::arm_headers_deadline(&pool.ctx, req);
+    req.runs(running);
+    req.arm(pool);
 }
 
 /// Opens a new promise-path connection for `req` (its slot is already counted) and runs
 /// the exchange on it in the same task.
 pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     // The headers timeout starts with the exchange, once connected (`hyper_connected`).
-    let on = Connection::New {
-        may_refuse: pool.http2.get(),
-    };
-    let Some(spec) = req.attempt.borrow_mut().start(on) else {
+    let Some(spec) = req.connecting(pool.http2.get()) else {
         return;
     };
     let conn: Rc<Conn> = pool.new_conn(req.key);
@@ -195,8 +181,7 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
         conn.h2_pending.set(true);
         pool.sessions.borrow_mut().connecting(req.key);
     }
-    req.place.set(Place::Conn(conn.id));
-    req.hold();
+    req.connects(conn.id);
     let destination = pool.origins.borrow().destination(req.key).cloned();
     let Some(Destination {
         target,
@@ -204,10 +189,7 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
         js_lookup,
     }) = destination
     else {
-        let sink = ReqSink {
-            inbox: pool.ctx.inbox.clone(),
-            req: req.id,
-        };
+        let sink = sink_of(req);
         sink.post(Event::Error(Error::tls(
             "ERR_HYPERAGENT_INTERNAL",
             "no connect target for this origin",
@@ -224,7 +206,7 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     let max_header_size = pool.max_header_size.get();
     let timeout = pool.connect_timeout.get();
     let task = runtime().spawn(async move {
-        let sink: Arc<dyn Sink> = Arc::new(ReqSink {
+        let sink: Arc<dyn Sink> = Arc::new(super::ReqSink {
             inbox: inbox.clone(),
             req: req_id,
         });
@@ -273,7 +255,7 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
         ))
         .await;
     });
-    *req.abort.borrow_mut() = Some(Exchange::Task(task.abort_handle()));
+    req.runs(Exchange::Task(task.abort_handle()));
 }
 
 /// What a new promise-path connection tells this thread, through its inbox.
@@ -325,8 +307,7 @@ pub fn hyper_connected(
             *conn.remote.borrow_mut() = Some(remote);
             *conn.tls.borrow_mut() = tls;
             conn.course.set_state(State::Active);
-            let Some(req) =
-                super::by_id(req_id).filter(|req| req.place.get().conn() == Some(conn_id))
+            let Some(req) = super::by_id(req_id).filter(|req| req.place().conn() == Some(conn_id))
             else {
                 // Nobody to check it for (its request ended meanwhile): it closes unused.
                 if verify.is_some() {
@@ -348,7 +329,7 @@ pub fn hyper_connected(
                 }
                 return;
             };
-            super::events::arm_headers_deadline(&pool.ctx, &req);
+            req.arm(pool);
             if let Some(verify) = verify {
                 verify_server(pool, &req, &conn, verify);
             }
@@ -365,7 +346,7 @@ pub fn hyper_connected(
             match session {
                 Some(session) if open => {
                     conn.make_session(session);
-                    req.place.set(Place::Stream(conn_id));
+                    req.set_place(Place::Stream(conn_id));
                     super::streams::session_opened(pool, conn.key, conn_id);
                 }
                 Some(_) => super::streams::connect_abandoned(pool, conn.key),
@@ -386,18 +367,8 @@ pub fn hyper_connected(
                 .pool
                 .connect_failed(conn.key, err.timed_out());
             if let Some(req) = super::by_id(req_id) {
-                req.place.set(Place::Nowhere);
-                let desc = js::error_descriptor(pool.ctx.env, &err);
-                req.emit(kind::ERROR, &[desc]);
-                req.unhold();
-                req.emit(
-                    kind::DONE,
-                    &[
-                        js::number(pool.ctx.env, verdict::NONE),
-                        js::number(pool.ctx.env, 0.0),
-                    ],
-                );
-                req.finish();
+                req.set_place(Place::Nowhere);
+                req.fail(&err);
             }
             pool.notify_grants(grant);
         }
@@ -422,7 +393,8 @@ pub(super) fn verify_server(
         .as_deref()
         .map_or_else(|| js::null(env), |info| js::tls_info(env, info));
     let answer = req
-        .emit(kind::VERIFY, &[info, js::number(env, req.key.0 as f64)])
+        .face()
+        .and_then(|face| face.emit(kind::VERIFY, &[info, js::number(env, req.key.0 as f64)]))
         .and_then(|v| js::to_f64(env, v));
     let check = name::check(answer);
     conn.with_tls(|config, info| config.name_checked(info, check));
@@ -438,8 +410,8 @@ pub(super) fn verify_server(
             "ERR_HYPERAGENT_INTERNAL",
             "the server's name could not be checked",
         );
-        super::events::on_request_event(&pool.ctx, req.id, Event::Error(err));
-        super::events::on_request_event(&pool.ctx, req.id, Event::Done(None));
+        super::events::on_request_event(req.id, Event::Error(err));
+        super::events::on_request_event(req.id, Event::Done(None));
     }
 }
 
@@ -454,19 +426,20 @@ pub fn hyper_lookup(
     let Some(conn) = pool.conn(conn_id) else {
         return;
     };
-    let Some(req) = super::by_id(req_id).filter(|req| req.place.get().conn() == Some(conn_id))
-    else {
+    let Some(req) = super::by_id(req_id).filter(|req| req.place().conn() == Some(conn_id)) else {
         return;
     };
     *conn.lookup.borrow_mut() = Some(reply);
     let env = pool.ctx.env;
-    req.emit(
-        kind::LOOKUP,
-        &[
-            js::number(env, conn_id as f64),
-            js::number(env, req.key.0 as f64),
-        ],
-    );
+    if let Some(face) = req.face() {
+        face.emit(
+            kind::LOOKUP,
+            &[
+                js::number(env, conn_id as f64),
+                js::number(env, req.key.0 as f64),
+            ],
+        );
+    }
 }
 
 /// hyper's connection task ended (the server closed it, or it failed).

@@ -6,10 +6,9 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use super::{open, Exchange, ReqState};
-use crate::binding::js;
+use super::{open, pool_of, sink_of, ReqState};
 use crate::binding::pool::PoolCell;
-use crate::binding::protocol::{kind, verdict};
+use crate::client::driver::Exchange;
 use crate::client::{self, Event};
 use crate::error::Error;
 use crate::pool::multiplex::Sessions;
@@ -24,7 +23,7 @@ struct Requests<'a>(&'a Rc<PoolCell>);
 impl Requests<'_> {
     /// Request `id` of this pool, while it is in flight or queued.
     fn get(&self, id: u64) -> Option<Rc<ReqState>> {
-        super::by_id(u32::try_from(id).ok()?).filter(|r| r.pool.id == self.0.id)
+        super::by_id(u32::try_from(id).ok()?).filter(|r| pool_of(r).id == self.0.id)
     }
 }
 
@@ -46,16 +45,16 @@ impl Waiting for Requests<'_> {
         let Some(req) = self.get(req) else {
             return false;
         };
-        let waits = req.place.get() == Place::StreamWait;
+        let waits = req.place() == Place::StreamWait;
         if waits {
-            req.place.set(Place::Nowhere);
+            req.set_place(Place::Nowhere);
         }
         waits
     }
 
     fn wait(&self, req: u64) {
         if let Some(req) = self.get(req) {
-            req.place.set(Place::StreamWait);
+            req.set_place(Place::StreamWait);
         }
     }
 
@@ -72,15 +71,9 @@ impl Waiting for Requests<'_> {
     }
 
     fn fail(&self, req: u64, err: &Error) {
-        let Some(req) = self.get(req) else { return };
-        let env = self.0.ctx.env;
-        req.emit(kind::ERROR, &[js::error_descriptor(env, err)]);
-        req.unhold();
-        req.emit(
-            kind::DONE,
-            &[js::number(env, verdict::NONE), js::number(env, 0.0)],
-        );
-        req.finish();
+        if let Some(req) = self.get(req) {
+            req.fail(err);
+        }
     }
 
     fn close_session(&self, conn: u32) {
@@ -103,18 +96,13 @@ pub fn route(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     }
 }
 
-/// Whether `req` runs on a stream of an HTTP/2 session (which may have closed since).
-pub fn on_session(req: &ReqState) -> bool {
-    req.place.get().on_stream()
-}
-
 /// Starts the exchange of `req` on a new stream of session `conn_id` (counted already), in a
 /// task of its own: aborting the task resets only its stream.
 pub fn stream_on(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
-    let Some((spec, sink)) = req.begin_on(conn_id) else {
+    let Some(spec) = req.begin(Place::Stream(conn_id)) else {
         return;
     };
-    req.place.set(Place::Stream(conn_id));
+    let sink = sink_of(req);
     let Some(sender) = pool.conn(conn_id).and_then(|c| c.stream()) else {
         // Closed since it was counted: the request was not sent, and goes elsewhere.
         sink.post(Event::Refused(Error::tls("ECONNRESET", "socket hang up")));
@@ -122,8 +110,8 @@ pub fn stream_on(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
         return;
     };
     let task = runtime().spawn(client::exchange(sender, spec, req.ctl.clone(), sink));
-    *req.abort.borrow_mut() = Some(Exchange::Task(task.abort_handle()));
-    super::events::arm_headers_deadline(&pool.ctx, req);
+    req.runs(Exchange::Task(task.abort_handle()));
+    req.arm(pool);
 }
 
 /// A stream of session `conn_id` ended: a waiting request takes its place, or the session

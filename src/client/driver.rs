@@ -1,0 +1,500 @@
+//! One `agent.request()` on its caller's thread, from its start to its end: where it stands in
+//! its pool, the exchange it runs, and what each event of that exchange does. JavaScript is
+//! told; the connection goes back to the pool, closes or is retired; a failure of an
+//! established connection is counted; the request is sent again after the keep-alive race or a
+//! refused HTTP/2 stream, on a new connection or routed as a new request; an abort undoes what
+//! its place holds; a headers deadline that passes fails it as an abort would.
+//!
+//! The two sides a request meets are traits, which the binding implements and the tests
+//! record: its JavaScript face ([`Face`]: the events it is told, its hold on the event loop, its
+//! end) and its pool on this thread ([`Lanes`]: the pool's connections, HTTP/2 sessions, and
+//! the connects and routes that the binding's mechanics carry out).
+
+use std::cell::{Cell, RefCell, RefMut};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::attempt::{Attempt, Connection, Deadline, Retry};
+use super::plan::Plan;
+use super::{Control, Event, HeaderLines, Sender, Spec, Stopper, Trailers};
+use crate::error::Error;
+use crate::pool::moves::{self, Connections, Verdict};
+use crate::pool::place::Place;
+use crate::pool::{KeyId, ReleasePolicy};
+
+/// A request's running exchange: in a task of its own (on a new connection, with the connect,
+/// or on a stream) or in its connection's task.
+pub enum Exchange {
+    Task(tokio::task::AbortHandle),
+    InConnection(Rc<Stopper>),
+}
+
+impl Exchange {
+    /// Stops it where it is; its connection (or its stream) closes.
+    fn stop(self) {
+        match self {
+            Exchange::Task(task) => task.abort(),
+            Exchange::InConnection(stopper) => stopper.stop(),
+        }
+    }
+}
+
+/// An exchange that is over: the connection it ran on, and what the pool did with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settled {
+    /// 0 when it ran on none.
+    pub conn: u32,
+    pub verdict: Verdict,
+}
+
+impl Settled {
+    /// Over without a connection to give back (failed, aborted, or on a stream).
+    pub const NONE: Settled = Settled {
+        conn: 0,
+        verdict: Verdict::Nothing,
+    };
+}
+
+/// A response head, as the face is told it.
+pub struct Headed<'a> {
+    pub status: u16,
+    /// The reason phrase's bytes; None over HTTP/2, which has none.
+    pub reason: Option<&'a [u8]>,
+    pub headers: &'a HeaderLines,
+    /// The body bytes that came with it.
+    pub chunks: &'a [Bytes],
+    /// The trailers, when the body came whole with the head.
+    pub trailers: Option<&'a HeaderLines>,
+    /// The exchange ended with its head: its connection is settled already, and no
+    /// [`Face::done`] follows.
+    pub settled: Option<Settled>,
+}
+
+/// A request's JavaScript side. Its events are told only while the request is not over.
+pub trait Face {
+    fn info(&self, status: u16, headers: &HeaderLines);
+    fn head(&self, head: Headed<'_>);
+    fn data(&self, chunks: &[Bytes]);
+    fn end(&self, trailers: &HeaderLines);
+    fn error(&self, err: &Error);
+    /// A streamed request body can take more.
+    fn drain(&self);
+    /// The response is complete while the request still goes out.
+    fn answered(&self);
+    /// The exchange is over.
+    fn done(&self, settled: Settled);
+    /// The request's exchange or connect runs on tokio: the event loop stays alive for it.
+    fn hold(&self);
+    /// It no longer runs there. A second call does nothing.
+    fn unhold(&self);
+    /// The request `id` is over: its JavaScript handle is let go of (called once).
+    fn release(&self, id: u32);
+}
+
+/// A request's pool, on the request's thread: its connections (see `crate::pool::moves`), and
+/// what the binding carries out for the request there.
+pub trait Lanes: Connections {
+    type Face: Face;
+    /// Opens a new connection for `req`, whose slot is counted, and runs its exchange on it
+    /// ([`Request::connecting`] says what it sends).
+    fn connect(&self, req: &Rc<Request<Self::Face>>);
+    /// Routes `req`, not started, as a new request: a stream of an HTTP/2 session, a wait for
+    /// one, or the pool's checkout (see `crate::pool::streams::route`).
+    fn route(&self, req: &Rc<Request<Self::Face>>);
+    /// A stream of session `conn` ended (see `crate::pool::streams::stream_done`).
+    fn stream_done(&self, key: KeyId, conn: u32);
+    /// Session `conn` takes no new streams; those in flight go on.
+    fn session_draining(&self, key: KeyId, conn: u32);
+    /// Request `req` no longer waits for a stream of `key`.
+    fn cancel_stream_wait(&self, key: KeyId, req: u32);
+    /// Whether requests waited for connection `conn` to come up as an HTTP/2 session (taken:
+    /// true once).
+    fn take_pending_session(&self, conn: u32) -> bool;
+    /// The connect that requests of `key` waited for ended without a connection (see
+    /// `crate::pool::streams::connect_abandoned`).
+    fn connect_abandoned(&self, key: KeyId);
+    /// How old connection `conn` is, while it is established and in use (not connecting, not
+    /// idle, not gone).
+    fn in_use(&self, conn: u32) -> Option<Duration>;
+    /// Connection `conn` keeps hyper's `sender` for its next request.
+    fn keep(&self, conn: u32, sender: Sender);
+    fn policy(&self) -> ReleasePolicy;
+    /// What a replayed request's new body writer calls when it may go on: request `req` is
+    /// told [`Event::BodyDrain`].
+    fn drained(&self, req: u32) -> impl Fn() + Send + Sync + 'static;
+    /// A headers deadline runs: this thread is to [`sweep`] until none does.
+    fn watch_deadlines(&self);
+}
+
+/// One `agent.request()` in flight, or waiting for a connection.
+pub struct Request<F> {
+    pub id: u32,
+    pub key: KeyId,
+    pub face: F,
+    /// How far its response body may run ahead (the face's reads grant more).
+    pub ctl: Arc<Control>,
+    /// Its attempts: what it sends, its replay, what its exchange said so far, its body's
+    /// writer and the headers deadline this thread keeps (see `client::attempt`).
+    attempt: RefCell<Attempt>,
+    /// Where it stands in its pool.
+    place: Cell<Place>,
+    /// What stops its exchange while it runs.
+    running: RefCell<Option<Exchange>>,
+    /// Over: the face is told nothing more.
+    finished: Cell<bool>,
+    /// Its trailers, when they come with its body's end.
+    trailers: Option<Arc<Trailers>>,
+}
+
+impl<F: Face> Request<F> {
+    pub fn new(id: u32, key: KeyId, face: F, ctl: Arc<Control>, plan: Plan) -> Request<F> {
+        let Plan {
+            spec,
+            replay,
+            writer,
+            trailers,
+        } = plan;
+        Request {
+            id,
+            key,
+            face,
+            ctl,
+            attempt: RefCell::new(Attempt::new(spec, replay, writer)),
+            place: Cell::new(Place::Nowhere),
+            running: RefCell::new(None),
+            finished: Cell::new(false),
+            trailers,
+        }
+    }
+
+    pub fn place(&self) -> Place {
+        self.place.get()
+    }
+
+    /// It moves to `place` in its pool (see `crate::pool::streams` and the checkout).
+    pub fn set_place(&self, place: Place) {
+        self.place.set(place);
+    }
+
+    /// Its face while it is not over.
+    pub fn face(&self) -> Option<&F> {
+        (!self.finished.get()).then_some(&self.face)
+    }
+
+    /// Tells its face `what`, unless it is over: code that an earlier event ran (a listener
+    /// that aborts it) may have ended it, and its handle is gone then.
+    pub fn tell(&self, what: impl FnOnce(&F)) {
+        if !self.finished.get() {
+            what(&self.face);
+        }
+    }
+
+    /// Holds the event loop for it, unless it is over (an end lets its hold go for good).
+    fn hold(&self) {
+        if !self.finished.get() {
+            self.face.hold();
+        }
+    }
+
+    /// Its attempts (its streamed body's writer).
+    pub fn attempt(&self) -> RefMut<'_, Attempt> {
+        self.attempt.borrow_mut()
+    }
+
+    /// Its exchange starts at `place`, on a connection that served before (an idle one, or a
+    /// stream of a session): what it sends, or None if it has started already.
+    pub fn begin(&self, place: Place) -> Option<Spec> {
+        let spec = self.attempt.borrow_mut().start(Connection::Reused)?;
+        self.place.set(place);
+        self.hold();
+        Some(spec)
+    }
+
+    /// Its exchange is to start on a new connection (one that `may_refuse` it, when it may
+    /// speak HTTP/2): what it sends, or None if it has started already. [`Request::connects`]
+    /// follows with the connection.
+    pub fn connecting(&self, may_refuse: bool) -> Option<Spec> {
+        self.attempt
+            .borrow_mut()
+            .start(Connection::New { may_refuse })
+    }
+
+    /// Its new connection `conn` connects: the request is on it.
+    pub fn connects(&self, conn: u32) {
+        self.place.set(Place::Conn(conn));
+        self.hold();
+    }
+
+    /// Its exchange runs, stopped by `exchange`.
+    pub fn runs(&self, exchange: Exchange) {
+        *self.running.borrow_mut() = Some(exchange);
+    }
+
+    /// Stops its exchange, if it runs (its connection or stream closes).
+    pub fn stop(&self) {
+        if let Some(exchange) = self.running.borrow_mut().take() {
+            exchange.stop();
+        }
+    }
+
+    /// Its exchange runs on its connection from now: its headers deadline starts, when this
+    /// thread keeps its timeout.
+    pub fn arm<L: Lanes<Face = F>>(&self, lanes: &L) {
+        if self.attempt.borrow_mut().arm(Instant::now()) {
+            lanes.watch_deadlines();
+        }
+    }
+
+    /// Its trailers, known now that its body's source has ended.
+    pub fn set_trailers(&self, trailers: http::HeaderMap) {
+        if let Some(t) = &self.trailers {
+            t.set(trailers);
+        }
+    }
+
+    /// Ends it: the face is let go of. An end reached twice (an abort from a listener of the
+    /// event that ends it) ends it once. Guarded by __test__/safety.test.js.
+    pub fn finish(&self) {
+        if self.finished.replace(true) {
+            return;
+        }
+        self.face.unhold();
+        self.face.release(self.id);
+    }
+
+    /// Fails it with `err` before any exchange of it is settled: the face is told, and it ends.
+    pub fn fail(&self, err: &Error) {
+        self.tell(|face| face.error(err));
+        self.face.unhold();
+        self.tell(|face| face.done(Settled::NONE));
+        self.finish();
+    }
+}
+
+/// An event of `req`'s exchange.
+pub fn on_event<L: Lanes>(lanes: &L, req: &Rc<Request<L::Face>>, event: Event) {
+    // Aborted meanwhile: a connection that comes back is not reused (the abort closed it).
+    if req.finished.get() {
+        return;
+    }
+    match event {
+        Event::Info { status, headers } => {
+            req.attempt.borrow_mut().informed();
+            req.tell(|face| face.info(status, &headers));
+        }
+        Event::Head {
+            status,
+            reason,
+            headers,
+            chunks,
+            end,
+            done,
+        } => {
+            req.attempt.borrow_mut().headed(&headers);
+            let on_stream = req.place.get().on_stream();
+            // The exchange ended with its head: the connection is settled first, so that code
+            // the response's end runs finds it back in the pool.
+            let settled = done.map(|sender| settle(lanes, req, sender));
+            req.tell(|face| {
+                face.head(Headed {
+                    status,
+                    reason: (!on_stream).then_some(&reason[..]),
+                    headers: &headers,
+                    chunks: &chunks,
+                    trailers: end.as_ref(),
+                    settled,
+                })
+            });
+            if settled.is_some() {
+                req.finish();
+            }
+        }
+        Event::Data(chunks) => req.tell(|face| face.data(&chunks)),
+        Event::End(trailers) => req.tell(|face| face.end(&trailers)),
+        Event::Error(err) => {
+            count_failure(lanes, req, &err);
+            req.tell(|face| face.error(&err));
+        }
+        Event::Unsent(err) => {
+            count_failure(lanes, req, &err);
+            // The keep-alive race: a reused connection died before answering (see
+            // `Attempt::unsent`). Its error waits while the request goes again.
+            let failed = req.attempt.borrow_mut().unsent(err);
+            if let Some(err) = failed {
+                req.tell(|face| face.error(&err));
+            }
+        }
+        Event::Refused(err) => {
+            // The server did not process it: its session takes no more streams, and the
+            // request goes again elsewhere, whatever its method.
+            if let Place::Stream(conn) = req.place.get() {
+                lanes.session_draining(req.key, conn);
+            }
+            let failed = req.attempt.borrow_mut().refused(err);
+            if let Some(err) = failed {
+                req.tell(|face| face.error(&err));
+            }
+        }
+        Event::BodyDrain => req.tell(Face::drain),
+        Event::Answered => req.tell(Face::answered),
+        Event::Done(sender) if req.attempt.borrow().retrying() => {
+            let retry = req.attempt.borrow_mut().retry(lanes.drained(req.id));
+            match retry {
+                Retry::Again { drain } => again(lanes, req, drain),
+                // The request fails as it would have without a replay.
+                Retry::Fails(err) => {
+                    if let Some(err) = err {
+                        req.tell(|face| face.error(&err));
+                    }
+                    on_event(lanes, req, Event::Done(sender));
+                }
+            }
+        }
+        Event::Done(sender) => {
+            let settled = settle(lanes, req, sender);
+            req.tell(|face| face.done(settled));
+            req.finish();
+        }
+    }
+}
+
+/// `req`'s attempt is over and it goes again: a request that was on a stream is routed as a
+/// new one (the session it met takes no more streams); one that was on a connection of its own
+/// retires that connection and opens a new one. A writer held back by the lost connection goes
+/// on (`drain`), into the new attempt's body.
+fn again<L: Lanes>(lanes: &L, req: &Rc<Request<L::Face>>, drain: bool) {
+    req.face.unhold();
+    lanes.pool().stats.replay_count += 1;
+    match req.place.take() {
+        Place::Stream(conn) => {
+            req.running.borrow_mut().take();
+            lanes.stream_done(req.key, conn);
+            lanes.route(req);
+        }
+        place => {
+            if let Some(conn) = place.conn() {
+                moves::retire(lanes, conn);
+            }
+            lanes.connect(req);
+        }
+    }
+    if drain {
+        req.tell(Face::drain);
+    }
+}
+
+/// Counts a failure of `req`'s connection, when it is established and in use (see
+/// `Stats::count_failure`).
+fn count_failure<L: Lanes>(lanes: &L, req: &Request<L::Face>, err: &Error) {
+    let established = req
+        .place
+        .get()
+        .conn()
+        .is_some_and(|conn| lanes.in_use(conn).is_some());
+    if established {
+        lanes.pool().stats.count_failure(err);
+    }
+}
+
+/// `req`'s exchange is over: its connection goes back to the pool (with `sender`, if hyper
+/// keeps it open) or closes, by the agent's rules (see `moves::settle`). An HTTP/2 stream's end
+/// frees a stream, not the connection; one that completed counts as a request, as a released
+/// connection does.
+fn settle<L: Lanes>(lanes: &L, req: &Request<L::Face>, sender: Option<Sender>) -> Settled {
+    // Over: stopping it now would stop what its connection runs next.
+    req.running.borrow_mut().take();
+    req.face.unhold();
+    req.attempt.borrow_mut().over();
+    let conn = match req.place.take() {
+        Place::Stream(conn) => {
+            if sender.is_some() {
+                lanes.pool().stats.request_count += 1;
+            }
+            lanes.stream_done(req.key, conn);
+            return Settled {
+                conn,
+                verdict: Verdict::Nothing,
+            };
+        }
+        // The connection is the pool's again: an abort from now on does not close it.
+        place => place.conn().unwrap_or(0),
+    };
+    let age = lanes.in_use(conn);
+    let kept = match (sender, age) {
+        (Some(sender), Some(_)) => {
+            lanes.keep(conn, sender);
+            true
+        }
+        _ => false,
+    };
+    let hint = req.attempt.borrow().hint();
+    // A waiting `agent.request()` takes it here (see `Connections::serve`).
+    let verdict = moves::settle(
+        lanes,
+        conn,
+        kept,
+        age.unwrap_or_default(),
+        hint,
+        &lanes.policy(),
+        Instant::now(),
+    );
+    Settled { conn, verdict }
+}
+
+/// Aborts `req`: its exchange stops, and what its place holds is undone (its place in the
+/// queue or in the wait for a stream, its stream, or its connection, which closes). Returns
+/// the verdict of the close (a waiter of `http.request` may connect).
+pub fn abort<L: Lanes>(lanes: &L, req: &Request<L::Face>) -> Verdict {
+    req.stop();
+    req.attempt.borrow_mut().over();
+    let place = req.place.take();
+    req.finish();
+    match place {
+        Place::Nowhere => Verdict::Nothing,
+        Place::Queued(waiter) => {
+            lanes.pool().cancel(waiter);
+            Verdict::Nothing
+        }
+        Place::StreamWait => {
+            lanes.cancel_stream_wait(req.key, req.id);
+            Verdict::Nothing
+        }
+        // A stream is reset alone (its task stopped): the session goes on.
+        Place::Stream(conn) => {
+            lanes.stream_done(req.key, conn);
+            Verdict::Nothing
+        }
+        Place::Conn(conn) => {
+            // A connection that requests waited for, closed before it could serve them.
+            let abandoned = lanes.take_pending_session(conn);
+            let verdict = moves::close(lanes, conn);
+            if abandoned {
+                lanes.connect_abandoned(req.key);
+            }
+            verdict
+        }
+    }
+}
+
+/// `req`'s headers deadline at `now`: one that passed before the response head fails the
+/// request as its exchange would at its own timeout (stopped where it is, as an abort stops
+/// it). True while it still runs.
+pub fn sweep<L: Lanes>(lanes: &L, req: &Rc<Request<L::Face>>, now: Instant) -> bool {
+    let deadline = req.attempt.borrow_mut().sweep(now);
+    match deadline {
+        Deadline::Unwatched => false,
+        Deadline::Running => true,
+        Deadline::Passed(t) => {
+            req.stop();
+            on_event(lanes, req, Event::Error(super::headers_timeout(t)));
+            on_event(lanes, req, Event::Done(None));
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

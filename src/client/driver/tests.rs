@@ -1,0 +1,614 @@
+use std::collections::{HashMap, HashSet};
+
+use super::*;
+use crate::client::plan::{self, Source};
+use crate::pool::conn::{Mode, State};
+use crate::pool::moves::Ended;
+use crate::pool::{Checkout, Fit, Limits, Path, Pool, Waiter};
+
+type Log = Rc<RefCell<Vec<String>>>;
+
+/// A request's face: what it is told, in order, in the shared log.
+struct Told {
+    log: Log,
+    held: Cell<bool>,
+}
+
+impl Told {
+    fn said(&self, what: String) {
+        self.log.borrow_mut().push(what);
+    }
+}
+
+impl Face for Told {
+    fn info(&self, status: u16, _: &HeaderLines) {
+        self.said(format!("info {status}"));
+    }
+
+    fn head(&self, head: Headed<'_>) {
+        let reason = head.reason.map(|r| String::from_utf8_lossy(r).into_owned());
+        self.said(format!(
+            "head {} {reason:?} settled={:?}",
+            head.status, head.settled
+        ));
+    }
+
+    fn data(&self, chunks: &[Bytes]) {
+        self.said(format!("data {}", chunks.len()));
+    }
+
+    fn end(&self, _: &HeaderLines) {
+        self.said("end".into());
+    }
+
+    fn error(&self, err: &Error) {
+        self.said(format!("error {}", err.code()));
+    }
+
+    fn drain(&self) {
+        self.said("drain".into());
+    }
+
+    fn answered(&self) {
+        self.said("answered".into());
+    }
+
+    fn done(&self, settled: Settled) {
+        self.said(format!("done {} {:?}", settled.conn, settled.verdict));
+    }
+
+    fn hold(&self) {
+        self.held.set(true);
+    }
+
+    fn unhold(&self) {
+        self.held.set(false);
+    }
+
+    fn release(&self, id: u32) {
+        self.said(format!("release {id}"));
+    }
+}
+
+/// A pool of recorded connections, and what was done to them, in the same log as the faces'.
+struct Fake {
+    pool: RefCell<Pool<u32>>,
+    conns: RefCell<HashMap<u32, (KeyId, State)>>,
+    next: Cell<u32>,
+    /// Connections whose requests wait for them to come up as HTTP/2 sessions.
+    pending: RefCell<HashSet<u32>>,
+    /// The requests the pool may serve from its queue.
+    requests: RefCell<HashMap<u32, Rc<Request<Told>>>>,
+    next_req: Cell<u32>,
+    policy: ReleasePolicy,
+    log: Log,
+}
+
+impl Fake {
+    fn new(max_sockets: usize) -> (Fake, KeyId) {
+        let mut pool = Pool::new(Limits {
+            max_sockets,
+            ..Limits::default()
+        });
+        let key = pool.key("a:80:");
+        let fake = Fake {
+            pool: RefCell::new(pool),
+            conns: RefCell::new(HashMap::new()),
+            next: Cell::new(1),
+            pending: RefCell::new(HashSet::new()),
+            requests: RefCell::new(HashMap::new()),
+            next_req: Cell::new(1),
+            policy: ReleasePolicy {
+                idle: Some(Duration::from_secs(4)),
+                ..ReleasePolicy::default()
+            },
+            log: Rc::default(),
+        };
+        (fake, key)
+    }
+
+    fn said(&self, what: String) {
+        self.log.borrow_mut().push(what);
+    }
+
+    fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut *self.log.borrow_mut())
+    }
+
+    fn set_state(&self, id: u32, state: State) {
+        if let Some(c) = self.conns.borrow_mut().get_mut(&id) {
+            c.1 = state;
+        }
+    }
+
+    fn state(&self, id: u32) -> Option<State> {
+        self.conns.borrow().get(&id).map(|c| c.1)
+    }
+
+    /// A new request of `key` (`method`, with `headers_timeout_ms`), not routed yet.
+    fn request(&self, key: KeyId, method: &str, headers_timeout_ms: f64) -> Rc<Request<Told>> {
+        let body = match method {
+            "POST" => Source::Bytes(Bytes::from_static(b"x")),
+            _ => Source::Bytes(Bytes::new()),
+        };
+        let plan = plan::for_test(method, body, headers_timeout_ms);
+        let id = self.next_req.get();
+        self.next_req.set(id + 1);
+        let face = Told {
+            log: self.log.clone(),
+            held: Cell::new(false),
+        };
+        let req = Rc::new(Request::new(id, key, face, Arc::default(), plan));
+        self.requests.borrow_mut().insert(id, req.clone());
+        req
+    }
+
+    /// A GET of `key`, routed, on a new connection that came up: the connection's id.
+    fn on_new(&self, key: KeyId) -> (Rc<Request<Told>>, u32) {
+        let req = self.request(key, "GET", 0.0);
+        self.route(&req);
+        let conn = req.place().conn().expect("on a connection");
+        self.set_state(conn, State::Active);
+        self.take_log();
+        (req, conn)
+    }
+
+    /// A connection of `key` that served a request and idles.
+    fn idle(&self, key: KeyId) -> u32 {
+        let (req, conn) = self.on_new(key);
+        on_event(self, &req, Event::Done(Some(sender())));
+        assert_eq!(self.state(conn), Some(State::Idle));
+        self.take_log();
+        conn
+    }
+
+    fn begin_on(&self, req: &Rc<Request<Told>>, conn: u32) {
+        req.begin(Place::Conn(conn)).expect("not started");
+        self.set_state(conn, State::Active);
+    }
+}
+
+/// A connection's request half, of a connection nobody runs.
+fn sender() -> Sender {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (client, _server) = tokio::io::duplex(1024);
+    let (sender, _connection) = rt
+        .block_on(crate::client::handshake(client, 16 * 1024))
+        .unwrap();
+    sender
+}
+
+/// A connection reset, as the socket's fault it is.
+fn reset() -> Error {
+    Error::os(libc::ECONNRESET, "read").as_socket_fault()
+}
+
+fn head(done: Option<Option<Sender>>) -> Event {
+    Event::Head {
+        status: 200,
+        reason: std::borrow::Cow::Borrowed(b"OK"),
+        headers: HeaderLines::of(&http::HeaderMap::new()),
+        chunks: vec![Bytes::from_static(b"hi")],
+        end: done
+            .as_ref()
+            .map(|_| HeaderLines::of(&http::HeaderMap::new())),
+        done,
+    }
+}
+
+impl Connections for Fake {
+    fn pool(&self) -> RefMut<'_, Pool<u32>> {
+        self.pool.borrow_mut()
+    }
+
+    fn key_of(&self, id: u32) -> Option<KeyId> {
+        self.conns.borrow().get(&id).map(|c| c.0)
+    }
+
+    fn fit(&self, id: u32, _: Mode) -> Fit {
+        match self.state(id) {
+            Some(State::Idle) => Fit::Take,
+            _ => Fit::Dead,
+        }
+    }
+
+    fn reusable(&self, id: u32) -> (bool, Path) {
+        (self.state(id) == Some(State::Active), Path::Promise)
+    }
+
+    fn finished(&self, _: u32, _: Option<Duration>) {}
+
+    fn open(&self, key: KeyId) -> u32 {
+        let id = self.next.get();
+        self.next.set(id + 1);
+        self.conns.borrow_mut().insert(id, (key, State::Connecting));
+        self.pool.borrow_mut().opening(key);
+        self.said(format!("open {id}"));
+        id
+    }
+
+    fn park(&self, id: u32) {
+        self.set_state(id, State::Idle);
+        self.said(format!("park {id}"));
+    }
+
+    fn end_idle(&self, id: u32, _: bool) {
+        self.conns.borrow_mut().remove(&id);
+        self.said(format!("end idle {id}"));
+    }
+
+    fn end(&self, id: u32) -> Option<Ended> {
+        let (key, state) = self.conns.borrow_mut().remove(&id)?;
+        self.said(format!("end {id}"));
+        Some(Ended {
+            key,
+            state,
+            detached: false,
+        })
+    }
+
+    fn detach(&self, _: u32) -> Option<KeyId> {
+        None
+    }
+
+    fn serve(&self, req: u32, handoff: Option<u32>) -> bool {
+        let Some(req) = self.requests.borrow().get(&req).cloned() else {
+            return false;
+        };
+        self.said(format!("serve {} on {handoff:?}", req.id));
+        req.set_place(Place::Nowhere);
+        match handoff {
+            Some(conn) => self.begin_on(&req, conn),
+            None => self.connect(&req),
+        }
+        true
+    }
+}
+
+impl Lanes for Fake {
+    type Face = Told;
+
+    fn connect(&self, req: &Rc<Request<Told>>) {
+        if req.connecting(false).is_none() {
+            return;
+        }
+        let conn = self.open(req.key);
+        req.connects(conn);
+    }
+
+    fn route(&self, req: &Rc<Request<Told>>) {
+        self.said(format!("route {}", req.id));
+        match moves::checkout(self, req.key, Waiter::Promise(req.id)) {
+            Checkout::Reuse(conn) => self.begin_on(req, conn),
+            Checkout::Connect => self.connect(req),
+            Checkout::Queued(w) => req.set_place(Place::Queued(w)),
+        }
+    }
+
+    fn stream_done(&self, _: KeyId, conn: u32) {
+        self.said(format!("stream done {conn}"));
+    }
+
+    fn session_draining(&self, _: KeyId, conn: u32) {
+        self.said(format!("draining {conn}"));
+    }
+
+    fn cancel_stream_wait(&self, _: KeyId, req: u32) {
+        self.said(format!("no stream wait {req}"));
+    }
+
+    fn take_pending_session(&self, conn: u32) -> bool {
+        self.pending.borrow_mut().remove(&conn)
+    }
+
+    fn connect_abandoned(&self, _: KeyId) {
+        self.said("abandoned".into());
+    }
+
+    fn in_use(&self, conn: u32) -> Option<Duration> {
+        (self.state(conn) == Some(State::Active)).then_some(Duration::from_secs(1))
+    }
+
+    fn keep(&self, conn: u32, _: Sender) {
+        self.said(format!("keep {conn}"));
+    }
+
+    fn policy(&self) -> ReleasePolicy {
+        self.policy
+    }
+
+    fn drained(&self, _: u32) -> impl Fn() + Send + Sync + 'static {
+        || {}
+    }
+
+    fn watch_deadlines(&self) {
+        self.said("watch".into());
+    }
+}
+
+#[test]
+fn an_exchange_over_with_its_head_settles_its_connection_before_the_head_is_told() {
+    let (f, key) = Fake::new(10);
+    let (req, conn) = f.on_new(key);
+    assert!(req.face.held.get());
+    on_event(&f, &req, head(Some(Some(sender()))));
+    assert_eq!(
+        f.take_log(),
+        [
+            format!("keep {conn}"),
+            format!("park {conn}"),
+            format!(
+                "head 200 Some(\"OK\") settled=Some(Settled {{ conn: {conn}, verdict: Idle }})"
+            ),
+            format!("release {}", req.id),
+        ]
+    );
+    assert!(!req.face.held.get(), "the event loop is let go");
+    assert_eq!(f.pool.borrow().stats.request_count, 1);
+    // Over: nothing more is told.
+    on_event(&f, &req, Event::Done(None));
+    assert_eq!(f.take_log(), Vec::<String>::new());
+}
+
+#[test]
+fn a_response_streamed_after_its_head_settles_at_its_done() {
+    let (f, key) = Fake::new(10);
+    let (req, conn) = f.on_new(key);
+    on_event(&f, &req, head(None));
+    on_event(&f, &req, Event::Data(vec![Bytes::from_static(b"x")]));
+    on_event(
+        &f,
+        &req,
+        Event::End(HeaderLines::of(&http::HeaderMap::new())),
+    );
+    assert_eq!(
+        f.take_log(),
+        ["head 200 Some(\"OK\") settled=None", "data 1", "end"]
+    );
+    // hyper did not keep the connection: it closes.
+    on_event(&f, &req, Event::Done(None));
+    assert_eq!(
+        f.take_log(),
+        [
+            format!("end {conn}"),
+            format!("done {conn} Nothing"),
+            format!("release {}", req.id)
+        ]
+    );
+    assert_eq!(f.pool.borrow().stats.close_socket_count, 1);
+}
+
+#[test]
+fn an_idempotent_request_that_meets_the_keep_alive_race_goes_again_once_on_a_new_connection() {
+    let (f, key) = Fake::new(10);
+    let idle = f.idle(key);
+    let req = f.request(key, "GET", 0.0);
+    f.route(&req);
+    assert_eq!(req.place(), Place::Conn(idle), "reused");
+    f.take_log();
+
+    on_event(&f, &req, Event::Unsent(reset()));
+    assert_eq!(f.take_log(), Vec::<String>::new(), "the error waits");
+    on_event(&f, &req, Event::Done(None));
+    let fresh = idle + 1;
+    assert_eq!(
+        f.take_log(),
+        [format!("end {idle}"), format!("open {fresh}")]
+    );
+    assert_eq!(req.place(), Place::Conn(fresh));
+    assert!(req.face.held.get(), "its connect runs");
+    let stats = f.pool.borrow().stats;
+    assert_eq!(
+        (
+            stats.replay_count,
+            stats.error_socket_count,
+            stats.close_socket_count
+        ),
+        (1, 1, 1)
+    );
+
+    // Its second attempt, on the new connection, fails as it is: the replay is spent.
+    f.set_state(fresh, State::Active);
+    on_event(&f, &req, Event::Unsent(reset()));
+    on_event(&f, &req, Event::Done(None));
+    assert_eq!(
+        f.take_log(),
+        [
+            "error ECONNRESET".to_owned(),
+            format!("end {fresh}"),
+            format!("done {fresh} Nothing"),
+            format!("release {}", req.id),
+        ]
+    );
+    assert_eq!(f.pool.borrow().stats.replay_count, 1);
+}
+
+#[test]
+fn a_post_that_meets_the_keep_alive_race_fails_with_its_error() {
+    let (f, key) = Fake::new(10);
+    let idle = f.idle(key);
+    let req = f.request(key, "POST", 0.0);
+    f.route(&req);
+    f.take_log();
+    on_event(&f, &req, Event::Unsent(reset()));
+    on_event(&f, &req, Event::Done(None));
+    assert_eq!(
+        f.take_log(),
+        [
+            "error ECONNRESET".to_owned(),
+            format!("end {idle}"),
+            format!("done {idle} Nothing"),
+            format!("release {}", req.id),
+        ]
+    );
+    assert_eq!(f.pool.borrow().stats.replay_count, 0);
+}
+
+#[test]
+fn a_refused_stream_drains_its_session_and_the_request_is_routed_again() {
+    let (f, key) = Fake::new(10);
+    let req = f.request(key, "POST", 0.0);
+    req.begin(Place::Stream(7)).unwrap();
+    on_event(&f, &req, Event::Refused(reset()));
+    assert_eq!(f.take_log(), ["draining 7"]);
+    on_event(&f, &req, Event::Done(None));
+    assert_eq!(
+        f.take_log(),
+        ["stream done 7", "route 1", "open 1"],
+        "routed as a new request, not on a connection of its own"
+    );
+    assert_eq!(f.pool.borrow().stats.replay_count, 1);
+}
+
+#[test]
+fn a_completed_stream_frees_its_stream_and_counts_as_a_request() {
+    let (f, key) = Fake::new(10);
+    let req = f.request(key, "GET", 0.0);
+    req.begin(Place::Stream(7)).unwrap();
+    on_event(&f, &req, head(Some(Some(sender()))));
+    assert_eq!(
+        f.take_log(),
+        [
+            "stream done 7",
+            "head 200 None settled=Some(Settled { conn: 7, verdict: Nothing })",
+            "release 1"
+        ],
+        "HTTP/2 has no reason phrase"
+    );
+    assert_eq!(f.pool.borrow().stats.request_count, 1);
+
+    // One that failed frees its stream but counts as no request.
+    let req = f.request(key, "GET", 0.0);
+    req.begin(Place::Stream(7)).unwrap();
+    on_event(&f, &req, Event::Done(None));
+    assert_eq!(
+        f.take_log(),
+        ["stream done 7", "done 7 Nothing", "release 2"]
+    );
+    assert_eq!(f.pool.borrow().stats.request_count, 1);
+}
+
+#[test]
+fn only_a_failure_of_an_established_connection_counts() {
+    let (f, key) = Fake::new(10);
+    let req = f.request(key, "GET", 0.0);
+    f.route(&req);
+    let conn = req.place().conn().unwrap();
+    on_event(&f, &req, Event::Error(reset()));
+    assert_eq!(f.pool.borrow().stats.error_socket_count, 0, "connecting");
+    f.set_state(conn, State::Active);
+    on_event(&f, &req, Event::Error(reset()));
+    assert_eq!(f.pool.borrow().stats.error_socket_count, 1);
+}
+
+#[test]
+fn an_abort_undoes_what_its_place_holds() {
+    // In the queue: it leaves it, and a freed connection idles instead of serving it.
+    let (f, key) = Fake::new(1);
+    let (first, conn) = f.on_new(key);
+    let queued = f.request(key, "GET", 0.0);
+    f.route(&queued);
+    assert!(matches!(queued.place(), Place::Queued(_)));
+    f.take_log();
+    assert_eq!(abort(&f, &queued), Verdict::Nothing);
+    assert_eq!(f.take_log(), ["release 2"]);
+    on_event(&f, &first, Event::Done(Some(sender())));
+    assert_eq!(f.state(conn), Some(State::Idle), "nobody waits");
+
+    // Waiting for a stream.
+    let waits = f.request(key, "GET", 0.0);
+    waits.set_place(Place::StreamWait);
+    abort(&f, &waits);
+    f.take_log();
+
+    // On a stream: the stream alone ends.
+    let streamed = f.request(key, "GET", 0.0);
+    streamed.begin(Place::Stream(9)).unwrap();
+    assert_eq!(abort(&f, &streamed), Verdict::Nothing);
+    assert_eq!(f.take_log(), ["release 4", "stream done 9"]);
+
+    // On a connection of its own, which requests waited for as a session: it closes, and
+    // they are routed again.
+    let (f, key) = Fake::new(10);
+    let req = f.request(key, "GET", 0.0);
+    f.route(&req);
+    let conn = req.place().conn().unwrap();
+    f.pending.borrow_mut().insert(conn);
+    f.take_log();
+    abort(&f, &req);
+    assert_eq!(
+        f.take_log(),
+        [
+            "release 1".to_owned(),
+            format!("end {conn}"),
+            "abandoned".into()
+        ]
+    );
+    assert!(!req.face.held.get());
+    // An end reached twice ends once.
+    abort(&f, &req);
+    req.finish();
+    req.fail(&reset());
+    assert_eq!(f.take_log(), Vec::<String>::new());
+}
+
+#[test]
+fn an_abort_while_waiting_for_a_stream_leaves_the_wait() {
+    let (f, key) = Fake::new(10);
+    let req = f.request(key, "GET", 0.0);
+    req.set_place(Place::StreamWait);
+    assert_eq!(abort(&f, &req), Verdict::Nothing);
+    assert_eq!(f.take_log(), ["release 1", "no stream wait 1"]);
+}
+
+#[test]
+fn a_passed_headers_deadline_fails_the_request_once() {
+    let (f, key) = Fake::new(10);
+    // Longer than an exchange keeps itself: this thread keeps it.
+    let req = f.request(key, "GET", 60_000.0);
+    f.route(&req);
+    let conn = req.place().conn().unwrap();
+    f.set_state(conn, State::Active);
+    f.take_log();
+    req.arm(&f);
+    assert_eq!(f.take_log(), ["watch"]);
+    let now = Instant::now();
+    assert!(sweep(&f, &req, now), "still running");
+    assert!(!sweep(&f, &req, now + Duration::from_secs(61)));
+    assert_eq!(
+        f.take_log(),
+        [
+            "error ERR_HYPERAGENT_HEADERS_TIMEOUT".to_owned(),
+            format!("end {conn}"),
+            format!("done {conn} Nothing"),
+            "release 1".into(),
+        ]
+    );
+    assert!(!sweep(&f, &req, now + Duration::from_secs(120)));
+    assert_eq!(f.take_log(), Vec::<String>::new());
+
+    // A head in time: the deadline is not watched any more.
+    let req = f.request(key, "GET", 60_000.0);
+    f.route(&req);
+    req.arm(&f);
+    on_event(&f, &req, head(None));
+    f.take_log();
+    assert!(!sweep(&f, &req, now + Duration::from_secs(61)));
+    assert_eq!(f.take_log(), Vec::<String>::new());
+}
+
+#[test]
+fn a_request_that_fails_before_its_exchange_is_told_its_error_and_ends() {
+    let (f, key) = Fake::new(10);
+    let req = f.request(key, "GET", 0.0);
+    req.connecting(false).unwrap();
+    req.connects(1);
+    req.fail(&reset());
+    assert_eq!(
+        f.take_log(),
+        ["error ECONNRESET", "done 0 Nothing", "release 1"]
+    );
+    assert!(!req.face.held.get());
+}
