@@ -60,7 +60,7 @@ fn fail_owner(ctx: &EnvCtx, owner: Owner, panic: &str) {
         }
         Owner::HyperConnect(pool, conn, req) => {
             if let Some(cell) = PoolCell::get(pool) {
-                request::hyper_connected(&cell, conn, req, Err(err()));
+                crate::client::driver::connected(&cell, conn, req, Err(err()));
             }
         }
         Owner::Connect(pool, conn) => {
@@ -105,7 +105,7 @@ fn complete(item: Completion) {
             result,
         } => {
             if let Some(cell) = PoolCell::get(pool) {
-                request::hyper_connected(&cell, conn, req, result);
+                crate::client::driver::connected(&cell, conn, req, result);
             }
         }
         Completion::HyperClosed { pool, conn } => {

@@ -10,7 +10,11 @@
 //! end) and its pool on this thread ([`Lanes`]: the pool's connections, HTTP/2 sessions, and
 //! the connects and routes that the binding's mechanics carry out).
 
+mod connect;
+mod route;
+
 use std::cell::{Cell, RefCell, RefMut};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,8 +26,14 @@ use super::plan::Plan;
 use super::{Control, Event, HeaderLines, Sender, Spec, Stopper, Trailers};
 use crate::error::Error;
 use crate::pool::moves::{self, Connections, Verdict};
+use crate::pool::multiplex::Sessions;
 use crate::pool::place::Place;
-use crate::pool::{KeyId, ReleasePolicy};
+use crate::pool::{Grant, KeyId, ReleasePolicy};
+use crate::transport::connect::Peer;
+use crate::transport::tls::{NameCheck, TlsInfo};
+
+pub use connect::{closed, connected};
+pub use route::{route, serve};
 
 /// A request's running exchange: in a task of its own (on a new connection, with the connect,
 /// or on a stream) or in its connection's task.
@@ -86,6 +96,10 @@ pub trait Face {
     fn answered(&self);
     /// The exchange is over.
     fn done(&self, settled: Settled);
+    /// Checks the name of the server of its new TLS connection `conn` (of pool key `key`), as
+    /// `tls.checkServerIdentity` does; a wrong one fails the request with the check's error
+    /// and closes the connection.
+    fn check_name(&self, conn: u32, key: KeyId) -> NameCheck;
     /// The request's exchange or connect runs on tokio: the event loop stays alive for it.
     fn hold(&self);
     /// It no longer runs there. A second call does nothing.
@@ -94,28 +108,37 @@ pub trait Face {
     fn release(&self, id: u32);
 }
 
-/// A request's pool, on the request's thread: its connections (see `crate::pool::moves`), and
-/// what the binding carries out for the request there.
+/// A request's pool, on the request's thread: its connections (see `crate::pool::moves`), its
+/// HTTP/2 sessions, its requests by id, and the mechanics the binding carries out for them.
 pub trait Lanes: Connections {
     type Face: Face;
-    /// Opens a new connection for `req`, whose slot is counted, and runs its exchange on it
-    /// ([`Request::connecting`] says what it sends).
-    fn connect(&self, req: &Rc<Request<Self::Face>>);
-    /// Routes `req`, not started, as a new request: a stream of an HTTP/2 session, a wait for
-    /// one, or the pool's checkout (see `crate::pool::streams::route`).
-    fn route(&self, req: &Rc<Request<Self::Face>>);
-    /// A stream of session `conn` ended (see `crate::pool::streams::stream_done`).
-    fn stream_done(&self, key: KeyId, conn: u32);
-    /// Session `conn` takes no new streams; those in flight go on.
-    fn session_draining(&self, key: KeyId, conn: u32);
-    /// Request `req` no longer waits for a stream of `key`.
-    fn cancel_stream_wait(&self, key: KeyId, req: u32);
+    /// Request `id` of this pool, while it is in flight or queued.
+    fn request(&self, id: u32) -> Option<Rc<Request<Self::Face>>>;
+    /// Connects `req`'s new connection `conn` (opened for it, see `Connections::open`) and runs
+    /// its exchange of `spec` on it, in a task that [`connected`] hears back from.
+    fn run_connect(&self, req: &Rc<Request<Self::Face>>, conn: u32, spec: Spec);
+    /// Runs `req`'s exchange on idle connection `conn` of the promise path, now its own
+    /// ([`Request::begin`]).
+    fn dispatch(&self, req: &Rc<Request<Self::Face>>, conn: u32);
+    /// Runs `req`'s exchange on a new stream of session `conn`, counted already
+    /// ([`Request::begin`]).
+    fn stream_on(&self, req: &Rc<Request<Self::Face>>, conn: u32);
+    /// Whether its connections may speak HTTP/2.
+    fn http2(&self) -> bool;
+    fn sessions(&self) -> RefMut<'_, Sessions<u32>>;
+    /// How old session `conn` is, and how many streams its server lets it carry at once;
+    /// None when it is not an open session.
+    fn session(&self, conn: u32) -> Option<(Duration, usize)>;
+    /// Closes the sessions that idled past the agent's idle timeout, and sets the timer for
+    /// the next.
+    fn expire_sessions(&self);
+    /// Serves the waiter a freed slot lets connect (see `crate::pool::moves::grant_all`).
+    fn notify_grants(&self, grant: Option<Grant>);
+    /// Requests of its key wait for connection `conn` to come up as an HTTP/2 session.
+    fn pend_session(&self, conn: u32);
     /// Whether requests waited for connection `conn` to come up as an HTTP/2 session (taken:
     /// true once).
     fn take_pending_session(&self, conn: u32) -> bool;
-    /// The connect that requests of `key` waited for ended without a connection (see
-    /// `crate::pool::streams::connect_abandoned`).
-    fn connect_abandoned(&self, key: KeyId);
     /// How old connection `conn` is, while it is established and in use (not connecting, not
     /// idle, not gone).
     fn in_use(&self, conn: u32) -> Option<Duration>;
@@ -127,6 +150,24 @@ pub trait Lanes: Connections {
     fn drained(&self, req: u32) -> impl Fn() + Send + Sync + 'static;
     /// A headers deadline runs: this thread is to [`sweep`] until none does.
     fn watch_deadlines(&self);
+    /// New connection `conn` is up, with what its connect learnt.
+    fn established(
+        &self,
+        conn: u32,
+        local: Option<SocketAddr>,
+        remote: Peer,
+        tls: Option<Box<TlsInfo>>,
+    );
+    /// Connection `conn` is an HTTP/2 session: `sender` opens its streams.
+    fn make_session(&self, conn: u32, sender: Sender);
+    /// The server's name on connection `conn` was checked (see `TlsConfig::name_checked`).
+    fn name_checked(&self, conn: u32, check: NameCheck);
+    /// Connection `conn` is open and checked: those who watch the pool's connections hear of
+    /// it (and will of its end).
+    fn announce(&self, conn: u32);
+    /// The connect of `conn` failed with `err`: the connection is gone (those who watch hear
+    /// of the failure).
+    fn lost(&self, conn: u32, err: &Error);
 }
 
 /// One `agent.request()` in flight, or waiting for a connection.
@@ -216,14 +257,14 @@ impl<F: Face> Request<F> {
     /// Its exchange is to start on a new connection (one that `may_refuse` it, when it may
     /// speak HTTP/2): what it sends, or None if it has started already. [`Request::connects`]
     /// follows with the connection.
-    pub fn connecting(&self, may_refuse: bool) -> Option<Spec> {
+    fn connecting(&self, may_refuse: bool) -> Option<Spec> {
         self.attempt
             .borrow_mut()
             .start(Connection::New { may_refuse })
     }
 
     /// Its new connection `conn` connects: the request is on it.
-    pub fn connects(&self, conn: u32) {
+    fn connects(&self, conn: u32) {
         self.place.set(Place::Conn(conn));
         self.hold();
     }
@@ -331,7 +372,7 @@ pub fn on_event<L: Lanes>(lanes: &L, req: &Rc<Request<L::Face>>, event: Event) {
             // The server did not process it: its session takes no more streams, and the
             // request goes again elsewhere, whatever its method.
             if let Place::Stream(conn) = req.place.get() {
-                lanes.session_draining(req.key, conn);
+                route::session_draining(lanes, req.key, conn);
             }
             let failed = req.attempt.borrow_mut().refused(err);
             if let Some(err) = failed {
@@ -371,14 +412,14 @@ fn again<L: Lanes>(lanes: &L, req: &Rc<Request<L::Face>>, drain: bool) {
     match req.place.take() {
         Place::Stream(conn) => {
             req.running.borrow_mut().take();
-            lanes.stream_done(req.key, conn);
-            lanes.route(req);
+            route::stream_done(lanes, req.key, conn);
+            route::route(lanes, req);
         }
         place => {
             if let Some(conn) = place.conn() {
                 moves::retire(lanes, conn);
             }
-            lanes.connect(req);
+            connect::open(lanes, req);
         }
     }
     if drain {
@@ -413,7 +454,7 @@ fn settle<L: Lanes>(lanes: &L, req: &Request<L::Face>, sender: Option<Sender>) -
             if sender.is_some() {
                 lanes.pool().stats.request_count += 1;
             }
-            lanes.stream_done(req.key, conn);
+            route::stream_done(lanes, req.key, conn);
             return Settled {
                 conn,
                 verdict: Verdict::Nothing,
@@ -459,12 +500,12 @@ pub fn abort<L: Lanes>(lanes: &L, req: &Request<L::Face>) -> Verdict {
             Verdict::Nothing
         }
         Place::StreamWait => {
-            lanes.cancel_stream_wait(req.key, req.id);
+            lanes.sessions().cancel(req.key, u64::from(req.id));
             Verdict::Nothing
         }
         // A stream is reset alone (its task stopped): the session goes on.
         Place::Stream(conn) => {
-            lanes.stream_done(req.key, conn);
+            route::stream_done(lanes, req.key, conn);
             Verdict::Nothing
         }
         Place::Conn(conn) => {
@@ -472,7 +513,7 @@ pub fn abort<L: Lanes>(lanes: &L, req: &Request<L::Face>) -> Verdict {
             let abandoned = lanes.take_pending_session(conn);
             let verdict = moves::close(lanes, conn);
             if abandoned {
-                lanes.connect_abandoned(req.key);
+                route::connect_abandoned(lanes, req.key);
             }
             verdict
         }

@@ -145,7 +145,7 @@ impl NativePool {
             agent.raw(),
             limits(&options),
             connect_opts,
-            request::serve_waiting,
+            crate::client::driver::serve,
         );
         cell.policy.set(release_policy(&options));
         cell.connect_timeout

@@ -1,6 +1,7 @@
-//! `agent.request()` on the JavaScript thread: checkout from the same pool as the drop-in
-//! path, dispatch of the exchange to tokio, and delivery of its events to the request's
-//! JavaScript handle, in the async context of the `request()` call.
+//! `agent.request()` on the JavaScript thread, as `client::driver` runs it: its JavaScript face
+//! (events marshalled to the request's handle, in the async context of the `request()` call;
+//! its hold on the event loop), and its pool's side of the driver (`Lanes`): the pool's
+//! connections, sessions and requests, and the mechanics of running exchanges on tokio.
 //!
 //! Crossings per request: one into tokio (the spawned exchange), and back through the thread's
 //! inbox the response head with the body bytes already there (a small response is one
@@ -9,15 +10,14 @@
 
 mod events;
 mod open;
-mod streams;
 
 pub use events::{on_request_event, sweep_headers_deadlines};
 pub use open::{
-    hyper_closed, hyper_connected, hyper_lookup, request_keys, requests_in_flight, requests_queued,
-    serve_waiting, start,
+    hyper_closed, hyper_lookup, request_keys, requests_in_flight, requests_queued, start,
 };
 
-use std::cell::RefCell;
+use std::cell::{RefCell, RefMut};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -30,13 +30,16 @@ use super::env::Hold;
 use super::inbox::{Completion, Inbox};
 use super::js::{self, AsyncContext, Ref};
 use super::pool::PoolCell;
-use super::protocol::{kind, verdict};
+use super::protocol::{connection, kind, name, verdict};
 use super::registry::Registry;
 use crate::binding::conn::State;
 use crate::client::driver::{self, Face, Headed, Lanes, Request, Settled};
 use crate::client::{self, Event, HeaderLines, Sink, WriteResult};
 use crate::error::Error;
-use crate::pool::{KeyId, ReleasePolicy};
+use crate::pool::multiplex::Sessions;
+use crate::pool::{Grant, KeyId, ReleasePolicy};
+use crate::transport::connect::Peer;
+use crate::transport::tls::{NameCheck, TlsInfo};
 
 /// The most values an event carries after its kind (the head's: status, reason, headers,
 /// body, trailers, and the verdict and connection of an exchange over with its head).
@@ -188,6 +191,24 @@ impl Face for JsFace {
         self.emit(kind::ANSWERED, &[]);
     }
 
+    /// JavaScript checks the name (`checkServerIdentity`) and answers how it stands; a wrong
+    /// one it fails the request with, closing the connection.
+    fn check_name(&self, conn: u32, key: KeyId) -> NameCheck {
+        let env = self.env();
+        let info = crate::binding::conn::by_id(conn)
+            .and_then(|c| {
+                c.tls
+                    .borrow()
+                    .as_deref()
+                    .map(|info| js::tls_info(env, info))
+            })
+            .unwrap_or_else(|| js::null(env));
+        name::check(
+            self.emit(kind::VERIFY, &[info, js::number(env, key.0 as f64)])
+                .and_then(|v| js::to_f64(env, v)),
+        )
+    }
+
     fn done(&self, settled: Settled) {
         let env = self.env();
         self.emit(
@@ -224,32 +245,51 @@ impl Face for JsFace {
 impl Lanes for Rc<PoolCell> {
     type Face = JsFace;
 
-    fn connect(&self, req: &Rc<ReqState>) {
-        open::connect_for(self, req);
+    fn request(&self, id: u32) -> Option<Rc<ReqState>> {
+        by_id(id).filter(|r| r.face.pool.id == self.id)
     }
 
-    fn route(&self, req: &Rc<ReqState>) {
-        streams::route(self, req);
+    fn run_connect(&self, req: &Rc<ReqState>, conn: u32, spec: client::Spec) {
+        open::run_connect(self, req, conn, spec);
     }
 
-    fn stream_done(&self, key: KeyId, conn: u32) {
-        streams::stream_done(self, key, conn);
+    fn dispatch(&self, req: &Rc<ReqState>, conn: u32) {
+        open::dispatch(self, req, conn);
     }
 
-    fn session_draining(&self, key: KeyId, conn: u32) {
-        streams::session_draining(self, key, conn);
+    fn stream_on(&self, req: &Rc<ReqState>, conn: u32) {
+        open::stream_on(self, req, conn);
     }
 
-    fn cancel_stream_wait(&self, key: KeyId, req: u32) {
-        self.sessions.borrow_mut().cancel(key, u64::from(req));
+    fn http2(&self) -> bool {
+        self.http2.get()
+    }
+
+    fn sessions(&self) -> RefMut<'_, Sessions<u32>> {
+        self.sessions.borrow_mut()
+    }
+
+    fn session(&self, conn: u32) -> Option<(Duration, usize)> {
+        let conn = self.conn(conn)?;
+        Some((conn.created.elapsed(), conn.max_streams()))
+    }
+
+    fn expire_sessions(&self) {
+        PoolCell::expire_sessions(self);
+    }
+
+    fn notify_grants(&self, grant: Option<Grant>) {
+        PoolCell::notify_grants(self, grant);
+    }
+
+    fn pend_session(&self, conn: u32) {
+        if let Some(conn) = self.conn(conn) {
+            conn.h2_pending.set(true);
+        }
     }
 
     fn take_pending_session(&self, conn: u32) -> bool {
         self.conn(conn).is_some_and(|c| c.h2_pending.take())
-    }
-
-    fn connect_abandoned(&self, key: KeyId) {
-        streams::connect_abandoned(self, key);
     }
 
     fn in_use(&self, conn: u32) -> Option<Duration> {
@@ -273,6 +313,47 @@ impl Lanes for Rc<PoolCell> {
 
     fn watch_deadlines(&self) {
         self.ctx.schedule_sweep();
+    }
+
+    fn established(
+        &self,
+        conn: u32,
+        local: Option<SocketAddr>,
+        remote: Peer,
+        tls: Option<Box<TlsInfo>>,
+    ) {
+        if let Some(conn) = self.conn(conn) {
+            conn.local.set(local);
+            *conn.remote.borrow_mut() = Some(remote);
+            *conn.tls.borrow_mut() = tls;
+            conn.course.set_state(State::Active);
+        }
+    }
+
+    fn make_session(&self, conn: u32, sender: client::Sender) {
+        if let Some(conn) = self.conn(conn) {
+            conn.make_session(sender);
+        }
+    }
+
+    fn name_checked(&self, conn: u32, check: NameCheck) {
+        if let Some(conn) = self.conn(conn) {
+            conn.with_tls(|config, info| config.name_checked(info, check));
+        }
+    }
+
+    fn announce(&self, conn: u32) {
+        if let Some(conn) = self.conn(conn).filter(|_| self.watch_connections.get()) {
+            conn.announced.set(true);
+            self.post_connection(connection::CONNECT, conn.key, None);
+        }
+    }
+
+    fn lost(&self, conn: u32, err: &Error) {
+        if let Some(conn) = self.remove_conn(conn) {
+            conn.close(self.ctx.env);
+            self.post_connection(connection::CONNECTION_ERROR, conn.key, Some(err.clone()));
+        }
     }
 }
 

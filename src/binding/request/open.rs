@@ -1,6 +1,6 @@
-//! Opening the way for an `agent.request()`: the checkout that gives it a connection of the
-//! promise path, a new connection or a place in the queue; the dispatch of its exchange on a
-//! connection; a new connection's connect, its TLS server check and the user's `lookup`.
+//! The mechanics of an `agent.request()` on tokio: its start, its exchange run on an idle
+//! connection, on a new connection with the connect, or on a stream of a session; the user's
+//! `lookup` asked for a new connection; the views `agent.destroy()` takes of a pool's requests.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -9,25 +9,25 @@ use std::sync::Arc;
 use napi::sys;
 
 use super::{pool_of, sink_of, JsFace, JsSide, ReqState};
-use crate::binding::conn::{Conn, Mode, State};
+use crate::binding::conn::{Mode, State};
 use crate::binding::inbox::{post_keys, Completion, Inbox};
 use crate::binding::js::{self, AsyncContext, Ref};
 use crate::binding::pool::PoolCell;
-use crate::binding::protocol::{connection, kind, name};
+use crate::binding::protocol::kind;
 use crate::binding::registry::Registry;
-use crate::client::driver::{Exchange, Request};
+use crate::client::driver::{self, Exchange, Request};
 use crate::client::open::{Facts, Open, Progress};
 use crate::client::plan::Plan;
 use crate::client::{self, Control, Event, Sink};
 use crate::error::Error;
 use crate::pool::origins::Destination;
 use crate::pool::place::Place;
-use crate::pool::{moves, Checkout, KeyId, Waiter, WaiterId};
+use crate::pool::KeyId;
 use crate::runtime::runtime;
 use crate::transport::establish::Secure;
 
 /// Starts `agent.request()`: a connection of the promise path now, a new one, or a place
-/// in the queue (served by [`PoolCell::route`]).
+/// in the queue (see `driver::route`).
 pub fn start(
     pool: &Rc<PoolCell>,
     key: KeyId,
@@ -51,48 +51,8 @@ pub fn start(
     let id = super::REQUESTS.with(Registry::next_id);
     let req = Rc::new(Request::new(id, key, face, ctl, plan));
     super::REQUESTS.with(|t| t.insert(req.id, req.clone()));
-    super::streams::route(pool, &req);
+    driver::route(pool, &req);
     req
-}
-
-/// The pool's checkout for `req`: an idle connection of the promise path, a new one, or a place
-/// in the pool's queue (or, when the key has HTTP/2 sessions, a wait for a stream on one).
-pub(super) fn checkout(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
-    let key = req.key;
-    match moves::checkout(pool, key, Waiter::Promise(req.id)) {
-        Checkout::Reuse(conn) => dispatch(pool, req, conn),
-        Checkout::Connect => connect_for(pool, req),
-        // A full HTTP/2 session frees a stream sooner than the pool frees a slot.
-        Checkout::Queued(WaiterId(w))
-            if pool.http2.get() && pool.sessions.borrow_mut().wait(key, u64::from(req.id)) =>
-        {
-            pool.cancel(w);
-            req.set_place(Place::StreamWait);
-        }
-        Checkout::Queued(w) => req.set_place(Place::Queued(w)),
-    }
-}
-
-/// Serves `req`, which waited, with what the pool gave it: connection `handoff` (of its
-/// path), or a slot for a new connection.
-fn serve_promise(pool: &Rc<PoolCell>, req: &Rc<ReqState>, handoff: Option<u32>) {
-    req.set_place(Place::Nowhere);
-    match handoff.and_then(|id| pool.conn(id)) {
-        Some(conn) => dispatch(pool, req, conn.id),
-        None => connect_for(pool, req),
-    }
-}
-
-/// Serves waiting `agent.request()` `req_id` with what the pool gave it (see
-/// [`PoolCell::serve`]'s field); false when the request is gone.
-pub fn serve_waiting(pool: &Rc<PoolCell>, req_id: u32, handoff: Option<u32>) -> bool {
-    match super::by_id(req_id) {
-        Some(req) => {
-            serve_promise(pool, &req, handoff);
-            true
-        }
-        None => false,
-    }
 }
 
 /// The JavaScript handles of this pool's `agent.request()`s waiting in its queue, for
@@ -165,23 +125,15 @@ pub fn dispatch(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
     req.arm(pool);
 }
 
-/// Opens a new promise-path connection for `req` (its slot is already counted) and runs
-/// the exchange on it in the same task.
-pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
-    // The headers timeout starts with the exchange, once connected (`hyper_connected`).
-    let Some(spec) = req.connecting(pool.http2.get()) else {
-        return;
-    };
-    let conn: Rc<Conn> = pool.new_conn(req.key);
-    crate::binding::debug::debug!("request {}: create connection {}", req.id, conn.id);
-    conn.course.set_mode(Mode::Promise);
-    // One that may speak HTTP/2: its key's next requests wait for it (`streams::route`).
-    let http2 = pool.http2.get();
-    if http2 {
-        conn.h2_pending.set(true);
-        pool.sessions.borrow_mut().connecting(req.key);
+/// Connects `req`'s new promise-path connection `conn_id` and runs the exchange of `spec` on
+/// it in the same task (see `driver::Lanes::run_connect`). The headers timeout starts with the
+/// exchange, once connected (`driver::connected`).
+pub fn run_connect(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32, spec: client::Spec) {
+    crate::binding::debug::debug!("request {}: create connection {}", req.id, conn_id);
+    if let Some(conn) = pool.conn(conn_id) {
+        conn.course.set_mode(Mode::Promise);
     }
-    req.connects(conn.id);
+    let http2 = pool.http2.get();
     let destination = pool.origins.borrow().destination(req.key).cloned();
     let Some(Destination {
         target,
@@ -201,7 +153,7 @@ pub fn connect_for(pool: &Rc<PoolCell>, req: &Rc<ReqState>) {
     let tls = pool.tls_config(req.key);
     let keylog = pool.keylog.clone();
     let inbox = pool.ctx.inbox.clone();
-    let (pool_id, conn_id, req_id) = (pool.id, conn.id, req.id);
+    let (pool_id, req_id) = (pool.id, req.id);
     let ctl = req.ctl.clone();
     let max_header_size = pool.max_header_size.get();
     let timeout = pool.connect_timeout.get();
@@ -284,137 +236,6 @@ impl Progress for Told {
     }
 }
 
-/// A promise-path connect finished (on success the exchange runs, or waits for the server's
-/// name to be checked here).
-pub fn hyper_connected(
-    pool: &Rc<PoolCell>,
-    conn_id: u32,
-    req_id: u32,
-    result: Result<Facts, Error>,
-) {
-    let Some(conn) = pool.conn(conn_id) else {
-        return;
-    };
-    match result {
-        Ok(Facts {
-            local,
-            remote,
-            tls,
-            verify,
-            session,
-        }) => {
-            conn.local.set(local);
-            *conn.remote.borrow_mut() = Some(remote);
-            *conn.tls.borrow_mut() = tls;
-            conn.course.set_state(State::Active);
-            let Some(req) = super::by_id(req_id).filter(|req| req.place().conn() == Some(conn_id))
-            else {
-                // Nobody to check it for (its request ended meanwhile): it closes unused.
-                if verify.is_some() {
-                    let grant = moves::closed_in_use(pool, conn_id);
-                    pool.notify_grants(grant);
-                    if conn.h2_pending.take() {
-                        super::streams::connect_abandoned(pool, conn.key);
-                    }
-                } else if conn.h2_pending.take() {
-                    match session {
-                        // Its streams serve the requests that waited for it.
-                        Some(session) => {
-                            conn.make_session(session);
-                            super::streams::session_opened(pool, conn.key, conn_id);
-                            super::streams::stream_done(pool, conn.key, conn_id);
-                        }
-                        None => super::streams::session_refused(pool, conn.key),
-                    }
-                }
-                return;
-            };
-            req.arm(pool);
-            if let Some(verify) = verify {
-                verify_server(pool, &req, &conn, verify);
-            }
-            // Open, its server's name checked: watchers hear of it (and will of its end).
-            if pool.conn(conn_id).is_some() && pool.watch_connections.get() {
-                conn.announced.set(true);
-                pool.post_connection(connection::CONNECT, conn.key, None);
-            }
-            if !conn.h2_pending.take() {
-                return;
-            }
-            // A name that failed closed the connection.
-            let open = pool.conn(conn_id).is_some();
-            match session {
-                Some(session) if open => {
-                    conn.make_session(session);
-                    req.set_place(Place::Stream(conn_id));
-                    super::streams::session_opened(pool, conn.key, conn_id);
-                }
-                Some(_) => super::streams::connect_abandoned(pool, conn.key),
-                None => super::streams::session_refused(pool, conn.key),
-            }
-        }
-        Err(err) => {
-            pool.remove_conn(conn_id);
-            conn.close(pool.ctx.env);
-            pool.post_connection(connection::CONNECTION_ERROR, conn.key, Some(err.clone()));
-            if conn.h2_pending.take() {
-                super::streams::connect_failed(pool, conn.key, &err);
-            }
-            // Not open within the agent's timeout: a timeout, as on the drop-in path.
-            let grant = pool
-                .state
-                .borrow_mut()
-                .pool
-                .connect_failed(conn.key, err.timed_out());
-            if let Some(req) = super::by_id(req_id) {
-                req.set_place(Place::Nowhere);
-                req.fail(&err);
-            }
-            pool.notify_grants(grant);
-        }
-    }
-}
-
-/// Has JavaScript check the name of the server of `req`'s new TLS connection, as Node's
-/// `tls.connect` does after the handshake: its exchange starts if the name is right;
-/// otherwise JavaScript has failed the request with the check's error and closed the
-/// connection, which counts as a socket error and drops the server's cached sessions (as
-/// Node's https.Agent evicts them), so that the next connection is checked anew.
-pub(super) fn verify_server(
-    pool: &PoolCell,
-    req: &Rc<ReqState>,
-    conn: &Conn,
-    verify: tokio::sync::oneshot::Sender<()>,
-) {
-    let env = pool.ctx.env;
-    let info = conn
-        .tls
-        .borrow()
-        .as_deref()
-        .map_or_else(|| js::null(env), |info| js::tls_info(env, info));
-    let answer = req
-        .face()
-        .and_then(|face| face.emit(kind::VERIFY, &[info, js::number(env, req.key.0 as f64)]))
-        .and_then(|v| js::to_f64(env, v));
-    let check = name::check(answer);
-    conn.with_tls(|config, info| config.name_checked(info, check));
-    if check.goes_on() {
-        let _ = verify.send(());
-        return;
-    }
-    pool.state.borrow_mut().pool.stats.error_socket_count += 1;
-    // JavaScript fails the request with the check's error; had it not (it threw), the
-    // request would wait for ever: it fails here.
-    if super::by_id(req.id).is_some() {
-        let err = Error::tls(
-            "ERR_HYPERAGENT_INTERNAL",
-            "the server's name could not be checked",
-        );
-        super::events::on_request_event(req.id, Event::Error(err));
-        super::events::on_request_event(req.id, Event::Done(None));
-    }
-}
-
 /// A new connection of `req` waits for the user's `lookup`: JavaScript runs it and answers
 /// through `lookupDone` (or fails the request, which closes the connection).
 pub fn hyper_lookup(
@@ -444,13 +265,25 @@ pub fn hyper_lookup(
 
 /// hyper's connection task ended (the server closed it, or it failed).
 pub fn hyper_closed(pool: &Rc<PoolCell>, conn_id: u32) {
-    let Some(conn) = pool.conn(conn_id) else {
+    if let Some(conn) = pool.conn(conn_id) {
+        driver::closed(pool, conn_id, conn.course.state() == State::Idle);
+    }
+}
+
+/// Starts the exchange of `req` on a new stream of session `conn_id` (counted already), in a
+/// task of its own: aborting the task resets only its stream.
+pub fn stream_on(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
+    let Some(spec) = req.begin(Place::Stream(conn_id)) else {
         return;
     };
-    if super::streams::session_closed(pool, conn.key, conn_id) {
+    let sink = sink_of(req);
+    let Some(sender) = pool.conn(conn_id).and_then(|c| c.stream()) else {
+        // Closed since it was counted: the request was not sent, and goes elsewhere.
+        sink.post(Event::Refused(Error::tls("ECONNRESET", "socket hang up")));
+        sink.post(Event::Done(None));
         return;
-    }
-    if conn.course.state() == State::Idle {
-        pool.evict_idle(&conn);
-    }
+    };
+    let task = runtime().spawn(client::exchange(sender, spec, req.ctl.clone(), sink));
+    req.runs(Exchange::Task(task.abort_handle()));
+    req.arm(pool);
 }

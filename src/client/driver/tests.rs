@@ -1,10 +1,11 @@
 use std::collections::{HashMap, HashSet};
 
 use super::*;
+use crate::client::open::Facts;
 use crate::client::plan::{self, Source};
 use crate::pool::conn::{Mode, State};
 use crate::pool::moves::Ended;
-use crate::pool::{Checkout, Fit, Limits, Path, Pool, Waiter};
+use crate::pool::{Fit, Limits, Path, Pool};
 
 type Log = Rc<RefCell<Vec<String>>>;
 
@@ -12,6 +13,8 @@ type Log = Rc<RefCell<Vec<String>>>;
 struct Told {
     log: Log,
     held: Cell<bool>,
+    /// What its check of a server's name finds.
+    name: Cell<NameCheck>,
 }
 
 impl Told {
@@ -57,6 +60,11 @@ impl Face for Told {
         self.said(format!("done {} {:?}", settled.conn, settled.verdict));
     }
 
+    fn check_name(&self, conn: u32, _: KeyId) -> NameCheck {
+        self.said(format!("check name {conn}"));
+        self.name.get()
+    }
+
     fn hold(&self) {
         self.held.set(true);
     }
@@ -77,6 +85,10 @@ struct Fake {
     next: Cell<u32>,
     /// Connections whose requests wait for them to come up as HTTP/2 sessions.
     pending: RefCell<HashSet<u32>>,
+    /// Whether its connections may speak HTTP/2, its sessions, and the open ones' streams.
+    http2: Cell<bool>,
+    sessions: RefCell<Sessions<u32>>,
+    open_sessions: RefCell<HashMap<u32, usize>>,
     /// The requests the pool may serve from its queue.
     requests: RefCell<HashMap<u32, Rc<Request<Told>>>>,
     next_req: Cell<u32>,
@@ -96,6 +108,9 @@ impl Fake {
             conns: RefCell::new(HashMap::new()),
             next: Cell::new(1),
             pending: RefCell::new(HashSet::new()),
+            http2: Cell::new(false),
+            sessions: RefCell::new(Sessions::default()),
+            open_sessions: RefCell::new(HashMap::new()),
             requests: RefCell::new(HashMap::new()),
             next_req: Cell::new(1),
             policy: ReleasePolicy {
@@ -137,16 +152,26 @@ impl Fake {
         let face = Told {
             log: self.log.clone(),
             held: Cell::new(false),
+            name: Cell::new(NameCheck::Right),
         };
         let req = Rc::new(Request::new(id, key, face, Arc::default(), plan));
         self.requests.borrow_mut().insert(id, req.clone());
         req
     }
 
+    /// `N` GETs of `key`, each routed in turn.
+    fn routed<const N: usize>(&self, key: KeyId) -> [Rc<Request<Told>>; N] {
+        std::array::from_fn(|_| {
+            let req = self.request(key, "GET", 0.0);
+            route(self, &req);
+            req
+        })
+    }
+
     /// A GET of `key`, routed, on a new connection that came up: the connection's id.
     fn on_new(&self, key: KeyId) -> (Rc<Request<Told>>, u32) {
         let req = self.request(key, "GET", 0.0);
-        self.route(&req);
+        route(self, &req);
         let conn = req.place().conn().expect("on a connection");
         self.set_state(conn, State::Active);
         self.take_log();
@@ -165,6 +190,32 @@ impl Fake {
     fn begin_on(&self, req: &Rc<Request<Told>>, conn: u32) {
         req.begin(Place::Conn(conn)).expect("not started");
         self.set_state(conn, State::Active);
+    }
+}
+
+impl Fake {
+    /// A `method` request of `key` on a stream of a new HTTP/2 session: the request and the
+    /// session.
+    fn on_session(&self, key: KeyId, method: &str) -> (Rc<Request<Told>>, u32) {
+        self.http2.set(true);
+        let req = self.request(key, method, 0.0);
+        route(self, &req);
+        let conn = req.place().conn().expect("connecting");
+        connected(self, conn, req.id, Ok(facts(None, Some(sender()))));
+        assert_eq!(req.place(), Place::Stream(conn));
+        self.take_log();
+        (req, conn)
+    }
+}
+
+/// What a connect learnt: a new TLS session's name to `verify`, an HTTP/2 `session`.
+fn facts(verify: Option<tokio::sync::oneshot::Sender<()>>, session: Option<Sender>) -> Facts {
+    Facts {
+        local: None,
+        remote: Peer::Tcp(SocketAddr::from(([127, 0, 0, 1], 80))),
+        tls: None,
+        verify,
+        session,
     }
 }
 
@@ -254,57 +305,61 @@ impl Connections for Fake {
     }
 
     fn serve(&self, req: u32, handoff: Option<u32>) -> bool {
-        let Some(req) = self.requests.borrow().get(&req).cloned() else {
-            return false;
-        };
-        self.said(format!("serve {} on {handoff:?}", req.id));
-        req.set_place(Place::Nowhere);
-        match handoff {
-            Some(conn) => self.begin_on(&req, conn),
-            None => self.connect(&req),
-        }
-        true
+        serve(self, req, handoff)
     }
 }
 
 impl Lanes for Fake {
     type Face = Told;
 
-    fn connect(&self, req: &Rc<Request<Told>>) {
-        if req.connecting(false).is_none() {
-            return;
+    fn request(&self, id: u32) -> Option<Rc<Request<Told>>> {
+        let req = self.requests.borrow().get(&id).cloned()?;
+        req.face().is_some().then_some(req)
+    }
+
+    fn run_connect(&self, req: &Rc<Request<Told>>, conn: u32, _: Spec) {
+        self.said(format!("connect {} on {conn}", req.id));
+    }
+
+    fn dispatch(&self, req: &Rc<Request<Told>>, conn: u32) {
+        self.said(format!("dispatch {} on {conn}", req.id));
+        self.begin_on(req, conn);
+    }
+
+    fn stream_on(&self, req: &Rc<Request<Told>>, conn: u32) {
+        self.said(format!("stream {} on {conn}", req.id));
+        req.begin(Place::Stream(conn)).expect("not started");
+    }
+
+    fn http2(&self) -> bool {
+        self.http2.get()
+    }
+
+    fn sessions(&self) -> RefMut<'_, Sessions<u32>> {
+        self.sessions.borrow_mut()
+    }
+
+    fn session(&self, conn: u32) -> Option<(Duration, usize)> {
+        let max = *self.open_sessions.borrow().get(&conn)?;
+        Some((Duration::from_secs(1), max))
+    }
+
+    fn expire_sessions(&self) {
+        self.said("sessions idle".into());
+    }
+
+    fn notify_grants(&self, grant: Option<Grant>) {
+        for w in moves::grant_all(self, grant) {
+            self.said(format!("grant {}", w.0));
         }
-        let conn = self.open(req.key);
-        req.connects(conn);
     }
 
-    fn route(&self, req: &Rc<Request<Told>>) {
-        self.said(format!("route {}", req.id));
-        match moves::checkout(self, req.key, Waiter::Promise(req.id)) {
-            Checkout::Reuse(conn) => self.begin_on(req, conn),
-            Checkout::Connect => self.connect(req),
-            Checkout::Queued(w) => req.set_place(Place::Queued(w)),
-        }
-    }
-
-    fn stream_done(&self, _: KeyId, conn: u32) {
-        self.said(format!("stream done {conn}"));
-    }
-
-    fn session_draining(&self, _: KeyId, conn: u32) {
-        self.said(format!("draining {conn}"));
-    }
-
-    fn cancel_stream_wait(&self, _: KeyId, req: u32) {
-        self.said(format!("no stream wait {req}"));
+    fn pend_session(&self, conn: u32) {
+        self.pending.borrow_mut().insert(conn);
     }
 
     fn take_pending_session(&self, conn: u32) -> bool {
         self.pending.borrow_mut().remove(&conn)
-    }
-
-    fn connect_abandoned(&self, _: KeyId) {
-        self.said("abandoned".into());
     }
 
     fn in_use(&self, conn: u32) -> Option<Duration> {
@@ -325,6 +380,29 @@ impl Lanes for Fake {
 
     fn watch_deadlines(&self) {
         self.said("watch".into());
+    }
+
+    fn established(&self, conn: u32, _: Option<SocketAddr>, _: Peer, _: Option<Box<TlsInfo>>) {
+        self.set_state(conn, State::Active);
+        self.said(format!("up {conn}"));
+    }
+
+    fn make_session(&self, conn: u32, _: Sender) {
+        self.open_sessions.borrow_mut().insert(conn, 2);
+        self.said(format!("session {conn}"));
+    }
+
+    fn name_checked(&self, conn: u32, check: NameCheck) {
+        self.said(format!("name on {conn}: {check:?}"));
+    }
+
+    fn announce(&self, conn: u32) {
+        self.said(format!("announce {conn}"));
+    }
+
+    fn lost(&self, conn: u32, err: &Error) {
+        self.conns.borrow_mut().remove(&conn);
+        self.said(format!("lost {conn} {}", err.code()));
     }
 }
 
@@ -385,7 +463,7 @@ fn an_idempotent_request_that_meets_the_keep_alive_race_goes_again_once_on_a_new
     let (f, key) = Fake::new(10);
     let idle = f.idle(key);
     let req = f.request(key, "GET", 0.0);
-    f.route(&req);
+    route(&f, &req);
     assert_eq!(req.place(), Place::Conn(idle), "reused");
     f.take_log();
 
@@ -395,7 +473,11 @@ fn an_idempotent_request_that_meets_the_keep_alive_race_goes_again_once_on_a_new
     let fresh = idle + 1;
     assert_eq!(
         f.take_log(),
-        [format!("end {idle}"), format!("open {fresh}")]
+        [
+            format!("end {idle}"),
+            format!("open {fresh}"),
+            format!("connect {} on {fresh}", req.id)
+        ]
     );
     assert_eq!(req.place(), Place::Conn(fresh));
     assert!(req.face.held.get(), "its connect runs");
@@ -430,7 +512,7 @@ fn a_post_that_meets_the_keep_alive_race_fails_with_its_error() {
     let (f, key) = Fake::new(10);
     let idle = f.idle(key);
     let req = f.request(key, "POST", 0.0);
-    f.route(&req);
+    route(&f, &req);
     f.take_log();
     on_event(&f, &req, Event::Unsent(reset()));
     on_event(&f, &req, Event::Done(None));
@@ -449,15 +531,23 @@ fn a_post_that_meets_the_keep_alive_race_fails_with_its_error() {
 #[test]
 fn a_refused_stream_drains_its_session_and_the_request_is_routed_again() {
     let (f, key) = Fake::new(10);
-    let req = f.request(key, "POST", 0.0);
-    req.begin(Place::Stream(7)).unwrap();
+    let (req, session) = f.on_session(key, "POST");
     on_event(&f, &req, Event::Refused(reset()));
-    assert_eq!(f.take_log(), ["draining 7"]);
-    on_event(&f, &req, Event::Done(None));
     assert_eq!(
         f.take_log(),
-        ["stream done 7", "route 1", "open 1"],
-        "routed as a new request, not on a connection of its own"
+        Vec::<String>::new(),
+        "not told: it goes again"
+    );
+    on_event(&f, &req, Event::Done(None));
+    // The session, drained of its last stream, closes; the request is routed as a new one
+    // (not on a connection of its own).
+    assert_eq!(
+        f.take_log(),
+        [
+            format!("end {session}"),
+            "open 2".into(),
+            "connect 1 on 2".into()
+        ]
     );
     assert_eq!(f.pool.borrow().stats.replay_count, 1);
 }
@@ -465,15 +555,14 @@ fn a_refused_stream_drains_its_session_and_the_request_is_routed_again() {
 #[test]
 fn a_completed_stream_frees_its_stream_and_counts_as_a_request() {
     let (f, key) = Fake::new(10);
-    let req = f.request(key, "GET", 0.0);
-    req.begin(Place::Stream(7)).unwrap();
+    let (req, session) = f.on_session(key, "GET");
     on_event(&f, &req, head(Some(Some(sender()))));
     assert_eq!(
         f.take_log(),
         [
-            "stream done 7",
-            "head 200 None settled=Some(Settled { conn: 7, verdict: Nothing })",
-            "release 1"
+            "sessions idle".to_owned(),
+            format!("head 200 None settled=Some(Settled {{ conn: {session}, verdict: Nothing }})"),
+            "release 1".into()
         ],
         "HTTP/2 has no reason phrase"
     );
@@ -481,20 +570,217 @@ fn a_completed_stream_frees_its_stream_and_counts_as_a_request() {
 
     // One that failed frees its stream but counts as no request.
     let req = f.request(key, "GET", 0.0);
-    req.begin(Place::Stream(7)).unwrap();
+    route(&f, &req);
+    assert_eq!(
+        req.place(),
+        Place::Stream(session),
+        "the idle session serves it"
+    );
     on_event(&f, &req, Event::Done(None));
     assert_eq!(
         f.take_log(),
-        ["stream done 7", "done 7 Nothing", "release 2"]
+        [
+            format!("stream 2 on {session}"),
+            "sessions idle".into(),
+            format!("done {session} Nothing"),
+            "release 2".into()
+        ]
     );
     assert_eq!(f.pool.borrow().stats.request_count, 1);
+}
+
+#[test]
+fn requests_wait_for_a_connect_that_may_speak_http2_then_share_its_session() {
+    let (f, key) = Fake::new(10);
+    f.http2.set(true);
+    let reqs: [_; 3] = f.routed(key);
+    assert_eq!(f.take_log(), ["open 1", "connect 1 on 1"], "one connect");
+    assert_eq!(reqs[1].place(), Place::StreamWait);
+    assert_eq!(reqs[2].place(), Place::StreamWait);
+    // Its session takes two streams at once: the third request, past its room, goes to the
+    // pool's checkout, which opens another connection.
+    connected(&f, 1, 1, Ok(facts(None, Some(sender()))));
+    assert_eq!(
+        f.take_log(),
+        [
+            "up 1",
+            "announce 1",
+            "session 1",
+            "stream 2 on 1",
+            "open 2",
+            "connect 3 on 2"
+        ]
+    );
+    assert_eq!(reqs[0].place(), Place::Stream(1));
+    assert_eq!(reqs[1].place(), Place::Stream(1));
+    assert_eq!(reqs[2].place(), Place::Conn(2));
+    // A fourth takes the stream the first frees.
+    let fourth = f.request(key, "GET", 0.0);
+    route(&f, &fourth);
+    assert_eq!(fourth.place(), Place::StreamWait);
+    on_event(&f, &reqs[0], Event::Done(None));
+    assert_eq!(
+        f.take_log(),
+        ["stream 4 on 1", "done 1 Nothing", "release 1"],
+        "the freed stream serves it"
+    );
+}
+
+#[test]
+fn a_connect_that_comes_up_speaking_http1_sends_its_waiters_to_the_checkout() {
+    let (f, key) = Fake::new(10);
+    f.http2.set(true);
+    let [first, second] = f.routed(key);
+    f.take_log();
+    connected(&f, 1, first.id, Ok(facts(None, None)));
+    assert_eq!(
+        f.take_log(),
+        ["up 1", "announce 1", "open 2", "connect 2 on 2"]
+    );
+    assert_eq!(first.place(), Place::Conn(1));
+    assert_eq!(second.place(), Place::Conn(2));
+}
+
+#[test]
+fn a_failed_connect_fails_its_request_and_those_that_waited_for_it() {
+    let (f, key) = Fake::new(10);
+    f.http2.set(true);
+    let [first, second] = f.routed(key);
+    f.take_log();
+    connected(&f, 1, first.id, Err(reset()));
+    assert_eq!(
+        f.take_log(),
+        [
+            "lost 1 ECONNRESET",
+            "error ECONNRESET",
+            "done 0 Nothing",
+            "release 2",
+            "error ECONNRESET",
+            "done 0 Nothing",
+            "release 1"
+        ]
+    );
+    let stats = f.pool.borrow().stats;
+    assert_eq!((stats.error_socket_count, stats.close_socket_count), (1, 1));
+    let busy: usize = f.pool.borrow().snapshot().iter().map(|k| k.busy).sum();
+    assert_eq!(busy, 0, "its slot is free");
+    assert!(!first.face.held.get() && !second.face.held.get());
+}
+
+#[test]
+fn a_new_tls_connection_runs_its_exchange_only_once_its_servers_name_is_checked() {
+    // Right: the exchange goes on.
+    let (f, key) = Fake::new(10);
+    let req = f.request(key, "GET", 0.0);
+    route(&f, &req);
+    f.take_log();
+    let (verify, checked) = tokio::sync::oneshot::channel();
+    connected(&f, 1, req.id, Ok(facts(Some(verify), None)));
+    assert_eq!(
+        f.take_log(),
+        ["up 1", "check name 1", "name on 1: Right", "announce 1"]
+    );
+    assert_eq!(checked.blocking_recv(), Ok(()));
+
+    // Wrong (and the face did not fail the request itself): it fails, its connection closes
+    // unannounced, and the failure counts.
+    let req = f.request(key, "GET", 0.0);
+    req.face.name.set(NameCheck::Wrong);
+    route(&f, &req);
+    f.take_log();
+    let (verify, checked) = tokio::sync::oneshot::channel();
+    connected(&f, 2, req.id, Ok(facts(Some(verify), None)));
+    assert_eq!(
+        f.take_log(),
+        [
+            "up 2",
+            "check name 2",
+            "name on 2: Wrong",
+            "error ERR_HYPERAGENT_INTERNAL",
+            "end 2",
+            "done 2 Nothing",
+            "release 2"
+        ]
+    );
+    assert!(checked.blocking_recv().is_err(), "nothing of HTTP goes out");
+    assert_eq!(f.pool.borrow().stats.error_socket_count, 1);
+}
+
+#[test]
+fn a_connection_whose_request_ended_during_its_connect_closes_unless_it_was_checked() {
+    // Its server's name never checked: it closes unused, and its slot serves a waiter.
+    let (f, key) = Fake::new(1);
+    let req = f.request(key, "GET", 0.0);
+    route(&f, &req);
+    let waiter = f.request(key, "GET", 0.0);
+    route(&f, &waiter);
+    assert!(matches!(waiter.place(), Place::Queued(_)));
+    req.finish();
+    f.take_log();
+    let (verify, _checked) = tokio::sync::oneshot::channel();
+    connected(&f, 1, req.id, Ok(facts(Some(verify), None)));
+    assert_eq!(f.take_log(), ["up 1", "end 1", "open 2", "connect 2 on 2"]);
+
+    // A session that its request no longer needs serves the requests that waited for it.
+    let (f, key) = Fake::new(10);
+    f.http2.set(true);
+    let [req, waits] = f.routed(key);
+    abort(&f, &req);
+    f.take_log();
+    assert_eq!(
+        waits.place(),
+        Place::Conn(2),
+        "routed again when the connect was abandoned"
+    );
+}
+
+#[test]
+fn the_close_of_a_connection_frees_what_it_held() {
+    // An idle one leaves the pool.
+    let (f, key) = Fake::new(10);
+    let idle = f.idle(key);
+    closed(&f, idle, true);
+    assert_eq!(f.take_log(), [format!("end idle {idle}")]);
+    let idle: usize = f.pool.borrow().snapshot().iter().map(|k| k.idle).sum();
+    assert_eq!(idle, 0);
+
+    // A session: its slot goes back, and no request is routed to it any more.
+    let (f, key) = Fake::new(10);
+    let (_req, session) = f.on_session(key, "GET");
+    closed(&f, session, false);
+    assert_eq!(f.take_log(), [format!("end {session}")]);
+    let busy: usize = f.pool.borrow().snapshot().iter().map(|k| k.busy).sum();
+    assert_eq!(busy, 0);
+    let next = f.request(key, "GET", 0.0);
+    route(&f, &next);
+    assert_eq!(next.place(), Place::Conn(session + 1));
+}
+
+#[test]
+fn a_queued_request_is_served_by_the_connection_given_back() {
+    let (f, key) = Fake::new(1);
+    let (first, conn) = f.on_new(key);
+    let queued = f.request(key, "GET", 0.0);
+    route(&f, &queued);
+    f.take_log();
+    on_event(&f, &first, Event::Done(Some(sender())));
+    assert_eq!(
+        f.take_log(),
+        [
+            format!("keep {conn}"),
+            format!("dispatch 2 on {conn}"),
+            format!("done {conn} Retired"),
+            "release 1".into()
+        ]
+    );
+    assert_eq!(queued.place(), Place::Conn(conn));
 }
 
 #[test]
 fn only_a_failure_of_an_established_connection_counts() {
     let (f, key) = Fake::new(10);
     let req = f.request(key, "GET", 0.0);
-    f.route(&req);
+    route(&f, &req);
     let conn = req.place().conn().unwrap();
     on_event(&f, &req, Event::Error(reset()));
     assert_eq!(f.pool.borrow().stats.error_socket_count, 0, "connecting");
@@ -509,7 +795,7 @@ fn an_abort_undoes_what_its_place_holds() {
     let (f, key) = Fake::new(1);
     let (first, conn) = f.on_new(key);
     let queued = f.request(key, "GET", 0.0);
-    f.route(&queued);
+    route(&f, &queued);
     assert!(matches!(queued.place(), Place::Queued(_)));
     f.take_log();
     assert_eq!(abort(&f, &queued), Verdict::Nothing);
@@ -517,34 +803,25 @@ fn an_abort_undoes_what_its_place_holds() {
     on_event(&f, &first, Event::Done(Some(sender())));
     assert_eq!(f.state(conn), Some(State::Idle), "nobody waits");
 
-    // Waiting for a stream.
-    let waits = f.request(key, "GET", 0.0);
-    waits.set_place(Place::StreamWait);
-    abort(&f, &waits);
-    f.take_log();
-
     // On a stream: the stream alone ends.
-    let streamed = f.request(key, "GET", 0.0);
-    streamed.begin(Place::Stream(9)).unwrap();
+    let (f, key) = Fake::new(10);
+    let (streamed, session) = f.on_session(key, "GET");
     assert_eq!(abort(&f, &streamed), Verdict::Nothing);
-    assert_eq!(f.take_log(), ["release 4", "stream done 9"]);
+    assert_eq!(f.take_log(), ["release 1", "sessions idle"]);
+    assert!(f.open_sessions.borrow().contains_key(&session));
 
     // On a connection of its own, which requests waited for as a session: it closes, and
     // they are routed again.
     let (f, key) = Fake::new(10);
     let req = f.request(key, "GET", 0.0);
-    f.route(&req);
+    route(&f, &req);
     let conn = req.place().conn().unwrap();
     f.pending.borrow_mut().insert(conn);
     f.take_log();
     abort(&f, &req);
     assert_eq!(
         f.take_log(),
-        [
-            "release 1".to_owned(),
-            format!("end {conn}"),
-            "abandoned".into()
-        ]
+        ["release 1".to_owned(), format!("end {conn}")]
     );
     assert!(!req.face.held.get());
     // An end reached twice ends once.
@@ -557,10 +834,17 @@ fn an_abort_undoes_what_its_place_holds() {
 #[test]
 fn an_abort_while_waiting_for_a_stream_leaves_the_wait() {
     let (f, key) = Fake::new(10);
-    let req = f.request(key, "GET", 0.0);
-    req.set_place(Place::StreamWait);
-    assert_eq!(abort(&f, &req), Verdict::Nothing);
-    assert_eq!(f.take_log(), ["release 1", "no stream wait 1"]);
+    f.http2.set(true);
+    let [first, waits] = f.routed(key);
+    assert_eq!(waits.place(), Place::StreamWait);
+    assert_eq!(abort(&f, &waits), Verdict::Nothing);
+    f.take_log();
+    connected(&f, 1, first.id, Ok(facts(None, Some(sender()))));
+    assert_eq!(
+        f.take_log(),
+        ["up 1", "announce 1", "session 1"],
+        "no stream for it"
+    );
 }
 
 #[test]
@@ -568,7 +852,7 @@ fn a_passed_headers_deadline_fails_the_request_once() {
     let (f, key) = Fake::new(10);
     // Longer than an exchange keeps itself: this thread keeps it.
     let req = f.request(key, "GET", 60_000.0);
-    f.route(&req);
+    route(&f, &req);
     let conn = req.place().conn().unwrap();
     f.set_state(conn, State::Active);
     f.take_log();
@@ -591,7 +875,7 @@ fn a_passed_headers_deadline_fails_the_request_once() {
 
     // A head in time: the deadline is not watched any more.
     let req = f.request(key, "GET", 60_000.0);
-    f.route(&req);
+    route(&f, &req);
     req.arm(&f);
     on_event(&f, &req, head(None));
     f.take_log();
