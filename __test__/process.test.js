@@ -141,6 +141,44 @@ test('process.exit() with requests in flight on both paths exits cleanly', async
   assert.strictEqual(code, 7, err);
 });
 
+test('agent.request() on a reused connection goes out from every phase of the loop, and the process exits when done', async (t) => {
+  // The exchange on a reused connection starts when the loop's turn ends: made from a timer,
+  // an immediate, a tick, a microtask, an I/O callback or a response's own end, it must still
+  // go out, and a process with nothing else to do must neither hang nor exit early.
+  const server = await httpServer(t, (req, res) => res.end(req.url));
+  const { code, signal, out, err } = await runChild(`
+    const { Agent } = require(${ROOT});
+    const agent = new Agent({ maxSockets: 1 });
+    const get = async (path) => (await (await agent.request('${server.url}' + path)).body.text());
+    const phases = {
+      timer: (go) => setTimeout(go, 0),
+      immediate: (go) => setImmediate(go),
+      tick: (go) => process.nextTick(go),
+      microtask: (go) => queueMicrotask(go),
+      io: (go) => require('node:fs').stat(__filename, go),
+    };
+    (async () => {
+      const seen = [await get('/warm')];
+      for (const [name, schedule] of Object.entries(phases)) {
+        seen.push(await new Promise((resolve, reject) => schedule(() => get('/' + name).then(resolve, reject))));
+      }
+      // From inside the body's end of the previous response, on the connection it frees.
+      const res = await agent.request('${server.url}/first');
+      const next = new Promise((resolve, reject) => res.body.on('end', () => get('/from-end').then(resolve, reject)));
+      res.body.resume();
+      seen.push(await next);
+      console.log(seen.join(' '));
+      console.log('sockets', agent.getCurrentStatus().createSocketCount);
+    })().catch((e) => { console.error(e); process.exit(1); });
+  `);
+  assert.strictEqual(signal, null, err);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(out.trim().split('\n'), [
+    '/warm /timer /immediate /tick /microtask /io /from-end',
+    'sockets 1',
+  ]);
+});
+
 test('a domain active when a request starts receives the exceptions thrown in its handlers', async (t) => {
   const server = await httpServer(t);
   const { code, out, err } = await runChild(`

@@ -4,7 +4,9 @@
 //! single worker avoids the wake-ups between workers that cost more than the work they carry.
 //! DNS lookups run on tokio's blocking pool (`getaddrinfo` blocks), bounded like libuv's pool.
 //! The runtime's threads never keep Node alive: Node waits on its own handles, not on these.
-//! The worker defers the wake-ups of JavaScript threads until it parks (see [`defer_wake`]).
+//! The worker defers the wake-ups of JavaScript threads until it parks (see [`defer_wake`]),
+//! and a JavaScript thread holds the wake-ups of tasks it gives work until its loop's turn
+//! ends (see [`wake_soon`]): each side wakes the other once for a batch, not once per request.
 
 use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
@@ -36,8 +38,11 @@ pub trait Wake: Send + Sync {
 }
 
 thread_local! {
+    /// On a JavaScript thread whose loop releases them (see [`hold_wakes`]): the wake-ups of
+    /// tasks given since the loop's last turn.
+    static HELD: Held = const { RefCell::new(None) };
     /// On a worker (set when it first unparks): the wake-ups deferred until it parks again.
-    static PARKING: RefCell<Option<Vec<Arc<dyn Wake>>>> = const { RefCell::new(None) };
+    static PARKING: Held = const { RefCell::new(None) };
 }
 
 /// Whether the calling thread is a worker of the runtime that has parked before (and so will
@@ -51,15 +56,67 @@ pub fn on_worker() -> bool {
 /// task that was ready, so what one of its turns completes reaches the woken thread in one
 /// batch.
 pub fn defer_wake(wake: Arc<dyn Wake>) {
-    let rest = PARKING.with(|p| match p.borrow_mut().as_mut() {
-        Some(list) => {
-            list.push(wake);
+    hold_or_wake(&PARKING, wake);
+}
+
+/// The calling thread (a JavaScript thread) holds the wake-ups of tasks given to
+/// [`wake_soon`] until its loop calls [`release_held`], which it does before it waits for
+/// I/O.
+pub fn hold_wakes() {
+    HELD.with(|h| {
+        h.borrow_mut().get_or_insert_with(Vec::new);
+    });
+}
+
+/// Wakes a task, at once or, on a thread that holds them ([`hold_wakes`]), with the others
+/// of its loop's turn: the worker is woken once for them all, and not in the middle of the
+/// JavaScript that gives them.
+pub fn wake_soon(wake: Arc<dyn Wake>) {
+    hold_or_wake(&HELD, wake);
+}
+
+type Held = RefCell<Option<Vec<Arc<dyn Wake>>>>;
+
+/// Puts `wake` on the calling thread's `list` while it keeps one; wakes it at once otherwise.
+fn hold_or_wake(list: &'static std::thread::LocalKey<Held>, wake: Arc<dyn Wake>) {
+    let rest = list.with(|l| match l.borrow_mut().as_mut() {
+        Some(held) => {
+            held.push(wake);
             None
         }
         None => Some(wake),
     });
     if let Some(wake) = rest {
         wake.wake();
+    }
+}
+
+/// Wakes the tasks held since the last call, with one wake-up of the worker.
+pub fn release_held() {
+    let list = HELD.with(|h| h.borrow_mut().as_mut().map(std::mem::take));
+    wake_all(list.unwrap_or_default());
+}
+
+/// The calling thread holds wake-ups no more (its loop is going away): those it held are
+/// released.
+pub fn stop_holding() {
+    let list = HELD.with(|h| h.borrow_mut().take());
+    wake_all(list.unwrap_or_default());
+}
+
+/// Wakes `list` with one wake-up of the worker: one task is woken as it is, several from a
+/// task on the worker, where waking them wakes nothing more.
+fn wake_all(list: Vec<Arc<dyn Wake>>) {
+    match list.len() {
+        0 => {}
+        1 => list.into_iter().for_each(|w| w.wake()),
+        _ => {
+            runtime().spawn(async move {
+                for wake in list {
+                    wake.wake();
+                }
+            });
+        }
     }
 }
 
@@ -88,6 +145,40 @@ mod tests {
     fn signal() -> (Arc<Signal>, mpsc::Receiver<&'static str>) {
         let (tx, rx) = mpsc::channel();
         (Arc::new(Signal(std::sync::Mutex::new(tx))), rx)
+    }
+
+    #[test]
+    fn a_thread_that_holds_wakes_releases_them_together() {
+        // Each test runs on a thread of its own: this one holds.
+        let (first, first_woken) = signal();
+        let (second, second_woken) = signal();
+        wake_soon(first.clone());
+        assert_eq!(
+            first_woken.try_recv(),
+            Ok("woken"),
+            "not holding yet: at once"
+        );
+        hold_wakes();
+        wake_soon(first.clone());
+        wake_soon(second);
+        assert!(first_woken.try_recv().is_err() && second_woken.try_recv().is_err());
+        release_held();
+        let wait = Duration::from_secs(10);
+        assert_eq!(first_woken.recv_timeout(wait), Ok("woken"));
+        assert_eq!(second_woken.recv_timeout(wait), Ok("woken"));
+        // Released once: a second release has nothing to wake.
+        release_held();
+        assert!(first_woken.try_recv().is_err());
+
+        // One held alone is woken as it is; a thread that stops holding releases what it held
+        // and wakes at once from then on.
+        let (third, third_woken) = signal();
+        wake_soon(third.clone());
+        assert!(third_woken.try_recv().is_err());
+        stop_holding();
+        assert_eq!(third_woken.try_recv(), Ok("woken"));
+        wake_soon(third);
+        assert_eq!(third_woken.try_recv(), Ok("woken"));
     }
 
     #[test]

@@ -79,6 +79,9 @@ pub struct EnvCtx {
     hooks: Hooks,
     pub inbox: Arc<Inbox>,
     wake: RefCell<Option<Handle>>,
+    /// Releases the tasks woken from this thread once per turn of its loop, before it waits
+    /// for I/O (see `crate::runtime::wake_soon`).
+    turn: RefCell<Option<Handle>>,
     /// How many batches of the inbox this thread has delivered (see `on_wake`).
     pub wakes: Cell<u64>,
     /// Operations in flight on tokio that must keep the process alive (connects, requests,
@@ -149,6 +152,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks, hooks: Hooks) -> napi::Res
         hooks,
         inbox: Arc::new(Inbox::default()),
         wake: RefCell::new(None),
+        turn: RefCell::new(None),
         wakes: Cell::new(0),
         in_flight: Cell::new(0),
         unheld_extra: Cell::new(0),
@@ -172,6 +176,14 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks, hooks: Hooks) -> napi::Res
     let signal = unsafe { LoopSignal::new(wake.raw()) };
     ctx.inbox.attach(Arc::new(signal));
     *ctx.wake.borrow_mut() = Some(wake);
+    // SAFETY: invariant 1: this thread's running loop; the data is the context, a mark that
+    // `on_turn` does not dereference, and `teardown` closes the handle. Test:
+    // __test__/process.test.js "agent.request() on a reused connection goes out from every
+    // phase of the loop, and the process exits when done".
+    let turn = unsafe { Handle::prepare(ctx.uv_loop, on_turn, Rc::as_ptr(&ctx) as *mut _) };
+    turn.set_ref(false);
+    *ctx.turn.borrow_mut() = Some(turn);
+    crate::runtime::hold_wakes();
     CTX.with(|c| *c.borrow_mut() = Some(ctx.clone()));
     // SAFETY: js invariant 1; `cleanup` takes no data and is registered once per env (a
     // second `init` returns above), and Node runs it on this thread when the env is torn down.
@@ -280,6 +292,15 @@ unsafe extern "C" fn on_wake(handle: *mut uv::RawHandle) {
 }
 
 /// # Safety
+/// Called by libuv alone, on this thread's loop, for the open prepare handle; it dereferences
+/// nothing it is given, and calls no JavaScript.
+unsafe extern "C" fn on_turn(_: *mut uv::RawHandle) {
+    if let Err(panic) = guard::catch(crate::runtime::release_held) {
+        super::debug::debug!("waking tokio failed: {panic}");
+    }
+}
+
+/// # Safety
 /// Called by libuv alone, on this thread's loop, for the sweep's open timer.
 unsafe extern "C" fn on_sweep(handle: *mut uv::RawHandle) {
     // SAFETY: invariant 1: libuv's own live handle, on its loop's thread; the pointer is only
@@ -319,6 +340,12 @@ fn teardown() {
     if let Some(sweep) = ctx.sweep.borrow_mut().take() {
         sweep.close();
     }
+    if let Some(turn) = ctx.turn.borrow_mut().take() {
+        turn.close();
+    }
+    // The connections closed; any task woken for them meanwhile runs now, and this thread,
+    // its loop gone, holds no more wake-ups.
+    crate::runtime::stop_holding();
     let cb = &ctx.callbacks;
     for r in [
         cb.on_read,

@@ -34,7 +34,7 @@
 //!    env.rs `teardown`. [`Handle::close`] nulls the pointer before `uv_close`, so a callback
 //!    that finds it non-null finds its owner alive; the callbacks then take a strong count
 //!    (conn/plain.rs `on_poll`, pool `on_timer`) or do not dereference it (env.rs `on_wake`,
-//!    `on_sweep`). Tests: __test__/errors.test.js "agent.destroy() closes idle and active
+//!    `on_sweep`, `on_turn`). Tests: __test__/errors.test.js "agent.destroy() closes idle and active
 //!    connections and fails queued requests", __test__/storm.test.js "${name}, ${protocol}: a
 //!    storm of faults, aborts and queueing settles every request as it should",
 //!    __test__/safety.test.js 'a panic at "poll" ...'.
@@ -64,6 +64,7 @@ pub const DISCONNECT: c_int = 4;
 pub enum Kind {
     Async = 1,
     Poll = 8,
+    Prepare = 9,
     Timer = 13,
 }
 
@@ -72,6 +73,7 @@ impl Kind {
         match self {
             Kind::Async => "async",
             Kind::Poll => "poll",
+            Kind::Prepare => "prepare",
             Kind::Timer => "timer",
         }
     }
@@ -140,6 +142,8 @@ libuv! {
     fn uv_timer_init(lp: *mut Loop, handle: *mut RawHandle) -> c_int;
     fn uv_timer_start(handle: *mut RawHandle, cb: HandleCb, timeout: u64, repeat: u64) -> c_int;
     fn uv_async_init(lp: *mut Loop, handle: *mut RawHandle, cb: HandleCb) -> c_int;
+    fn uv_prepare_init(lp: *mut Loop, handle: *mut RawHandle) -> c_int;
+    fn uv_prepare_start(handle: *mut RawHandle, cb: HandleCb) -> c_int;
     fn uv_async_send(handle: *mut RawHandle) -> c_int;
 }
 
@@ -206,7 +210,7 @@ fn layout(kind: Kind) -> Layout {
 pub fn check_abi() -> Result<(), String> {
     #[cfg(windows)]
     host::load()?;
-    for kind in [Kind::Async, Kind::Poll, Kind::Timer] {
+    for kind in [Kind::Async, Kind::Poll, Kind::Prepare, Kind::Timer] {
         // SAFETY: a pure lookup, returning a static NUL-terminated C string, or null for an
         // unknown type (checked before `CStr::from_ptr` reads it). Invariant 1 (see the
         // module's Safety note). Test: every test that loads the addon runs this check.
@@ -301,6 +305,23 @@ impl Handle {
         h
     }
 
+    /// A prepare handle calling `cb` on every turn of the loop, right before it polls for I/O.
+    ///
+    /// # Safety
+    /// `lp` is the running loop of this thread; `data` is null or the handle's owner, which
+    /// closes it before it goes (invariants 2 and 3 of the module's Safety note).
+    pub unsafe fn prepare(lp: *mut Loop, cb: HandleCb, data: *mut c_void) -> Handle {
+        let h = Handle::alloc(Kind::Prepare);
+        // SAFETY: the caller's contract above; `h` is fresh zeroed memory of a prepare
+        // handle's size (`uv_prepare_init` and `uv_prepare_start` with a callback cannot fail).
+        unsafe {
+            uv_prepare_init(lp, h.raw());
+            uv_handle_set_data(h.raw(), data);
+            uv_prepare_start(h.raw(), cb);
+        }
+        h
+    }
+
     #[cfg(unix)]
     pub fn poll_start(&self, events: c_int, cb: PollCb) -> c_int {
         debug_assert_eq!(self.kind, Kind::Poll);
@@ -347,10 +368,14 @@ impl Handle {
         unsafe extern "C" fn free_async(h: *mut RawHandle) {
             unsafe { dealloc(h.cast(), layout(Kind::Async)) }
         }
+        unsafe extern "C" fn free_prepare(h: *mut RawHandle) {
+            unsafe { dealloc(h.cast(), layout(Kind::Prepare)) }
+        }
         let cb: CloseCb = match self.kind {
             Kind::Poll => free_poll,
             Kind::Timer => free_timer,
             Kind::Async => free_async,
+            Kind::Prepare => free_prepare,
         };
         // SAFETY: invariants 2 and 3: an initialised handle on its loop's thread, closed once
         // (this consumes it); its data is nulled first, so no callback finds its owner after.

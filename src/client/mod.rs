@@ -119,7 +119,9 @@ impl Sender {
             ctl,
             sink,
         };
-        wake.queue(queued)
+        wake.queue(queued)?;
+        crate::runtime::wake_soon(wake);
+        Ok(())
     }
 
     /// How many streams the server takes at once on this HTTP/2 connection, as its latest

@@ -75,7 +75,8 @@ impl ConnWake {
     }
 
     /// Hands `exchange` to the connection's task, which starts it once the one it runs is
-    /// over; it comes back when the task takes no more (hyper's side has ended).
+    /// over and the task is woken ([`crate::runtime::wake_soon`]); it comes back when the task
+    /// takes no more (hyper's side has ended).
     // What comes back is the exchange as given: boxing it would allocate for every request.
     #[allow(clippy::result_large_err)]
     pub(super) fn queue(&self, exchange: Queued) -> Result<(), Queued> {
@@ -87,7 +88,6 @@ impl ConnWake {
             next.queued = Some(exchange);
         }
         self.exchange_woken.store(true, Ordering::Release);
-        self.task.wake();
         Ok(())
     }
 
@@ -114,6 +114,13 @@ thread_local! {
     static HELD: Cell<(*const ConnWake, bool)> = const { Cell::new((std::ptr::null(), false)) };
     /// The connection whose task this thread is polling (null: none).
     static POLLING: Cell<*const ConnWake> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The connection's task, woken for an exchange queued from another thread.
+impl crate::runtime::Wake for ConnWake {
+    fn wake(&self) {
+        self.task.wake();
+    }
 }
 
 /// hyper's side's waker.
