@@ -22,9 +22,10 @@
 //!    Both are `Copy`, so this is kept by their owners: env.rs `Callbacks` and the slab
 //!    (`teardown` runs once, as it takes the context; `chunk_of` takes the old slab out before
 //!    deleting its reference), conn `Owner` (`forget_owner` takes it out of its cell; the
-//!    `strong` flag pairs `weaken` with `strengthen`), request.rs `ReqState::finish` (its
-//!    `finished` flag) and pool `PoolCell`'s `Drop`. Test: __test__/safety.test.js "an end
-//!    reached twice ends once: aborts and destroys from inside listeners, in every order".
+//!    `strong` flag pairs `weaken` with `strengthen`), request `JsFace::release` (called once,
+//!    by `client::driver::Request::finish`, behind its `finished` flag) and pool `PoolCell`'s
+//!    `Drop`. Test: __test__/safety.test.js "an end reached twice ends once: aborts and
+//!    destroys from inside listeners, in every order".
 //! 3. **Memory handed to the runtime is freed by its finalizer alone.** A box given to
 //!    `napi_create_external_buffer` or `napi_create_external` is freed by the finalizer the
 //!    runtime calls once, or by us when the call failed and the runtime never took it

@@ -40,7 +40,7 @@ pub fn start(
         pool: pool.clone(),
         // SAFETY (both): js invariant 1: the handle object and the context's name are
         // arguments of the current `request` call, so the context captured is this call's;
-        // `finish` deletes and destroys them once (js invariant 2). Tests:
+        // `Request::finish` releases them once, through `JsFace::release` (js invariant 2). Tests:
         // __test__/context.test.js "promise and stream events run in the context of the
         // request() call"; __test__/safety.test.js "an end reached twice ends once: aborts
         // and destroys from inside listeners, in every order".
