@@ -80,7 +80,9 @@ class Tracked {
 
 // An upgrade (a WebSocket's handshake) or a CONNECT tunnel: the drop-in path's to carry.
 function isUpgrade(opts) {
-  return Boolean(opts.upgrade) || opts.method === 'CONNECT' || opts.method.toUpperCase() === 'CONNECT';
+  const method = opts.method;
+  // Only a seven-letter method may be CONNECT in another case: no string is made for others.
+  return Boolean(opts.upgrade) || method === 'CONNECT' || (method.length === 7 && method.toUpperCase() === 'CONNECT');
 }
 
 // The agent.request() options of undici's dispatch options `opts`, with the dispatcher's own
