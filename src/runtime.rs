@@ -9,7 +9,9 @@
 //! ends (see [`wake_soon`]): each side wakes the other once for a batch, not once per request.
 
 use std::cell::RefCell;
-use std::sync::{Arc, OnceLock};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::runtime::{Builder, Runtime};
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -41,6 +43,8 @@ thread_local! {
     /// On a JavaScript thread whose loop releases them (see [`hold_wakes`]): the wake-ups of
     /// tasks given since the loop's last turn.
     static HELD: Held = const { RefCell::new(None) };
+    /// On such a thread: the tasks given to [`spawn_soon`] since the loop's last turn.
+    static SPAWNS: RefCell<Vec<(Boxed, Spawned)>> = const { RefCell::new(Vec::new()) };
     /// On a worker (set when it first unparks): the wake-ups deferred until it parks again.
     static PARKING: Held = const { RefCell::new(None) };
 }
@@ -91,28 +95,91 @@ fn hold_or_wake(list: &'static std::thread::LocalKey<Held>, wake: Arc<dyn Wake>)
     }
 }
 
-/// Wakes the tasks held since the last call, with one wake-up of the worker.
+/// A future for the runtime to run, boxed.
+type Boxed = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A task given to [`spawn_soon`], spawned or still held: what aborts it.
+#[derive(Clone, Default)]
+pub struct Spawned(Arc<Mutex<Slot>>);
+
+#[derive(Default)]
+struct Slot {
+    aborted: bool,
+    /// Once spawned.
+    task: Option<tokio::task::AbortHandle>,
+}
+
+impl Spawned {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Slot> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Aborts the task: a spawned one as tokio aborts it, a held one is never spawned.
+    pub fn abort(&self) {
+        let mut slot = self.slot();
+        slot.aborted = true;
+        if let Some(task) = slot.task.take() {
+            task.abort();
+        }
+    }
+
+    /// Spawns `future` on the runtime (from a task of it, or from any thread), unless the task
+    /// was aborted meanwhile.
+    fn spawn(&self, future: Boxed, on_worker: bool) {
+        let mut slot = self.slot();
+        if slot.aborted {
+            return;
+        }
+        let task = match on_worker {
+            true => tokio::spawn(future),
+            false => runtime().spawn(future),
+        };
+        slot.task = Some(task.abort_handle());
+    }
+}
+
+/// Spawns `future` on the runtime: at once or, on a thread that holds its wake-ups
+/// ([`hold_wakes`]), with the other work of its loop's turn, in one wake-up of the worker.
+pub fn spawn_soon(future: impl Future<Output = ()> + Send + 'static) -> Spawned {
+    let spawned = Spawned::default();
+    let future: Boxed = Box::pin(future);
+    let holding = HELD.with(|h| h.borrow().is_some());
+    if holding {
+        SPAWNS.with(|s| s.borrow_mut().push((future, spawned.clone())));
+    } else {
+        spawned.spawn(future, false);
+    }
+    spawned
+}
+
+/// Wakes the tasks held since the last call and spawns those given meanwhile, with one
+/// wake-up of the worker.
 pub fn release_held() {
     let list = HELD.with(|h| h.borrow_mut().as_mut().map(std::mem::take));
-    wake_all(list.unwrap_or_default());
+    let spawns = SPAWNS.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    release(list.unwrap_or_default(), spawns);
 }
 
 /// The calling thread holds wake-ups no more (its loop is going away): those it held are
 /// released.
 pub fn stop_holding() {
     let list = HELD.with(|h| h.borrow_mut().take());
-    wake_all(list.unwrap_or_default());
+    let spawns = SPAWNS.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    release(list.unwrap_or_default(), spawns);
 }
 
-/// Wakes `list` with one wake-up of the worker: one task is woken as it is, several from a
-/// task on the worker, where waking them wakes nothing more.
-fn wake_all(list: Vec<Arc<dyn Wake>>) {
-    match list.len() {
-        0 => {}
-        1 => list.into_iter().for_each(|w| w.wake()),
+/// Spawns `spawns` and wakes `wakes` with one wake-up of the worker: one task is woken as it
+/// is, more from a task on the worker, where spawning and waking wake nothing more.
+fn release(wakes: Vec<Arc<dyn Wake>>, spawns: Vec<(Boxed, Spawned)>) {
+    match (wakes.len(), spawns.len()) {
+        (0, 0) => {}
+        (1, 0) => wakes.into_iter().for_each(|w| w.wake()),
         _ => {
             runtime().spawn(async move {
-                for wake in list {
+                for (future, spawned) in spawns {
+                    spawned.spawn(future, true);
+                }
+                for wake in wakes {
                     wake.wake();
                 }
             });
@@ -179,6 +246,41 @@ mod tests {
         assert_eq!(third_woken.try_recv(), Ok("woken"));
         wake_soon(third);
         assert_eq!(third_woken.try_recv(), Ok("woken"));
+    }
+
+    #[test]
+    fn a_thread_that_holds_wakes_spawns_its_tasks_at_the_release_and_none_aborted_before() {
+        let (tx, rx) = mpsc::channel();
+        let run = |name: &'static str| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(name);
+            }
+        };
+        hold_wakes();
+        let _kept = spawn_soon(run("kept"));
+        let aborted = spawn_soon(run("aborted"));
+        aborted.abort();
+        assert!(rx.try_recv().is_err(), "held until the release");
+        release_held();
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok("kept"));
+        // A task that never ends, aborted once spawned: its future is dropped.
+        let (dropped_tx, dropped) = mpsc::channel::<()>();
+        let endless = spawn_soon(async move {
+            let _guard = dropped_tx;
+            std::future::pending::<()>().await;
+        });
+        release_held();
+        endless.abort();
+        assert_eq!(
+            dropped.recv_timeout(Duration::from_secs(10)),
+            Err(mpsc::RecvTimeoutError::Disconnected)
+        );
+        stop_holding();
+        // Not holding: spawned at once.
+        let _now = spawn_soon(run("now"));
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok("now"));
+        assert!(rx.try_recv().is_err(), "the aborted task never ran");
     }
 
     #[test]

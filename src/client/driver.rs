@@ -38,7 +38,7 @@ pub use route::{route, serve};
 /// A request's running exchange: in a task of its own (on a new connection, with the connect,
 /// or on a stream) or in its connection's task.
 pub enum Exchange {
-    Task(tokio::task::AbortHandle),
+    Task(crate::runtime::Spawned),
     InConnection(Rc<Stopper>),
 }
 

@@ -23,7 +23,7 @@ use crate::error::Error;
 use crate::pool::origins::Destination;
 use crate::pool::place::Place;
 use crate::pool::KeyId;
-use crate::runtime::runtime;
+use crate::runtime::spawn_soon;
 use crate::transport::establish::Secure;
 
 /// Starts `agent.request()`: a connection of the promise path now, a new one, or a place
@@ -107,11 +107,7 @@ pub fn dispatch(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
                 // In the connection's task, which boxes the exchange on tokio's thread.
                 Ok(()) => Exchange::InConnection(stopper),
                 // The connection's task has ended since: the exchange finds it closed.
-                Err(queued) => Exchange::Task(
-                    runtime()
-                        .spawn(async move { queued.start().await })
-                        .abort_handle(),
-                ),
+                Err(queued) => Exchange::Task(spawn_soon(async move { queued.start().await })),
             }
         }
         None => {
@@ -157,7 +153,7 @@ pub fn run_connect(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32, spec: 
     let ctl = req.ctl.clone();
     let max_header_size = pool.max_header_size.get();
     let timeout = pool.connect_timeout.get();
-    let task = runtime().spawn(async move {
+    let task = spawn_soon(async move {
         let sink: Arc<dyn Sink> = Arc::new(super::ReqSink {
             inbox: inbox.clone(),
             req: req_id,
@@ -207,7 +203,7 @@ pub fn run_connect(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32, spec: 
         ))
         .await;
     });
-    req.runs(Exchange::Task(task.abort_handle()));
+    req.runs(Exchange::Task(task));
 }
 
 /// What a new promise-path connection tells this thread, through its inbox.
@@ -283,7 +279,7 @@ pub fn stream_on(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
         sink.post(Event::Done(None));
         return;
     };
-    let task = runtime().spawn(client::exchange(sender, spec, req.ctl.clone(), sink));
-    req.runs(Exchange::Task(task.abort_handle()));
+    let task = spawn_soon(client::exchange(sender, spec, req.ctl.clone(), sink));
+    req.runs(Exchange::Task(task));
     req.arm(pool);
 }
