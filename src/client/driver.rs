@@ -5,10 +5,14 @@
 //! refused HTTP/2 stream, on a new connection or routed as a new request; an abort undoes what
 //! its place holds; a headers deadline that passes fails it as an abort would.
 //!
+//! Where it goes in its pool (a stream, a wait for one, the checkout, the queue) is
+//! `route.rs`; what a new connection's connect does for it and for the requests that wait,
+//! `connect.rs`.
+//!
 //! The two sides a request meets are traits, which the binding implements and the tests
 //! record: its JavaScript face ([`Face`]: the events it is told, its hold on the event loop, its
-//! end) and its pool on this thread ([`Lanes`]: the pool's connections, HTTP/2 sessions, and
-//! the connects and routes that the binding's mechanics carry out).
+//! end) and its pool on this thread ([`Lanes`]: the pool's connections, HTTP/2 sessions and
+//! requests, and the exchanges and connects that the binding's mechanics run on tokio).
 
 mod connect;
 mod route;

@@ -4,7 +4,7 @@
 //! for the requests that wait. [`Sessions`] keeps the counts; these say in which order the
 //! requests are served, routed again or failed, and when a session closes or idles.
 //!
-//! The requests are the binding's, reached through [`Waiting`] by id; the tests' are records.
+//! The requests are `client::driver`'s, reached through [`Waiting`] by id; the tests' are records.
 //! The sessions are borrowed for one step at a time, never across a call to a request, which
 //! may come back here (a request routed again may take a stream).
 
