@@ -3,7 +3,8 @@
 //! its hold on the event loop), and its pool's side of the driver (`Lanes`): the pool's
 //! connections, sessions and requests, and the mechanics of running exchanges on tokio.
 //!
-//! Crossings per request: one into tokio (the spawned exchange), and back through the thread's
+//! Crossings per request: one into tokio (the exchange, handed over with the others of the
+//! loop's turn in one wake-up of the worker: `runtime::wake_soon`), and back through the thread's
 //! inbox the response head with the body bytes already there (a small response is one
 //! crossing), then body chunks as the JavaScript stream asks for them, then the connection's
 //! return. Many events of many requests share one wake-up of the JavaScript thread.
