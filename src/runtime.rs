@@ -123,18 +123,14 @@ impl Spawned {
         }
     }
 
-    /// Spawns `future` on the runtime (from a task of it, or from any thread), unless the task
-    /// was aborted meanwhile.
-    fn spawn(&self, future: Boxed, on_worker: bool) {
+    /// Spawns `future` on the runtime (on the worker's own queue when called from a task of
+    /// it), unless the task was aborted meanwhile.
+    fn spawn(&self, future: Boxed) {
         let mut slot = self.slot();
         if slot.aborted {
             return;
         }
-        let task = match on_worker {
-            true => tokio::spawn(future),
-            false => runtime().spawn(future),
-        };
-        slot.task = Some(task.abort_handle());
+        slot.task = Some(runtime().spawn(future).abort_handle());
     }
 }
 
@@ -147,7 +143,7 @@ pub fn spawn_soon(future: impl Future<Output = ()> + Send + 'static) -> Spawned 
     if holding {
         SPAWNS.with(|s| s.borrow_mut().push((future, spawned.clone())));
     } else {
-        spawned.spawn(future, false);
+        spawned.spawn(future);
     }
     spawned
 }
@@ -177,7 +173,7 @@ fn release(wakes: Vec<Arc<dyn Wake>>, spawns: Vec<(Boxed, Spawned)>) {
         _ => {
             runtime().spawn(async move {
                 for (future, spawned) in spawns {
-                    spawned.spawn(future, true);
+                    spawned.spawn(future);
                 }
                 for wake in wakes {
                     wake.wake();
