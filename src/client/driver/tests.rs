@@ -800,6 +800,8 @@ fn an_abort_undoes_what_its_place_holds() {
     f.take_log();
     assert_eq!(abort(&f, &queued), Verdict::Nothing);
     assert_eq!(f.take_log(), ["release 2"]);
+    let waiting: usize = f.pool.borrow().snapshot().iter().map(|k| k.waiting).sum();
+    assert_eq!(waiting, 0, "it left the queue");
     on_event(&f, &first, Event::Done(Some(sender())));
     assert_eq!(f.state(conn), Some(State::Idle), "nobody waits");
 
@@ -837,7 +839,13 @@ fn an_abort_while_waiting_for_a_stream_leaves_the_wait() {
     f.http2.set(true);
     let [first, waits] = f.routed(key);
     assert_eq!(waits.place(), Place::StreamWait);
+    assert_eq!(f.sessions.borrow().usage(key).waiting, 1);
     assert_eq!(abort(&f, &waits), Verdict::Nothing);
+    assert_eq!(
+        f.sessions.borrow().usage(key).waiting,
+        0,
+        "it left the wait"
+    );
     f.take_log();
     connected(&f, 1, first.id, Ok(facts(None, Some(sender()))));
     assert_eq!(
