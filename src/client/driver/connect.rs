@@ -15,6 +15,7 @@ use crate::client::Event;
 use crate::error::Error;
 use crate::pool::moves;
 use crate::pool::place::Place;
+use crate::pool::KeyId;
 use crate::transport::tls::NameCheck;
 
 /// Opens a new connection for `req`, whose slot is counted, and connects it; when it may speak
@@ -40,7 +41,7 @@ pub fn connected<L: Lanes>(lanes: &L, conn: u32, req_id: u32, result: Result<Fac
     };
     let facts = match result {
         Ok(facts) => facts,
-        Err(err) => return failed(lanes, conn, req_id, &err),
+        Err(err) => return failed(lanes, key, conn, req_id, &err),
     };
     let Facts {
         local,
@@ -98,14 +99,11 @@ pub fn connected<L: Lanes>(lanes: &L, conn: u32, req_id: u32, result: Result<Fac
     }
 }
 
-/// The connect of `conn` failed with `err`: the connection is gone, its request fails, and so
+/// The connect of `conn` (of `key`) failed with `err`: the connection is gone, its request fails, and so
 /// do the requests that waited for it to come up as a session (unless another connect or
 /// session may serve them); the pool counts a failed connect (a timeout too, when it was not
 /// open within the agent's timeout, as on the drop-in path), and its slot may serve a waiter.
-fn failed<L: Lanes>(lanes: &L, conn: u32, req_id: u32, err: &Error) {
-    let Some(key) = lanes.key_of(conn) else {
-        return;
-    };
+fn failed<L: Lanes>(lanes: &L, key: KeyId, conn: u32, req_id: u32, err: &Error) {
     let pending = lanes.take_pending_session(conn);
     lanes.lost(conn, err);
     if pending {
