@@ -30,7 +30,6 @@ use super::plan::Plan;
 use super::{Control, Event, HeaderLines, Sender, Spec, Stopper, Trailers};
 use crate::error::Error;
 use crate::pool::moves::{self, Connections, Verdict};
-use crate::pool::multiplex::Sessions;
 use crate::pool::place::Place;
 use crate::pool::{Grant, KeyId, ReleasePolicy};
 use crate::transport::connect::Peer;
@@ -129,7 +128,6 @@ pub trait Lanes: Connections {
     fn stream_on(&self, req: &Rc<Request<Self::Face>>, conn: u32);
     /// Whether its connections may speak HTTP/2.
     fn http2(&self) -> bool;
-    fn sessions(&self) -> RefMut<'_, Sessions<u32>>;
     /// How old session `conn` is, and how many streams its server lets it carry at once;
     /// None when it is not an open session.
     fn session(&self, conn: u32) -> Option<(Duration, usize)>;

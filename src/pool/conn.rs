@@ -17,6 +17,42 @@ pub enum State {
     Closed,
 }
 
+impl State {
+    /// Whether the end of a connect concerns a connection in this state: one closed meanwhile
+    /// is done with it (its close freed its slot; what connected anyway closes unused).
+    pub fn awaits_connect(self) -> bool {
+        matches!(self, State::Connecting | State::Replaying)
+    }
+
+    /// What the end of a drop-in connect (`up` or not) makes of a connection that awaited it
+    /// in this state (see [`Self::awaits_connect`]).
+    pub fn connect_end(self, up: bool) -> ConnectEnd {
+        match (self, up) {
+            (State::Replaying, true) => ConnectEnd::Resume,
+            (State::Replaying, false) => ConnectEnd::ReplayFailed,
+            (_, true) => ConnectEnd::Up,
+            (_, false) => ConnectEnd::Failed,
+        }
+    }
+}
+
+/// What the end of a drop-in connect makes of its connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectEnd {
+    /// Up: its socket hears that it connected.
+    Up,
+    /// Not up: it closes, the pool counts a failed connect (see [`Pool::connect_failed`]),
+    /// and its socket hears why before a waiter takes its slot.
+    Failed,
+    /// A replay's connection is up: the replayed request goes out on it, and what was written
+    /// since follows.
+    Resume,
+    /// A replay's connection could not open: the request fails as its first attempt did (its
+    /// socket, destroyed with the error, counts the error and the close): no connect failure
+    /// is counted, as the socket had connected once.
+    ReplayFailed,
+}
+
 /// The request path a connection belongs to: opened by one, it stays with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -133,6 +169,22 @@ mod tests {
 
     use super::*;
     use crate::pool::{Checkout, Limits, Release, Scheduling, Waiter};
+
+    #[test]
+    fn a_connect_ends_by_the_state_it_found() {
+        assert!(State::Connecting.awaits_connect());
+        assert!(State::Replaying.awaits_connect());
+        for done in [State::Active, State::Idle, State::Closed] {
+            assert!(!done.awaits_connect(), "{done:?}");
+        }
+        assert_eq!(State::Connecting.connect_end(true), ConnectEnd::Up);
+        assert_eq!(State::Connecting.connect_end(false), ConnectEnd::Failed);
+        assert_eq!(State::Replaying.connect_end(true), ConnectEnd::Resume);
+        assert_eq!(
+            State::Replaying.connect_end(false),
+            ConnectEnd::ReplayFailed
+        );
+    }
 
     fn conn(mode: Mode, state: State, carrier: Carrier) -> Conn {
         Conn {

@@ -10,9 +10,11 @@
 //! (serving a waiter opens a connection).
 
 use std::cell::RefMut;
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use super::conn::{Mode, State};
+use super::multiplex::Sessions;
 use super::{
     Checkout, Fate, Fit, Grant, KeyId, Limits, Path, Pool, Release, ReleasePolicy, Waiter, WaiterId,
 };
@@ -55,6 +57,8 @@ impl Verdict {
 pub trait Connections {
     /// The pool's bookkeeping.
     fn pool(&self) -> RefMut<'_, Pool<u32>>;
+    /// Its HTTP/2 sessions (see `super::multiplex`).
+    fn sessions(&self) -> RefMut<'_, Sessions<u32>>;
     /// The key of connection `id` while it is open (or opening); `None` once it is closed.
     fn key_of(&self, id: u32) -> Option<KeyId>;
     /// What a checkout by a request of `mode` makes of idle connection `id`.
@@ -292,15 +296,73 @@ pub fn grant_all<C: Connections + ?Sized>(
         .collect()
 }
 
-/// The idle connections whose time ran out at `now` close; the slots they free go to waiters
-/// (those of `http.request` are returned).
-pub fn expire<C: Connections + ?Sized>(conns: &C, now: Instant) -> Vec<WaiterId> {
+/// The idle connections and HTTP/2 sessions whose time ran out at `now` close (a session may
+/// idle for `session_idle`); the slots they free go to waiters (those of `http.request` are
+/// returned).
+pub fn expire<C: Connections + ?Sized>(
+    conns: &C,
+    now: Instant,
+    session_idle: Duration,
+) -> Vec<WaiterId> {
     let mut closed = Vec::new();
-    let grants = conns.pool().expire(now, &mut closed);
+    let mut grants = conns.pool().expire(now, &mut closed);
     for id in closed {
         conns.end_idle(id, true);
     }
+    grants.extend(expired_sessions(conns, now, session_idle));
     grant_all(conns, grants)
+}
+
+/// The HTTP/2 sessions idle for `idle` at `now` close; the slots they free go to waiters (those
+/// of `http.request` are returned).
+pub fn expire_sessions<C: Connections + ?Sized>(
+    conns: &C,
+    now: Instant,
+    idle: Duration,
+) -> Vec<WaiterId> {
+    let grants = expired_sessions(conns, now, idle);
+    grant_all(conns, grants)
+}
+
+/// Closes the sessions idle for `idle` at `now`: the grants of the slots they free.
+fn expired_sessions<C: Connections + ?Sized>(
+    conns: &C,
+    now: Instant,
+    idle: Duration,
+) -> Vec<Grant> {
+    let expired = conns.sessions().expire(now, idle);
+    expired
+        .into_iter()
+        .filter_map(|(_, id)| closed_in_use(conns, id))
+        .collect()
+}
+
+/// Drop-in connection `id` (of `key`) lost its network connection before its request was
+/// answered and replays it (see `crate::replay`): the old connection counts as closed and the
+/// replay as one, and a new connection opens in the same slot, under the same socket.
+pub fn replaying<C: Connections + ?Sized>(conns: &C, key: KeyId) {
+    let mut pool = conns.pool();
+    pool.stats.close_socket_count += 1;
+    pool.stats.replay_count += 1;
+    pool.opening(key);
+}
+
+/// Forgets the empty keys but the `keep` most recently used (see [`Pool::sweep`]), and what
+/// their sessions learnt of their servers (the key's slot may serve another origin next). A
+/// key in `named` stays: the caller names those of its connections (opening, open, or detached
+/// by an upgrade) and of its `agent.request()`s. Returns the keys forgotten, for the caller to
+/// forget too.
+pub fn sweep<C: Connections + ?Sized>(
+    conns: &C,
+    keep: usize,
+    named: &HashSet<KeyId>,
+) -> Vec<KeyId> {
+    let swept = conns.pool().sweep(keep, |k| named.contains(&k));
+    let mut sessions = conns.sessions();
+    for &key in &swept {
+        sessions.forget(key);
+    }
+    swept
 }
 
 /// New limits: the waiters of `http.request` that they let connect (those of `agent.request()`
@@ -310,12 +372,17 @@ pub fn set_limits<C: Connections + ?Sized>(conns: &C, limits: Limits) -> Vec<Wai
     grant_all(conns, grants)
 }
 
-/// `agent.destroy()`: the idle connections close; the queued waiters are returned, to fail.
-/// Connections in use close as their sockets are destroyed.
+/// `agent.destroy()`: the idle connections and the HTTP/2 sessions close; the queued waiters
+/// are returned, to fail. Connections in use close as their sockets are destroyed.
 pub fn destroy<C: Connections + ?Sized>(conns: &C) -> Vec<WaiterId> {
     let (idle, waiters) = conns.pool().drain();
     for id in idle {
         conns.end_idle(id, false);
+    }
+    let sessions = conns.sessions().drain();
+    for (_, id) in sessions {
+        // The queue is empty: a slot freed now goes to nobody.
+        let _ = closed_in_use(conns, id);
     }
     waiters
 }

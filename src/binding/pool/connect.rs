@@ -11,7 +11,9 @@ use crate::binding::debug::debug;
 use crate::binding::inbox::{post_keys, Completion, PumpSink};
 use crate::binding::js;
 use crate::error::Error;
+use crate::pool::conn::ConnectEnd;
 use crate::pool::course::Heard;
+use crate::pool::moves;
 use crate::runtime::runtime;
 use crate::transport::carry::{self, Carried, Link};
 use crate::transport::establish::Secure;
@@ -38,13 +40,7 @@ impl PoolCell {
             conn.id,
             self.key_name(conn.key)
         );
-        {
-            // The old connection closed; the new one, for the same socket, opens.
-            let mut st = self.state.borrow_mut();
-            st.pool.stats.close_socket_count += 1;
-            st.pool.stats.replay_count += 1;
-            st.pool.opening(conn.key);
-        }
+        moves::replaying(self, conn.key);
         let Some((target, servername)) = conn.target.borrow().clone() else {
             return;
         };
@@ -106,12 +102,10 @@ impl PoolCell {
         *conn.abort.borrow_mut() = Some(task.abort_handle());
     }
 
-    /// Applies a finished connect on the JavaScript thread.
+    /// Applies a finished connect on the JavaScript thread (see `ConnectEnd`).
     pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Carried, Error>) {
         let conn = self.conn(id);
-        let Some(conn) =
-            conn.filter(|c| matches!(c.course.state(), State::Connecting | State::Replaying))
-        else {
+        let Some(conn) = conn.filter(|c| c.course.state().awaits_connect()) else {
             // Closed while connecting: `close` already released the hold and the slot. What
             // connected anyway is closed here (dropping the descriptor, or stopping the pump).
             if let Ok(Carried {
@@ -125,7 +119,7 @@ impl PoolCell {
         };
         conn.connect_hold.borrow_mut().take();
         conn.abort.borrow_mut().take();
-        let replaying = conn.course.state() == State::Replaying;
+        let was = conn.course.state();
         // (On Windows every link is pumped, which cannot fail to attach.)
         #[cfg_attr(windows, allow(clippy::bind_instead_of_map))]
         let result = result.and_then(|established| {
@@ -140,12 +134,10 @@ impl PoolCell {
                 }
             }
         });
-        match result {
-            Ok(()) if replaying => conn.resume_replay(),
-            // The replay could not connect: the request fails as the first attempt did (its
-            // socket counts the error, and the close, as it is destroyed).
-            Err(_) if replaying => conn.fail(&self.ctx, crate::replay::replay_failed()),
-            Ok(()) => {
+        match was.connect_end(result.is_ok()) {
+            ConnectEnd::Resume => conn.resume_replay(),
+            ConnectEnd::ReplayFailed => conn.fail(&self.ctx, crate::replay::replay_failed()),
+            ConnectEnd::Up => {
                 let info = conn.tls.borrow().as_deref().map_or_else(
                     || js::null(self.env()),
                     |info| js::tls_info(self.env(), info),
@@ -156,7 +148,8 @@ impl PoolCell {
                     &[js::null(self.env()), info],
                 );
             }
-            Err(err) => {
+            ConnectEnd::Failed => {
+                let Err(err) = result else { return };
                 self.remove_conn(id);
                 let grant = self
                     .state
@@ -164,7 +157,6 @@ impl PoolCell {
                     .pool
                     .connect_failed(conn.key, err.timed_out());
                 let desc = js::error_descriptor(self.env(), &err);
-                // The socket hears of the failure before the waiter takes the slot.
                 conn.call_owner(&self.ctx, self.ctx.callbacks.on_connect, &[desc]);
                 conn.close(self.env());
                 self.notify_grants(grant);

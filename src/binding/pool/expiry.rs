@@ -5,7 +5,6 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use super::{PoolCell, PoolState};
-use crate::binding::debug::debug;
 use crate::binding::js;
 use crate::binding::uv;
 use crate::guard;
@@ -15,22 +14,10 @@ impl PoolCell {
     /// Closes the HTTP/2 sessions whose idle time ran out (their slots go back to the pool),
     /// and sets the timer for the next.
     pub fn expire_sessions(self: &Rc<Self>) {
-        let expired = self
-            .sessions
-            .borrow_mut()
-            .expire(Instant::now(), self.policy.get().session_idle());
-        for (_, id) in expired {
-            debug!("idle HTTP/2 session {} expired", id);
-            self.close_session(id);
-        }
-        let mut st = self.state.borrow_mut();
-        self.arm_timer(&mut st);
-    }
-
-    /// Closes HTTP/2 session `id` (no longer among the sessions): its slot goes back.
-    pub(super) fn close_session(self: &Rc<Self>, id: u32) {
-        let grant = moves::closed_in_use(self, id);
-        self.notify_grants(grant);
+        let waiters =
+            moves::expire_sessions(self, Instant::now(), self.policy.get().session_idle());
+        self.arm_timer(&mut self.state.borrow_mut());
+        self.tell_grants(waiters);
     }
 
     /// Sets the expiry timer for the earliest idle deadline (of an idle connection or an idle
@@ -51,10 +38,9 @@ impl PoolCell {
 
     fn expire(self: &Rc<Self>) {
         self.state.borrow_mut().alarm.fired();
-        let waiters = moves::expire(self, Instant::now());
+        let waiters = moves::expire(self, Instant::now(), self.policy.get().session_idle());
         self.arm_timer(&mut self.state.borrow_mut());
         self.tell_grants(waiters);
-        self.expire_sessions();
     }
 }
 

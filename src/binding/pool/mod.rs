@@ -287,10 +287,6 @@ impl PoolCell {
     /// waiters to fail. Connections in use are closed by destroying their sockets.
     pub fn destroy(self: &Rc<Self>) -> Vec<f64> {
         let waiters = moves::destroy(self);
-        let sessions = self.sessions.borrow_mut().drain();
-        for (_, id) in sessions {
-            self.close_session(id);
-        }
         waiters.into_iter().map(|w| w.0 as f64).collect()
     }
 
@@ -298,26 +294,15 @@ impl PoolCell {
         self.state.borrow().pool.stats
     }
 
-    /// Forgets the empty keys but the `keep` most recently used (see `Pool::sweep`), with
-    /// their origins; returns their ids, for JavaScript to forget too.
-    /// A key that a connection (even one detached by an upgrade) or an `agent.request()`
-    /// (`requests`: their keys) still names stays.
-    pub fn sweep_keys(&self, keep: usize, requests: Vec<KeyId>) -> Vec<u32> {
+    /// Forgets the empty keys but the `keep` most recently used (see `moves::sweep`), with
+    /// their origins; returns their ids, for JavaScript to forget too. The keys named by a
+    /// connection of the pool (even one detached by an upgrade) or by `requests` stay.
+    pub fn sweep_keys(self: &Rc<Self>, keep: usize, requests: Vec<KeyId>) -> Vec<u32> {
         let mut named: std::collections::HashSet<KeyId> =
             conn::of_pool(self.id).iter().map(|c| c.key).collect();
         named.extend(requests);
-        let swept = self
-            .state
-            .borrow_mut()
-            .pool
-            .sweep(keep, |k| named.contains(&k));
+        let swept = moves::sweep(self, keep, &named);
         self.origins.borrow_mut().forget(&swept);
-        let mut sessions = self.sessions.borrow_mut();
-        for key in &swept {
-            // A key that had no connection and no request has no session either: what it
-            // learnt of its server goes with it (its slot may serve another origin next).
-            sessions.forget(*key);
-        }
         swept.into_iter().map(|k| k.0).collect()
     }
 
@@ -336,6 +321,10 @@ impl PoolCell {
 impl Connections for Rc<PoolCell> {
     fn pool(&self) -> RefMut<'_, Pool<u32>> {
         RefMut::map(self.state.borrow_mut(), |st| &mut st.pool)
+    }
+
+    fn sessions(&self) -> RefMut<'_, Sessions<u32>> {
+        self.sessions.borrow_mut()
     }
 
     fn key_of(&self, id: u32) -> Option<KeyId> {

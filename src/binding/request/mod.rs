@@ -17,7 +17,7 @@ pub use open::{
     hyper_closed, hyper_lookup, request_keys, requests_in_flight, requests_queued, start,
 };
 
-use std::cell::{RefCell, RefMut};
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -37,7 +37,6 @@ use crate::binding::conn::State;
 use crate::client::driver::{self, Face, Headed, Lanes, Request, Settled};
 use crate::client::{self, Event, HeaderLines, Sink, WriteResult};
 use crate::error::Error;
-use crate::pool::multiplex::Sessions;
 use crate::pool::{Grant, KeyId, ReleasePolicy};
 use crate::transport::connect::Peer;
 use crate::transport::tls::{NameCheck, TlsInfo};
@@ -264,10 +263,6 @@ impl Lanes for Rc<PoolCell> {
 
     fn http2(&self) -> bool {
         self.http2.get()
-    }
-
-    fn sessions(&self) -> RefMut<'_, Sessions<u32>> {
-        self.sessions.borrow_mut()
     }
 
     fn session(&self, conn: u32) -> Option<(Duration, usize)> {

@@ -5,6 +5,7 @@ use crate::client::open::Facts;
 use crate::client::plan::{self, Source};
 use crate::pool::conn::{Mode, State};
 use crate::pool::moves::Ended;
+use crate::pool::multiplex::Sessions;
 use crate::pool::{Fit, Limits, Path, Pool};
 
 type Log = Rc<RefCell<Vec<String>>>;
@@ -254,6 +255,10 @@ impl Connections for Fake {
         self.pool.borrow_mut()
     }
 
+    fn sessions(&self) -> RefMut<'_, Sessions<u32>> {
+        self.sessions.borrow_mut()
+    }
+
     fn key_of(&self, id: u32) -> Option<KeyId> {
         self.conns.borrow().get(&id).map(|c| c.0)
     }
@@ -333,10 +338,6 @@ impl Lanes for Fake {
 
     fn http2(&self) -> bool {
         self.http2.get()
-    }
-
-    fn sessions(&self) -> RefMut<'_, Sessions<u32>> {
-        self.sessions.borrow_mut()
     }
 
     fn session(&self, conn: u32) -> Option<(Duration, usize)> {

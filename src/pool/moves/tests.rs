@@ -3,6 +3,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::pool::multiplex::Route;
 
 /// A connection as the fake keeps it.
 #[derive(Clone, Copy)]
@@ -24,6 +25,7 @@ struct Fake {
     next: Cell<u32>,
     /// The `agent.request()`s still there to be served.
     requests: RefCell<HashSet<u32>>,
+    sessions: RefCell<Sessions<u32>>,
     log: RefCell<Vec<String>>,
 }
 
@@ -39,6 +41,7 @@ impl Fake {
             conns: RefCell::new(HashMap::new()),
             next: Cell::new(1),
             requests: RefCell::new(HashSet::new()),
+            sessions: RefCell::new(Sessions::default()),
             log: RefCell::new(Vec::new()),
         };
         (fake, key)
@@ -87,6 +90,16 @@ impl Fake {
         id
     }
 
+    /// An HTTP/2 session of `key`, its one stream ended at `at`: idle since then.
+    fn idle_session(&self, key: KeyId, at: Instant) -> u32 {
+        let id = self.in_use(key);
+        let mut sessions = self.sessions.borrow_mut();
+        sessions.connecting(key);
+        sessions.opened(key, id, |_| 10);
+        sessions.stream_done(key, id, at);
+        id
+    }
+
     /// A checkout of `key` for `http.request` that waits: its place in the queue.
     fn queued(&self, key: KeyId) -> WaiterId {
         match checkout_drop_in(self, key) {
@@ -108,6 +121,10 @@ impl Fake {
 impl Connections for Fake {
     fn pool(&self) -> RefMut<'_, Pool<u32>> {
         self.pool.borrow_mut()
+    }
+
+    fn sessions(&self) -> RefMut<'_, Sessions<u32>> {
+        self.sessions.borrow_mut()
     }
 
     fn key_of(&self, id: u32) -> Option<KeyId> {
@@ -410,8 +427,11 @@ fn expired_connections_close_and_their_slots_go_to_waiters() {
     let now = Instant::now();
     release(&f, id, Some(Duration::from_millis(10)), now);
     f.take_log();
-    assert_eq!(expire(&f, now), vec![], "not yet");
-    assert_eq!(expire(&f, now + Duration::from_millis(10)), vec![]);
+    assert_eq!(expire(&f, now, IDLE.unwrap()), vec![], "not yet");
+    assert_eq!(
+        expire(&f, now + Duration::from_millis(10), IDLE.unwrap()),
+        vec![]
+    );
     assert_eq!(f.take_log(), ["end idle 1 expired=true"]);
     assert_eq!(f.pool.borrow().stats.timeout_socket_count, 1);
 }
@@ -465,4 +485,112 @@ fn a_retired_connection_keeps_its_slot_counted() {
     retire(&f, id);
     assert_eq!(f.pool.borrow().stats.close_socket_count, 1, "once");
     assert!(closed_in_use(&f, id).is_none(), "gone already");
+}
+
+#[test]
+fn destroy_closes_the_sessions() {
+    let (f, key) = Fake::new(2);
+    let s = f.idle_session(key, Instant::now());
+    assert_eq!(destroy(&f), vec![]);
+    assert_eq!(f.take_log(), [format!("end {s}")]);
+    assert_eq!(f.sessions.borrow().usage(key).sessions, 0);
+    assert_eq!(f.counts(), (0, 0), "its slot is free");
+}
+
+#[test]
+fn an_idle_session_closes_when_its_time_runs_out_and_its_slot_serves_a_waiter() {
+    let (f, key) = Fake::new(1);
+    let t0 = Instant::now();
+    let s = f.idle_session(key, t0);
+    let w = f.queued(key);
+    let idle = Duration::from_secs(4);
+    assert_eq!(expire(&f, t0 + Duration::from_secs(3), idle), vec![]);
+    assert!(f.take_log().is_empty(), "not yet");
+    assert_eq!(
+        expire(&f, t0 + idle, idle),
+        vec![w],
+        "the caller connects for it"
+    );
+    assert_eq!(f.take_log(), [format!("end {s}")]);
+    assert_eq!(f.sessions.borrow().usage(key).sessions, 0);
+}
+
+#[test]
+fn expiry_closes_idle_connections_and_idle_sessions_in_one_pass() {
+    let (f, a) = Fake::new(1);
+    let b = f.pool.borrow_mut().key("b:80:");
+    let t0 = Instant::now();
+    let conn = f.idle(a);
+    let s = f.idle_session(b, t0);
+    let later = t0 + Duration::from_secs(60);
+    assert_eq!(expire(&f, later, Duration::from_secs(4)), vec![]);
+    assert_eq!(
+        f.take_log(),
+        [format!("end idle {conn} expired=true"), format!("end {s}")]
+    );
+    assert_eq!(f.counts(), (0, 0));
+}
+
+#[test]
+fn an_expired_sessions_slot_serves_a_waiting_promise_request() {
+    let (f, key) = Fake::new(1);
+    let t0 = Instant::now();
+    let s = f.idle_session(key, t0);
+    f.promise_waiter(key, 7);
+    let idle = Duration::from_secs(4);
+    assert_eq!(
+        expire_sessions(&f, t0 + Duration::from_secs(1), idle),
+        vec![]
+    );
+    assert!(f.take_log().is_empty(), "not yet");
+    assert_eq!(expire_sessions(&f, t0 + idle, idle), vec![]);
+    let new = s + 1;
+    assert_eq!(
+        f.take_log(),
+        [
+            format!("end {s}"),
+            format!("open {new}"),
+            format!("serve 7 on {new}")
+        ]
+    );
+}
+
+#[test]
+fn a_replay_counts_a_close_a_replay_and_a_new_connection_in_the_same_slot() {
+    let (f, key) = Fake::new(1);
+    f.in_use(key);
+    replaying(&f, key);
+    let stats = f.pool.borrow().stats;
+    assert_eq!(
+        (
+            stats.create_socket_count,
+            stats.close_socket_count,
+            stats.replay_count
+        ),
+        (2, 1, 1)
+    );
+    assert_eq!(f.counts(), (1, 0), "one slot, still taken");
+}
+
+#[test]
+fn a_sweep_keeps_named_keys_and_forgets_what_the_swept_ones_learnt() {
+    let (f, a) = Fake::new(1);
+    let (b, c) = {
+        let mut pool = f.pool.borrow_mut();
+        (pool.key("b:80:"), pool.key("c:80:"))
+    };
+    // `b` waits for a connect that may speak HTTP/2: its requests wait for it.
+    f.sessions.borrow_mut().connecting(b);
+    assert_eq!(f.sessions.borrow_mut().route(b, 1, |_| 10), Route::Wait);
+    let named = HashSet::from([c]);
+    let mut swept = sweep(&f, 0, &named);
+    swept.sort_by_key(|k| k.0);
+    assert_eq!(swept, vec![a, b], "the empty keys nobody names");
+    assert_eq!(f.pool.borrow().key_name(c), "c:80:", "a named key stays");
+    assert_eq!(
+        f.sessions.borrow_mut().route(b, 2, |_| 10),
+        Route::Checkout,
+        "what `b` knew went with it"
+    );
+    assert!(sweep(&f, 0, &named).is_empty(), "once");
 }
