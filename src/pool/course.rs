@@ -65,6 +65,18 @@ pub enum Heard {
     Drop,
 }
 
+/// What a poll error on a plain socket in use does (see [`Course::after_poll_error`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollError {
+    /// Data came before it and the connection is still in use: the error waits a turn of the
+    /// event loop (the socket is watched again, and the next poll meets it).
+    Later,
+    /// The connection is not in use any more (what came before the error ended it): nothing.
+    Nothing,
+    /// The connection is lost with the error.
+    Fail,
+}
+
 /// One connection's course (see the module's documentation). Its parts change one at a time,
 /// from the JavaScript thread alone, so each is a cell: a call into JavaScript never finds one
 /// borrowed.
@@ -308,6 +320,25 @@ impl Course {
         is_error && self.data_batch.get() == batch && !self.error_waited.replace(true)
     }
 
+    /// Whether, at a poll error on its plain socket, what arrived before the error is read
+    /// first: while its socket reads.
+    pub fn reads_before_error(&self) -> bool {
+        self.reading.get() && !self.eof.get()
+    }
+
+    /// What a poll error on its plain socket does once what arrived before it was read
+    /// (`read_some`: bytes came), as a libuv stream meets a read error only at its next read: a
+    /// response the data completed ends first, and its socket goes back to the pool, where the
+    /// error only evicts it.
+    pub fn after_poll_error(&self, read_some: bool) -> PollError {
+        let in_use = self.state.get() == State::Active && !self.eof.get();
+        match (in_use, read_some) {
+            (false, _) => PollError::Nothing,
+            (true, true) => PollError::Later,
+            (true, false) => PollError::Fail,
+        }
+    }
+
     /// What becomes of an event (`is_error`) of its link `link`, heard in inbox batch
     /// `batch`: in use, its socket hears it, an error right behind data of the same batch a
     /// turn later (see [`Course::error_waits`]); idle, any event evicts it; a replaced link's
@@ -379,6 +410,29 @@ mod tests {
         c.set_state(State::Active);
         c.serve(reused, 1024);
         c
+    }
+
+    #[test]
+    fn a_poll_error_behind_data_waits_a_turn() {
+        let c = in_use(true);
+        assert!(c.reads_before_error());
+        assert_eq!(c.after_poll_error(true), PollError::Later);
+        assert_eq!(c.after_poll_error(false), PollError::Fail);
+        c.set_reading(false);
+        assert!(
+            !c.reads_before_error(),
+            "back-pressure: nothing is read first"
+        );
+        assert_eq!(c.after_poll_error(false), PollError::Fail);
+        c.set_reading(true);
+        // What came before the error was a response, then the peer's end.
+        c.read(1, 1);
+        assert!(matches!(c.ending(None), Ending::Eof));
+        assert!(!c.reads_before_error());
+        assert_eq!(c.after_poll_error(true), PollError::Nothing);
+        let idle = in_use(true);
+        idle.park();
+        assert_eq!(idle.after_poll_error(false), PollError::Nothing);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::binding::protocol::write;
 use crate::binding::uv::{self, Handle};
 use crate::error::Error;
 use crate::guard;
+use crate::pool::course::PollError;
 use crate::transport::liveness::{self, Liveness};
 use crate::transport::raw::{self, Outbox};
 
@@ -176,27 +177,24 @@ impl Conn {
     /// Readiness on an in-use connection: flush queued bytes, then read.
     pub(super) fn on_ready(self: &Rc<Self>, ctx: &EnvCtx, status: c_int, events: c_int) {
         if status < 0 {
-            // What arrived before the error (a response, then an RST) is read first, and the
-            // error waits for the next turn of the loop, as a libuv stream meets it at its next
-            // read: a response the data completed ends first, and its socket goes back to the
-            // pool, where the error only evicts it. (libuv stopped the poll at the error: it
-            // starts again.)
-            if self.course.reading() && !self.course.eof() {
+            // What arrived before the error (a response, then an RST) is read first (see
+            // `Course::after_poll_error`). libuv stopped the poll at the error.
+            let mut read_some = false;
+            if self.course.reads_before_error() {
                 let before = self.course.bytes_read();
                 self.read(ctx);
-                if self.course.bytes_read() != before {
-                    if self.course.state() == State::Active && !self.course.eof() {
-                        self.restart_mask();
-                    }
-                    return;
+                read_some = self.course.bytes_read() != before;
+            }
+            match self.course.after_poll_error(read_some) {
+                PollError::Later => self.restart_mask(),
+                PollError::Nothing => {}
+                PollError::Fail => {
+                    // libuv reports any socket error (EPOLLERR) as EBADF; the socket knows
+                    // the real one.
+                    let errno = raw::pending_error(self.raw_fd()).unwrap_or(-status);
+                    self.lost(ctx, Some(Error::os(errno, "read")));
                 }
             }
-            if self.course.state() != State::Active || self.course.eof() {
-                return;
-            }
-            // libuv reports any socket error (EPOLLERR) as EBADF; the socket knows the real one.
-            let errno = raw::pending_error(self.raw_fd()).unwrap_or(-status);
-            self.lost(ctx, Some(Error::os(errno, "read")));
             return;
         }
         if events & uv::WRITABLE != 0 {
