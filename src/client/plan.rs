@@ -123,9 +123,11 @@ pub struct Plan {
     pub trailers: Option<Arc<Trailers>>,
 }
 
-/// A timeout in milliseconds as the call gives it: 0, negative or not finite is none.
+/// A timeout in milliseconds as the call gives it: 0, negative or not finite is none; a
+/// fraction of a millisecond is kept, as the agent's own durations keep it (a timeout of 0.5
+/// is half a millisecond, not one that has passed at once).
 pub fn timeout(ms: f64) -> Option<Duration> {
-    (ms > 0.0 && ms.is_finite()).then(|| Duration::from_millis(ms as u64))
+    crate::pool::settings::duration_ms(Some(ms))
 }
 
 /// Parses a method: a token (JavaScript checked it is ASCII).
@@ -424,6 +426,7 @@ mod tests {
             assert_eq!(timeout(ms), None, "{ms}");
         }
         assert_eq!(timeout(1500.0), Some(Duration::from_millis(1500)));
+        assert_eq!(timeout(0.5), Some(Duration::from_micros(500)));
         let mut ask = intent("GET", b"", Source::Bytes(Bytes::new()));
         ask.headers_timeout_ms = 250.0;
         ask.body_timeout_ms = 0.0;
