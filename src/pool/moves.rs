@@ -135,6 +135,17 @@ pub fn release<C: Connections + ?Sized>(
         return Verdict::Nothing;
     };
     conns.pool().stats.request_count += 1;
+    hand_on(conns, id, key, idle, now)
+}
+
+/// Connection `id` of `key`, its request over and counted, goes on as [`release`] says.
+fn hand_on<C: Connections + ?Sized>(
+    conns: &C,
+    id: u32,
+    key: KeyId,
+    idle: Option<Duration>,
+    now: Instant,
+) -> Verdict {
     conns.finished(id, idle);
     let released = match conns.reusable(id) {
         (true, path) => conns.pool().release(key, id, path, idle, now),
@@ -206,7 +217,11 @@ fn serve_promise<C: Connections + ?Sized>(
         return served;
     }
     match handoff {
-        Some(id) => release(conns, id, None, Instant::now()),
+        // Its request was counted as it was released: it goes on uncounted.
+        Some(id) => match conns.key_of(id) {
+            Some(key) => hand_on(conns, id, key, None, Instant::now()),
+            None => Verdict::Nothing,
+        },
         None => {
             let grant = conns.pool().detached(key);
             give(conns, grant, served)

@@ -356,6 +356,11 @@ fn what_a_request_gone_from_the_queue_was_given_goes_on() {
         ["finished 1 Some(4s)", "finished 1 None", "end 1"]
     );
     assert_eq!(f.counts(), (0, 0), "its slot is free");
+    assert_eq!(
+        f.pool.borrow().stats.request_count,
+        1,
+        "one request, counted once"
+    );
 }
 
 #[test]
