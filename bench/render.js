@@ -412,6 +412,8 @@ function targetsSection(byWorkload, baseline) {
     'fetch-https-ceiling', 'fetch-https'));
   rows.push(ratioTarget(hello, 'undici `request()` with the `Dispatcher`, HTTP hello ≥ 1.3× with undici\'s `Agent`',
     'undici-request-hyperagent', 'undici-request', 1.3));
+  rows.push(ceiling(hello, 'ceiling of the undici `request()` target: `request()` answered with no I/O, × with undici\'s `Agent`',
+    'undici-request-ceiling', 'undici-request'));
   const h2Hello = byWorkload['h2-hello'];
   rows.push(ratioTarget(h2Hello, '`agent.request()` over HTTP/2, hello with 50 in flight ≥ 2× undici\'s HTTP/2 ' +
     '(`allowH2`, one connection multiplexed)', 'hyperagent-h2', 'undici-h2', 2));

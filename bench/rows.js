@@ -232,25 +232,27 @@ function fetchHyperagent(ctx) {
   return { ...fetchRow(ctx, dispatcher, () => dispatcher.close()), socketsCreated: createdOf(agent) };
 }
 
-// The ceiling of any dispatcher under fetch: Node's built-in fetch given a dispatcher that does
-// no I/O at all and answers every request at the next turn of the event loop, from JavaScript,
-// with the bench server's response to it (`GET /hello` only). What it costs is fetch's own cost
-// per request; no dispatcher, ours included, can make fetch faster than this row. It is the
-// reference for the fetch targets, not a client: it is in the hello workloads alone, and in no
-// summary or chart.
-function fetchCeiling(ctx) {
+// A dispatcher that does no I/O at all and answers every request at the next turn of the event
+// loop, from JavaScript, with the bench server's response to it (`GET /hello` only), in whichever
+// of undici's handler APIs the handler has. What a client costs over it is the client's own cost
+// per request: no dispatcher, ours included, can make that client faster. The ceiling rows below
+// are the references for the Dispatcher targets, not clients: they are in the hello workloads
+// alone, and in no summary or chart.
+function noIoDispatcher() {
   const body = Buffer.from('Hello World!');
+  const length = String(body.length);
+  // The head's lines for a handler of the older API, made once, where a real dispatcher makes
+  // them for each response: a ceiling is the most optimistic.
   const rawHeaders = [Buffer.from('content-type'), Buffer.from('text/plain'),
-    Buffer.from('content-length'), Buffer.from(String(body.length))];
-  const dispatcher = {
+    Buffer.from('content-length'), Buffer.from(length)];
+  return {
     dispatch(opts, handler) {
       if (opts.path !== '/hello') throw new Error(`the ceiling row answers GET /hello only, not ${opts.path}`);
       setImmediate(() => {
         if (typeof handler.onRequestStart === 'function') {
-          // The newer handler API, where fetch's handler has it.
           const controller = { paused: false, aborted: false, reason: null, pause() {}, resume() {}, abort() {} };
           handler.onRequestStart(controller, {});
-          handler.onResponseStart(controller, 200, { 'content-type': 'text/plain', 'content-length': String(body.length) }, 'OK');
+          handler.onResponseStart(controller, 200, { 'content-type': 'text/plain', 'content-length': length }, 'OK');
           handler.onResponseData(controller, body);
           handler.onResponseEnd(controller, {});
           return;
@@ -265,7 +267,16 @@ function fetchCeiling(ctx) {
     close: async () => {},
     destroy: async () => {},
   };
-  return fetchRow(ctx, dispatcher, async () => {});
+}
+
+// The ceiling of any dispatcher under Node's built-in fetch.
+function fetchCeiling(ctx) {
+  return fetchRow(ctx, noIoDispatcher(), async () => {});
+}
+
+// The ceiling of any dispatcher under undici's request().
+function undiciRequestCeiling(ctx) {
+  return undiciRequestRow(noIoDispatcher(), ctx);
 }
 
 // ---- HTTP/2 ------------------------------------------------------------------------------------
@@ -385,6 +396,13 @@ const rows = [
     label: 'undici request() + hyperagent Dispatcher',
     protocol: 'http',
     setup: undiciRequestHyperagent,
+  },
+  {
+    id: 'undici-request-ceiling',
+    label: 'undici request(), answered with no I/O (ceiling)',
+    protocol: 'http',
+    ceiling: true,
+    setup: undiciRequestCeiling,
   },
   { id: 'hyperagent', label: 'hyperagent Agent (http.request)', protocol: 'http', setup: hyperagentDropIn },
   { id: 'hyperagent-request', label: 'hyperagent agent.request()', protocol: 'http', setup: hyperagentRequest },

@@ -28,7 +28,7 @@ const { rows, BASELINES } = require('./rows');
 
 // Every row of rows.js of a protocol, in its order: a new row joins every workload that
 // compares all clients of its protocol.
-// (A ceiling row is a reference for the hello workloads only: see rows.js, `fetchCeiling`.)
+// (A ceiling row is a reference for the hello workloads only: see rows.js, `noIoDispatcher`.)
 const clients = rows.filter((row) => !row.ceiling);
 const ALL_ROWS = clients.filter((row) => row.protocol === 'http').map((row) => row.id);
 const HTTPS_ROWS = clients.filter((row) => row.protocol === 'https').map((row) => row.id);
@@ -71,7 +71,7 @@ const workloads = [
   throughput('hello', 'throughput', 'hello world (GET, 12 B response)', {
     path: '/hello',
     responseBytes: 12,
-    rows: [...ALL_ROWS, 'fetch-ceiling'],
+    rows: [...ALL_ROWS, 'fetch-ceiling', 'undici-request-ceiling'],
   }),
   throughput('64k', 'throughput', '64 KiB response (GET)', { path: '/64k', responseBytes: 65536 }),
   throughput('1m', 'throughput', '1 MiB response (GET)', { path: '/1m', responseBytes: 1048576, quick: null }),
