@@ -366,6 +366,7 @@ impl Connections for Rc<PoolCell> {
         self.conn(id)?;
         let conn = self.remove_conn(id)?;
         let state = conn.course.state();
+        debug!("close connection {id} ({state:?})");
         // Its connect's hold, if any, goes with it.
         conn.close(self.env());
         Some(Ended {
