@@ -396,8 +396,11 @@ pub fn destroy<C: Connections + ?Sized>(conns: &C) -> Vec<WaiterId> {
     }
     let sessions = conns.sessions().drain();
     for (_, id) in sessions {
-        // The queue is empty: a slot freed now goes to nobody.
-        let _ = closed_in_use(conns, id);
+        let grant = closed_in_use(conns, id);
+        debug_assert!(
+            grant.is_none(),
+            "the queue is drained: a slot freed now goes to nobody"
+        );
     }
     waiters
 }
