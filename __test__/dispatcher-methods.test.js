@@ -375,3 +375,55 @@ test('a request() whose start fails in the addon is not waited for by close()', 
   await d.close();
   assert.strictEqual(d.closed, true);
 });
+
+test('dispatch options are read whatever their object: spread, class instance with getters, null prototype', async (t) => {
+  const server = await httpServer(t, echo);
+  const d = dispatcher(t);
+  const url = new URL(server.url);
+  const body = 'seven b';
+  const send = async (opts) => {
+    const res = await d.request(opts);
+    assert.strictEqual(res.headers['x-seen'], 'yes');
+    return res.body.json();
+  };
+  // undici's request() makes its options so: a spread followed by more properties.
+  const base = { method: 'POST', body, headers: { 'x-given': 'yes' } };
+  const spread = await send({ ...base, origin: server.url, path: '/spread', query: { a: '1' } });
+  assert.deepStrictEqual([spread.method, spread.url, spread.bytes], ['POST', '/spread?a=1', 7]);
+
+  // Options whose properties are getters on a class's prototype (not own, not enumerable).
+  class Options {
+    get origin() { return url; }
+    get path() { return '/class'; }
+    get method() { return 'PUT'; }
+    get body() { return body; }
+    get headers() { return { 'x-given': 'yes' }; }
+  }
+  const viaClass = await send(new Options());
+  assert.deepStrictEqual([viaClass.method, viaClass.url, viaClass.bytes], ['PUT', '/class', 7]);
+
+  const bare = Object.assign(Object.create(null), { origin: server.url, path: '/bare', method: 'DELETE', headers: { 'x-given': 'yes' } });
+  const viaBare = await send(bare);
+  assert.deepStrictEqual([viaBare.method, viaBare.url], ['DELETE', '/bare']);
+
+  // Through dispatch() and the older handler API, the same three forms.
+  for (const [opts, want] of [
+    [{ ...base, origin: server.url, path: '/d1' }, ['POST', '/d1', 7]],
+    [new Options(), ['PUT', '/class', 7]],
+    [bare, ['DELETE', '/bare', 0]],
+  ]) {
+    const parts = [];
+    const done = new Promise((resolve, reject) => {
+      d.dispatch(opts, {
+        onConnect() {},
+        onHeaders() { return true; },
+        onData(chunk) { parts.push(chunk); return true; },
+        onComplete: resolve,
+        onError: reject,
+      });
+    });
+    await done;
+    const seen = JSON.parse(Buffer.concat(parts).toString());
+    assert.deepStrictEqual([seen.method, seen.url, seen.bytes], want);
+  }
+});

@@ -13,6 +13,7 @@ const { request } = require('./request');
 const { headerObject } = require('./headers');
 const { watchAbort, followSignal } = require('./signal');
 const { Running, Tracked, Exchange, isUpgrade, requestOptions } = require('./exchange');
+const { readDispatchOptions } = require('./dispatch-options');
 const { numberOption } = require('./options');
 
 // Where Node's built-in fetch (undici 6 and 7) reads the global dispatcher, and where undici's
@@ -156,9 +157,10 @@ class Dispatcher extends EventEmitter {
     try {
       if (this[kState] === DESTROYED) throw errors.undiciError('DESTROYED');
       if (this[kState] === CLOSED) throw errors.undiciError('CLOSED');
-      const { agent, origin } = this._route(opts);
-      if (isUpgrade(opts)) exchange.upgrade(agent, origin, opts);
-      else exchange.start(agent, origin, opts);
+      const given = this._read(opts);
+      const { agent, origin } = this._route(given);
+      if (isUpgrade(given)) exchange.upgrade(agent, origin, opts);
+      else exchange.start(agent, origin, given);
     } catch (err) {
       exchange.fail(err);
     }
@@ -177,22 +179,23 @@ class Dispatcher extends EventEmitter {
     try {
       if (this[kState] === DESTROYED) throw errors.undiciError('DESTROYED');
       if (this[kState] === CLOSED) throw errors.undiciError('CLOSED');
-      const { agent, origin } = this._route(opts);
-      if (isUpgrade(opts)) {
+      const given = this._read(opts);
+      const { agent, origin } = this._route(given);
+      if (isUpgrade(given)) {
         throw errors.invalidArgValue('opts', opts, 'is an upgrade or a CONNECT, which request() does not carry; use upgrade() or connect()');
       }
-      const options = requestOptions(opts, this);
-      const followed = followSignal(opts.signal);
+      const options = requestOptions(given, this);
+      const followed = followSignal(given.signal);
       options.signal = followed.signal;
-      options.opaque = opts.opaque;
-      options.onInfo = opts.onInfo ?? undefined;
-      options.responseHeaders = opts.responseHeaders ?? undefined;
-      options.highWaterMark = opts.highWaterMark ?? undefined;
-      options.throwOnError = opts.throwOnError ?? undefined;
-      options.maxRedirections = opts.maxRedirections ?? undefined;
+      options.opaque = given.opaque;
+      options.onInfo = given.onInfo ?? undefined;
+      options.responseHeaders = given.responseHeaders ?? undefined;
+      options.highWaterMark = given.highWaterMark ?? undefined;
+      options.throwOnError = given.throwOnError ?? undefined;
+      options.maxRedirections = given.maxRedirections ?? undefined;
       tracked = new Tracked(this, followed.unfollow);
       this._started(tracked);
-      const promise = request(agent, { origin, path: opts.path }, options, null, tracked);
+      const promise = request(agent, { origin, path: given.path }, options, null, tracked);
       // Refused before it started (the agent closing, the signal aborted): nothing to wait for.
       if (tracked.pending === null) tracked.over();
       return promise;
@@ -357,10 +360,15 @@ class Dispatcher extends EventEmitter {
     return duplex;
   }
 
-  // Which agent carries `opts`, and its origin.
-  _route(opts) {
+  // The dispatch options `opts` gives (see lib/dispatch-options.js).
+  _read(opts) {
     if (opts === null || typeof opts !== 'object') throw errors.invalidArgType('opts', 'of type object', opts);
-    const { origin, path, method } = opts;
+    return readDispatchOptions(opts);
+  }
+
+  // Which agent carries the request of dispatch options `given` (read by _read), and its origin.
+  _route(given) {
+    const { origin, path, method } = given;
     if (typeof path !== 'string') throw errors.invalidArgType('opts.path', 'of type string', path);
     if (typeof method !== 'string') throw errors.invalidArgType('opts.method', 'of type string', method);
     // An application calls a few origins over and over: each string's route is kept.

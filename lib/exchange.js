@@ -79,25 +79,27 @@ class Tracked {
 }
 
 // An upgrade (a WebSocket's handshake) or a CONNECT tunnel: the drop-in path's to carry.
-function isUpgrade(opts) {
-  const method = opts.method;
+// `given`: dispatch options as lib/dispatch-options.js reads them (so are they below).
+function isUpgrade(given) {
+  const method = given.method;
   // Only a seven-letter method may be CONNECT in another case: no string is made for others.
-  return Boolean(opts.upgrade) || method === 'CONNECT' || (method.length === 7 && method.toUpperCase() === 'CONNECT');
+  return Boolean(given.upgrade) || method === 'CONNECT' || (method.length === 7 && method.toUpperCase() === 'CONNECT');
 }
 
-// The agent.request() options of undici's dispatch options `opts`, with the dispatcher's own
-// timeouts where `opts` gives none.
-function requestOptions(opts, dispatcher) {
+// The agent.request() options of undici's dispatch options `given`, with the dispatcher's own
+// timeouts where `given` has none.
+function requestOptions(given, dispatcher) {
+  const servername = given.servername;
   return {
-    method: opts.method,
-    headers: opts.headers ?? undefined,
-    body: opts.body ?? undefined,
-    query: opts.query ?? undefined,
-    headersTimeout: opts.headersTimeout ?? dispatcher._timeouts.headersTimeout,
-    bodyTimeout: opts.bodyTimeout ?? dispatcher._timeouts.bodyTimeout,
-    reset: opts.reset ?? undefined,
+    method: given.method,
+    headers: given.headers ?? undefined,
+    body: given.body ?? undefined,
+    query: given.query ?? undefined,
+    headersTimeout: given.headersTimeout ?? dispatcher._timeouts.headersTimeout,
+    bodyTimeout: given.bodyTimeout ?? dispatcher._timeouts.bodyTimeout,
+    reset: given.reset ?? undefined,
     // undici's; without one, agent.request() takes a host header's name, as undici does.
-    servername: typeof opts.servername === 'string' && opts.servername !== '' ? opts.servername : undefined,
+    servername: typeof servername === 'string' && servername !== '' ? servername : undefined,
     onInfo: undefined,
   };
 }
@@ -126,7 +128,8 @@ class Exchange {
     this.next = null;
   }
 
-  start(agent, origin, opts) {
+  // `given`: the request's dispatch options, as lib/dispatch-options.js reads them.
+  start(agent, origin, given) {
     this.dispatcher._started(this);
     if (this.controlled) {
       this.call('onRequestStart', this.controller, {});
@@ -134,11 +137,11 @@ class Exchange {
       this.call('onConnect', this.abort);
     }
     if (this.finished) return;
-    const options = requestOptions(opts, this.dispatcher);
+    const options = requestOptions(given, this.dispatcher);
     // Informational (1xx) responses, to a handler of undici's own API that hears of them
     // (its request(), stream() and pipeline() keep the caller's onInfo on the handler).
     if (typeof this.handler.onInfo === 'function') options.onInfo = (info) => this.onInformational(info);
-    this.pending = request(agent, { origin, path: opts.path }, options, this);
+    this.pending = request(agent, { origin, path: given.path }, options, this);
   }
 
   // An upgrade or a CONNECT, on the agent's own connection through Node's http (lib/upgrade.js):
