@@ -96,7 +96,7 @@ fn hold_or_wake(list: &'static std::thread::LocalKey<Held>, wake: Arc<dyn Wake>)
 }
 
 /// A future for the runtime to run, boxed.
-type Boxed = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub type Boxed = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A task given to [`spawn_soon`], spawned or still held: what aborts it.
 #[derive(Clone, Default)]
@@ -136,9 +136,9 @@ impl Spawned {
 
 /// Spawns `future` on the runtime: at once or, on a thread that holds its wake-ups
 /// ([`hold_wakes`]), with the other work of its loop's turn, in one wake-up of the worker.
-pub fn spawn_soon(future: impl Future<Output = ()> + Send + 'static) -> Spawned {
+/// Boxed by the caller: a future that is a box already (an exchange's) is not boxed again.
+pub fn spawn_soon(future: Boxed) -> Spawned {
     let spawned = Spawned::default();
-    let future: Boxed = Box::pin(future);
     let holding = HELD.with(|h| h.borrow().is_some());
     if holding {
         SPAWNS.with(|s| s.borrow_mut().push((future, spawned.clone())));
@@ -254,18 +254,18 @@ mod tests {
             }
         };
         hold_wakes();
-        let _kept = spawn_soon(run("kept"));
-        let aborted = spawn_soon(run("aborted"));
+        let _kept = spawn_soon(Box::pin(run("kept")));
+        let aborted = spawn_soon(Box::pin(run("aborted")));
         aborted.abort();
         assert!(rx.try_recv().is_err(), "held until the release");
         release_held();
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok("kept"));
         // A task that never ends, aborted once spawned: its future is dropped.
         let (dropped_tx, dropped) = mpsc::channel::<()>();
-        let endless = spawn_soon(async move {
+        let endless = spawn_soon(Box::pin(async move {
             let _guard = dropped_tx;
             std::future::pending::<()>().await;
-        });
+        }));
         release_held();
         endless.abort();
         assert_eq!(
@@ -274,7 +274,7 @@ mod tests {
         );
         stop_holding();
         // Not holding: spawned at once.
-        let _now = spawn_soon(run("now"));
+        let _now = spawn_soon(Box::pin(run("now")));
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok("now"));
         assert!(rx.try_recv().is_err(), "the aborted task never ran");
     }

@@ -107,7 +107,9 @@ pub fn dispatch(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32) {
                 // In the connection's task, which boxes the exchange on tokio's thread.
                 Ok(()) => Exchange::InConnection(stopper),
                 // The connection's task has ended since: the exchange finds it closed.
-                Err(queued) => Exchange::Task(spawn_soon(async move { queued.start().await })),
+                Err(queued) => {
+                    Exchange::Task(spawn_soon(Box::pin(async move { queued.start().await })))
+                }
             }
         }
         None => {
@@ -153,7 +155,7 @@ pub fn run_connect(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32, spec: 
     let ctl = req.ctl.clone();
     let max_header_size = pool.max_header_size.get();
     let timeout = pool.connect_timeout.get();
-    let task = spawn_soon(async move {
+    let task = spawn_soon(Box::pin(async move {
         let sink: Arc<dyn Sink> = Arc::new(super::ReqSink {
             inbox: inbox.clone(),
             req: req_id,
@@ -202,7 +204,7 @@ pub fn run_connect(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32, spec: 
             to, lookup, on_keys, spec, ctl, sink, progress,
         ))
         .await;
-    });
+    }));
     req.runs(Exchange::Task(task));
 }
 
