@@ -478,6 +478,49 @@ test('a socket\'s \'close\' says whether it closed with an error, as net.Socket\
   assert.deepStrictEqual(seen.ours, [[false], 'gone', [true], [false]]);
 });
 
+test('a response, its request and its socket close in the order Node\'s agent closes them', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/close') res.setHeader('connection', 'close');
+    if (req.url === '/big') res.end(Buffer.alloc(256 * 1024, 97));
+    else if (req.url === '/cut') res.write('part', () => res.socket.destroy());
+    else res.end('ok');
+  });
+  // Each event of the request, its response and its socket, in order, up to the socket's
+  // 'close' and the turn after it.
+  const story = (agent, path, onResponse = () => {}) => new Promise((resolve) => {
+    const log = [];
+    const req = http.get(`${server.url}${path}`, { agent }, (res) => {
+      log.push('response');
+      for (const name of ['aborted', 'end', 'close']) res.on(name, () => log.push(`res ${name}`));
+      res.on('error', (err) => log.push(`res error ${err.code}`));
+      onResponse(req, res);
+    });
+    for (const name of ['finish', 'close']) req.on(name, () => log.push(`req ${name}`));
+    req.on('error', (err) => log.push(`req error ${err.code}`));
+    req.on('socket', (socket) => socket.on('close', () => {
+      log.push('socket close');
+      setImmediate(() => resolve(log));
+    }));
+  });
+  const scenarios = {
+    // The response destroyed while its body comes.
+    destroyed: (agent) => story(agent, '/big', (req, res) => res.once('data', () => res.destroy())),
+    // A whole response on a connection the server closes.
+    'connection: close': (agent) => story(agent, '/close', (req, res) => res.resume()),
+    // The server cuts the connection within the body.
+    cut: (agent) => story(agent, '/cut', (req, res) => res.resume()),
+  };
+  for (const [name, scenario] of Object.entries(scenarios)) {
+    const seen = {};
+    for (const [which, make] of Object.entries(agents)) {
+      const agent = make({ keepAlive: true });
+      t.after(() => agent.destroy());
+      seen[which] = await scenario(agent);
+    }
+    assert.deepStrictEqual(seen.ours, seen.node, name);
+  }
+});
+
 test('a socket has the listeners a socket of Node\'s agent has, in use and free', async (t) => {
   const server = await httpServer(t, (req, res) => res.end('ok'));
   const events = ['end', 'error', 'timeout', 'close', 'free', 'agentRemove'];

@@ -282,8 +282,10 @@ class NativeSocket extends Duplex {
     this[kAgent]._socketClosed(this, id, failure, !this[kFree] && !this[kLeft]);
     if (pending !== null) pending(err || errors.connResetError('socket closed'));
     cb(err);
-    // After 'error' (which cb queued), as net.Socket emits it once its handle closed.
-    process.nextTick(emitClose, this, Boolean(err));
+    // After 'error' (which cb queued) and after what the ticks of this turn do, as net.Socket
+    // emits it once its handle has closed, in a later phase of the loop: a response destroyed
+    // with its socket closes first, and its request after it.
+    setImmediate(emitClose, this, Boolean(err));
   }
 
   // agentkeepalive's name: the socket's number in its agent, and its pool key.
