@@ -28,7 +28,8 @@ function random(seed) {
   };
 }
 
-// The body of each path's response, in bytes, when it comes whole.
+// The body of each path's response, in bytes, when it comes whole (a cut one never completes:
+// its length is none).
 const LENGTHS = { '/ok': 2, '/big': 256 * 1024, '/streamed': 2, '/trailers': 1 };
 
 // What the server does with a request, by its path.
