@@ -502,7 +502,9 @@ declare namespace Agent {
     destroy(err?: Error | null): Promise<void>;
     destroy(callback: (err: Error | null) => void): void;
     destroy(err: Error | null, callback: (err: Error | null) => void): void;
-    /** undici's interceptors (`(dispatch) => (options, handler) => boolean`), the first outermost. */
+    /** undici's interceptors (`(dispatch) => (options, handler) => boolean`), as undici composes them:
+     * each wraps those before it, so the last is called first; each is given a handler of the newer
+     * API (`onRequestStart` ...), whichever API the caller's has. */
     compose(interceptors: DispatchInterceptor[]): this;
     compose(...interceptors: DispatchInterceptor[]): this;
     /** undici's connection events, for its agents' `agent.request()` connections; `targets` is

@@ -226,14 +226,72 @@ test("undici's request, fetch, stream and pipeline run on our dispatcher, and it
   assert.strictEqual(calls, 2);
 });
 
-test('the old handler API, driven directly: onConnect, onHeaders, pause by false, resume, onComplete', async (t) => {
-  const big = crypto.randomBytes(512 * 1024);
-  const server = await trailingServer(t, big);
+// Records, on `calls`, each dispatch it sees as `name` and whether its handler has the newer
+// API, and passes it on.
+function recording(name, calls) {
+  return (dispatch) => (...args) => {
+    calls.push(`${name} ${typeof args[1].onResponseStart === 'function' ? 'newer' : 'older'}`);
+    return dispatch(...args);
+  };
+}
+
+test("undici's interceptors compose in undici's order, each given the newer handler API", async (t) => {
+  const hits = new Map();
+  const server = await httpServer(t, (req, res) => {
+    hits.set(req.url, (hits.get(req.url) ?? 0) + 1);
+    if (req.url === '/moved') {
+      res.writeHead(302, { location: '/there' });
+      return res.end('moved');
+    }
+    if (req.url === '/cached') res.setHeader('cache-control', 'public, max-age=60');
+    if (req.url === '/error') res.statusCode = 500;
+    return res.end(`${req.url} ${hits.get(req.url)}`);
+  });
+  const theirs = new undici.Agent();
+  t.after(() => theirs.destroy());
+  // The order, and the API each interceptor's handler has, as undici's own compose() gives them,
+  // for undici's request() (a handler of the older API) and fetch (of the newer).
+  for (const [label, send] of [
+    ['request', (d) => undici.request(`${server.url}/order`, { dispatcher: d }).then((r) => r.body.text())],
+    ['fetch', (d) => undici.fetch(`${server.url}/order`, { dispatcher: d }).then((r) => r.text())],
+    ['built-in fetch', (d) => fetch(`${server.url}/order`, { dispatcher: d }).then((r) => r.text())],
+  ]) {
+    const ours = [];
+    const expected = [];
+    await send(dispatcher(t).compose(recording('a', ours), null, recording('b', ours)));
+    await send(theirs.compose(recording('a', expected), null, recording('b', expected)));
+    assert.deepStrictEqual(ours, expected, label);
+    assert.deepStrictEqual(ours, ['b newer', 'a newer'], label);
+  }
   const d = dispatcher(t);
+  // undici 7's interceptors call the newer API only: redirect follows with undici's request(),
+  // whose handler has the older API (fetch follows redirects itself, and asks for none).
+  const redirecting = d.compose(undici.interceptors.redirect({ maxRedirections: 2 }));
+  const followed = await undici.request(`${server.url}/moved`, { dispatcher: redirecting });
+  assert.deepStrictEqual([followed.statusCode, await followed.body.text()], [200, '/there 1']);
+  // cache: the second request is answered from the cache, the server sees one.
+  const caching = d.compose(undici.interceptors.cache());
+  for (let i = 0; i < 2; i++) {
+    const r = await undici.request(`${server.url}/cached`, { dispatcher: caching });
+    assert.deepStrictEqual([r.statusCode, await r.body.text()], [200, '/cached 1']);
+  }
+  assert.strictEqual(hits.get('/cached'), 1);
+  // responseError turns a 500 into undici's error; dump reads a body it then drops.
+  await assert.rejects(undici.request(`${server.url}/error`, { dispatcher: d.compose(undici.interceptors.responseError()) }),
+    { code: 'UND_ERR_RESPONSE', statusCode: 500 });
+  const dumped = await undici.request(`${server.url}/dumped`, { dispatcher: d.compose(undici.interceptors.dump()) });
+  assert.deepStrictEqual([dumped.statusCode, await dumped.body.text()], [200, '']);
+  // An interceptor's dispatch need not declare its two parameters; a non-function is refused.
+  assert.throws(() => d.compose(() => 1), { code: 'ERR_INVALID_ARG_VALUE' });
+});
+
+// One request of a handler of the older API through `dispatch`, whose onData asks for a pause
+// every other chunk and resumes a turn later: what it saw.
+function olderHandlerRound(dispatch, url) {
   const seen = { chunks: [], pauses: 0 };
   let resume;
-  await new Promise((resolve, reject) => {
-    d.dispatch({ origin: server.url, path: '/old', method: 'GET', headers: { 'x-a': '1' } }, {
+  return new Promise((resolve, reject) => {
+    dispatch({ origin: url, path: '/old', method: 'GET', headers: { 'x-a': '1' } }, {
       onConnect(abort) { seen.abort = typeof abort; },
       onHeaders(status, raw, res) {
         seen.status = status;
@@ -243,7 +301,6 @@ test('the old handler API, driven directly: onConnect, onHeaders, pause by false
       },
       onData(chunk) {
         seen.chunks.push(chunk);
-        // Every other chunk asks for a pause; the next turn resumes.
         if (seen.chunks.length % 2 === 1) {
           seen.pauses++;
           setImmediate(resume);
@@ -253,17 +310,44 @@ test('the old handler API, driven directly: onConnect, onHeaders, pause by false
       },
       onComplete(trailers) {
         seen.trailers = trailers;
-        resolve();
+        resolve(seen);
       },
       onError: reject,
     });
   });
+}
+
+// What olderHandlerRound saw of a whole `body` with its trailer (see trailingServer).
+function checkOlderHandlerRound(seen, body) {
   assert.strictEqual(seen.abort, 'function');
   assert.strictEqual(seen.status, 200);
   assert.ok(seen.raw.every((b) => Buffer.isBuffer(b)));
-  assert.strictEqual(sha256(Buffer.concat(seen.chunks)), sha256(big));
+  assert.strictEqual(sha256(Buffer.concat(seen.chunks)), sha256(body));
   assert.ok(seen.pauses > 0);
-  assert.deepStrictEqual(seen.trailers.map(String), ['x-sum', sha256(big)]);
+  assert.deepStrictEqual(seen.trailers.map(String), ['x-sum', sha256(body)]);
+}
+
+test('a handler of the older API keeps its pause, resume and trailers through a composed interceptor', async (t) => {
+  const big = crypto.randomBytes(512 * 1024);
+  const server = await trailingServer(t, big);
+  const d = dispatcher(t).compose((dispatch) => (opts, handler) => dispatch(opts, handler));
+  checkOlderHandlerRound(await olderHandlerRound((opts, handler) => d.dispatch(opts, handler), server.url), big);
+  // Its error callback hears an abort given through its onConnect's abort.
+  const err = await new Promise((resolve) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
+      onConnect(abort) { abort(new Error('stop')); },
+      onHeaders() { throw new Error('no head after an abort'); },
+      onError: resolve,
+    });
+  });
+  assert.strictEqual(err.message, 'stop');
+});
+
+test('the old handler API, driven directly: onConnect, onHeaders, pause by false, resume, onComplete', async (t) => {
+  const big = crypto.randomBytes(512 * 1024);
+  const server = await trailingServer(t, big);
+  const d = dispatcher(t);
+  checkOlderHandlerRound(await olderHandlerRound((opts, handler) => d.dispatch(opts, handler), server.url), big);
 });
 
 test('a response that ends while its handler is paused completes only at the resume', async (t) => {

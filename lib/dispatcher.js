@@ -12,6 +12,7 @@ const { Agent, HttpsAgent } = require('./agent');
 const { request } = require('./request');
 const { headerObject } = require('./headers');
 const { watchAbort, followSignal } = require('./signal');
+const { LegacyHandler } = require('./legacy-handler');
 const { Running, Tracked, Exchange, isUpgrade, requestOptions } = require('./exchange');
 const { readDispatchOptions } = require('./dispatch-options');
 const { numberOption } = require('./options');
@@ -441,20 +442,23 @@ class Dispatcher extends EventEmitter {
     return settle(Promise.resolve(), callback);
   }
 
-  // undici's compose(): the interceptors wrap dispatch, the first outermost; the result is this
-  // dispatcher with the composed dispatch.
+  // undici's compose(): each interceptor wraps the dispatch before it, so that the last is
+  // called first; none (null) is skipped. As undici's compose() does, the handler each
+  // interceptor is given has the newer handler API (see lib/legacy-handler.js). The result is
+  // this dispatcher with the composed dispatch.
   compose(...interceptors) {
     const list = interceptors.length === 1 && Array.isArray(interceptors[0]) ? interceptors[0] : interceptors;
     let dispatch = this.dispatch.bind(this);
-    for (let i = list.length - 1; i >= 0; i--) {
-      const interceptor = list[i];
+    for (const interceptor of list) {
+      if (interceptor === null || interceptor === undefined) continue;
       if (typeof interceptor !== 'function') {
         throw errors.invalidArgType('interceptor', 'of type function', interceptor);
       }
-      dispatch = interceptor(dispatch);
-      if (typeof dispatch !== 'function' || dispatch.length !== 2) {
+      const intercepted = interceptor(dispatch);
+      if (typeof intercepted !== 'function') {
         throw errors.invalidArgValue('interceptor', interceptor, 'must return a function (opts, handler)');
       }
+      dispatch = (opts, handler) => intercepted(opts, LegacyHandler.wrap(handler));
     }
     return new Proxy(this, {
       get(target, key) {
