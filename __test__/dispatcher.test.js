@@ -458,13 +458,21 @@ test('close() lets requests in flight finish and refuses new ones; destroy() fai
   let closed = false;
   const closing = d.close().then(() => { closed = true; });
   assert.strictEqual(d.closed, true);
+  // A second close() settles with the first, not before.
+  let closedAgain = false;
+  const closingAgain = d.close().then(() => { closedAgain = true; });
   const refused = await fetch(`${server.url}/b`, { dispatcher: d }).then(() => null, (e) => e);
   assert.strictEqual(refused.cause.code, 'UND_ERR_CLOSED');
   assert.strictEqual(closed, false);
+  assert.strictEqual(closedAgain, false);
   waiting.shift().end('done');
   assert.strictEqual(await (await inFlight).text(), 'done');
   await closing;
+  await closingAgain;
   assert.strictEqual(closed, true);
+  // Closed, it closes and is destroyed again at once.
+  await d.close();
+  await d.destroy();
 
   const d2 = new Dispatcher();
   const failing = fetch(`${server.url}/c`, { dispatcher: d2 });
@@ -473,6 +481,8 @@ test('close() lets requests in flight finish and refuses new ones; destroy() fai
   const err = await failing.then(() => null, (e) => e);
   assert.strictEqual(err.cause.code, 'UND_ERR_DESTROYED');
   assert.strictEqual(d2.destroyed, true);
+  await d2.destroy();
+  await d2.close();
   for (const res of waiting) res.end();
 });
 
