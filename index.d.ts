@@ -535,6 +535,35 @@ declare namespace Agent {
     /** Each request's headers and body timeouts (ms) unless it gives its own, as undici's `Agent` takes them. Default: 300000. */
     headersTimeout?: number | undefined;
     bodyTimeout?: number | undefined;
+    // undici Agent's options, meaning here what they mean there (see the README).
+    /** undici's: `maxSockets` (`null` or `0`: no limit). */
+    connections?: number | null | undefined;
+    /** undici's: how long a connection may stay idle, `freeSocketTimeout`. */
+    keepAliveTimeout?: Duration | undefined;
+    /** undici's: `agentKeepAliveTimeoutBuffer`. */
+    keepAliveTimeoutThreshold?: number | undefined;
+    /** undici's: `socketActiveTTL`. */
+    clientTtl?: number | null | undefined;
+    /** undici's: the largest response head (bytes); a longer one fails with `HPE_HEADER_OVERFLOW`. */
+    maxHeaderSize?: number | undefined;
+    /** undici's: TLS and socket options of the agents (`keepAliveInitialDelay` is `keepAliveMsecs`);
+     * `keepAlive` and `timeout` change nothing. A connector function is refused. */
+    connect?: DispatcherConnectOptions | undefined;
+    /** undici's tuning, taken and changing nothing here (see the README). */
+    pipelining?: number | undefined;
+    keepAliveMaxTimeout?: number | undefined;
+    maxRequestsPerClient?: number | undefined;
+    maxConcurrentStreams?: number | undefined;
+    strictContentLength?: boolean | undefined;
+    /** undici's; only `-1` (no limit) is taken. */
+    maxResponseSize?: -1 | null | undefined;
+  }
+
+  /** undici's `connect` options as a `Dispatcher` takes them. */
+  interface DispatcherConnectOptions extends Omit<HttpsAgentOptions, 'keepAlive' | 'timeout'> {
+    keepAliveInitialDelay?: number | undefined;
+    keepAlive?: boolean | null | undefined;
+    timeout?: number | null | undefined;
   }
 
   /** A FormData of any copy of undici's (the global one, or the undici package's): its entries

@@ -89,6 +89,56 @@ test('HTTPS through the dispatcher checks the server against the CA it was given
   assert.strictEqual(err.cause.code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
 });
 
+test("undici Agent's options mean what they mean there: connections, connect's TLS, keepAliveTimeout, maxHeaderSize", async (t) => {
+  // connect's TLS options: the CA verifies the server for real; with rejectUnauthorized: false,
+  // a server no CA vouches for is taken, as undici takes it.
+  const secure = https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => res.end('secure'));
+  await listen(t, secure);
+  const secureUrl = `https://localhost:${secure.address().port}/`;
+  assert.strictEqual(await (await fetch(secureUrl, { dispatcher: dispatcher(t, { connect: { ca: CA } }) })).text(), 'secure');
+  const lax = dispatcher(t, { connect: { rejectUnauthorized: false } });
+  assert.strictEqual(await (await fetch(secureUrl, { dispatcher: lax })).text(), 'secure');
+  // connections: at most that many connections to an origin, as maxSockets.
+  const sockets = new Set();
+  const server = await httpServer(t, (req, res) => {
+    sockets.add(req.socket);
+    res.end('ok');
+  });
+  const warnings = [];
+  const onWarning = (w) => warnings.push(w.name);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+  const limited = dispatcher(t, { connections: 2, keepAliveTimeout: 1234 });
+  const bodies = await Promise.all(Array.from({ length: 8 }, () => fetch(`${server.url}/`, { dispatcher: limited }).then((r) => r.text())));
+  assert.deepStrictEqual(bodies, Array(8).fill('ok'));
+  assert.ok(sockets.size <= 2, `${sockets.size} connections`);
+  assert.strictEqual(limited.http.maxSockets, 2);
+  // keepAliveTimeout is undici's idle time, the agents' freeSocketTimeout: no deprecation.
+  assert.strictEqual(limited.http.options.freeSocketTimeout, 1234);
+  await new Promise(setImmediate);
+  assert.deepStrictEqual(warnings, []);
+  assert.strictEqual(dispatcher(t, { connections: null }).http.maxSockets, Infinity);
+  // maxHeaderSize: a longer response head fails, as undici fails it.
+  const big = await httpServer(t, (req, res) => {
+    res.setHeader('x-big', 'a'.repeat(2000));
+    res.end();
+  });
+  const small = dispatcher(t, { maxHeaderSize: 1024 });
+  const overflow = await fetch(`${big.url}/`, { dispatcher: small }).then(() => null, (e) => e);
+  assert.strictEqual(overflow.cause.code, 'HPE_HEADER_OVERFLOW');
+  assert.strictEqual((await fetch(`${big.url}/`, { dispatcher: dispatcher(t) })).status, 200);
+  // Two names for one option must agree; what the agents cannot do is refused at once.
+  assert.throws(() => new Dispatcher({ maxSockets: 5, connections: 10 }), { code: 'ERR_INVALID_ARG_VALUE' });
+  assert.throws(() => new Dispatcher({ connections: -1 }), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => new Dispatcher({ connect: () => {} }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
+  assert.throws(() => new Dispatcher({ factory: () => {} }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
+  assert.throws(() => new Dispatcher({ maxResponseSize: 10 }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
+  assert.throws(() => new Dispatcher({ maxRedirections: 3 }), { code: 'ERR_INVALID_ARG_VALUE' });
+  assert.throws(() => new Dispatcher({ pipelining: 'x' }), { code: 'ERR_INVALID_ARG_TYPE' });
+  // Tuning of undici's own is taken.
+  dispatcher(t, { pipelining: 10, keepAliveMaxTimeout: 600e3, maxResponseSize: -1, connect: { timeout: 10e3, keepAlive: true } });
+});
+
 test('faults reach fetch as "fetch failed" with our Node-style error as cause', async (t) => {
   const d = dispatcher(t);
   // Refused: a port nothing listens on any more.

@@ -15,6 +15,7 @@ const { watchAbort, followSignal } = require('./signal');
 const { LegacyHandler } = require('./legacy-handler');
 const { Running, Tracked, Exchange, isUpgrade, requestOptions } = require('./exchange');
 const { readDispatchOptions } = require('./dispatch-options');
+const { fromUndici } = require('./undici-options');
 const { numberOption } = require('./options');
 
 // Where Node's built-in fetch (undici 6 and 7) reads the global dispatcher, and where undici's
@@ -32,6 +33,7 @@ const kIdle = Symbol('hyperagent.idle');
 const kRoutes = Symbol('hyperagent.routes');
 const kTimeouts = Symbol('hyperagent.timeouts');
 const kWatching = Symbol('hyperagent.watching');
+const kMaxHeaderSize = Symbol('hyperagent.maxHeaderSize');
 
 // undici's connection events, and the kinds Rust tells them by.
 const CONNECTION_EVENTS = ['connect', 'disconnect', 'connectionError'];
@@ -58,7 +60,9 @@ class Dispatcher extends EventEmitter {
     if (options === null || typeof options !== 'object') {
       throw errors.invalidArgType('options', 'of type object', options);
     }
-    const { http, https, headersTimeout, bodyTimeout, ...agentOptions } = options;
+    const { http, https, headersTimeout, bodyTimeout, ...rest } = options;
+    // undici Agent's options among them become the agents' (see lib/undici-options.js).
+    const { agentOptions, maxHeaderSize } = fromUndici(rest);
     if (http !== undefined && !(http instanceof Agent)) {
       throw errors.invalidArgType('options.http', 'an instance of Agent', http);
     }
@@ -70,6 +74,8 @@ class Dispatcher extends EventEmitter {
     this[kHttp] = http ?? null;
     this[kHttps] = https ?? null;
     this[kOptions] = { keepAlive: true, ...agentOptions };
+    // undici's maxHeaderSize: the largest response head its own agents take.
+    this[kMaxHeaderSize] = maxHeaderSize;
     // undici Agent's options: each request's timeouts unless it gives its own.
     if (headersTimeout !== undefined) numberOption(headersTimeout, 'options.headersTimeout', 0, '>= 0');
     if (bodyTimeout !== undefined) numberOption(bodyTimeout, 'options.bodyTimeout', 0, '>= 0');
@@ -137,6 +143,7 @@ class Dispatcher extends EventEmitter {
 
   _own(agent) {
     this[kOwned].push(agent);
+    if (this[kMaxHeaderSize] !== undefined) agent._setMaxHeaderSize(this[kMaxHeaderSize]);
     return agent;
   }
 
