@@ -335,6 +335,72 @@ test("undici's interceptors compose in undici's order, each given the newer hand
   assert.throws(() => d.compose(() => 1), { code: 'ERR_INVALID_ARG_VALUE' });
 });
 
+test("a composed dispatcher's request(), stream() and pipeline() go through its interceptors", async (t) => {
+  const big = crypto.randomBytes(1 << 20);
+  let flaky = 0;
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/flaky' && flaky++ === 0) {
+      res.statusCode = 503;
+      return res.end();
+    }
+    if (req.url === '/big') return res.end(big);
+    return echo(req, res);
+  });
+  const calls = [];
+  const d = dispatcher(t).compose(recording('inner', calls), undici.interceptors.retry({ maxRetries: 2, minTimeout: 1, statusCodes: [503] }));
+  const origin = server.url;
+  // request(): retried by the interceptor, each attempt through the inner one.
+  const res = await d.request({ origin, path: '/flaky', method: 'GET', opaque: 'mine' });
+  assert.deepStrictEqual([res.statusCode, res.opaque], [200, 'mine']);
+  assert.strictEqual((await res.body.json()).url, '/flaky');
+  assert.deepStrictEqual(res.headers['set-cookie'], ['a=1', 'b=2']);
+  assert.deepStrictEqual(calls, ['inner newer', 'inner newer']);
+  // A body read slowly, a turn per chunk, comes whole; its callback form answers too.
+  const slow = await d.request({ origin, path: '/big', method: 'GET' });
+  const chunks = [];
+  for await (const chunk of slow.body) {
+    chunks.push(chunk);
+    await new Promise(setImmediate);
+  }
+  assert.strictEqual(sha256(Buffer.concat(chunks)), sha256(big));
+  const viaCallback = await new Promise((resolve, reject) => d.request({ origin, path: '/cb', method: 'POST', body: 'xyz' },
+    (err, data) => (err ? reject(err) : resolve(data.body.json()))));
+  assert.deepStrictEqual([viaCallback.method, viaCallback.bytes], ['POST', 3]);
+  // stream() and pipeline() are request()'s.
+  const streamed = [];
+  await d.stream({ origin, path: '/big', method: 'GET' }, () => new Writable({ write(chunk, _, cb) { streamed.push(chunk); cb(); } }));
+  assert.strictEqual(sha256(Buffer.concat(streamed)), sha256(big));
+  const piped = [];
+  await pipeline(
+    Readable.from(['abc', 'def']),
+    d.pipeline({ origin, path: '/pipe', method: 'PUT' }, ({ body }) => body),
+    new Writable({ write(chunk, _, cb) { piped.push(chunk); cb(); } }),
+  );
+  assert.strictEqual(JSON.parse(Buffer.concat(piped)).bytes, 6);
+  assert.strictEqual(calls.length, 6);
+  // Aborted by its signal mid-body, and destroyed by its reader: each ends, and the pool
+  // carries the next request.
+  const controller = new AbortController();
+  const aborted = await d.request({ origin, path: '/big', method: 'GET', signal: controller.signal });
+  controller.abort();
+  await assert.rejects(aborted.body.text(), { name: 'AbortError' });
+  const destroyed = await d.request({ origin, path: '/big', method: 'GET' });
+  destroyed.body.destroy();
+  await once(destroyed.body, 'close');
+  assert.strictEqual((await (await d.request({ origin, path: '/after', method: 'GET' })).body.json()).url, '/after');
+  await assert.rejects(d.request({ origin, path: '/', method: 'GET', highWaterMark: -1 }), { code: 'ERR_OUT_OF_RANGE' });
+});
+
+test("a composed dispatcher's request() body left unread stops the server", async (t) => {
+  const chunk = Buffer.alloc(64 * 1024, 1);
+  const server = await streamingServer(t, chunk, 1024);
+  const d = dispatcher(t).compose((dispatch) => (opts, handler) => dispatch(opts, handler));
+  const res = await d.request({ origin: server.url, path: '/', method: 'GET' });
+  const outcome = await server.outcome();
+  assert.ok(outcome.stalled < chunk.length * 1024, `the server wrote everything: ${JSON.stringify(outcome)}`);
+  res.body.destroy();
+});
+
 // One request of a handler of the older API through `dispatch`, whose onData asks for a pause
 // every other chunk and resumes a turn later: what it saw.
 function olderHandlerRound(dispatch, url) {

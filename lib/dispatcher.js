@@ -13,6 +13,7 @@ const { request } = require('./request');
 const { headerObject } = require('./headers');
 const { watchAbort, followSignal } = require('./signal');
 const { LegacyHandler } = require('./legacy-handler');
+const { ResponseHandler } = require('./handler-response');
 const { Running, Tracked, Exchange, isUpgrade, requestOptions } = require('./exchange');
 const { readDispatchOptions } = require('./dispatch-options');
 const { fromUndici } = require('./undici-options');
@@ -176,13 +177,15 @@ class Dispatcher extends EventEmitter {
   }
 
   // undici's dispatcher.request(opts[, callback]): the response (statusCode, headers, trailers,
-  // opaque, body), straight from agent.request() with no handler between.
+  // opaque, body), straight from agent.request() with no handler between; through dispatch()
+  // when that is not this class's own (a composed dispatcher, whose interceptors must see it).
   request(opts, callback) {
     if (callback !== undefined) {
       if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
       this.request(opts).then((data) => callback(null, data), (err) => callback(err, { opaque: opts?.opaque }));
       return undefined;
     }
+    if (this.dispatch !== Dispatcher.prototype.dispatch) return this._requestDispatched(opts);
     let tracked = null;
     try {
       if (this[kState] === DESTROYED) throw errors.undiciError('DESTROYED');
@@ -209,6 +212,36 @@ class Dispatcher extends EventEmitter {
       return promise;
     } catch (err) {
       if (tracked !== null) tracked.over();
+      return Promise.reject(err);
+    }
+  }
+
+  // request() through this.dispatch (see lib/handler-response.js).
+  _requestDispatched(opts) {
+    try {
+      if (opts === null || typeof opts !== 'object') throw errors.invalidArgType('opts', 'of type object', opts);
+      const { onInfo, highWaterMark } = opts;
+      if (onInfo !== undefined && onInfo !== null && typeof onInfo !== 'function') {
+        throw errors.invalidArgType('opts.onInfo', 'of type function', onInfo);
+      }
+      if (highWaterMark !== undefined && highWaterMark !== null) {
+        numberOption(highWaterMark, 'opts.highWaterMark', 0, 'an integer >= 0', true);
+      }
+      const followed = followSignal(opts.signal);
+      const signal = followed.signal;
+      if (signal !== undefined && (signal === null || typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
+        throw errors.invalidArgType('opts.signal', 'an instance of AbortSignal', signal);
+      }
+      const extras = { opaque: opts.opaque, raw: opts.responseHeaders === 'raw', highWaterMark: highWaterMark ?? undefined, onInfo };
+      return new Promise((resolve, reject) => {
+        const handler = new ResponseHandler(extras, signal, followed.unfollow, resolve, reject);
+        try {
+          this.dispatch(opts, handler);
+        } catch (err) {
+          handler.onResponseError(null, err);
+        }
+      });
+    } catch (err) {
       return Promise.reject(err);
     }
   }

@@ -174,17 +174,9 @@ class PendingRequest {
     else this.pull();
   }
 
-  // The body's bytes went to text()/json()/...: the stream ends as if it had been read ('end',
-  // then 'close'), so that code waiting on it (stream.finished, a later loop) sees it end.
+  // The body's bytes go to text()/json()/... (see ResponseBody._finishSink).
   finishSink() {
-    const body = this.response.body;
-    const sink = body._sink;
-    // Settled: the stream's destroy at its end has no consumer left to fail (and makes no
-    // error for it).
-    body._sink = null;
-    sink.resolve(sink.chunks.length === 1 ? sink.chunks[0] : Buffer.concat(sink.chunks));
-    body.push(null);
-    body.read();
+    this.response.body._finishSink();
   }
 
   onEnd(trailers) {
@@ -247,14 +239,7 @@ class PendingRequest {
     // sending, which the abort stops). A connection's error at that point is not the
     // response's: Done follows, and the body ends.
     else if (!this.answered && (!this.ended || this.aborted)) {
-      const sink = this.response.body._sink;
-      // The body's consumer holds a promise: it hears of the error there, not as 'error'.
-      if (sink !== null) {
-        sink.reject(err);
-        this.response.body.destroy();
-      } else {
-        this.response.body.destroy(err);
-      }
+      this.response.body._fail(err);
     }
   }
 

@@ -90,6 +90,29 @@ class ResponseBody extends Readable {
     else cb();
   }
 
+  // text()/json()/... have all the bytes: they are given them, and the stream ends as if it had
+  // been read ('end', then 'close'), so that code waiting on it (stream.finished, a later loop)
+  // sees it end. Settled, the stream's destroy at its end has no consumer left to fail.
+  _finishSink() {
+    const sink = this._sink;
+    this._sink = null;
+    sink.resolve(sink.chunks.length === 1 ? sink.chunks[0] : Buffer.concat(sink.chunks));
+    this.push(null);
+    this.read();
+  }
+
+  // The response failed before its end: text()/json()/... hear of it through their promise,
+  // not as 'error'; a stream being read fails with it.
+  _fail(err) {
+    const sink = this._sink;
+    if (sink !== null) {
+      sink.reject(err);
+      this.destroy();
+    } else {
+      this.destroy(err);
+    }
+  }
+
   // The whole body as one Buffer.
   _consume() {
     if (this._used) return Promise.reject(new TypeError('Body is unusable: it has already been read'));

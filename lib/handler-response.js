@@ -1,0 +1,138 @@
+'use strict';
+
+// undici's dispatcher.request() over a dispatch(): what a composed Dispatcher's request() (and
+// so its stream() and pipeline()) uses, so that its interceptors see the request, as undici's
+// request() goes through dispatch(). The handler (newer API) makes agent.request()'s response
+// and body: a ResponseBody whose back-pressure is the controller's pause() and resume().
+
+const errors = require('./errors');
+const { ResponseBody, Response, withExtras } = require('./response');
+const { watchAbort, abortError } = require('./signal');
+
+class ResponseHandler {
+  // `extras`: { opaque, raw, highWaterMark, onInfo } of the request's options; `signal`: an
+  // AbortSignal or undefined; `over()` is called once, when the request is over.
+  constructor(extras, signal, over, resolve, reject) {
+    this.extras = extras;
+    this.signal = signal;
+    this.over = over;
+    this.resolve = resolve;
+    this.reject = reject;
+    this.controller = null;
+    this.response = null;
+    this.paused = false;
+    this.ended = false;
+    this.finished = false;
+    this.unwatch = null;
+  }
+
+  onRequestStart(controller) {
+    this.controller = controller;
+    const signal = this.signal;
+    if (signal === undefined) return;
+    if (signal.aborted) controller.abort(abortError(signal));
+    else if (this.unwatch === null) this.unwatch = watchAbort(signal, () => this.controller.abort(abortError(signal)));
+  }
+
+  onResponseStart(controller, statusCode, headers, statusMessage) {
+    if (this.finished) return;
+    this.controller = controller;
+    // An informational (1xx) response: to onInfo, as undici's request() hands it.
+    if (statusCode < 200) {
+      const onInfo = this.extras.onInfo;
+      if (typeof onInfo === 'function') onInfo({ statusCode, headers });
+      return;
+    }
+    if (this.response !== null) return;
+    const body = new ResponseBody(this, this.extras.highWaterMark);
+    this.response = new Response(statusCode, statusMessage ?? '', lines(headers), body);
+    withExtras(this.response, this.extras);
+    this.resolve(this.response);
+  }
+
+  onResponseData(controller, chunk) {
+    const body = this.response?.body;
+    if (this.finished || body === undefined || body.destroyed) return;
+    if (body._sink !== null) body._sink.chunks.push(chunk);
+    else if (!body.push(chunk)) this.pause();
+  }
+
+  onResponseEnd(controller, trailers) {
+    if (this.finished) return;
+    this.ended = true;
+    this.end();
+    const response = this.response;
+    if (response === null) {
+      this.reject(errors.undiciError('SOCKET', 'the response ended before its head'));
+      return;
+    }
+    if (trailers) Object.assign(response.trailers, trailers);
+    if (response.body._sink !== null) this.finishSink();
+    else response.body.push(null);
+  }
+
+  onResponseError(controller, err) {
+    if (this.finished) return;
+    this.end();
+    const response = this.response;
+    if (response === null) {
+      this.reject(err);
+      return;
+    }
+    response.body._fail(err);
+  }
+
+  // The request is over, once.
+  end() {
+    this.finished = true;
+    if (this.unwatch !== null) this.unwatch();
+    this.unwatch = null;
+    const over = this.over;
+    this.over = null;
+    if (over !== null) over();
+  }
+
+  pause() {
+    if (this.paused) return;
+    this.paused = true;
+    this.controller.pause();
+  }
+
+  // ResponseBody's side: it wants more.
+  pull() {
+    if (!this.paused || this.finished) return;
+    this.paused = false;
+    this.controller.resume();
+  }
+
+  // text()/json()/... took the body over: finish now if it is all here, or have the rest.
+  sinkAttached() {
+    if (this.ended) this.finishSink();
+    else this.pull();
+  }
+
+  finishSink() {
+    this.response.body._finishSink();
+  }
+
+  // The body's consumer destroyed it before its end: the request stops.
+  bodyDestroyed() {
+    if (this.finished) return;
+    this.end();
+    this.controller.abort(errors.undiciError('ABORTED'));
+  }
+}
+
+// A header object as Response takes its head: `name\nvalue\n...`, a line for each value.
+function lines(headers) {
+  const out = [];
+  for (const name of Object.keys(headers ?? {})) {
+    const value = headers[name];
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const v of value) out.push(name, String(v));
+    else out.push(name, String(value));
+  }
+  return out.join('\n');
+}
+
+module.exports = { ResponseHandler };
