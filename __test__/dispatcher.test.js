@@ -8,7 +8,9 @@ const test = require('node:test');
 const assert = require('node:assert');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
+const http = require('node:http');
 const https = require('node:https');
+const os = require('node:os');
 const path = require('node:path');
 const { once } = require('node:events');
 const { Readable, Writable } = require('node:stream');
@@ -89,7 +91,7 @@ test('HTTPS through the dispatcher checks the server against the CA it was given
   assert.strictEqual(err.cause.code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
 });
 
-test("undici Agent's options mean what they mean there: connections, connect's TLS, keepAliveTimeout, maxHeaderSize", async (t) => {
+test("undici Agent's options mean what they mean there: connections, connect's TLS and socketPath, keepAliveTimeout, maxHeaderSize", async (t) => {
   // connect's TLS options: the CA verifies the server for real; with rejectUnauthorized: false,
   // a server no CA vouches for is taken, as undici takes it.
   const secure = https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => res.end('secure'));
@@ -127,6 +129,19 @@ test("undici Agent's options mean what they mean there: connections, connect's T
   const overflow = await fetch(`${big.url}/`, { dispatcher: small }).then(() => null, (e) => e);
   assert.strictEqual(overflow.cause.code, 'HPE_HEADER_OVERFLOW');
   assert.strictEqual((await fetch(`${big.url}/`, { dispatcher: dispatcher(t) })).status, 200);
+  // connect.socketPath: the requests go over that Unix socket (a named pipe on Windows).
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hyperagent-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const socketPath = process.platform === 'win32' ? `\\\\.\\pipe\\${path.basename(dir)}` : path.join(dir, 'server.sock');
+  const local = http.createServer((req, res) => res.end(`unix ${req.url}`));
+  local.listen(socketPath);
+  await once(local, 'listening');
+  t.after(() => {
+    local.closeAllConnections();
+    local.close();
+  });
+  const viaSocket = dispatcher(t, { connect: { socketPath } });
+  assert.strictEqual(await (await fetch('http://localhost/path', { dispatcher: viaSocket })).text(), 'unix /path');
   // Two names for one option must agree; what the agents cannot do is refused at once.
   assert.throws(() => new Dispatcher({ maxSockets: 5, connections: 10 }), { code: 'ERR_INVALID_ARG_VALUE' });
   assert.throws(() => new Dispatcher({ connections: -1 }), { code: 'ERR_OUT_OF_RANGE' });
