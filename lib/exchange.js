@@ -8,7 +8,7 @@
 const errors = require('./errors');
 const { request } = require('./request');
 const { openUpgrade } = require('./upgrade');
-const { headerObject } = require('./headers');
+const { headerObject, headerLines, headerBytes } = require('./headers');
 
 // The exchanges in flight, linked through the exchanges themselves. Not a Set: exchanges enter
 // and leave it at the request rate, and a Set's storage, in the old generation, kept those that
@@ -168,7 +168,7 @@ class Exchange {
         this.dispatcher._ended(this);
         try {
           if (this.controlled) this.handler.onRequestUpgrade(this.controller, statusCode, headerObject(rawHeaders), socket);
-          else this.handler.onUpgrade(statusCode, bytesOf(rawHeaders), socket);
+          else this.handler.onUpgrade(statusCode, headerBytes(rawHeaders), socket);
         } catch (err) {
           socket.destroy(err);
           this.report(err);
@@ -214,7 +214,7 @@ class Exchange {
     if (this.controlled) {
       this.call('onResponseStart', this.controller, statusCode, headers, '');
     } else {
-      this.call('onHeaders', statusCode, bytesOf(flatten(headers)), this.resumer, '');
+      this.call('onHeaders', statusCode, headerBytes(headerLines(headers)), this.resumer, '');
     }
   }
 
@@ -246,7 +246,7 @@ class Exchange {
     // handler throws from onResponseEnd to have the request sent again).
     try {
       if (this.controlled) this.handler.onResponseEnd?.(this.controller, trailers);
-      else this.handler.onComplete?.(bytesOf(flatten(trailers)));
+      else this.handler.onComplete?.(headerBytes(headerLines(trailers)));
     } catch (err) {
       this.report(err);
     }
@@ -334,26 +334,8 @@ class Controller {
 
   get rawTrailers() {
     const res = this.exchange.response;
-    return res === null || !this.exchange.finished ? null : bytesOf(flatten(res.trailers));
+    return res === null || !this.exchange.finished ? null : headerBytes(headerLines(res.trailers));
   }
-}
-
-// Header lines as the old API gives them: a flat array of Buffers (latin1, as on the wire).
-function bytesOf(raw) {
-  const out = new Array(raw.length);
-  for (let i = 0; i < raw.length; i++) out[i] = Buffer.from(raw[i], 'latin1');
-  return out;
-}
-
-// A header object as flat name/value lines (an array value gives one line each).
-function flatten(headers) {
-  const out = [];
-  for (const name of Object.keys(headers)) {
-    const value = headers[name];
-    if (Array.isArray(value)) for (const v of value) out.push(name, v);
-    else out.push(name, value);
-  }
-  return out;
 }
 
 module.exports = { Running, Tracked, Exchange, isUpgrade, requestOptions };

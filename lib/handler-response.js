@@ -8,6 +8,7 @@
 const errors = require('./errors');
 const { ResponseBody, Response, withExtras } = require('./response');
 const { watchAbort, abortError } = require('./signal');
+const { headerLines } = require('./headers');
 
 class ResponseHandler {
   // `extras`: { opaque, raw, highWaterMark, onInfo } of the request's options; `signal`: an
@@ -45,7 +46,7 @@ class ResponseHandler {
     }
     if (this.response !== null) return;
     const body = new ResponseBody(this, this.extras.highWaterMark);
-    this.response = new Response(statusCode, statusMessage ?? '', lines(headers), body);
+    this.response = new Response(statusCode, statusMessage ?? '', headerLines(headers).join('\n'), body);
     withExtras(this.response, this.extras);
     this.resolve(this.response);
   }
@@ -121,18 +122,6 @@ class ResponseHandler {
     this.end();
     this.controller.abort(errors.undiciError('ABORTED'));
   }
-}
-
-// A header object as Response takes its head: `name\nvalue\n...`, a line for each value.
-function lines(headers) {
-  const out = [];
-  for (const name of Object.keys(headers ?? {})) {
-    const value = headers[name];
-    if (value === undefined) continue;
-    if (Array.isArray(value)) for (const v of value) out.push(name, String(v));
-    else out.push(name, String(value));
-  }
-  return out.join('\n');
 }
 
 module.exports = { ResponseHandler };

@@ -183,4 +183,26 @@ function headerObject(raw) {
   return out;
 }
 
-module.exports = { TOKEN, invalidToken, headerList, headerObject, trailerLines };
+// A header object (headerObject's, or an undici handler's) as flat name/value lines: an array
+// value gives a line for each of its values; an undefined value, none.
+function headerLines(headers) {
+  const out = [];
+  if (headers === null || headers === undefined) return out;
+  for (const name of Object.keys(headers)) {
+    const value = headers[name];
+    if (value === undefined) continue;
+    if (Array.isArray(value)) for (const v of value) out.push(name, String(v));
+    else out.push(name, String(value));
+  }
+  return out;
+}
+
+// Header lines as undici's older handler API takes them: a flat array of Buffers (latin1, as
+// on the wire).
+function headerBytes(lines) {
+  const out = new Array(lines.length);
+  for (let i = 0; i < lines.length; i++) out[i] = Buffer.from(lines[i], 'latin1');
+  return out;
+}
+
+module.exports = { TOKEN, invalidToken, headerList, headerObject, trailerLines, headerLines, headerBytes };

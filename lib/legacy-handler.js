@@ -7,6 +7,8 @@
 // older one. Each call goes to the older callback that means the same; the older ones stay
 // callable as they were.
 
+const { headerLines, headerBytes } = require('./headers');
+
 class LegacyHandler {
   // `handler` as an interceptor may take it: itself when it has the newer API.
   static wrap(handler) {
@@ -57,12 +59,12 @@ class LegacyHandler {
   }
 
   onRequestUpgrade(controller, statusCode, headers, socket) {
-    this.handler.onUpgrade?.(statusCode, headerLines(headers), socket);
+    this.handler.onUpgrade?.(statusCode, headerBytes(headerLines(headers)), socket);
   }
 
   onResponseStart(controller, statusCode, headers, statusMessage) {
     this.handler.onResponseStarted?.();
-    const more = this.handler.onHeaders?.(statusCode, headerLines(headers), () => controller.resume(), statusMessage);
+    const more = this.handler.onHeaders?.(statusCode, headerBytes(headerLines(headers)), () => controller.resume(), statusMessage);
     if (more === false) controller.pause();
   }
 
@@ -71,30 +73,12 @@ class LegacyHandler {
   }
 
   onResponseEnd(controller, trailers) {
-    this.handler.onComplete?.(headerLines(trailers));
+    this.handler.onComplete?.(headerBytes(headerLines(trailers)));
   }
 
   onResponseError(controller, err) {
     this.onError(err);
   }
-}
-
-// A header object (a value may be an array) as the older API's flat list of Buffers, latin1 as
-// on the wire: a line for each value.
-function headerLines(headers) {
-  const out = [];
-  if (headers === null || headers === undefined) return out;
-  for (const name of Object.keys(headers)) {
-    const value = headers[name];
-    if (value === undefined) continue;
-    const key = Buffer.from(name, 'latin1');
-    if (Array.isArray(value)) {
-      for (const v of value) out.push(key, Buffer.from(String(v), 'latin1'));
-    } else {
-      out.push(key, Buffer.from(String(value), 'latin1'));
-    }
-  }
-  return out;
 }
 
 module.exports = { LegacyHandler };
