@@ -555,8 +555,9 @@ declare namespace Agent {
     maxRequestsPerClient?: number | undefined;
     maxConcurrentStreams?: number | undefined;
     strictContentLength?: boolean | undefined;
-    /** undici's; only `-1` (no limit) is taken. */
-    maxResponseSize?: -1 | null | undefined;
+    /** undici's: the most body bytes a response may have; a longer one fails with undici's
+     * `UND_ERR_RES_EXCEEDED_MAX_SIZE`. Default: `-1` (no limit). */
+    maxResponseSize?: number | null | undefined;
   }
 
   /** undici's `connect` options as a `Dispatcher` takes them. */

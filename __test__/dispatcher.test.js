@@ -147,11 +147,42 @@ test("undici Agent's options mean what they mean there: connections, connect's T
   assert.throws(() => new Dispatcher({ connections: -1 }), { code: 'ERR_OUT_OF_RANGE' });
   assert.throws(() => new Dispatcher({ connect: () => {} }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
   assert.throws(() => new Dispatcher({ factory: () => {} }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
-  assert.throws(() => new Dispatcher({ maxResponseSize: 10 }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
+  assert.throws(() => new Dispatcher({ maxResponseSize: -2 }), { code: 'ERR_OUT_OF_RANGE' });
   assert.throws(() => new Dispatcher({ maxRedirections: 3 }), { code: 'ERR_INVALID_ARG_VALUE' });
   assert.throws(() => new Dispatcher({ pipelining: 'x' }), { code: 'ERR_INVALID_ARG_TYPE' });
   // Tuning of undici's own is taken.
   dispatcher(t, { pipelining: 10, keepAliveMaxTimeout: 600e3, maxResponseSize: -1, connect: { timeout: 10e3, keepAlive: true } });
+});
+
+test("undici's maxResponseSize fails a longer response, by its length or as it comes, and frees its connection", async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    const size = Number(req.url.split('/')[2]);
+    if (req.url.startsWith('/length/')) {
+      res.setHeader('content-length', size);
+      return res.end(req.method === 'HEAD' ? undefined : Buffer.alloc(size, 1));
+    }
+    // No length: chunked, over two writes.
+    res.write(Buffer.alloc(size / 2, 1));
+    return setImmediate(() => res.end(Buffer.alloc(size / 2, 1)));
+  });
+  const d = dispatcher(t, { maxResponseSize: 1000 });
+  const tooLong = { code: 'UND_ERR_RES_EXCEEDED_MAX_SIZE', name: 'ResponseExceededMaxSizeError' };
+  // By its length: before the head is handed on.
+  const byLength = await fetch(`${server.url}/length/2000`, { dispatcher: d }).then(() => null, (e) => e);
+  assert.strictEqual(byLength.message, 'fetch failed');
+  assert.deepStrictEqual([byLength.cause.code, byLength.cause.name], [tooLong.code, tooLong.name]);
+  await assert.rejects(d.request({ origin: server.url, path: '/length/1001', method: 'GET' }), tooLong);
+  // As it comes: the body fails, through fetch, undici's request() and the dispatcher's own.
+  const res = await fetch(`${server.url}/chunked/2000`, { dispatcher: d });
+  await assert.rejects(res.arrayBuffer(), (err) => err.cause?.code === tooLong.code || err.code === tooLong.code);
+  const viaUndici = await undici.request(`${server.url}/chunked/2000`, { dispatcher: d });
+  await assert.rejects(viaUndici.body.text(), tooLong);
+  const own = await d.request({ origin: server.url, path: '/chunked/2000', method: 'GET' });
+  await assert.rejects(own.body.text(), tooLong);
+  // Up to the limit, and a HEAD's length, are taken; the pool carries on.
+  assert.strictEqual((await (await fetch(`${server.url}/length/1000`, { dispatcher: d })).arrayBuffer()).byteLength, 1000);
+  assert.strictEqual((await (await fetch(`${server.url}/chunked/1000`, { dispatcher: d })).arrayBuffer()).byteLength, 1000);
+  assert.strictEqual((await fetch(`${server.url}/length/5000`, { dispatcher: d, method: 'HEAD' })).status, 200);
 });
 
 test('faults reach fetch as "fetch failed" with our Node-style error as cause', async (t) => {

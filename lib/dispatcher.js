@@ -63,7 +63,7 @@ class Dispatcher extends EventEmitter {
     }
     const { http, https, headersTimeout, bodyTimeout, ...rest } = options;
     // undici Agent's options among them become the agents' (see lib/undici-options.js).
-    const { agentOptions, maxHeaderSize } = fromUndici(rest);
+    const { agentOptions, maxHeaderSize, maxResponseSize } = fromUndici(rest);
     if (http !== undefined && !(http instanceof Agent)) {
       throw errors.invalidArgType('options.http', 'an instance of Agent', http);
     }
@@ -77,6 +77,9 @@ class Dispatcher extends EventEmitter {
     this[kOptions] = { keepAlive: true, ...agentOptions };
     // undici's maxHeaderSize: the largest response head its own agents take.
     this[kMaxHeaderSize] = maxHeaderSize;
+    // undici's maxResponseSize: the most body bytes a response may have (-1: no limit), which
+    // each request's exchange applies (see Exchange).
+    this._maxResponseSize = maxResponseSize;
     // undici Agent's options: each request's timeouts unless it gives its own.
     if (headersTimeout !== undefined) numberOption(headersTimeout, 'options.headersTimeout', 0, '>= 0');
     if (bodyTimeout !== undefined) numberOption(bodyTimeout, 'options.bodyTimeout', 0, '>= 0');
@@ -178,14 +181,15 @@ class Dispatcher extends EventEmitter {
 
   // undici's dispatcher.request(opts[, callback]): the response (statusCode, headers, trailers,
   // opaque, body), straight from agent.request() with no handler between; through dispatch()
-  // when that is not this class's own (a composed dispatcher, whose interceptors must see it).
+  // when that is not this class's own (a composed dispatcher, whose interceptors must see it),
+  // or when the dispatch's exchange has a response size to apply.
   request(opts, callback) {
     if (callback !== undefined) {
       if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
       this.request(opts).then((data) => callback(null, data), (err) => callback(err, { opaque: opts?.opaque }));
       return undefined;
     }
-    if (this.dispatch !== Dispatcher.prototype.dispatch) return this._requestDispatched(opts);
+    if (this.dispatch !== Dispatcher.prototype.dispatch || this._maxResponseSize >= 0) return this._requestDispatched(opts);
     let tracked = null;
     try {
       if (this[kState] === DESTROYED) throw errors.undiciError('DESTROYED');

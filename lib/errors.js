@@ -156,6 +156,7 @@ const UNDICI_ERRORS = {
   DESTROYED: ['ClientDestroyedError', 'The client is destroyed'],
   ABORTED: ['RequestAbortedError', 'Request aborted'],
   SOCKET: ['SocketError', 'closed'],
+  RES_EXCEEDED_MAX_SIZE: ['ResponseExceededMaxSizeError', 'Response content exceeded max size'],
 };
 
 function undiciError(kind, message = UNDICI_ERRORS[kind][1]) {

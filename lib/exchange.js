@@ -120,6 +120,10 @@ class Exchange {
     this.paused = false;
     this.finished = false;
     this.reason = null;
+    // undici's maxResponseSize (-1: none), and the body bytes counted against it.
+    this.limit = dispatcher._maxResponseSize;
+    this.received = 0;
+    this.headOnly = false;
     this.abort = (reason) => this.abortWith(reason);
     this.resumer = () => this.resume();
     // Its place among the dispatcher's exchanges in flight (see Running).
@@ -137,6 +141,8 @@ class Exchange {
       this.call('onConnect', this.abort);
     }
     if (this.finished) return;
+    // A HEAD response's length is of a body it does not have.
+    this.headOnly = this.limit >= 0 && given.method.toUpperCase() === 'HEAD';
     const options = requestOptions(given, this.dispatcher);
     // Informational (1xx) responses, to a handler of undici's own API that hears of them
     // (its request(), stream() and pipeline() keep the caller's onInfo on the handler).
@@ -195,6 +201,11 @@ class Exchange {
   // The response head; true if the handler wants the body now.
   onHead(response) {
     if (this.finished) return false;
+    // A body longer than maxResponseSize by its length fails before its head is handed on.
+    if (this.limit >= 0 && !this.headOnly && Number(response.headers['content-length']) > this.limit) {
+      this.abortWith(errors.undiciError('RES_EXCEEDED_MAX_SIZE'));
+      return false;
+    }
     this.response = response;
     let more;
     if (this.controlled) {
@@ -220,6 +231,13 @@ class Exchange {
 
   // A chunk of the body; true if the handler wants more now.
   onChunk(chunk) {
+    if (this.limit >= 0) {
+      this.received += chunk.length;
+      if (this.received > this.limit) {
+        this.abortWith(errors.undiciError('RES_EXCEEDED_MAX_SIZE'));
+        return false;
+      }
+    }
     if (this.controlled) this.call('onResponseData', this.controller, chunk);
     else if (this.call('onData', chunk) === false) this.paused = true;
     return !this.finished && !this.paused;

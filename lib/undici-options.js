@@ -29,7 +29,8 @@ const CONNECT_RENAMED = new Map([
 const TUNING = ['pipelining', 'keepAliveMaxTimeout', 'maxRequestsPerClient', 'maxConcurrentStreams'];
 
 // The agents' options of `options` (a Dispatcher's, without its own `http`, `https` and
-// timeouts), with undici's among them made the agents'; and undici's `maxHeaderSize`.
+// timeouts), with undici's among them made the agents'; and undici's `maxHeaderSize` and
+// `maxResponseSize` (-1: none), which are the dispatcher's to apply.
 function fromUndici(options) {
   const out = { ...options };
   const { connect, maxHeaderSize, maxResponseSize, maxRedirections, factory } = options;
@@ -41,8 +42,8 @@ function fromUndici(options) {
   if (factory !== undefined) {
     throw errors.hyperagentError('UNSUPPORTED', "options.factory is not supported: the dispatcher's connections are its agents' own (give it Agent options, or agents as options.http and options.https)");
   }
-  if (maxResponseSize !== undefined && maxResponseSize !== null && maxResponseSize !== -1) {
-    throw errors.hyperagentError('UNSUPPORTED', 'options.maxResponseSize is not supported: a response body is not limited in size');
+  if (maxResponseSize !== undefined && maxResponseSize !== null) {
+    numberOption(maxResponseSize, 'options.maxResponseSize', -1, 'an integer >= -1', true);
   }
   if (maxRedirections !== undefined && maxRedirections !== null && maxRedirections !== 0) {
     throw errors.invalidArgValue('options.maxRedirections', maxRedirections, "is not supported (nor by undici 7's Agent): compose undici's redirect interceptor");
@@ -79,7 +80,7 @@ function fromUndici(options) {
       if (agentName !== null) given(out, agentName, value, `options.connect.${field}`);
     }
   }
-  return { agentOptions: out, maxHeaderSize: maxHeaderSize ?? undefined };
+  return { agentOptions: out, maxHeaderSize: maxHeaderSize ?? undefined, maxResponseSize: maxResponseSize ?? -1 };
 }
 
 // Sets the agents' option `name` to `value` (from undici's option `from`), unless the

@@ -155,8 +155,9 @@ new hyperagent.Agent({ autoSelectFamily: 'yes' });
 // The Dispatcher: fetch and undici over the agents' pools.
 const dispatcher = new hyperagent.Dispatcher({ maxSockets: 10, ca: 'pem', http: agent });
 void new hyperagent.Dispatcher({ connections: 10, keepAliveTimeout: 4e3, maxHeaderSize: 16384, connect: { ca: 'pem', rejectUnauthorized: true, timeout: 10e3 }, pipelining: 1 });
-// @ts-expect-error: only -1 (no limit) is taken.
 void new hyperagent.Dispatcher({ maxResponseSize: 1024 });
+// @ts-expect-error: a number of bytes.
+void new hyperagent.Dispatcher({ maxResponseSize: '1k' });
 const viaAgent: hyperagent.Agent = dispatcher.http;
 const composed: hyperagent.Dispatcher = dispatcher.compose((dispatch) => (opts, handler) => dispatch(opts, handler));
 dispatcher.on('connect', (origin: URL, targets: hyperagent.Dispatcher[]) => void [origin.host, targets.length]);
