@@ -461,6 +461,8 @@ declare namespace Agent {
     /** The agents carrying its requests (made on first use unless given). */
     readonly http: AgentClass;
     readonly https: InstanceType<typeof HttpsAgentClass>;
+    /** undici Agent's `stats`: by origin, the agents' connections and requests to it. */
+    readonly stats: Record<string, DispatcherStats>;
     /** `close()` or `destroy()` was called. */
     readonly closed: boolean;
     readonly destroyed: boolean;
@@ -558,6 +560,21 @@ declare namespace Agent {
     /** undici's: the most body bytes a response may have; a longer one fails with undici's
      * `UND_ERR_RES_EXCEEDED_MAX_SIZE`. Default: `-1` (no limit). */
     maxResponseSize?: number | null | undefined;
+  }
+
+  /** An origin's connections and requests, as undici's `PoolStats` counts them. */
+  interface DispatcherStats {
+    /** Open connections (an HTTP/2 session is one). */
+    connected: number;
+    /** Connections that take a request now: idle ones, and HTTP/2 sessions. */
+    free: number;
+    /** Requests waiting for a connection (`queued` too: none waits on a connection). */
+    pending: number;
+    queued: number;
+    /** Requests on connections. */
+    running: number;
+    /** `pending` and `running`. */
+    size: number;
   }
 
   /** undici's `connect` options as a `Dispatcher` takes them. */

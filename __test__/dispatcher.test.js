@@ -10,6 +10,7 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const http = require('node:http');
 const https = require('node:https');
+const http2 = require('node:http2');
 const os = require('node:os');
 const path = require('node:path');
 const { once } = require('node:events');
@@ -183,6 +184,51 @@ test("undici's maxResponseSize fails a longer response, by its length or as it c
   assert.strictEqual((await (await fetch(`${server.url}/length/1000`, { dispatcher: d })).arrayBuffer()).byteLength, 1000);
   assert.strictEqual((await (await fetch(`${server.url}/chunked/1000`, { dispatcher: d })).arrayBuffer()).byteLength, 1000);
   assert.strictEqual((await fetch(`${server.url}/length/5000`, { dispatcher: d, method: 'HEAD' })).status, 200);
+});
+
+test("stats: by origin, its connections and requests, counted as undici's Agent counts them", async (t) => {
+  const held = [];
+  const server = await httpServer(t, (req, res) => {
+    held.push(res);
+    server.emit('held');
+  });
+  const heldCount = async (n) => {
+    while (held.length < n) await once(server, 'held');
+  };
+  const d = dispatcher(t, { connections: 2 });
+  assert.deepStrictEqual(d.stats, {});
+  const bodies = Array.from({ length: 4 }, () => undici.request(`${server.url}/`, { dispatcher: d }).then((r) => r.body.text()));
+  // Two on the two connections, two waiting for one (undici's Agent counts the same here).
+  await heldCount(2);
+  assert.deepStrictEqual(d.stats, { [server.url]: { connected: 2, free: 0, pending: 2, queued: 2, running: 2, size: 4 } });
+  for (const res of held.splice(0)) res.end('a');
+  await heldCount(2);
+  for (const res of held.splice(0)) res.end('b');
+  assert.deepStrictEqual(await Promise.all(bodies), ['a', 'a', 'b', 'b']);
+  // Done: the connections idle.
+  assert.deepStrictEqual(d.stats, { [server.url]: { connected: 2, free: 2, pending: 0, queued: 0, running: 0, size: 0 } });
+  // HTTP/2: one session, free for more streams, running three.
+  const streams = [];
+  const h2 = http2.createSecureServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => {
+    streams.push(res);
+    h2.emit('held');
+  });
+  const sessions = [];
+  h2.on('session', (session) => sessions.push(session));
+  h2.listen(0, '127.0.0.1');
+  await once(h2, 'listening');
+  t.after(() => {
+    for (const session of sessions) session.destroy();
+    h2.close();
+  });
+  const h2Origin = `https://localhost:${h2.address().port}`;
+  const multiplexed = dispatcher(t, { allowH2: true, ca: CA });
+  const texts = Array.from({ length: 3 }, () => fetch(h2Origin, { dispatcher: multiplexed }).then((r) => r.text()));
+  while (streams.length < 3) await once(h2, 'held');
+  assert.deepStrictEqual(multiplexed.stats, { [h2Origin]: { connected: 1, free: 1, pending: 0, queued: 0, running: 3, size: 3 } });
+  for (const res of streams) res.end('h2');
+  assert.deepStrictEqual(await Promise.all(texts), ['h2', 'h2', 'h2']);
+  assert.deepStrictEqual(multiplexed.stats, { [h2Origin]: { connected: 1, free: 1, pending: 0, queued: 0, running: 0, size: 0 } });
 });
 
 test('faults reach fetch as "fetch failed" with our Node-style error as cause', async (t) => {

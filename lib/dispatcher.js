@@ -151,6 +151,16 @@ class Dispatcher extends EventEmitter {
     return agent;
   }
 
+  // undici Agent's `stats`: by origin, its agents' connections and requests, counted as
+  // undici's PoolStats counts them (see Agent#_originStats).
+  get stats() {
+    const out = {};
+    for (const agent of new Set([this[kHttp], this[kHttps]])) {
+      if (agent !== null) agent._originStats(out);
+    }
+    return out;
+  }
+
   get closed() {
     return this[kState] !== OPEN;
   }

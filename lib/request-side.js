@@ -67,6 +67,28 @@ class RequestSide {
     this[kPool].setMaxHeaderSize(n);
   }
 
+  // The agent.request() origins of its pool, with their connections and requests counted as
+  // undici's Pool counts its own (PoolStats): connected, free (idle connections, and HTTP/2
+  // sessions, which take more streams), pending and queued (requests waiting for a
+  // connection: none waits on a connection here), running (requests on connections: one a
+  // busy HTTP/1.1 connection, an HTTP/2 session's streams) and size (waiting and running). A
+  // connection counts whichever request path uses it.
+  _originStats(into) {
+    for (const k of this[kPool].snapshot()) {
+      const origin = this[kKeys].originOf(k.key);
+      if (origin === undefined) continue;
+      const s = (into[origin] ??= { connected: 0, free: 0, pending: 0, queued: 0, running: 0, size: 0 });
+      const running = k.busy - k.sessions + k.streams;
+      s.connected += k.busy + k.idle;
+      s.free += k.idle + k.sessions;
+      s.pending += k.waiting;
+      s.queued += k.waiting;
+      s.running += running;
+      s.size += k.waiting + running;
+    }
+    return into;
+  }
+
   // A verdict of the pool for a waiter (a connection `connId` handed off, or a slot granted).
   _serveVerdict(verdict, connId = 0) {
     this[kServe](verdict, connId);

@@ -154,6 +154,8 @@ new hyperagent.Agent({ autoSelectFamily: 'yes' });
 
 // The Dispatcher: fetch and undici over the agents' pools.
 const dispatcher = new hyperagent.Dispatcher({ maxSockets: 10, ca: 'pem', http: agent });
+const originStats: hyperagent.DispatcherStats | undefined = dispatcher.stats['http://127.0.0.1'];
+void originStats?.running;
 void new hyperagent.Dispatcher({ connections: 10, keepAliveTimeout: 4e3, maxHeaderSize: 16384, connect: { ca: 'pem', rejectUnauthorized: true, timeout: 10e3 }, pipelining: 1 });
 void new hyperagent.Dispatcher({ maxResponseSize: 1024 });
 // @ts-expect-error: a number of bytes.
