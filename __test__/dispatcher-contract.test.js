@@ -205,9 +205,12 @@ async function bounded(promise) {
   }
 }
 
-async function run(t, { h2, seed, count, stop }) {
+// `composed`: the requests go through an interceptor that passes them on, so that a handler of
+// the older API meets the dispatcher through the newer one (compose()'s adapter).
+async function run(t, { h2, seed, count, stop, composed = false }) {
   const origin = await serve(t, h2);
-  const d = dispatcher(t, h2 ? { allowH2: true, ca: fixture('ca.pem') } : { maxSockets: 4 });
+  const own = dispatcher(t, h2 ? { allowH2: true, ca: fixture('ca.pem') } : { maxSockets: 4 });
+  const d = composed ? own.compose((dispatch) => (opts, handler) => dispatch(opts, handler)) : own;
   const next = random(seed);
   const requests = [];
   let stopping = null;
@@ -250,4 +253,13 @@ test('the handler contract holds when the dispatcher closes with requests in fli
 test('the handler contract holds when the dispatcher is destroyed with requests in flight, HTTP/2', async (t) => {
   const d = await run(t, { h2: true, seed: 4, count: 300, stop: { at: 150, how: 'destroy' } });
   assert.strictEqual(d.destroyed, true);
+});
+
+test('the handler contract holds through a composed interceptor, HTTP/1.1, closing with requests in flight', async (t) => {
+  const d = await run(t, { h2: false, seed: 5, count: 300, stop: { at: 200, how: 'close' }, composed: true });
+  assert.strictEqual(d.closed, true);
+});
+
+test('the handler contract holds through a composed interceptor, HTTP/2', async (t) => {
+  await run(t, { h2: true, seed: 6, count: 300, composed: true });
 });
