@@ -155,9 +155,8 @@ class Dispatcher extends EventEmitter {
   // undici's PoolStats counts them (see Agent#_originStats).
   get stats() {
     const out = {};
-    for (const agent of new Set([this[kHttp], this[kHttps]])) {
-      if (agent !== null) agent._originStats(out);
-    }
+    if (this[kHttp] !== null) this[kHttp]._originStats(out);
+    if (this[kHttps] !== null) this[kHttps]._originStats(out);
     return out;
   }
 
