@@ -230,6 +230,41 @@ for (const secure of [false, true]) {
   });
 }
 
+// A server that answers an upload (a POST) at once with a 413, reading none of its body, then
+// closes the connection with a FIN ('end') or an RST ('reset'); any other request gets 'fresh'.
+function earlyAnswerServer(t, close, keepAlive, tlsOptions) {
+  return rawServer(t, async (socket) => {
+    const first = await new Promise((resolve) => socket.once('data', resolve));
+    if (first.toString('latin1', 0, 5) !== 'POST ') {
+      socket.unshift(first);
+      await readRequest(socket);
+      socket.end(reply('fresh', 'Connection: close\r\n'));
+      return;
+    }
+    socket.pause();
+    const response = `HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\n${keepAlive ? '' : 'Connection: close\r\n'}\r\ntoo big!`;
+    socket.write(response, () => (close === 'end' ? socket.end() : reset(socket)));
+  }, tlsOptions);
+}
+
+// The early response to an upload over TLS: the close meets rustls's writes, under hyper's.
+test('agent.request() over TLS: an early response to an upload, then a reset: the response comes whole', async (t) => {
+  const tlsOptions = { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') };
+  const server = await earlyAnswerServer(t, 'reset', true, tlsOptions);
+  const agent = new HttpsAgent({ keepAlive: true, ca: fixture('ca.pem') });
+  t.after(() => agent.destroy());
+  const body = Buffer.alloc(16 * 1024 * 1024, 1);
+  const uploads = 3;
+  for (let i = 0; i < uploads; i++) {
+    const res = await agent.request(`https://localhost:${server.port}/upload`, { method: 'POST', body });
+    assert.strictEqual(res.statusCode, 413);
+    assert.strictEqual(await res.body.text(), 'too big!');
+  }
+  const res = await agent.request(`https://localhost:${server.port}/after`);
+  assert.strictEqual(await res.body.text(), 'fresh');
+  assert.strictEqual(server.connectionCount, uploads + 1);
+});
+
 for (const [name, send] of Object.entries(paths)) {
   test(`${name}: a server that never answers meets the timeout`, async (t) => {
     const server = await rawServer(t, () => {});
@@ -271,23 +306,35 @@ for (const [name, send] of Object.entries(paths)) {
     }
   });
 
-  test(`${name}: an early response before the request body was read`, async (t) => {
-    const server = await rawServer(t, async (socket) => {
-      const head = await new Promise((resolve) => socket.once('data', resolve));
-      void head;
-      socket.end('HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big!');
+  // A server that answers an upload it will not read (a 413) and closes, with a FIN or a
+  // reset, while the body is still going out: the response it sent first is delivered, as
+  // Node's and undici's clients deliver it, and the connection is not used again. (Through
+  // http.request(), a reset after a response that said keep-alive is the socket's 'error'
+  // with no listener left, with Node's own agent too: not tested there.)
+  const variants = [['end', false], ['reset', false], ...(name === 'http.request' ? [] : [['reset', true]])];
+  for (const [close, keepAlive] of variants) {
+    const how = `${close === 'end' ? 'a close' : 'a reset'}${keepAlive ? ', the response saying keep-alive' : ''}`;
+    test(`${name}: an early response to an upload, then ${how}: the response comes whole`, async (t) => {
+      const server = await earlyAnswerServer(t, close, keepAlive);
+      const agent = new Agent({ keepAlive: true });
+      t.after(() => agent.destroy());
+      // Larger than loopback's socket buffers: the body is still being written when the
+      // server closes.
+      // A few times, as where the close meets the client's reads and writes varies.
+      const body = Buffer.alloc(16 * 1024 * 1024, 1);
+      const uploads = 3;
+      for (let i = 0; i < uploads; i++) {
+        const outcome = await send(agent, `http://127.0.0.1:${server.port}/upload`, {
+          method: 'POST',
+          body,
+          headers: name === 'http.request' ? { 'content-length': body.length } : undefined,
+        }).then((text) => text, (err) => err);
+        assert.strictEqual(outcome, 'too big!', outcome instanceof Error ? outcome.stack : undefined);
+      }
+      assert.strictEqual(await send(agent, `http://127.0.0.1:${server.port}/after`), 'fresh');
+      assert.strictEqual(server.connectionCount, uploads + 1);
     });
-    const agent = new Agent();
-    t.after(() => agent.destroy());
-    const body = Buffer.alloc(4 * 1024 * 1024, 1);
-    const outcome = await send(agent, `http://127.0.0.1:${server.port}/`, {
-      method: 'POST',
-      body,
-      headers: name === 'http.request' ? { 'content-length': body.length } : undefined,
-    }).then((text) => text, (err) => err);
-    // The response, or a clean error (the server closed while the body was being written).
-    assert.ok(outcome === 'too big!' || /^(ECONNRESET|EPIPE)$/.test(outcome.code), String(outcome && outcome.code));
-  });
+  }
 
   test(`${name}: HTTP/1.0 and Connection: close responses are not pooled`, async (t) => {
     let conns = 0;

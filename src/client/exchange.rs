@@ -267,6 +267,9 @@ fn run_exchange(
             }
             None => sender.hyper.ready().await.is_ok(),
         };
+        // A connection a write found closed by the peer sent none of what hyper counts as
+        // written since.
+        let reusable = reusable && !sender.wake.write_failed.load(Ordering::Relaxed);
         sink.post(Event::Done(reusable.then_some(sender)));
     }
 }

@@ -51,6 +51,7 @@ where
         io,
         shared: wake.clone(),
         backlog: false,
+        gone: false,
     };
     let (sender, conn) = http1::Builder::new()
         // hyper's read buffer bounds the head it accepts, and the size of its reads: large
@@ -122,6 +123,7 @@ where
         io,
         shared: wake.clone(),
         backlog: false,
+        gone: false,
     };
     let (sender, mut conn) = http2::Builder::new(TokioExecutor::new())
         .initial_max_send_streams(H2_INITIAL_STREAMS)
@@ -163,6 +165,14 @@ struct Counted<IO> {
     shared: Arc<wake::ConnWake>,
     /// A write was refused or taken in part: bytes are waiting.
     backlog: bool,
+    /// A write found the peer gone (see [`Counted::outcome`]): nothing more is written.
+    gone: bool,
+}
+
+/// Whether a write failed because the peer closed or reset the connection.
+fn peer_gone(err: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    matches!(err.kind(), BrokenPipe | ConnectionReset | ConnectionAborted)
 }
 
 impl<IO> Counted<IO> {
@@ -176,6 +186,28 @@ impl<IO> Counted<IO> {
             }
             Poll::Ready(Ok(_)) | Poll::Pending => self.backlog = true,
             Poll::Ready(Err(_)) => {}
+        }
+    }
+
+    /// A write's outcome as hyper is to see it. One the peer's close or reset refused
+    /// (`EPIPE`, `ECONNRESET`) is reported done as `done`, and so is every later one: hyper
+    /// fails an exchange at its first write error, and would lose a response the server sent
+    /// before it closed (a 413 to an upload it will not read, say), which is still there to
+    /// read, as Node's and undici's clients read it. The reads end at the peer's close or reset
+    /// as they would have (a request with no response fails as before, with the read's error),
+    /// and the connection carries no other request (`write_failed`).
+    fn outcome<T>(
+        &mut self,
+        polled: Poll<std::io::Result<T>>,
+        done: T,
+    ) -> Poll<std::io::Result<T>> {
+        match polled {
+            Poll::Ready(Err(e)) if peer_gone(&e) => {
+                self.gone = true;
+                self.shared.write_failed.store(true, Ordering::Relaxed);
+                Poll::Ready(Ok(done))
+            }
+            other => other,
         }
     }
 }
@@ -204,9 +236,12 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        if self.gone {
+            return Poll::Ready(Ok(buf.len()));
+        }
         let polled = Pin::new(&mut self.io).poll_write(cx, buf);
         self.wrote(buf.len(), &polled);
-        polled
+        self.outcome(polled, buf.len())
     }
 
     fn poll_write_vectored(
@@ -214,9 +249,13 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        let offered = bufs.iter().map(|b| b.len()).sum();
+        if self.gone {
+            return Poll::Ready(Ok(offered));
+        }
         let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        self.wrote(bufs.iter().map(|b| b.len()).sum(), &polled);
-        polled
+        self.wrote(offered, &polled);
+        self.outcome(polled, offered)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -224,10 +263,18 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for Counted<IO> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
+        if self.gone {
+            return Poll::Ready(Ok(()));
+        }
+        let polled = Pin::new(&mut self.io).poll_flush(cx);
+        self.outcome(polled, ())
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
+        if self.gone {
+            return Poll::Ready(Ok(()));
+        }
+        let polled = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.outcome(polled, ())
     }
 }

@@ -738,6 +738,150 @@ fn upload(body: Bytes) -> Spec {
     spec
 }
 
+/// A connection whose peer answers once the request's head has gone, then resets it: every
+/// later write fails as a reset connection's do (`ECONNRESET`), and the reads give `answer`,
+/// then the reset.
+struct AnsweredThenReset {
+    answer: &'static [u8],
+    read: usize,
+    head_sent: bool,
+    reader: Option<std::task::Waker>,
+}
+
+impl AnsweredThenReset {
+    fn new(answer: &'static [u8]) -> Self {
+        AnsweredThenReset {
+            answer,
+            read: 0,
+            head_sent: false,
+            reader: None,
+        }
+    }
+}
+
+fn reset_error() -> std::io::Error {
+    std::io::Error::from_raw_os_error(libc::ECONNRESET)
+}
+
+impl AsyncRead for AnsweredThenReset {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if !self.head_sent {
+            self.reader = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let rest = &self.answer[self.read..];
+        if rest.is_empty() {
+            return Poll::Ready(Err(reset_error()));
+        }
+        let n = rest.len().min(buf.remaining());
+        buf.put_slice(&rest[..n]);
+        self.read += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for AnsweredThenReset {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.head_sent {
+            return Poll::Ready(Err(reset_error()));
+        }
+        self.head_sent = true;
+        if let Some(reader) = self.reader.take() {
+            reader.wake();
+        }
+        // Never all of a large body: the rest waits for a later write, which fails.
+        Poll::Ready(Ok(buf.len().min(1024)))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Runs an upload on a connection that answers after the head and is then reset.
+async fn upload_answered_then_reset(answer: &'static [u8]) -> UnboundedReceiver<Event> {
+    let io = AnsweredThenReset::new(answer);
+    let (sender, connection) = handshake(io, 16 * 1024).await.unwrap();
+    connection.spawn(|| {});
+    let (sink, rx) = sink();
+    let spec = upload(Bytes::from(vec![7u8; 1024 * 1024]));
+    let ended = exchange(sender, spec, Arc::new(Control::default()), sink);
+    tokio::time::timeout(Duration::from_secs(10), ended)
+        .await
+        .expect("the exchange must end");
+    rx
+}
+
+/// A server that answers an upload early (a 413) and resets the connection: the writes of the
+/// rest of the body fail, and hyper, which fails an exchange at its first write error, would
+/// lose the response. It comes whole, and the connection is not offered again.
+#[tokio::test]
+async fn an_early_answer_to_an_upload_survives_the_reset_that_follows_it() {
+    for keep_alive in [false, true] {
+        let answer: &'static [u8] = match keep_alive {
+            true => b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\n\r\ntoo big!",
+            false => b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big!",
+        };
+        let mut rx = upload_answered_then_reset(answer).await;
+        let mut body = Vec::new();
+        let mut status = 0;
+        let mut settled = None;
+        while let Some(event) = rx.recv().await {
+            match event {
+                Event::Head {
+                    status: s,
+                    chunks,
+                    done,
+                    ..
+                } => {
+                    status = s;
+                    body.extend(chunks.concat());
+                    if let Some(sender) = done {
+                        settled = Some(sender.is_some());
+                    }
+                }
+                Event::Data(chunks) => body.extend(chunks.concat()),
+                Event::End(_) | Event::Answered => {}
+                Event::Done(sender) => settled = Some(sender.is_some()),
+                other => panic!("keep-alive {keep_alive}: the response expected, got {other:?}"),
+            }
+        }
+        assert_eq!(
+            (status, &body[..]),
+            (413, &b"too big!"[..]),
+            "keep-alive {keep_alive}"
+        );
+        assert_eq!(
+            settled,
+            Some(false),
+            "keep-alive {keep_alive}: the connection is given up"
+        );
+    }
+}
+
+/// The same reset with no answer before it: the exchange fails with the reset, as before.
+#[tokio::test]
+async fn a_reset_during_an_upload_with_no_answer_fails_with_the_reset() {
+    let mut rx = upload_answered_then_reset(b"").await;
+    match rx.recv().await {
+        Some(Event::Unsent(err)) => assert_eq!(err.code(), "ECONNRESET"),
+        other => panic!("the reset expected, got {other:?}"),
+    }
+    assert!(matches!(rx.recv().await, Some(Event::Done(None))));
+}
+
 /// A server that answers before it has read the request's body, then reads all of it: once
 /// the last of the body has gone out, the connection is free for another request. hyper lets
 /// its connection's task sleep when the end of a backlog of request bytes goes out after the

@@ -39,6 +39,9 @@ pub(super) struct ConnWake {
     pub(super) max_streams: std::sync::atomic::AtomicUsize,
     /// Set by the stream when a write took the last of a backlog (see [`run`]).
     pub(super) drained: AtomicBool,
+    /// A write found the connection closed or reset by the peer: what it sent before is still
+    /// read, and the connection never carries another request (see [`super::Counted`]).
+    pub(super) write_failed: AtomicBool,
     /// The connection is given up: its task drops it at once (see [`ConnWake::cut`]).
     cut: AtomicBool,
     /// The exchange is stopped: the task drops it (see [`ConnWake::stop`]).
