@@ -318,9 +318,9 @@ for (const [name, send] of Object.entries(paths)) {
       const server = await earlyAnswerServer(t, close, keepAlive);
       const agent = new Agent({ keepAlive: true });
       t.after(() => agent.destroy());
-      // Larger than loopback's socket buffers: the body is still being written when the
-      // server closes.
-      // A few times, as where the close meets the client's reads and writes varies.
+      // Larger than loopback's socket buffers, so that the body is still being written when
+      // the server closes; a few times, as where the close meets the client's reads and
+      // writes varies.
       const body = Buffer.alloc(16 * 1024 * 1024, 1);
       const uploads = 3;
       for (let i = 0; i < uploads; i++) {
