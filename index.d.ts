@@ -466,6 +466,9 @@ declare namespace Agent {
     /** `close()` or `destroy()` was called. */
     readonly closed: boolean;
     readonly destroyed: boolean;
+    /** What undici's WebSocket and EventSource read of the options (undici's defaults filled in). */
+    readonly webSocketOptions: { maxFragments: number; maxPayloadSize: number };
+    readonly eventSourceOptions: { maxEventSize: number };
     /** Starts the request `options` describes; `handler` (either of undici's handler APIs) hears of it. */
     dispatch(options: DispatchOptions, handler: DispatchHandler): boolean;
     /**
@@ -560,6 +563,14 @@ declare namespace Agent {
     /** undici's: the most body bytes a response may have; a longer one fails with undici's
      * `UND_ERR_RES_EXCEEDED_MAX_SIZE`. Default: `-1` (no limit). */
     maxResponseSize?: number | null | undefined;
+    /** undici's: the most origins the agents hold connections or requests of; a request to
+     * another fails with `UND_ERR_MAX_ORIGINS_REACHED`. Default: `Infinity`. */
+    maxOrigins?: number | undefined;
+    /** undici's limits of a WebSocket opened through it (`0`: no limit). Defaults: 131072
+     * fragments, 128 MiB. */
+    webSocket?: { maxFragments?: number | undefined; maxPayloadSize?: number | undefined } | undefined;
+    /** undici's limit of an EventSource's event (bytes). */
+    eventSource?: { maxEventSize?: number | undefined } | undefined;
   }
 
   /** An origin's connections and requests, as undici's `PoolStats` counts them. */

@@ -707,6 +707,102 @@ test('bad arguments are refused at once with Node-style codes', (t) => {
   assert.deepStrictEqual(errs, ['ERR_INVALID_ARG_VALUE', 'ERR_INVALID_ARG_TYPE']);
 });
 
+test("undici's error classes know our errors; close() ends destroyed; callbacks and error callbacks are checked", async (t) => {
+  const { errors: undiciErrors } = undici;
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const d = new Dispatcher();
+  assert.strictEqual(await (await fetch(`${server.url}/`, { dispatcher: d })).text(), 'ok');
+  // Once close() has ended, it is destroyed, as undici's is.
+  await d.close();
+  assert.strictEqual(d.destroyed, true);
+  const after = await undici.request(`${server.url}/`, { dispatcher: d }).then(() => null, (e) => e);
+  assert.strictEqual(after.code, 'UND_ERR_DESTROYED');
+  assert.strictEqual(after.name, 'ClientDestroyedError');
+  assert.ok(after instanceof undiciErrors.ClientDestroyedError);
+  assert.ok(after instanceof undiciErrors.UndiciError);
+  assert.ok(!(after instanceof undiciErrors.ClientClosedError));
+
+  // An abort without a reason is undici's RequestAbortedError, which undici names AbortError.
+  const d2 = dispatcher(t);
+  const aborted = await new Promise((resolve) => {
+    d2.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
+      onRequestStart(controller) { controller.abort(); },
+      onResponseError(controller, err) { resolve(err); },
+    });
+  });
+  assert.strictEqual(aborted.code, 'UND_ERR_ABORTED');
+  assert.strictEqual(aborted.name, 'AbortError');
+  assert.ok(aborted instanceof undiciErrors.RequestAbortedError);
+  assert.ok(aborted instanceof undiciErrors.AbortError);
+  assert.ok(!(aborted instanceof undiciErrors.SocketError));
+
+  // A callback that is not a function is refused at once, as undici refuses it.
+  assert.throws(() => d2.close({}), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => d2.destroy(null, 'no'), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.strictEqual(d2.destroyed, false);
+  // What a handler with no error callback cannot hear is thrown, as undici's dispatch() throws it.
+  assert.throws(() => d2.dispatch({ origin: server.url, method: 'GET' }, { onConnect() {} }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => d.dispatch({ origin: server.url, path: '/', method: 'GET' }, {}), { code: 'UND_ERR_DESTROYED' });
+  assert.strictEqual(await (await fetch(`${server.url}/`, { dispatcher: d2 })).text(), 'ok');
+});
+
+test("undici's maxOrigins: a new origin fails once that many are held, and is taken once one is let go", async (t) => {
+  assert.throws(() => new Dispatcher({ maxOrigins: 0 }), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => new Dispatcher({ maxOrigins: 'foo' }), { code: 'ERR_INVALID_ARG_TYPE' });
+  const a = await httpServer(t, (req, res) => res.end('a'));
+  const b = await httpServer(t, (req, res) => res.end('b'));
+  const d = dispatcher(t, { maxOrigins: 1 });
+  // Connections are told of to a listener there before they open.
+  const disconnected = once(d, 'disconnect');
+  const text = async (url) => (await undici.request(url, { dispatcher: d })).body.text();
+  assert.strictEqual(await text(`${a.url}/`), 'a');
+  // a's idle connection holds its origin: b is one too many, on every method.
+  const refused = await undici.request(`${b.url}/`, { dispatcher: d }).then(() => null, (e) => e);
+  assert.strictEqual(refused.code, 'UND_ERR_MAX_ORIGINS_REACHED');
+  assert.ok(refused instanceof undici.errors.MaxOriginsReachedError);
+  await assert.rejects(d.request({ origin: b.url, path: '/', method: 'GET' }), { code: 'UND_ERR_MAX_ORIGINS_REACHED' });
+  await assert.rejects(fetch(`${b.url}/`, { dispatcher: d }), (e) => e.cause.code === 'UND_ERR_MAX_ORIGINS_REACHED');
+  assert.strictEqual(await text(`${a.url}/again`), 'a');
+  assert.strictEqual(b.requestPorts.length, 0);
+  // a's server closes its connection: a is held no more, and b is taken.
+  a.closeAllConnections();
+  await disconnected;
+  assert.strictEqual(await text(`${b.url}/`), 'b');
+  await assert.rejects(undici.request(`${a.url}/`, { dispatcher: d }), { code: 'UND_ERR_MAX_ORIGINS_REACHED' });
+});
+
+test("undici's WebSocket applies the dispatcher's webSocket limits (undici's by default); eventSource's are read too", async (t) => {
+  const d = dispatcher(t);
+  assert.deepStrictEqual(d.webSocketOptions, { maxFragments: 131072, maxPayloadSize: 128 * 1024 * 1024 });
+  assert.deepStrictEqual(d.eventSourceOptions, { maxEventSize: require('node:buffer').kStringMaxLength });
+  const limited = dispatcher(t, { webSocket: { maxPayloadSize: 1024, maxFragments: 3 }, eventSource: { maxEventSize: 4096 } });
+  assert.deepStrictEqual(limited.webSocketOptions, { maxFragments: 3, maxPayloadSize: 1024 });
+  assert.deepStrictEqual(limited.eventSourceOptions, { maxEventSize: 4096 });
+  // A composed dispatcher has them too (undici's WebSocket reads them from the one it is given).
+  assert.deepStrictEqual(limited.compose(undici.interceptors.dump()).webSocketOptions, limited.webSocketOptions);
+  assert.throws(() => new Dispatcher({ webSocket: 1 }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => new Dispatcher({ webSocket: { maxPayloadSize: -1 } }), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => new Dispatcher({ eventSource: { maxEventSize: 1.5 } }), { code: 'ERR_OUT_OF_RANGE' });
+
+  // A server whose first message, 4 KiB, is over the limit of 1 KiB: undici fails the connection
+  // (1006) without handing the message on.
+  const server = await httpServer(t, (req, res) => res.end('plain'));
+  server.on('upgrade', (req, socket) => {
+    t.after(() => socket.destroy());
+    socket.on('error', () => {});
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n'
+      + `Sec-WebSocket-Accept: ${acceptKey(req.headers['sec-websocket-key'])}\r\n\r\n`);
+    const payload = Buffer.alloc(4096, 0x41);
+    socket.write(Buffer.concat([Buffer.from([0x82, 126, payload.length >> 8, payload.length & 0xff]), payload]));
+  });
+  const ws = new undici.WebSocket(`ws://127.0.0.1:${server.port}/`, { dispatcher: limited });
+  const messages = [];
+  ws.addEventListener('message', (e) => messages.push(e.data));
+  const [closed] = await once(ws, 'close');
+  assert.strictEqual(closed.code, 1006);
+  assert.deepStrictEqual(messages, []);
+});
+
 // A WebSocket server of the least kind: the handshake, then one text frame from the server.
 function acceptKey(key) {
   return crypto.createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');

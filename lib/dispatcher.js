@@ -6,6 +6,7 @@
 // as methods, close(), destroy(), compose(), and the global dispatcher that fetch reads.
 
 const { EventEmitter } = require('node:events');
+const { kStringMaxLength } = require('node:buffer');
 const { pipeline, Duplex, PassThrough } = require('node:stream');
 const errors = require('./errors');
 const { Agent, HttpsAgent } = require('./agent');
@@ -35,6 +36,9 @@ const kRoutes = Symbol('hyperagent.routes');
 const kTimeouts = Symbol('hyperagent.timeouts');
 const kWatching = Symbol('hyperagent.watching');
 const kMaxHeaderSize = Symbol('hyperagent.maxHeaderSize');
+const kMaxOrigins = Symbol('hyperagent.maxOrigins');
+const kWebSocket = Symbol('hyperagent.webSocket');
+const kEventSource = Symbol('hyperagent.eventSource');
 
 // undici's connection events, and the kinds Rust tells them by.
 const CONNECTION_EVENTS = ['connect', 'disconnect', 'connectionError'];
@@ -43,16 +47,41 @@ const { connectionConnect: CONNECTED, connectionDisconnect: DISCONNECTED } = req
 // The most origin strings whose route a dispatcher keeps.
 const MAX_ROUTES = 256;
 
+// undici's limits of a WebSocket's messages (its parser reads a missing one as no limit) and
+// of an EventSource's events, unless the options give others.
+const WEBSOCKET_MAX_FRAGMENTS = 131072;
+const WEBSOCKET_MAX_PAYLOAD = 128 * 1024 * 1024;
+
 const OPEN = 0;
 const CLOSED = 1;
 const DESTROYED = 2;
 
+// A callback of close() or destroy(): a function, or none (undefined) for a promise.
+function checkCallback(callback) {
+  if (callback !== undefined && typeof callback !== 'function') {
+    throw errors.invalidArgType('callback', 'of type function', callback);
+  }
+}
+
 // Settles through `callback` when one is given (then returns nothing), else through the
 // promise returned, as undici's close() and destroy() do.
 function settle(promise, callback) {
-  if (typeof callback !== 'function') return promise;
+  if (callback === undefined) return promise;
   promise.then(() => callback(null, null), (err) => callback(err, null));
   return undefined;
+}
+
+// undici's options of limits (`webSocket`, `eventSource`): an object whose `fields` are each a
+// whole number of bytes or fragments, 0 for no limit, as undici reads them; none given is {}.
+function limitsOption(value, name, fields) {
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object') throw errors.invalidArgType(name, 'of type object', value);
+  const out = {};
+  for (const field of fields) {
+    const given = value[field];
+    if (given !== undefined && given !== null) out[field] = numberOption(given, `${name}.${field}`, 0, 'an integer >= 0', true);
+  }
+  return out;
 }
 
 class Dispatcher extends EventEmitter {
@@ -61,7 +90,7 @@ class Dispatcher extends EventEmitter {
     if (options === null || typeof options !== 'object') {
       throw errors.invalidArgType('options', 'of type object', options);
     }
-    const { http, https, headersTimeout, bodyTimeout, ...rest } = options;
+    const { http, https, headersTimeout, bodyTimeout, maxOrigins, webSocket, eventSource, ...rest } = options;
     // undici Agent's options among them become the agents' (see lib/undici-options.js).
     const { agentOptions, maxHeaderSize, maxResponseSize } = fromUndici(rest);
     if (http !== undefined && !(http instanceof Agent)) {
@@ -84,6 +113,12 @@ class Dispatcher extends EventEmitter {
     if (headersTimeout !== undefined) numberOption(headersTimeout, 'options.headersTimeout', 0, '>= 0');
     if (bodyTimeout !== undefined) numberOption(bodyTimeout, 'options.bodyTimeout', 0, '>= 0');
     this[kTimeouts] = { headersTimeout, bodyTimeout };
+    // undici Agent's maxOrigins: the most origins its agents hold connections or requests of.
+    this[kMaxOrigins] = maxOrigins === undefined ? Infinity : numberOption(maxOrigins, 'options.maxOrigins', Number.MIN_VALUE, '> 0');
+    // undici's `webSocket` and `eventSource` options, which its WebSocket and EventSource read
+    // through webSocketOptions and eventSourceOptions.
+    this[kWebSocket] = limitsOption(webSocket, 'options.webSocket', ['maxFragments', 'maxPayloadSize']);
+    this[kEventSource] = limitsOption(eventSource, 'options.eventSource', ['maxEventSize']);
     this[kOwned] = [];
     // Exchanges in flight, and what waits for the last one to end (close()).
     this[kRunning] = new Running();
@@ -127,6 +162,20 @@ class Dispatcher extends EventEmitter {
     if (kind === CONNECTED) this.emit('connect', url, [this]);
     else if (kind === DISCONNECTED) this.emit('disconnect', url, [this], err ?? errors.undiciError('SOCKET'));
     else this.emit('connectionError', url, [this], err);
+  }
+
+  // undici's: the limits its WebSocket (and WebSocketStream) applies to the messages of a
+  // connection opened through this dispatcher, and its EventSource to the events.
+  get webSocketOptions() {
+    const given = this[kWebSocket];
+    return {
+      maxFragments: given.maxFragments ?? WEBSOCKET_MAX_FRAGMENTS,
+      maxPayloadSize: given.maxPayloadSize ?? WEBSOCKET_MAX_PAYLOAD,
+    };
+  }
+
+  get eventSourceOptions() {
+    return { maxEventSize: this[kEventSource].maxEventSize ?? kStringMaxLength };
   }
 
   // Each request's timeouts unless it gives its own (see requestOptions).
@@ -184,6 +233,8 @@ class Dispatcher extends EventEmitter {
       else exchange.start(agent, origin, given);
     } catch (err) {
       exchange.fail(err);
+      // As undici's dispatch(): an error the handler has no callback for is thrown.
+      if (typeof handler[exchange.controlled ? 'onResponseError' : 'onError'] !== 'function') throw err;
     }
     return true;
   }
@@ -422,6 +473,12 @@ class Dispatcher extends EventEmitter {
 
   // Which agent carries the request of dispatch options `given` (read by _read), and its origin.
   _route(given) {
+    const route = this._routeOrigin(given);
+    if (this[kMaxOrigins] !== Infinity) this._admitOrigin(route.origin);
+    return route;
+  }
+
+  _routeOrigin(given) {
     const { origin, path, method } = given;
     if (typeof path !== 'string') throw errors.invalidArgType('opts.path', 'of type string', path);
     if (typeof method !== 'string') throw errors.invalidArgType('opts.method', 'of type string', method);
@@ -437,6 +494,20 @@ class Dispatcher extends EventEmitter {
     }
     if (origin instanceof URL) return this._routeOf(origin, origin);
     throw errors.invalidArgType('opts.origin', 'of type string or an instance of URL', origin);
+  }
+
+  // undici's maxOrigins: a request to an origin of which the agents hold no connection and no
+  // request fails once they hold that many origins.
+  _admitOrigin(origin) {
+    const held = this.stats;
+    let count = 0;
+    for (const name of Object.keys(held)) {
+      const s = held[name];
+      if (s.connected + s.size === 0) continue;
+      if (name === origin) return;
+      count++;
+    }
+    if (count >= this[kMaxOrigins]) throw errors.undiciError('MAX_ORIGINS_REACHED');
   }
 
   _routeOf(url, given) {
@@ -459,11 +530,13 @@ class Dispatcher extends EventEmitter {
   }
 
   // Graceful: refuses new requests, lets those in flight finish, then closes its own agents'
-  // connections.
+  // connections; it is then destroyed, as undici's close() ends.
   close(callback) {
+    checkCallback(callback);
     if (this[kState] === OPEN) this[kState] = CLOSED;
     const promise = new Promise((resolve) => {
       const done = () => {
+        this[kState] = DESTROYED;
         for (const agent of this[kOwned]) agent.destroy();
         this._unwatchShared();
         resolve();
@@ -484,6 +557,7 @@ class Dispatcher extends EventEmitter {
       callback = err;
       err = null;
     }
+    checkCallback(callback);
     this[kState] = DESTROYED;
     const reason = err ?? errors.undiciError('DESTROYED');
     for (const exchange of this[kRunning].list()) exchange.abort(reason);

@@ -150,14 +150,28 @@ function prematureClose() {
 
 // undici's errors of a dispatcher, by the names and codes code written against undici checks:
 // ClientClosedError (UND_ERR_CLOSED), ClientDestroyedError (UND_ERR_DESTROYED),
-// RequestAbortedError (UND_ERR_ABORTED).
+// RequestAbortedError (UND_ERR_ABORTED, named 'AbortError' as undici names it) ... Each kind's
+// third field: the codes of undici's classes it is an instance of besides its own (undici's
+// RequestAbortedError is an AbortError, UND_ERR_ABORT), all of them under UndiciError (UND_ERR).
 const UNDICI_ERRORS = {
-  CLOSED: ['ClientClosedError', 'The client is closed'],
-  DESTROYED: ['ClientDestroyedError', 'The client is destroyed'],
-  ABORTED: ['RequestAbortedError', 'Request aborted'],
-  SOCKET: ['SocketError', 'closed'],
-  RES_EXCEEDED_MAX_SIZE: ['ResponseExceededMaxSizeError', 'Response content exceeded max size'],
+  CLOSED: ['ClientClosedError', 'The client is closed', []],
+  DESTROYED: ['ClientDestroyedError', 'The client is destroyed', []],
+  ABORTED: ['AbortError', 'Request aborted', ['ABORT']],
+  SOCKET: ['SocketError', 'closed', []],
+  RES_EXCEEDED_MAX_SIZE: ['ResponseExceededMaxSizeError', 'Response content exceeded max size', []],
+  MAX_ORIGINS_REACHED: ['MaxOriginsReachedError', 'Maximum allowed origins reached', []],
 };
+
+// undici's error classes know their instances by a marker of each class, under a global symbol
+// (`Symbol.hasInstance`), so that `err instanceof errors.SocketError` holds across copies of
+// undici: an error of ours carries the markers of the classes its kind is.
+function markUndici(err, kind) {
+  const marks = ['', `_${kind}`, ...UNDICI_ERRORS[kind][2].map((other) => `_${other}`)];
+  for (const mark of marks) {
+    Object.defineProperty(err, Symbol.for(`undici.error.UND_ERR${mark}`), { value: true });
+  }
+  return err;
+}
 
 function undiciError(kind, message = UNDICI_ERRORS[kind][1]) {
   const [name] = UNDICI_ERRORS[kind];
@@ -166,7 +180,7 @@ function undiciError(kind, message = UNDICI_ERRORS[kind][1]) {
   err.name = name;
   withCode(err, `UND_ERR_${kind}`);
   err.name = name;
-  return err;
+  return markUndici(err, kind);
 }
 
 function hyperagentError(code, message, Ctor = Error) {
