@@ -149,10 +149,10 @@ function prematureClose() {
 }
 
 // undici's errors of a dispatcher, by the names and codes code written against undici checks:
-// ClientClosedError (UND_ERR_CLOSED), ClientDestroyedError (UND_ERR_DESTROYED),
-// RequestAbortedError (UND_ERR_ABORTED, named 'AbortError' as undici names it) ... Each kind's
-// third field: the codes of undici's classes it is an instance of besides its own (undici's
-// RequestAbortedError is an AbortError, UND_ERR_ABORT), all of them under UndiciError (UND_ERR).
+// ClientClosedError (UND_ERR_CLOSED), ClientDestroyedError (UND_ERR_DESTROYED), RequestAbortedError
+// (UND_ERR_ABORTED, which undici names 'AbortError'), and the others below. Each kind's third
+// field: the codes of the undici classes it also belongs to (a RequestAbortedError is an
+// AbortError, UND_ERR_ABORT); every kind is an UndiciError (UND_ERR).
 const UNDICI_ERRORS = {
   CLOSED: ['ClientClosedError', 'The client is closed', []],
   DESTROYED: ['ClientDestroyedError', 'The client is destroyed', []],
