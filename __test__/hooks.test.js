@@ -446,3 +446,42 @@ test('a hook\'s stream that fails to connect fails its request, counted as agent
     [1, 1, 1, []],
   );
 });
+
+test("createConnection() is Node's in every form of its arguments, even with our classes put in the place of Node's", async (t) => {
+  const server = await httpServer(t);
+  const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+  const secure = https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => res.end());
+  secure.listen(0, '127.0.0.1');
+  await once(secure, 'listening');
+  t.after(() => secure.close());
+  // A program that installs ours for every http.Agent of its dependencies.
+  const saved = [http.Agent, https.Agent];
+  http.Agent = Agent;
+  https.Agent = HttpsAgent;
+  t.after(() => { [http.Agent, https.Agent] = saved; });
+  const sockets = [];
+  t.after(() => sockets.forEach((s) => s.destroy()));
+  const agent = new Agent();
+  const byOptions = agent.createConnection({ port: server.port, host: '127.0.0.1' });
+  sockets.push(byOptions);
+  await once(byOptions, 'connect');
+  // net's (port, host, connectListener).
+  let heard = false;
+  const byPort = agent.createConnection(server.port, '127.0.0.1', () => { heard = true; });
+  sockets.push(byPort);
+  await once(byPort, 'connect');
+  assert.strictEqual(heard, true);
+  // https.Agent's (port, host, options): the options (the CA, the name) are taken.
+  const tlsAgent = new HttpsAgent();
+  const port = secure.address().port;
+  for (const made of [
+    tlsAgent.createConnection({ port, host: '127.0.0.1', ca: CA, servername: 'localhost' }),
+    tlsAgent.createConnection(port, { host: '127.0.0.1', ca: CA, servername: 'localhost' }),
+    tlsAgent.createConnection(port, '127.0.0.1', { ca: CA, servername: 'localhost' }),
+  ]) {
+    sockets.push(made);
+    assert.ok(made instanceof tls.TLSSocket);
+    await once(made, 'secureConnect');
+    assert.strictEqual(made.authorized, true);
+  }
+});

@@ -8,6 +8,11 @@
 
 const http = require('node:http');
 const https = require('node:https');
+
+// Node's agent classes as they are when this loads: a program may put ours in their place
+// (`http.Agent = Agent`), and Node's own methods are still the ones to call.
+const NodeAgent = http.Agent;
+const NodeHttpsAgent = https.Agent;
 const { debuglog } = require('node:util');
 const binding = require('./native');
 const foreign = require('./foreign');
@@ -194,9 +199,11 @@ function createSocket(req, options, cb) {
 // The agent's own createConnection() opens no connection of the pool (those are opened in
 // Rust): called, as a subclass's override calls super.createConnection(), it is Node's, and
 // the stream it gives carries the request as any stream of a hook does.
-function createConnection(options, cb) {
-  const Base = this instanceof https.Agent ? https.Agent : http.Agent;
-  return Base.prototype.createConnection.call(this, options, cb);
+// Node's, with every form of arguments Node's takes ((options[, cb]), (port[, host][, options]),
+// net's connect listener).
+function createConnection(...args) {
+  const Base = this instanceof NodeHttpsAgent ? NodeHttpsAgent : NodeAgent;
+  return Base.prototype.createConnection.apply(this, args);
 }
 
 // agent.request() speaks HTTP in Rust, over connections Rust opens: an agent whose

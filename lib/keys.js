@@ -8,6 +8,11 @@
 
 const http = require('node:http');
 const https = require('node:https');
+
+// Node's getName() functions as they are when this loads (a program may put our agents in the
+// place of Node's classes afterwards).
+const NODE_GET_NAME = http.Agent.prototype.getName;
+const NODE_HTTPS_GET_NAME = https.Agent.prototype.getName;
 const net = require('node:net');
 const { debuglog } = require('node:util');
 const errors = require('./errors');
@@ -233,7 +238,7 @@ function sameValues(options, keys, values) {
 }
 
 function isNodeGetName(getName) {
-  return getName === http.Agent.prototype.getName || getName === https.Agent.prototype.getName;
+  return getName === NODE_GET_NAME || getName === NODE_HTTPS_GET_NAME;
 }
 
 // The option names `getName` reads: every option present and truthy, so that every branch
