@@ -8,11 +8,6 @@
 
 const http = require('node:http');
 const https = require('node:https');
-
-// Node's agent classes as they are when this loads: a program may put ours in their place
-// (`http.Agent = Agent`), and Node's own methods are still the ones to call.
-const NodeAgent = http.Agent;
-const NodeHttpsAgent = https.Agent;
 const { debuglog } = require('node:util');
 const binding = require('./native');
 const foreign = require('./foreign');
@@ -196,11 +191,15 @@ function createSocket(req, options, cb) {
   cb(null, socket);
 }
 
+// Node's agent classes as they are when this loads: a program may put ours in their place
+// (`http.Agent = Agent`), and Node's own methods are still the ones to call.
+const NodeAgent = http.Agent;
+const NodeHttpsAgent = https.Agent;
+
 // The agent's own createConnection() opens no connection of the pool (those are opened in
-// Rust): called, as a subclass's override calls super.createConnection(), it is Node's, and
-// the stream it gives carries the request as any stream of a hook does.
-// Node's, with every form of arguments Node's takes ((options[, cb]), (port[, host][, options]),
-// net's connect listener).
+// Rust): called, as a subclass's override calls super.createConnection(), it is Node's, with
+// every form of arguments Node's takes ((options[, cb]), (port[, host][, options])), and the
+// stream it gives carries the request as any stream of a hook does.
 function createConnection(...args) {
   const Base = this instanceof NodeHttpsAgent ? NodeHttpsAgent : NodeAgent;
   return Base.prototype.createConnection.apply(this, args);

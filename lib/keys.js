@@ -8,11 +8,6 @@
 
 const http = require('node:http');
 const https = require('node:https');
-
-// Node's getName() functions as they are when this loads (a program may put our agents in the
-// place of Node's classes afterwards).
-const NODE_GET_NAME = http.Agent.prototype.getName;
-const NODE_HTTPS_GET_NAME = https.Agent.prototype.getName;
 const net = require('node:net');
 const { debuglog } = require('node:util');
 const errors = require('./errors');
@@ -236,6 +231,11 @@ function sameValues(options, keys, values) {
   for (let i = 0; i < keys.length; i++) if (options[keys[i]] !== values[i]) return false;
   return true;
 }
+
+// Node's getName() functions as they are when this loads (a program may put our agents in the
+// place of Node's classes afterwards).
+const NODE_GET_NAME = http.Agent.prototype.getName;
+const NODE_HTTPS_GET_NAME = https.Agent.prototype.getName;
 
 function isNodeGetName(getName) {
   return getName === NODE_GET_NAME || getName === NODE_HTTPS_GET_NAME;
