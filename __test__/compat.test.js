@@ -5,6 +5,8 @@
 
 const test = require('node:test');
 const assert = require('node:assert');
+const fs = require('node:fs');
+const path = require('node:path');
 const http = require('node:http');
 const https = require('node:https');
 const { once } = require('node:events');
@@ -180,6 +182,59 @@ test('a socket destroyed with its request stays in agent.sockets until its \'clo
   assert.deepStrictEqual(seen['ours destroy'], seen['node destroy']);
   assert.deepStrictEqual(seen['ours abort'], seen['node abort']);
   assert.deepStrictEqual(seen['ours destroy'], [true, true, false]);
+});
+
+test('a socket destroyed in use holds its maxSockets slot until its \'close\', as with Node\'s agent', async (t) => {
+  // Node's test-http-agent-maxsockets-respected: six requests through two sockets, each
+  // aborted in its 'response'. A waiting request connects only once the aborted socket closed.
+  const tlsFixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+  const plain = await httpServer(t);
+  const secure = https.createServer({ cert: tlsFixture('localhost-chain.pem'), key: tlsFixture('localhost-key.pem') },
+    (req, res) => res.end(`hello ${req.url}`));
+  secure.listen(0, '127.0.0.1');
+  await once(secure, 'listening');
+  t.after(() => {
+    secure.closeAllConnections();
+    secure.close();
+  });
+  const kinds = {
+    http: { module: http, port: plain.port, node: (o) => new http.Agent(o), ours: (o) => new Agent(o) },
+    https: {
+      module: https,
+      port: secure.address().port,
+      node: (o) => new https.Agent({ ...o, ca: tlsFixture('ca.pem') }),
+      ours: (o) => new HttpsAgent({ ...o, ca: tlsFixture('ca.pem') }),
+    },
+  };
+  const seen = {};
+  for (const [kind, { module, port, ...makers }] of Object.entries(kinds)) {
+    for (const which of ['node', 'ours']) {
+      const agent = makers[which]({ keepAlive: true, maxSockets: 2, maxFreeSockets: 2 });
+      t.after(() => agent.destroy());
+      const listed = [];
+      const responses = [];
+      for (let i = 0; i < 6; i++) {
+        const req = module.get({ host: 'localhost', port, path: `/${i}`, agent });
+        req.on('error', () => {});
+        responses.push(once(req, 'response').then(() => {
+          req.abort();
+          const name = Object.keys(agent.sockets)[0];
+          listed.push([agent.sockets[name].length, agent.requests[name]?.length ?? 0, agent.totalSocketCount]);
+        }));
+      }
+      await Promise.all(responses);
+      seen[`${kind} ${which}`] = listed;
+    }
+    // The batches in which responses arrive differ from run to run: what holds is the limit.
+    for (const which of ['node', 'ours']) {
+      const listed = seen[`${kind} ${which}`];
+      assert.strictEqual(listed.length, 6, `${kind} ${which}`);
+      assert.deepStrictEqual(listed[0], [2, 4, 2], `${kind} ${which}`);
+      for (const [sockets, , total] of listed) {
+        assert.ok(sockets <= 2 && total <= 2, `${kind} ${which}: ${JSON.stringify(listed)}`);
+      }
+    }
+  }
 });
 
 test('statusChanged and its marks behave as agentkeepalive\'s', async (t) => {

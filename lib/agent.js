@@ -91,7 +91,7 @@ class Agent extends Base {
     this.agentKeepAliveTimeoutBuffer = hintBuffer(opts.agentKeepAliveTimeoutBuffer);
     this[kProxy] = proxyConfigOf(this);
     this[kWaiters] = new WaiterTable();
-    this[kClosing] = new Set();
+    this[kClosing] = new Map();
     this[kClose] = null;
     this[kOpenings] = new WeakMap();
     this[constants.CURRENT_ID] = 0;

@@ -125,15 +125,24 @@ class Freed {
     // agentkeepalive counts an error of its socket, opening or open, in errorSocketCount.
     if (failure !== null) this[kPool].countError();
     if (id === 0) return;
-    // Its connection closes now; the socket stays listed until its 'close' (_socketGone).
-    if (inUse) this[kClosing].add(socket);
-    this[kCloseConn](id, binding.close);
+    if (!inUse) {
+      this[kCloseConn](id, binding.close);
+      return;
+    }
+    // Its connection stops now, but as with Node's agent the socket stays listed in
+    // `agent.sockets`, and holds its slot, until its 'close' (_socketGone): a waiter connects
+    // only then, so no more than maxSockets connections are ever open.
+    this[kClosing].set(socket, id);
+    binding.halt(id);
   }
 
-  // A socket's 'close': a destroyed socket in use leaves `agent.sockets` now, as with Node's
-  // agent.
+  // A socket's 'close': a destroyed socket in use leaves `agent.sockets`, and its slot may
+  // serve a waiter.
   _socketGone(socket) {
+    const id = this[kClosing].get(socket);
+    if (id === undefined) return;
     this[kClosing].delete(socket);
+    this[kCloseConn](id, binding.close);
   }
 }
 

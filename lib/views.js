@@ -74,7 +74,7 @@ class Views {
     const out = { __proto__: null };
     const active = this[kPool].activeSockets();
     for (let i = 0; i < active.length; i += 2) (out[active[i]] ??= []).push(faceOf(active[i + 1]));
-    for (const socket of this[kClosing]) (out[socket[kName]] ??= []).push(socket);
+    for (const socket of this[kClosing].keys()) (out[socket[kName]] ??= []).push(socket);
     return out;
   }
 

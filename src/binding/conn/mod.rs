@@ -90,6 +90,9 @@ pub struct Conn {
     /// Its opening was told to the agent's watchers (`PoolCell::post_connection`): its end
     /// will be too.
     pub announced: Cell<bool>,
+    /// Its socket was destroyed in use: its bytes stopped, its slot held until `close`
+    /// ([`Conn::halt`]).
+    pub halted: Cell<bool>,
 }
 
 /// What carries a connection's bytes: one kind at a time. A replay or the close takes the
@@ -167,6 +170,7 @@ impl Conn {
             target: RefCell::new(None),
             h2_pending: Cell::new(false),
             announced: Cell::new(false),
+            halted: Cell::new(false),
         }
     }
 
@@ -383,6 +387,14 @@ impl Conn {
     /// Stops everything: the poll handle first (libuv forgets the descriptor), then the socket.
     pub fn close(&self, env: sys::napi_env) {
         self.course.close();
+        self.halt(env);
+    }
+
+    /// Stops the connection (its connect, its socket or pump) and forgets its face, but leaves
+    /// it counted in its pool: a destroyed socket in use holds its slot until its 'close', as
+    /// Node's agent frees it only then; `close` follows.
+    pub fn halt(&self, env: sys::napi_env) {
+        self.halted.set(true);
         self.forget_owner(env);
         if let Some(abort) = self.abort.borrow_mut().take() {
             abort.abort();

@@ -216,6 +216,15 @@ pub fn close_idle(id: u32) -> f64 {
     }
 }
 
+/// The socket of connection `id`, in use, was destroyed: its bytes stop now; its slot is freed
+/// by `close` at the socket's 'close'.
+#[napi(catch_unwind)]
+pub fn halt(env: &Env, id: u32) {
+    if let Some(c) = conn(id) {
+        c.halt(env.raw());
+    }
+}
+
 /// The socket of connection `id` was destroyed. Returns a verdict (a waiter may connect).
 #[napi(catch_unwind)]
 pub fn close(id: u32) -> f64 {

@@ -105,9 +105,11 @@ impl PoolCell {
     /// Applies a finished connect on the JavaScript thread (see `ConnectEnd`).
     pub fn finish_connect(self: &Rc<Self>, id: u32, result: Result<Carried, Error>) {
         let conn = self.conn(id);
-        let Some(conn) = conn.filter(|c| c.course.state().awaits_connect()) else {
-            // Closed while connecting: `close` already released the hold and the slot. What
-            // connected anyway is closed here (dropping the descriptor, or stopping the pump).
+        let Some(conn) = conn.filter(|c| c.course.state().awaits_connect() && !c.halted.get())
+        else {
+            // Closed (or its socket destroyed) while connecting: `close` (or `halt`) already
+            // released the hold. What connected anyway is closed here (dropping the
+            // descriptor, or stopping the pump).
             if let Ok(Carried {
                 link: Link::Pumped(pumped, _),
                 ..
