@@ -867,6 +867,29 @@ test("undici's connection events: 'connect', 'disconnect' and 'connectionError',
   assert.strictEqual(refused.code, 'ECONNREFUSED');
 });
 
+test("'disconnect' tells of the connections close() and destroy() close with undici's errors", async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const reason = new Error('shutting down');
+  for (const [how, end, expected] of [
+    ['close', (d) => d.close(), (err) => err.code === 'UND_ERR_DESTROYED' && err.name === 'ClientDestroyedError'],
+    ['destroy', (d) => d.destroy(), (err) => err.code === 'UND_ERR_DESTROYED' && err instanceof undici.errors.ClientDestroyedError],
+    ['destroy(err)', (d) => d.destroy(reason), (err) => err === reason],
+  ]) {
+    const d = new Dispatcher();
+    t.after(() => d.destroy());
+    const connected = once(d, 'connect');
+    const res = await fetch(`${server.url}/${how}`, { dispatcher: d });
+    assert.strictEqual(await res.text(), 'ok', how);
+    await connected;
+    const disconnected = once(d, 'disconnect');
+    await end(d);
+    const [origin, targets, err] = await disconnected;
+    assert.strictEqual(origin.origin, server.url, how);
+    assert.deepStrictEqual(targets, [d], how);
+    assert.ok(expected(err), `${how}: ${err && err.stack}`);
+  }
+});
+
 test("an HTTPS request's own server name: undici's servername, or its host header's", async (t) => {
   const names = [];
   const server = https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => {

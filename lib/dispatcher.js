@@ -31,6 +31,7 @@ const kOptions = Symbol('hyperagent.agentOptions');
 const kOwned = Symbol('hyperagent.owned');
 const kRunning = Symbol('hyperagent.running');
 const kState = Symbol('hyperagent.state');
+const kEnded = Symbol('hyperagent.ended');
 const kIdle = Symbol('hyperagent.idle');
 const kRoutes = Symbol('hyperagent.routes');
 const kTimeouts = Symbol('hyperagent.timeouts');
@@ -125,6 +126,8 @@ class Dispatcher extends EventEmitter {
     this[kIdle] = null;
     this[kRoutes] = new Map();
     this[kState] = OPEN;
+    // Why its own agents' connections closed at its end: what 'disconnect' tells of them.
+    this[kEnded] = null;
     // Each agent checks its options now: a wrong one is said at construction, not at the
     // first request.
     if (http === undefined) void this.http;
@@ -157,10 +160,12 @@ class Dispatcher extends EventEmitter {
 
   // A connection of one of its agents opened, closed or failed to open, told as undici's
   // Agent tells it: the origin (a URL), the dispatchers it went through, and the error.
+  // A connection closed by its close() or destroy() is told with the error undici's closes
+  // it with (ClientDestroyedError, unless destroy() was given one).
   _onConnection(kind, origin, err) {
     const url = new URL(origin);
     if (kind === CONNECTED) this.emit('connect', url, [this]);
-    else if (kind === DISCONNECTED) this.emit('disconnect', url, [this], err ?? errors.undiciError('SOCKET'));
+    else if (kind === DISCONNECTED) this.emit('disconnect', url, [this], err ?? this[kEnded] ?? errors.undiciError('SOCKET'));
     else this.emit('connectionError', url, [this], err);
   }
 
@@ -537,6 +542,7 @@ class Dispatcher extends EventEmitter {
     const promise = new Promise((resolve) => {
       const done = () => {
         this[kState] = DESTROYED;
+        this[kEnded] ??= errors.undiciError('DESTROYED');
         for (const agent of this[kOwned]) agent.destroy();
         this._unwatchShared();
         resolve();
@@ -560,6 +566,7 @@ class Dispatcher extends EventEmitter {
     checkCallback(callback);
     this[kState] = DESTROYED;
     const reason = err ?? errors.undiciError('DESTROYED');
+    this[kEnded] ??= reason;
     for (const exchange of this[kRunning].list()) exchange.abort(reason);
     for (const agent of this[kOwned]) agent.destroy();
     this._unwatchShared();
