@@ -132,8 +132,15 @@ class Freed {
     // Its connection stops now, but as with Node's agent the socket stays listed in
     // `agent.sockets`, and holds its slot, until its 'close' (_socketGone): a waiter connects
     // only then, so no more than maxSockets connections are ever open.
+    try {
+      binding.halt(id);
+    } catch (thrown) {
+      // A fault of the addon: the connection closes at once instead, and frees its slot now.
+      debug('stopping connection %d failed: %s', id, thrown && thrown.message);
+      this[kCloseConn](id, binding.close);
+      return;
+    }
     this[kClosing].set(socket, id);
-    binding.halt(id);
   }
 
   // A socket's 'close': a destroyed socket in use leaves `agent.sockets`, and its slot may
