@@ -853,7 +853,17 @@ test("undici's connection events: 'connect', 'disconnect' and 'connectionError',
   const [gone, goneTargets, err] = await disconnected;
   assert.strictEqual(gone.origin, server.url);
   assert.deepStrictEqual(goneTargets, [d]);
-  assert.ok(err instanceof Error);
+  assert.ok(err instanceof undici.errors.SocketError);
+  assert.strictEqual(err.message, 'other side closed');
+
+  // An idle connection that idles out (undici's keepAliveTimeout).
+  const brief = dispatcher(t, { keepAliveTimeout: 50 });
+  const idled = once(brief, 'disconnect');
+  assert.strictEqual(await (await fetch(`${server.url}/`, { dispatcher: brief })).text(), 'ok');
+  const [, , timedOut] = await idled;
+  assert.ok(timedOut instanceof undici.errors.InformationalError);
+  assert.strictEqual(timedOut.code, 'UND_ERR_INFO');
+  assert.strictEqual(timedOut.message, 'socket idle timeout');
 
   // A port nobody listens on.
   const closed = await httpServer(t);

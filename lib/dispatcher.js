@@ -43,7 +43,12 @@ const kEventSource = Symbol('hyperagent.eventSource');
 
 // undici's connection events, and the kinds Rust tells them by.
 const CONNECTION_EVENTS = ['connect', 'disconnect', 'connectionError'];
-const { connectionConnect: CONNECTED, connectionDisconnect: DISCONNECTED } = require('./native').protocol();
+const {
+  connectionConnect: CONNECTED,
+  connectionError: CONNECTION_ERROR,
+  connectionIdleTimeout: IDLE_TIMEOUT,
+  connectionOtherSide: OTHER_SIDE,
+} = require('./native').protocol();
 
 // The most origin strings whose route a dispatcher keeps.
 const MAX_ROUTES = 256;
@@ -56,6 +61,13 @@ const WEBSOCKET_MAX_PAYLOAD = 128 * 1024 * 1024;
 const OPEN = 0;
 const CLOSED = 1;
 const DESTROYED = 2;
+
+// The error of a 'disconnect' of `kind` (a kind of connection end Rust tells).
+function endError(kind) {
+  if (kind === IDLE_TIMEOUT) return errors.undiciError('INFO', 'socket idle timeout');
+  if (kind === OTHER_SIDE) return errors.undiciError('SOCKET', 'other side closed');
+  return errors.undiciError('SOCKET');
+}
 
 // A callback of close() or destroy(): a function, or none (undefined) for a promise.
 function checkCallback(callback) {
@@ -160,13 +172,15 @@ class Dispatcher extends EventEmitter {
 
   // A connection of one of its agents opened, closed or failed to open, told as undici's
   // Agent tells it: the origin (a URL), the dispatchers it went through, and the error.
-  // A connection closed by its close() or destroy() is told with the error undici's closes
-  // it with (ClientDestroyedError, unless destroy() was given one).
+  // A connection's end is told with the error undici's closes it with: ClientDestroyedError
+  // (or destroy()'s) by its close() or destroy(), InformationalError 'socket idle timeout' when
+  // it idled out, SocketError 'other side closed' when its server closed it while idle, and
+  // SocketError 'closed' otherwise.
   _onConnection(kind, origin, err) {
     const url = new URL(origin);
     if (kind === CONNECTED) this.emit('connect', url, [this]);
-    else if (kind === DISCONNECTED) this.emit('disconnect', url, [this], err ?? this[kEnded] ?? errors.undiciError('SOCKET'));
-    else this.emit('connectionError', url, [this], err);
+    else if (kind === CONNECTION_ERROR) this.emit('connectionError', url, [this], err);
+    else this.emit('disconnect', url, [this], err ?? this[kEnded] ?? endError(kind));
   }
 
   // undici's: the limits its WebSocket (and WebSocketStream) applies to the messages of a

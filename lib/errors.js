@@ -158,6 +158,7 @@ const UNDICI_ERRORS = {
   DESTROYED: ['ClientDestroyedError', 'The client is destroyed', []],
   ABORTED: ['AbortError', 'Request aborted', ['ABORT']],
   SOCKET: ['SocketError', 'closed', []],
+  INFO: ['InformationalError', 'Request information', []],
   RES_EXCEEDED_MAX_SIZE: ['ResponseExceededMaxSizeError', 'Response content exceeded max size', []],
   MAX_ORIGINS_REACHED: ['MaxOriginsReachedError', 'Maximum allowed origins reached', []],
 };

@@ -110,6 +110,8 @@ pub struct Protocol {
     pub connection_connect: u32,
     pub connection_disconnect: u32,
     pub connection_error: u32,
+    pub connection_idle_timeout: u32,
+    pub connection_other_side: u32,
 }
 
 /// See [`Protocol`].
@@ -137,6 +139,8 @@ pub fn protocol() -> Protocol {
         connection_connect: connection::CONNECT,
         connection_disconnect: connection::DISCONNECT,
         connection_error: connection::CONNECTION_ERROR,
+        connection_idle_timeout: connection::DISCONNECT_IDLE_TIMEOUT,
+        connection_other_side: connection::DISCONNECT_OTHER_SIDE,
     }
 }
 

@@ -52,6 +52,10 @@ pub mod connection {
     pub const CONNECT: u32 = 0;
     pub const DISCONNECT: u32 = 1;
     pub const CONNECTION_ERROR: u32 = 2;
+    /// A `DISCONNECT` of an idle connection that idled out.
+    pub const DISCONNECT_IDLE_TIMEOUT: u32 = 3;
+    /// A `DISCONNECT` of an idle connection its server closed (or reset, or wrote to).
+    pub const DISCONNECT_OTHER_SIDE: u32 = 4;
 }
 
 /// The JavaScript side's event codes (`lib/request.js` reads them).

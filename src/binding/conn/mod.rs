@@ -90,6 +90,8 @@ pub struct Conn {
     /// Its opening was told to the agent's watchers (`PoolCell::post_connection`): its end
     /// will be too.
     pub announced: Cell<bool>,
+    /// How its end is told to the watchers (a `protocol::connection` kind of `DISCONNECT`).
+    pub end_told: Cell<u32>,
     /// Its socket was destroyed in use: its bytes stopped, its slot held until `close`
     /// ([`Conn::halt`]).
     pub halted: Cell<bool>,
@@ -170,6 +172,7 @@ impl Conn {
             target: RefCell::new(None),
             h2_pending: Cell::new(false),
             announced: Cell::new(false),
+            end_told: Cell::new(crate::binding::protocol::connection::DISCONNECT),
             halted: Cell::new(false),
         }
     }

@@ -153,7 +153,7 @@ impl PoolCell {
     pub fn remove_conn(&self, id: u32) -> Option<Rc<Conn>> {
         let conn = conn::unregister(id)?;
         if conn.announced.get() {
-            self.post_connection(connection::DISCONNECT, conn.key, None);
+            self.post_connection(conn.end_told.get(), conn.key, None);
         }
         Some(conn)
     }
@@ -161,6 +161,9 @@ impl PoolCell {
     /// Closes idle connection `id`, which its socket object (if a program still holds it)
     /// hears of first (see [`Conn::end_idle`]).
     pub fn drop_idle(&self, id: u32, expired: bool) {
+        if let Some(conn) = self.conn(id).filter(|_| expired) {
+            conn.end_told.set(connection::DISCONNECT_IDLE_TIMEOUT);
+        }
         if let Some(conn) = self.remove_conn(id) {
             conn.end_idle(&self.ctx, expired);
             conn.close(self.env());
@@ -251,6 +254,7 @@ impl PoolCell {
 
     /// Called from an idle connection's readiness: its peer closed it or wrote to it.
     pub fn evict_idle(self: &Rc<Self>, conn: &Rc<Conn>) {
+        conn.end_told.set(connection::DISCONNECT_OTHER_SIDE);
         let grant = moves::evict(self, conn.id);
         self.notify_grants(grant);
     }

@@ -264,7 +264,13 @@ pub fn hyper_lookup(
 /// hyper's connection task ended (the server closed it, or it failed).
 pub fn hyper_closed(pool: &Rc<PoolCell>, conn_id: u32) {
     if let Some(conn) = pool.conn(conn_id) {
-        driver::closed(pool, conn_id, conn.course.state() == State::Idle);
+        let idle = conn.course.state() == State::Idle;
+        if idle {
+            // Its end is told as the server's doing (see `PoolCell::evict_idle`).
+            conn.end_told
+                .set(crate::binding::protocol::connection::DISCONNECT_OTHER_SIDE);
+        }
+        driver::closed(pool, conn_id, idle);
     }
 }
 
