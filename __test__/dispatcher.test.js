@@ -877,6 +877,46 @@ test("undici's connection events: 'connect', 'disconnect' and 'connectionError',
   assert.strictEqual(refused.code, 'ECONNREFUSED');
 });
 
+test("'disconnect' of a connection closed in use: 'reset', 'aborted', or its exchange's error", async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/close') {
+      res.setHeader('connection', 'close');
+      res.end('ok');
+    } else if (req.url === '/stall') {
+      res.write('x'.repeat(1000));
+    } else {
+      res.write('partial', () => req.socket.destroy());
+    }
+  });
+  const ended = {};
+  for (const how of ['close', 'abort', 'fail']) {
+    const d = dispatcher(t);
+    const disconnected = once(d, 'disconnect');
+    if (how === 'close') {
+      assert.strictEqual(await (await fetch(`${server.url}/close`, { dispatcher: d })).text(), 'ok');
+    } else if (how === 'abort') {
+      const ac = new AbortController();
+      const res = await fetch(`${server.url}/stall`, { dispatcher: d, signal: ac.signal });
+      ac.abort();
+      await assert.rejects(res.text(), { name: 'AbortError' });
+    } else {
+      const res = await fetch(`${server.url}/fail`, { dispatcher: d });
+      await assert.rejects(res.text());
+    }
+    const [origin, , err] = await disconnected;
+    assert.strictEqual(origin.origin, server.url);
+    ended[how] = err;
+  }
+  for (const how of ['close', 'abort']) {
+    assert.ok(ended[how] instanceof undici.errors.InformationalError, how);
+    assert.strictEqual(ended[how].code, 'UND_ERR_INFO', how);
+  }
+  assert.strictEqual(ended.close.message, 'reset');
+  assert.strictEqual(ended.abort.message, 'aborted');
+  // The exchange's own error, Node's as the request got it.
+  assert.strictEqual(ended.fail.code, 'ECONNRESET');
+});
+
 test("'disconnect' tells of the connections close() and destroy() close with undici's errors", async (t) => {
   const server = await httpServer(t, (req, res) => res.end('ok'));
   const reason = new Error('shutting down');

@@ -48,6 +48,8 @@ const {
   connectionError: CONNECTION_ERROR,
   connectionIdleTimeout: IDLE_TIMEOUT,
   connectionOtherSide: OTHER_SIDE,
+  connectionReset: RESET,
+  connectionAborted: ABORTED,
 } = require('./native').protocol();
 
 // The most origin strings whose route a dispatcher keeps.
@@ -66,6 +68,8 @@ const DESTROYED = 2;
 function endError(kind) {
   if (kind === IDLE_TIMEOUT) return errors.undiciError('INFO', 'socket idle timeout');
   if (kind === OTHER_SIDE) return errors.undiciError('SOCKET', 'other side closed');
+  if (kind === RESET) return errors.undiciError('INFO', 'reset');
+  if (kind === ABORTED) return errors.undiciError('INFO', 'aborted');
   return errors.undiciError('SOCKET');
 }
 
@@ -172,10 +176,11 @@ class Dispatcher extends EventEmitter {
 
   // A connection of one of its agents opened, closed or failed to open, told as undici's
   // Agent tells it: the origin (a URL), the dispatchers it went through, and the error.
-  // A connection's end is told with the error undici's closes it with: ClientDestroyedError
-  // (or destroy()'s) by its close() or destroy(), InformationalError 'socket idle timeout' when
-  // it idled out, SocketError 'other side closed' when its server closed it while idle, and
-  // SocketError 'closed' otherwise.
+  // A connection's end is told with the error undici's closes it with: its exchange's error
+  // when that failed; ClientDestroyedError (or destroy()'s) by its close() or destroy();
+  // InformationalError 'socket idle timeout' when it idled out, 'reset' when its completed
+  // exchange left it unfit for another, 'aborted' when its request was aborted; SocketError
+  // 'other side closed' when its server closed it while idle; SocketError 'closed' otherwise.
   _onConnection(kind, origin, err) {
     const url = new URL(origin);
     if (kind === CONNECTED) this.emit('connect', url, [this]);

@@ -112,6 +112,8 @@ pub struct Protocol {
     pub connection_error: u32,
     pub connection_idle_timeout: u32,
     pub connection_other_side: u32,
+    pub connection_reset: u32,
+    pub connection_aborted: u32,
 }
 
 /// See [`Protocol`].
@@ -141,6 +143,8 @@ pub fn protocol() -> Protocol {
         connection_error: connection::CONNECTION_ERROR,
         connection_idle_timeout: connection::DISCONNECT_IDLE_TIMEOUT,
         connection_other_side: connection::DISCONNECT_OTHER_SIDE,
+        connection_reset: connection::DISCONNECT_RESET,
+        connection_aborted: connection::DISCONNECT_ABORTED,
     }
 }
 

@@ -56,6 +56,10 @@ pub mod connection {
     pub const DISCONNECT_IDLE_TIMEOUT: u32 = 3;
     /// A `DISCONNECT` of an idle connection its server closed (or reset, or wrote to).
     pub const DISCONNECT_OTHER_SIDE: u32 = 4;
+    /// A `DISCONNECT` of a connection whose completed exchange left it unfit for another.
+    pub const DISCONNECT_RESET: u32 = 5;
+    /// A `DISCONNECT` of a connection whose request was aborted.
+    pub const DISCONNECT_ABORTED: u32 = 6;
 }
 
 /// The JavaScript side's event codes (`lib/request.js` reads them).

@@ -170,6 +170,20 @@ pub trait Lanes: Connections {
     /// The connect of `conn` failed with `err`: the connection is gone (those who watch hear
     /// of the failure).
     fn lost(&self, conn: u32, err: &Error);
+    /// Connection `conn`, in use, is to close for `why`: those who watch hear it with its end.
+    /// The first reason of an exchange stands.
+    fn ending(&self, conn: u32, why: Ending<'_>);
+}
+
+/// Why a connection in use closes, as those who watch the pool's connections hear it.
+#[derive(Clone, Copy, Debug)]
+pub enum Ending<'a> {
+    /// Its exchange failed with this error.
+    Failed(&'a Error),
+    /// Its request was aborted.
+    Aborted,
+    /// Its exchange completed, but the connection may not carry another.
+    Reset,
 }
 
 /// One `agent.request()` in flight, or waiting for a connection.
@@ -359,6 +373,9 @@ pub fn on_event<L: Lanes>(lanes: &L, req: &Rc<Request<L::Face>>, event: Event) {
         Event::End(trailers) => req.tell(|face| face.end(&trailers)),
         Event::Error(err) => {
             count_failure(lanes, req, &err);
+            if let Some(conn) = req.place.get().conn() {
+                lanes.ending(conn, Ending::Failed(&err));
+            }
             req.tell(|face| face.error(&err));
         }
         Event::Unsent(err) => {
@@ -473,6 +490,9 @@ fn settle<L: Lanes>(lanes: &L, req: &Request<L::Face>, sender: Option<Sender>) -
         }
         _ => false,
     };
+    if !kept && conn != 0 {
+        lanes.ending(conn, Ending::Reset);
+    }
     let hint = req.attempt.borrow().hint();
     // A waiting `agent.request()` takes it here (see `Connections::serve`).
     let verdict = moves::settle(
@@ -513,6 +533,7 @@ pub fn abort<L: Lanes>(lanes: &L, req: &Request<L::Face>) -> Verdict {
         Place::Conn(conn) => {
             // A connection that requests waited for, closed before it could serve them.
             let abandoned = lanes.take_pending_session(conn);
+            lanes.ending(conn, Ending::Aborted);
             let verdict = moves::close(lanes, conn);
             if abandoned {
                 route::connect_abandoned(lanes, req.key);

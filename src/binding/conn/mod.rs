@@ -90,8 +90,10 @@ pub struct Conn {
     /// Its opening was told to the agent's watchers (`PoolCell::post_connection`): its end
     /// will be too.
     pub announced: Cell<bool>,
-    /// How its end is told to the watchers (a `protocol::connection` kind of `DISCONNECT`).
+    /// How its end is told to the watchers (a `protocol::connection` kind of `DISCONNECT`),
+    /// and with which error, if its exchange failed.
     pub end_told: Cell<u32>,
+    pub end_error: RefCell<Option<Error>>,
     /// Its socket was destroyed in use: its bytes stopped, its slot held until `close`
     /// ([`Conn::halt`]).
     pub halted: Cell<bool>,
@@ -173,6 +175,7 @@ impl Conn {
             h2_pending: Cell::new(false),
             announced: Cell::new(false),
             end_told: Cell::new(crate::binding::protocol::connection::DISCONNECT),
+            end_error: RefCell::new(None),
             halted: Cell::new(false),
         }
     }

@@ -153,7 +153,8 @@ impl PoolCell {
     pub fn remove_conn(&self, id: u32) -> Option<Rc<Conn>> {
         let conn = conn::unregister(id)?;
         if conn.announced.get() {
-            self.post_connection(conn.end_told.get(), conn.key, None);
+            let error = conn.end_error.borrow_mut().take();
+            self.post_connection(conn.end_told.get(), conn.key, error);
         }
         Some(conn)
     }

@@ -295,6 +295,9 @@ impl Lanes for Rc<PoolCell> {
 
     fn keep(&self, conn: u32, sender: client::Sender) {
         if let Some(conn) = self.conn(conn) {
+            // Kept: what its exchange said of an end no longer holds.
+            conn.end_told.set(connection::DISCONNECT);
+            conn.end_error.borrow_mut().take();
             conn.keep_sender(sender);
         }
     }
@@ -342,6 +345,18 @@ impl Lanes for Rc<PoolCell> {
         if let Some(conn) = self.conn(conn).filter(|_| self.watch_connections.get()) {
             conn.announced.set(true);
             self.post_connection(connection::CONNECT, conn.key, None);
+        }
+    }
+
+    fn ending(&self, conn: u32, why: driver::Ending<'_>) {
+        let Some(conn) = self.conn(conn) else { return };
+        if conn.end_told.get() != connection::DISCONNECT || conn.end_error.borrow().is_some() {
+            return;
+        }
+        match why {
+            driver::Ending::Failed(err) => *conn.end_error.borrow_mut() = Some(err.clone()),
+            driver::Ending::Aborted => conn.end_told.set(connection::DISCONNECT_ABORTED),
+            driver::Ending::Reset => conn.end_told.set(connection::DISCONNECT_RESET),
         }
     }
 

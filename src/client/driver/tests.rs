@@ -401,6 +401,8 @@ impl Lanes for Fake {
         self.said(format!("announce {conn}"));
     }
 
+    fn ending(&self, _conn: u32, _why: super::Ending<'_>) {}
+
     fn lost(&self, conn: u32, err: &Error) {
         self.conns.borrow_mut().remove(&conn);
         self.said(format!("lost {conn} {}", err.code()));
