@@ -95,6 +95,8 @@ struct Fake {
     next_req: Cell<u32>,
     policy: ReleasePolicy,
     log: Log,
+    /// Why its connections in use were to close (`Lanes::ending`), apart from the log.
+    endings: RefCell<Vec<String>>,
 }
 
 impl Fake {
@@ -119,6 +121,7 @@ impl Fake {
                 ..ReleasePolicy::default()
             },
             log: Rc::default(),
+            endings: RefCell::default(),
         };
         (fake, key)
     }
@@ -401,7 +404,13 @@ impl Lanes for Fake {
         self.said(format!("announce {conn}"));
     }
 
-    fn ending(&self, _conn: u32, _why: super::Ending<'_>) {}
+    fn ending(&self, conn: u32, why: super::Ending<'_>) {
+        let why = match why {
+            super::Ending::Failed(err) => format!("failed {}", err.code()),
+            other => format!("{other:?}"),
+        };
+        self.endings.borrow_mut().push(format!("{why} {conn}"));
+    }
 
     fn lost(&self, conn: u32, err: &Error) {
         self.conns.borrow_mut().remove(&conn);
@@ -906,4 +915,32 @@ fn a_request_that_fails_before_its_exchange_is_told_its_error_and_ends() {
         ["error ECONNRESET", "done 0 Nothing", "release 1"]
     );
     assert!(!req.face.held.get());
+}
+
+#[test]
+fn the_pool_hears_why_a_connection_in_use_closes() {
+    // Kept: no reason.
+    let (f, key) = Fake::new(10);
+    let (req, _) = f.on_new(key);
+    on_event(&f, &req, Event::Done(Some(sender())));
+    assert!(f.endings.borrow().is_empty());
+
+    // Not kept after a completed exchange (hyper gave no sender back): reset.
+    let (req, conn) = f.on_new(key);
+    on_event(&f, &req, Event::Done(None));
+    assert_eq!(f.endings.take(), [format!("Reset {conn}")]);
+
+    // Its exchange failed: the error first, then the close of the exchange's end.
+    let (req, conn) = f.on_new(key);
+    on_event(&f, &req, Event::Error(reset()));
+    on_event(&f, &req, Event::Done(None));
+    assert_eq!(
+        f.endings.take(),
+        [format!("failed ECONNRESET {conn}"), format!("Reset {conn}")]
+    );
+
+    // Aborted on its connection.
+    let (req, conn) = f.on_new(key);
+    abort(&f, &req);
+    assert_eq!(f.endings.take(), [format!("Aborted {conn}")]);
 }
