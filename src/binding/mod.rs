@@ -106,9 +106,8 @@ pub struct Protocol {
     pub write_pending: i32,
     /// The request function's arguments, by name, in the order it takes them (see `protocol::arg`).
     pub request_args: Vec<String>,
-    /// `onConnection` kinds (`protocol::connection`).
+    /// `onConnection` kinds (`protocol::connection`): any other is a plain `DISCONNECT`.
     pub connection_connect: u32,
-    pub connection_disconnect: u32,
     pub connection_error: u32,
     pub connection_idle_timeout: u32,
     pub connection_other_side: u32,
@@ -139,7 +138,6 @@ pub fn protocol() -> Protocol {
         write_pending: write::PENDING,
         request_args: arg::NAMES.iter().map(|n| n.to_string()).collect(),
         connection_connect: connection::CONNECT,
-        connection_disconnect: connection::DISCONNECT,
         connection_error: connection::CONNECTION_ERROR,
         connection_idle_timeout: connection::DISCONNECT_IDLE_TIMEOUT,
         connection_other_side: connection::DISCONNECT_OTHER_SIDE,
