@@ -214,11 +214,20 @@ async function run(t, { h2, seed, count, stop, composed = false }) {
   const next = random(seed);
   const requests = [];
   let stopping = null;
+  const completed = (r) => /onComplete|onResponseEnd/.test(r.log.join(' '));
+  const end = () => (stopping = stop.how === 'destroy' ? d.destroy() : d.close());
   for (let i = 0; i < count; i++) {
     requests.push(randomRequest(d, origin, next, i));
     // Some requests start in later turns of the loop, after others have gone some way.
     if (next() < 0.3) await new Promise(setImmediate);
-    if (stop !== undefined && i === stop.at) stopping = stop.how === 'destroy' ? d.destroy() : d.close();
+    // The stop comes once a request has completed, so that both kinds of end are met however
+    // slow the machine (an HTTP/2 session may not be up after the first requests).
+    if (stop !== undefined && stopping === null && i >= stop.at && requests.some(completed)) end();
+  }
+  if (stop !== undefined && stopping === null) {
+    const first = Promise.any(requests.map((r) => r.settled.then(() => assert.ok(completed(r)))));
+    await bounded(first.catch(() => {}));
+    end();
   }
   // Every request reaches its end, and close() or destroy() settles: nothing is left waiting
   // (bounded, so that what never ends fails the test with its story instead of hanging it).

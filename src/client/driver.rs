@@ -373,7 +373,8 @@ pub fn on_event<L: Lanes>(lanes: &L, req: &Rc<Request<L::Face>>, event: Event) {
         Event::End(trailers) => req.tell(|face| face.end(&trailers)),
         Event::Error(err) => {
             count_failure(lanes, req, &err);
-            if let Some(conn) = req.place.get().conn() {
+            // A stream's error is its own: its session goes on.
+            if let Place::Conn(conn) = req.place.get() {
                 lanes.ending(conn, Ending::Failed(&err));
             }
             req.tell(|face| face.error(&err));
