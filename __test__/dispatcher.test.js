@@ -882,6 +882,10 @@ test("'disconnect' of a connection closed in use: 'reset', 'aborted', or its exc
     if (req.url === '/close') {
       res.setHeader('connection', 'close');
       res.end('ok');
+    } else if (req.url === '/hint') {
+      // Less idle time than the agents' buffer (1 s): the connection is not kept.
+      res.setHeader('keep-alive', 'timeout=1');
+      res.end('ok');
     } else if (req.url === '/stall') {
       res.write('x'.repeat(1000));
     } else {
@@ -889,11 +893,11 @@ test("'disconnect' of a connection closed in use: 'reset', 'aborted', or its exc
     }
   });
   const ended = {};
-  for (const how of ['close', 'abort', 'fail']) {
+  for (const how of ['close', 'hint', 'abort', 'fail']) {
     const d = dispatcher(t);
     const disconnected = once(d, 'disconnect');
-    if (how === 'close') {
-      assert.strictEqual(await (await fetch(`${server.url}/close`, { dispatcher: d })).text(), 'ok');
+    if (how === 'close' || how === 'hint') {
+      assert.strictEqual(await (await fetch(`${server.url}/${how}`, { dispatcher: d })).text(), 'ok');
     } else if (how === 'abort') {
       const ac = new AbortController();
       const res = await fetch(`${server.url}/stall`, { dispatcher: d, signal: ac.signal });
@@ -907,11 +911,12 @@ test("'disconnect' of a connection closed in use: 'reset', 'aborted', or its exc
     assert.strictEqual(origin.origin, server.url);
     ended[how] = err;
   }
-  for (const how of ['close', 'abort']) {
+  for (const how of ['close', 'hint', 'abort']) {
     assert.ok(ended[how] instanceof undici.errors.InformationalError, how);
     assert.strictEqual(ended[how].code, 'UND_ERR_INFO', how);
   }
   assert.strictEqual(ended.close.message, 'reset');
+  assert.strictEqual(ended.hint.message, 'reset');
   assert.strictEqual(ended.abort.message, 'aborted');
   // The exchange's own error, Node's as the request got it.
   assert.strictEqual(ended.fail.code, 'ECONNRESET');

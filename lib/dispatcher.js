@@ -178,8 +178,8 @@ class Dispatcher extends EventEmitter {
   // Agent tells it: the origin (a URL), the dispatchers it went through, and the error.
   // A connection's end is told with the error undici's closes it with: its exchange's error
   // when that failed; ClientDestroyedError (or destroy()'s) by its close() or destroy();
-  // InformationalError 'socket idle timeout' when it idled out, 'reset' when its completed
-  // exchange left it unfit for another, 'aborted' when its request was aborted; SocketError
+  // InformationalError 'socket idle timeout' when it idled out, 'reset' when it was not
+  // kept after its completed exchange, 'aborted' when its request was aborted; SocketError
   // 'other side closed' when its server closed it while idle; SocketError 'closed' otherwise.
   _onConnection(kind, origin, err) {
     const url = new URL(origin);

@@ -78,6 +78,11 @@ pub trait Connections {
     fn end_idle(&self, id: u32, expired: bool);
     /// Closes connection `id`, whatever it is doing; what it was (`None`: closed already).
     fn end(&self, id: u32) -> Option<Ended>;
+    /// Connection `id`, its request over, is about to close as it is not kept: unfit for
+    /// another request, or the pool keeps it not (its server's Keep-Alive hint leaves no idle
+    /// time, keep-alive is off, the free connections are full, its `socketActiveTTL` is
+    /// reached). Told before its [`end`](Self::end).
+    fn unkept(&self, id: u32);
     /// Takes connection `id` out of the pool's counts (an HTTP upgrade took its socket); its
     /// key the first time, while it is not closed.
     fn detach(&self, id: u32) -> Option<KeyId>;
@@ -169,6 +174,7 @@ fn hand_on<C: Connections + ?Sized>(
         // Closed; its slot may let a waiter connect (the first of its key, when that one came
         // by the other path and could not take the connection).
         Release::Close(_, grant) => {
+            conns.unkept(id);
             conns.end(id);
             let otherwise = match grant.map(|g| g.who) {
                 Some(Waiter::Promise(_)) => Verdict::Retired,
@@ -245,7 +251,10 @@ pub fn settle<C: Connections + ?Sized>(
         return close(conns, id);
     }
     match policy.settle(age, policy.idle_for(None, hint)) {
-        Fate::Close => close(conns, id),
+        Fate::Close => {
+            conns.unkept(id);
+            close(conns, id)
+        }
         Fate::Release(idle) => release(conns, id, idle, now),
     }
 }

@@ -367,6 +367,13 @@ impl Connections for Rc<PoolCell> {
         self.drop_idle(id, expired);
     }
 
+    fn unkept(&self, id: u32) {
+        // Told to the dispatcher's 'disconnect' as undici tells a connection its response
+        // left unfit for another: a reset.
+        use crate::client::driver::{Ending, Lanes};
+        Lanes::ending(self, id, Ending::Reset);
+    }
+
     fn end(&self, id: u32) -> Option<Ended> {
         self.conn(id)?;
         let conn = self.remove_conn(id)?;

@@ -298,6 +298,10 @@ impl Connections for Fake {
         self.said(format!("end idle {id}"));
     }
 
+    fn unkept(&self, id: u32) {
+        self.endings.borrow_mut().push(format!("Unkept {id}"));
+    }
+
     fn end(&self, id: u32) -> Option<Ended> {
         let (key, state) = self.conns.borrow_mut().remove(&id)?;
         self.said(format!("end {id}"));
@@ -943,4 +947,11 @@ fn the_pool_hears_why_a_connection_in_use_closes() {
     let (req, conn) = f.on_new(key);
     abort(&f, &req);
     assert_eq!(f.endings.take(), [format!("Aborted {conn}")]);
+
+    // Kept by hyper, and not by the pool (keep-alive off): unkept.
+    let (mut f, key) = Fake::new(10);
+    f.policy.keep_alive = false;
+    let (req, conn) = f.on_new(key);
+    on_event(&f, &req, Event::Done(Some(sender())));
+    assert_eq!(f.endings.take(), [format!("Unkept {conn}")]);
 }

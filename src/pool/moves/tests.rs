@@ -179,6 +179,10 @@ impl Connections for Fake {
         self.said(format!("end idle {id} expired={expired}"));
     }
 
+    fn unkept(&self, id: u32) {
+        self.said(format!("unkept {id}"));
+    }
+
     fn end(&self, id: u32) -> Option<Ended> {
         let r = self.conns.borrow_mut().remove(&id)?;
         self.said(format!("end {id}"));
@@ -238,7 +242,7 @@ fn a_connection_that_cannot_carry_another_request_closes_at_its_release() {
     let id = f.in_use(key);
     f.set(id, |r| r.reusable = false);
     assert_eq!(release(&f, id, IDLE, Instant::now()), Verdict::Closed);
-    assert_eq!(f.take_log(), ["finished 1 Some(4s)", "end 1"]);
+    assert_eq!(f.take_log(), ["finished 1 Some(4s)", "unkept 1", "end 1"]);
     let stats = f.pool.borrow().stats;
     assert_eq!(
         (stats.create_socket_count, stats.close_socket_count),
@@ -280,7 +284,7 @@ fn a_promise_connection_settles_by_the_agents_policy() {
     );
     assert_eq!(
         f.take_log(),
-        ["end 2"],
+        ["unkept 2", "end 2"],
         "past socketActiveTTL: closed, not reused"
     );
 
@@ -297,7 +301,23 @@ fn a_promise_connection_settles_by_the_agents_policy() {
     };
     let id = f.in_use(key);
     assert_eq!(settle(&f, id, true, age, None, &off, now), Verdict::Closed);
-    assert_eq!(f.take_log(), ["finished 4 None", "end 4"], "keep-alive off");
+    assert_eq!(
+        f.take_log(),
+        ["finished 4 None", "unkept 4", "end 4"],
+        "keep-alive off"
+    );
+
+    let id = f.in_use(key);
+    let brief = Some(policy.hint_buffer);
+    assert_eq!(
+        settle(&f, id, true, age, brief, &policy, now),
+        Verdict::Closed
+    );
+    assert_eq!(
+        f.take_log(),
+        ["finished 5 None", "unkept 5", "end 5"],
+        "the server's hint leaves no idle time"
+    );
 }
 
 #[test]
@@ -327,7 +347,13 @@ fn a_waiting_agent_request_is_served_in_the_slot_of_a_drop_in_connection() {
     assert_eq!(release(&f, id, IDLE, Instant::now()), Verdict::Retired);
     assert_eq!(
         f.take_log(),
-        ["finished 1 Some(4s)", "end 1", "open 2", "serve 7 on 2"]
+        [
+            "finished 1 Some(4s)",
+            "unkept 1",
+            "end 1",
+            "open 2",
+            "serve 7 on 2"
+        ]
     );
     assert_eq!(f.counts(), (1, 0), "one slot, held by the new connection");
 }
@@ -353,7 +379,12 @@ fn what_a_request_gone_from_the_queue_was_given_goes_on() {
     assert_eq!(release(&f, id, IDLE, Instant::now()), Verdict::Closed);
     assert_eq!(
         f.take_log(),
-        ["finished 1 Some(4s)", "finished 1 None", "end 1"]
+        [
+            "finished 1 Some(4s)",
+            "finished 1 None",
+            "unkept 1",
+            "end 1"
+        ]
     );
     assert_eq!(f.counts(), (0, 0), "its slot is free");
     assert_eq!(
