@@ -630,6 +630,32 @@ test('an X.509 version 1 certificate: reached with rejectUnauthorized false, tru
   assert.strictEqual(seen['ours default'].code, 'DEPTH_ZERO_SELF_SIGNED_CERT');
 });
 
+test('a server whose RSA key has 1024 bits fails with EE_KEY_TOO_SMALL, whatever rejectUnauthorized says', async (t) => {
+  let server;
+  try {
+    server = await httpsServer(t, { cert: 'weak-localhost.pem', key: 'weak-localhost-key.pem' });
+  } catch (err) {
+    // Node 24 (OpenSSL's security level 2) refuses to serve such a key at all.
+    if (!/ee key too small/.test(err.message)) throw err;
+    t.skip(`this Node's OpenSSL refuses to serve an RSA key of 1024 bits (${err.message})`);
+    return;
+  }
+  for (const options of [{ ca: CA }, { rejectUnauthorized: false }, { rejectUnauthorized: false, maxVersion: 'TLSv1.2' }]) {
+    const name = JSON.stringify(Object.keys(options));
+    // Node's agent, at OpenSSL's security level 1 (Node 20 and 22), takes such a key.
+    const node = new https.Agent(options);
+    t.after(() => node.destroy());
+    assert.strictEqual((await get({ host: 'localhost', port: server.port, agent: node })).body, 'secure /', name);
+    // Ours cannot check the handshake's signature with it, and says so.
+    const agent = new HttpsAgent(options);
+    t.after(() => agent.destroy());
+    const err = await getError({ host: 'localhost', port: server.port, agent });
+    assert.strictEqual(err.code, 'EE_KEY_TOO_SMALL', name);
+    assert.match(err.message, /^EE certificate key too weak: RSA keys of fewer than 2048 bits are not supported/, name);
+    await assert.rejects(agent.request(`https://localhost:${server.port}/`), { code: 'EE_KEY_TOO_SMALL' }, name);
+  }
+});
+
 test('unsupported and bad TLS options fail at once with clear errors', (t) => {
   const agent = new HttpsAgent();
   t.after(() => agent.destroy());

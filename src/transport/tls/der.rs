@@ -68,6 +68,43 @@ pub fn spki(der: &[u8]) -> Option<&[u8]> {
     Some(&rest[..rest.len() - after.len()])
 }
 
+/// The DER of the OID rsaEncryption (1.2.840.113549.1.1.1), contents only.
+const RSA_ENCRYPTION: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+
+/// The size in bits of the modulus of an RSA public key given as a `subjectPublicKeyInfo`
+/// (see [`spki`]); `None` for a key of another kind, or one not well formed.
+pub fn rsa_bits(spki: &[u8]) -> Option<usize> {
+    let (0x30, info, _) = tlv(spki)? else {
+        return None;
+    };
+    let (0x30, algorithm, rest) = tlv(info)? else {
+        return None;
+    };
+    let (0x06, oid, _) = tlv(algorithm)? else {
+        return None;
+    };
+    if oid != RSA_ENCRYPTION {
+        return None;
+    }
+    // BIT STRING: a count of unused bits (0), then RSAPublicKey { modulus, publicExponent }.
+    let (0x03, key, _) = tlv(rest)? else {
+        return None;
+    };
+    let (&0, key) = key.split_first()? else {
+        return None;
+    };
+    let (0x30, key, _) = tlv(key)? else {
+        return None;
+    };
+    let (0x02, modulus, _) = tlv(key)? else {
+        return None;
+    };
+    // A positive INTEGER: leading zero bytes are not part of its size.
+    let first = modulus.iter().position(|&b| b != 0)?;
+    let modulus = &modulus[first..];
+    Some(modulus.len() * 8 - modulus[0].leading_zeros() as usize)
+}
+
 /// Reads the fields from a DER certificate; `None` if it is not well formed.
 pub fn parse(der: &[u8]) -> Option<CertFields<'_>> {
     let (0x30, cert, _) = tlv(der)? else {

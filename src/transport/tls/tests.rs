@@ -1,12 +1,14 @@
 //! Handshakes against a rustls server on loopback, with the committed fixture certificates
 //! (`__test__/fixtures/tls`), verified for real.
 
+use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use rustls::client::danger::ServerCertVerifier;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::ServerConfig;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -671,6 +673,45 @@ fn a_crl_that_cannot_be_read_is_refused() {
         (err.code(), err.message().as_str()),
         ("ERR_CRYPTO_OPERATION_FAILED", "Failed to parse CRL")
     );
+}
+
+#[test]
+fn the_size_of_an_rsa_key_is_read_from_its_certificate() {
+    let bits = |name| der::spki(&chain(name)[0]).and_then(der::rsa_bits);
+    assert_eq!(bits("localhost.pem"), Some(2048));
+    assert_eq!(bits("v1-localhost.pem"), Some(2048));
+    assert_eq!(bits("weak-localhost.pem"), Some(1024));
+    assert_eq!(bits("ec-localhost.pem"), None, "not RSA");
+    assert_eq!(der::rsa_bits(b"\x30\x03\x02\x01\x01"), None);
+}
+
+#[test]
+fn a_server_key_too_small_to_check_a_signature_with_fails_whatever_reject_unauthorized_says() {
+    let leaf = &chain("weak-localhost.pem")[0];
+    let name = ServerName::try_from("localhost").unwrap();
+    let mut roots = RootCertStore::empty();
+    roots.add(chain("ca.pem").remove(0)).unwrap();
+    let roots = Arc::new(roots);
+    for reject in [true, false] {
+        let verifier = verify::NodeVerifier {
+            roots: roots.clone(),
+            trusted: Arc::from(Vec::new()),
+            algs: rustls::crypto::ring::default_provider().signature_verification_algorithms,
+            reject,
+            revocation: None,
+        };
+        // What the handshake reads to name its failure (see `handshake_error`).
+        let (result, failure) = verify::VERIFY_FAILURE.sync_scope(Cell::new(None), || {
+            let result = verifier.verify_server_cert(leaf, &[], &name, &[], UnixTime::now());
+            (result, verify::VERIFY_FAILURE.with(Cell::get))
+        });
+        assert!(result.is_err(), "rejectUnauthorized: {reject}");
+        assert_eq!(
+            failure,
+            Some(verify::EE_KEY_TOO_SMALL),
+            "rejectUnauthorized: {reject}"
+        );
+    }
 }
 
 #[test]

@@ -56,6 +56,23 @@ const UNABLE_TO_GET_CRL: VerifyFailure =
 const CRL_HAS_EXPIRED: VerifyFailure = VerifyFailure::new("CRL_HAS_EXPIRED", "CRL has expired");
 const CRL_SIGNATURE_FAILURE: VerifyFailure =
     VerifyFailure::new("CRL_SIGNATURE_FAILURE", "CRL signature failure");
+/// The server's own RSA key is smaller than rustls verifies a signature with: the handshake
+/// cannot be checked, so it fails even with `rejectUnauthorized: false` (where OpenSSL, at
+/// Node's default security level, takes keys from 1024 bits).
+pub(super) const EE_KEY_TOO_SMALL: VerifyFailure = VerifyFailure::new(
+    "EE_KEY_TOO_SMALL",
+    "EE certificate key too weak: RSA keys of fewer than 2048 bits are not supported",
+);
+
+/// The smallest RSA key, in bits, that rustls (with ring) verifies a signature with.
+const MIN_RSA_BITS: usize = 2048;
+
+/// Whether `cert`'s key is RSA and smaller than [`MIN_RSA_BITS`].
+fn weak_rsa(cert: &CertificateDer<'_>) -> bool {
+    der::spki(cert)
+        .and_then(der::rsa_bits)
+        .is_some_and(|bits| bits < MIN_RSA_BITS)
+}
 
 tokio::task_local! {
     /// Why the chain of the handshake running in this task was not trusted: the shared
@@ -117,6 +134,10 @@ impl NodeVerifier {
         server_name: &ServerName<'_>,
         now: UnixTime,
     ) -> Option<VerifyFailure> {
+        // Whatever else holds of the chain, the handshake's signature cannot be checked.
+        if weak_rsa(end_entity) {
+            return Some(EE_KEY_TOO_SMALL);
+        }
         let now_secs = now.as_secs() as i64;
         let fields = der::parse(end_entity);
         // A certificate the user trusts explicitly, presented as the server's own: OpenSSL
@@ -274,9 +295,13 @@ impl ServerCertVerifier for NodeVerifier {
         let failure = self.check(end_entity, intermediates, server_name, now);
         let _ = VERIFY_FAILURE.try_with(|slot| slot.set(failure));
         match failure {
-            Some(f) if self.reject => Err(rustls::Error::InvalidCertificate(
-                CertificateError::Other(rustls::OtherError(Arc::new(VerifyError(f)))),
-            )),
+            // A key the handshake's signature cannot be checked with fails it whatever
+            // `rejectUnauthorized` says.
+            Some(f) if self.reject || f == EE_KEY_TOO_SMALL => {
+                Err(rustls::Error::InvalidCertificate(CertificateError::Other(
+                    rustls::OtherError(Arc::new(VerifyError(f))),
+                )))
+            }
             _ => Ok(ServerCertVerified::assertion()),
         }
     }
