@@ -656,6 +656,18 @@ test('a server whose RSA key has 1024 bits fails with EE_KEY_TOO_SMALL, whatever
   }
 });
 
+test('a client certificate whose RSA key has 1024 bits is refused at once with ERR_SSL_EE_KEY_TOO_SMALL', async (t) => {
+  const server = await httpsServer(t);
+  const agent = new HttpsAgent({ ca: CA, cert: fixture('weak-localhost.pem'), key: fixture('weak-localhost-key.pem') });
+  t.after(() => agent.destroy());
+  // rustls signs with RSA keys of 2048 bits or more only (Node 24 refuses such a key too).
+  const refused = { code: 'ERR_SSL_EE_KEY_TOO_SMALL', message: /ee key too small: RSA keys of fewer than 2048 bits are not supported/ };
+  assert.throws(() => https.get({ host: 'localhost', port: server.port, agent }), refused);
+  // Bad options, like a wrong argument, throw from agent.request() itself.
+  assert.throws(() => agent.request(`https://localhost:${server.port}/`), refused);
+  assert.strictEqual(server.connections.length, 0);
+});
+
 test('unsupported and bad TLS options fail at once with clear errors', (t) => {
   const agent = new HttpsAgent();
   t.after(() => agent.destroy());

@@ -67,6 +67,22 @@ fn config_error(code: &str, message: impl Into<String>) -> Error {
     Error::tls(code, message)
 }
 
+/// A client certificate and key that rustls refused (`from`: the options they came from):
+/// their key does not match, or, `weak`, the certificate's RSA key is smaller than rustls signs
+/// with (OpenSSL's error where its security level refuses such a key).
+fn identity_error(weak: bool, from: &str, err: &rustls::Error) -> Error {
+    if weak {
+        return config_error(
+            "ERR_SSL_EE_KEY_TOO_SMALL",
+            format!("{from}: ee key too small: RSA keys of fewer than 2048 bits are not supported"),
+        );
+    }
+    config_error(
+        "ERR_OSSL_X509_KEY_VALUES_MISMATCH",
+        format!("{from}: {err}"),
+    )
+}
+
 /// A prepared client configuration for one pool key, shared by its connections (rustls
 /// resumes a session only with the configuration, and verifier, that made it).
 pub struct TlsConfig {
@@ -301,11 +317,12 @@ impl TlsConfig {
                 revocation,
             }));
         let mut config = match (pfx.into_iter().next(), opts.identities.as_slice()) {
-            (Some(id), _) => builder
-                .with_client_auth_cert(id.chain, id.key)
-                .map_err(|e| {
-                    config_error("ERR_OSSL_X509_KEY_VALUES_MISMATCH", format!("pfx: {e}"))
-                })?,
+            (Some(id), _) => {
+                let weak = id.chain.first().is_some_and(verify::weak_rsa);
+                builder
+                    .with_client_auth_cert(id.chain, id.key)
+                    .map_err(|e| identity_error(weak, "pfx", &e))?
+            }
             (None, []) => builder.with_no_client_auth(),
             (None, [(cert, key), ..]) => {
                 let chain = certificates(cert, "cert")?;
@@ -315,12 +332,10 @@ impl TlsConfig {
                         format!("key: cannot read the private key: {e}"),
                     )
                 })?;
-                builder.with_client_auth_cert(chain, key).map_err(|e| {
-                    config_error(
-                        "ERR_OSSL_X509_KEY_VALUES_MISMATCH",
-                        format!("cert/key: {e}"),
-                    )
-                })?
+                let weak = chain.first().is_some_and(verify::weak_rsa);
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| identity_error(weak, "cert/key", &e))?
             }
         };
         config.alpn_protocols = opts.alpn.clone();

@@ -605,6 +605,22 @@ fn bad_options_are_named() {
         TlsConfig::new(&opts).err().unwrap().code(),
         "ERR_SSL_NO_CIPHER_MATCH"
     );
+    // A client certificate whose key does not match it, and one whose RSA key is too small
+    // for rustls to sign with.
+    for ((cert, key), code) in [
+        (
+            ("client.pem", "localhost-key.pem"),
+            "ERR_OSSL_X509_KEY_VALUES_MISMATCH",
+        ),
+        (
+            ("weak-localhost.pem", "weak-localhost-key.pem"),
+            "ERR_SSL_EE_KEY_TOO_SMALL",
+        ),
+    ] {
+        let mut opts = options(&[]);
+        opts.identities = vec![(fixture(cert), fixture(key))];
+        assert_eq!(TlsConfig::new(&opts).err().unwrap().code(), code, "{cert}");
+    }
 }
 
 #[test]

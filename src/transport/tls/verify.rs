@@ -68,7 +68,7 @@ pub(super) const EE_KEY_TOO_SMALL: VerifyFailure = VerifyFailure::new(
 const MIN_RSA_BITS: usize = 2048;
 
 /// Whether `cert`'s key is RSA and smaller than [`MIN_RSA_BITS`].
-fn weak_rsa(cert: &CertificateDer<'_>) -> bool {
+pub(super) fn weak_rsa(cert: &CertificateDer<'_>) -> bool {
     der::spki(cert)
         .and_then(der::rsa_bits)
         .is_some_and(|bits| bits < MIN_RSA_BITS)
