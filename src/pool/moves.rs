@@ -78,9 +78,9 @@ pub trait Connections {
     fn end_idle(&self, id: u32, expired: bool);
     /// Closes connection `id`, whatever it is doing; what it was (`None`: closed already).
     fn end(&self, id: u32) -> Option<Ended>;
-    /// Connection `id`, its request over, is about to close as it is not kept: unfit for
-    /// another request, or the pool keeps it not (its server's Keep-Alive hint leaves no idle
-    /// time, keep-alive is off, the free connections are full, its `socketActiveTTL` is
+    /// Connection `id`, its request over, is about to close as it is not kept: it is unfit for
+    /// another request, or the pool does not keep it (its server's Keep-Alive hint leaves no
+    /// idle time, keep-alive is off, the free connections are full, its `socketActiveTTL` is
     /// reached). Told before its [`end`](Self::end).
     fn unkept(&self, id: u32);
     /// Takes connection `id` out of the pool's counts (an HTTP upgrade took its socket); its
