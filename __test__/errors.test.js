@@ -150,6 +150,48 @@ test('an active socket timeout with nobody listening fails with ERR_SOCKET_TIMEO
   assert.strictEqual(status.closeSocketCount, 1);
 });
 
+test("a timeout the program set is the program's when it listens on the response or the socket, as with Node's agent", async (t) => {
+  // The server sends the head and then nothing: only the timeout can end the exchange.
+  const server = await httpServer(t, (req, res) => res.flushHeaders());
+  const ways = {
+    'res.setTimeout()': (res, tell) => res.setTimeout(40, () => tell('timeout')),
+    'socket.setTimeout()': (res, tell) => res.socket.setTimeout(40, () => tell('timeout')),
+    "the request's timeout, a response listener": (res, tell) => res.on('timeout', () => tell('timeout')),
+  };
+  for (const [name, listen] of Object.entries(ways)) {
+    const outcomes = {};
+    for (const [which, agent] of [['node', new http.Agent({ keepAlive: true })], ['ours', new Agent({ keepAlive: true })]]) {
+      t.after(() => agent.destroy());
+      const seen = [];
+      let heard;
+      const first = new Promise((resolve) => { heard = resolve; });
+      const tell = (what) => {
+        seen.push(what);
+        heard();
+      };
+      const req = http.get(`${server.url}/`, { agent, timeout: name.startsWith('the request') ? 40 : undefined });
+      req.on('error', (err) => tell(err.code));
+      const [res] = await once(req, 'response');
+      listen(res, tell);
+      // The program ends the exchange once it has heard of the timeout (or of an error).
+      await first;
+      req.destroy();
+      await once(req, 'close');
+      outcomes[which] = seen;
+    }
+    assert.deepStrictEqual(outcomes.ours, outcomes.node, name);
+    assert.deepStrictEqual(outcomes.ours, ['timeout'], name);
+  }
+  // Nobody listens to the request's own timeout: the request fails rather than wait forever,
+  // as with agentkeepalive (Node's agent leaves it waiting).
+  const agent = new Agent({ keepAlive: true });
+  t.after(() => agent.destroy());
+  const req = http.get(`${server.url}/`, { agent, timeout: 40 });
+  const [err] = await once(req, 'error');
+  assert.strictEqual(err.code, 'ERR_SOCKET_TIMEOUT');
+  assert.strictEqual(err.timeout, 40);
+});
+
 test("a request's own timeout listener decides what a timeout means", async (t) => {
   // The server answers once the client's timeout has fired; on a loaded machine the timeout
   // may fire before the server has seen the request, so the answer waits for both.

@@ -463,20 +463,25 @@ class Agent extends Base {
     this[kServe](waiter * BASE + GRANT, 0);
   }
 
-  // An in-use socket was idle for `timeout` ms (agentkeepalive's semantics).
-  // Called from the socket's 'timeout', by its first listener (the agent's, as in Node's and
-  // agentkeepalive's agents).
-  _socketTimedOut(socket) {
+  // An in-use socket was idle for its timeout. Called from the socket's 'timeout', by its
+  // first listener, `own` (the agent's, as in Node's and agentkeepalive's agents).
+  // The agent's own `timeout` fails the request unless the request listens (agentkeepalive's
+  // semantics). One the program set (the request's `timeout`, req.setTimeout(),
+  // res.setTimeout(), socket.setTimeout()) is the program's to handle, as with Node's agent:
+  // only when nothing listens to it, on the request, its response or the socket, does the
+  // agent fail the request, as agentkeepalive does, rather than leave it waiting.
+  _socketTimedOut(socket, own) {
     this[kPool].countTimeout();
     const req = socket._httpMessage;
     const listening = req ? req.listenerCount('timeout') : 0;
+    const programs = socket.timeout !== (this.options.timeout || 0);
     if (socket.destroyed) return;
     if (socket.connecting && socket[kTunnel] === true) {
       // A tunnel through the proxy that has not opened fails, listened to or not, as Node's
       // agent fails it.
       debug('tunnel for %s not open after %d ms', socket[kName], socket.timeout);
       socket.destroy(errors.proxyTunnelTimeout(socket.timeout));
-    } else if (listening === 0) {
+    } else if (listening === 0 && !(programs && handled(socket, req, own))) {
       debug('socket of %s timed out after %d ms with no listener', socket[kName], socket.timeout);
       socket.destroy(errors.socketTimeoutError(socket.timeout));
     }
@@ -495,6 +500,19 @@ Object.defineProperty(Agent.prototype, 'createSocket', {
   configurable: true, writable: true, value: hooks.createSocket,
 });
 return Agent;
+}
+
+// Node's http client's own 'timeout' listeners on a socket, which hand the event to the
+// request (when it has a timeout) and to its response.
+const HTTP_TIMEOUT_LISTENERS = ['emitRequestTimeout', 'responseOnTimeout'];
+
+// Whether the program listens to the 'timeout' of `socket`, serving `req`, other than through
+// the request itself: on the response, or on the socket (the agent's listener `own` and http's
+// own aside).
+function handled(socket, req, own) {
+  const res = req ? req.res : null;
+  if (res && res.listenerCount('timeout') > 0) return true;
+  return socket.listeners('timeout').some((fn) => fn !== own && !HTTP_TIMEOUT_LISTENERS.includes(fn.name));
 }
 
 // Node's agents construct with or without `new` (`http.Agent(options)`): so do ours. `new`

@@ -127,7 +127,7 @@ function timedOut(link) {
     stream.destroy();
     return;
   }
-  agent._socketTimedOut(stream);
+  agent._socketTimedOut(stream, link.listeners.onTimeout);
 }
 
 // An upgrade or a CONNECT took the stream over: its slot goes to the next request, and the

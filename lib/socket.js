@@ -449,7 +449,7 @@ function onTimer(ref) {
 function onTimeout() {
   // A free socket's expiry is the pool's (see _onIdleEnd), counted and closed there.
   if (this[kFree] || this[kId] === 0) return;
-  this[kAgent]._socketTimedOut(this);
+  this[kAgent]._socketTimedOut(this, onTimeout);
 }
 
 // net.Socket's own: once the peer ended, without half-open, a write fails with EPIPE.
