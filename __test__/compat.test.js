@@ -11,12 +11,20 @@ const http = require('node:http');
 const https = require('node:https');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
-const { httpServer, collected } = require('./helpers');
+const { httpServer, collected, listen } = require('./helpers');
 
 const agents = {
   node: (options) => new http.Agent(options),
   ours: (options) => new Agent(options),
 };
+
+const tlsFixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+
+// An HTTPS server on loopback with the fixture chain for localhost (the test CA's).
+function httpsServer(t) {
+  return listen(t, https.createServer({ cert: tlsFixture('localhost-chain.pem'), key: tlsFixture('localhost-key.pem') },
+    (req, res) => res.end(`hello ${req.url}`)));
+}
 
 test('keepAliveMsecs under a second connects, as Node rounds it to whole seconds', async (t) => {
   const server = await httpServer(t);
@@ -39,6 +47,65 @@ test('keepAliveMsecs under a second connects, as Node rounds it to whole seconds
     const res = await ours.request(`${server.url}/promise${ms}`);
     assert.strictEqual(await res.body.text(), `hello /promise${ms}`);
   }
+});
+
+test('a Host header that is not a string throws out of http.request(), as with Node\'s agents, unless a servername is given', async (t) => {
+  const server = await httpServer(t);
+  const makers = {
+    'node http': () => new http.Agent(),
+    'ours http': () => new Agent(),
+    'node https': () => new https.Agent(),
+    'ours https': () => new HttpsAgent(),
+  };
+  const outcomes = {};
+  for (const [which, make] of Object.entries(makers)) {
+    const agent = make();
+    t.after(() => agent.destroy());
+    const { request } = which.endsWith('https') ? https : http;
+    for (const host of [[], ['a', 'b'], 7]) {
+      let thrown = null;
+      try {
+        request({ port: server.port, headers: { host }, agent }).on('error', () => {}).destroy();
+      } catch (err) {
+        thrown = `${err.code}: ${err.message}`;
+      }
+      (outcomes[which] ??= []).push(thrown);
+    }
+    // A servername given leaves the header unread (over HTTP here: no connection is made for it).
+    if (!which.endsWith('https')) {
+      const req = request({ port: server.port, headers: { host: [] }, servername: 'x', agent });
+      req.on('error', () => {});
+      req.destroy();
+    }
+  }
+  assert.deepStrictEqual(outcomes['ours http'], outcomes['node http']);
+  assert.deepStrictEqual(outcomes['ours https'], outcomes['node https']);
+  assert.match(outcomes['ours http'][0], /^ERR_INVALID_ARG_TYPE: The "options.headers.host" property must be of type string\. Received an instance of Array$/);
+});
+
+test("a request's highWaterMark is its socket's and its response's, as with Node's agents", async (t) => {
+  const plain = await httpServer(t);
+  const secure = await httpsServer(t);
+  const ca = tlsFixture('ca.pem');
+  const makers = {
+    'node http': [http, plain.port, () => new http.Agent()],
+    'ours http': [http, plain.port, () => new Agent()],
+    'node https': [https, secure.address().port, () => new https.Agent({ ca })],
+    'ours https': [https, secure.address().port, () => new HttpsAgent({ ca })],
+  };
+  const seen = {};
+  for (const [which, [module, port, make]] of Object.entries(makers)) {
+    const agent = make();
+    t.after(() => agent.destroy());
+    const req = module.get({ host: 'localhost', port, agent, highWaterMark: 128000 });
+    const [res] = await once(req, 'response');
+    seen[which] = [res.readableHighWaterMark, res.socket.readableHighWaterMark, res.socket.writableHighWaterMark];
+    res.resume();
+    await once(res, 'end');
+  }
+  assert.deepStrictEqual(seen['ours http'], seen['node http']);
+  assert.deepStrictEqual(seen['ours https'], seen['node https']);
+  assert.deepStrictEqual(seen['ours https'], [128000, 128000, 128000]);
 });
 
 test('Agent(options) and HttpsAgent(options) construct without new, as Node\'s agents do', (t) => {
@@ -187,16 +254,8 @@ test('a socket destroyed with its request stays in agent.sockets until its \'clo
 test('a socket destroyed in use holds its maxSockets slot until its \'close\', as with Node\'s agent', async (t) => {
   // Node's test-http-agent-maxsockets-respected: six requests through two sockets, each
   // aborted in its 'response'. A waiting request connects only once the aborted socket closed.
-  const tlsFixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
   const plain = await httpServer(t);
-  const secure = https.createServer({ cert: tlsFixture('localhost-chain.pem'), key: tlsFixture('localhost-key.pem') },
-    (req, res) => res.end(`hello ${req.url}`));
-  secure.listen(0, '127.0.0.1');
-  await once(secure, 'listening');
-  t.after(() => {
-    secure.closeAllConnections();
-    secure.close();
-  });
+  const secure = await httpsServer(t);
   const kinds = {
     http: { module: http, port: plain.port, node: (o) => new http.Agent(o), ours: (o) => new Agent(o) },
     https: {

@@ -12,7 +12,7 @@ const { debuglog } = require('node:util');
 const binding = require('./native');
 const { NativeSocket, IdleConnection, kId, kName, kSocketNumber } = require('./socket');
 const foreign = require('./foreign');
-const { normalizeServerName, NativeTlsSocket, keylogLines } = require('./tls');
+const { hostHeaderOf, normalizeServerName, NativeTlsSocket, keylogLines } = require('./tls');
 const { Keys } = require('./keys');
 const net = require('node:net');
 const errors = require('./errors');
@@ -142,6 +142,7 @@ class Agent extends Base {
     errors.checkLocalPort(options.localPort);
     blockListOf(options);
     if (this[kTls]) normalizeServerName(options, req);
+    else if (!options.servername && options.servername !== '') hostHeaderOf(req);
     const name = this[kKeys].nameOf(options);
     const key = this[kKeys].keyOf(name, options);
     let verdict;

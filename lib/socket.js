@@ -50,8 +50,16 @@ function emitClose(socket, hadError) {
 
 class NativeSocket extends Duplex {
   constructor(agent, name, options) {
-    // 'close' is emitted here, with net.Socket's `hadError` argument (see _destroy).
-    super({ allowHalfOpen: false, emitClose: false });
+    // 'close' is emitted here, with net.Socket's `hadError` argument (see _destroy). The
+    // buffer limits a request (or the agent) gives are the socket's, as a net.Socket takes
+    // them, and so its response's (http reads them off the socket).
+    super({
+      allowHalfOpen: false,
+      emitClose: false,
+      highWaterMark: options.highWaterMark,
+      readableHighWaterMark: options.readableHighWaterMark,
+      writableHighWaterMark: options.writableHighWaterMark,
+    });
     this[kAgent] = agent;
     this[kName] = name;
     this[kSocketNumber] = 0;

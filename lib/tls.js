@@ -196,12 +196,20 @@ function tlsOptions(agent, options) {
   };
 }
 
+// The request's Host header, as Node's agent reads it for the server's name (over HTTP too): a
+// string, or none; any other value is refused as Node's agent refuses it, out of http.request().
+function hostHeaderOf(req) {
+  const value = req.getHeader('host');
+  if (value && typeof value !== 'string') throw errors.invalidArgType('options.headers.host', 'of type string', value);
+  return value;
+}
+
 // Node's: the SNI name from the Host header or the host, none for IP addresses.
 function normalizeServerName(options, req) {
   if (options.servername || options.servername === '') return;
+  const hostHeader = hostHeaderOf(req);
   let servername = options.host;
-  const hostHeader = req.getHeader('host');
-  if (typeof hostHeader === 'string' && hostHeader) {
+  if (hostHeader) {
     if (hostHeader.startsWith('[')) {
       const end = hostHeader.indexOf(']');
       servername = end === -1 ? hostHeader : hostHeader.slice(1, end);
@@ -491,4 +499,4 @@ class NativeTlsSocket extends NativeSocket {
   }
 }
 
-module.exports = { tlsOptions, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines };
+module.exports = { tlsOptions, hostHeaderOf, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines };
