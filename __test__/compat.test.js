@@ -635,6 +635,54 @@ test('a response, its request and its socket close in the order Node\'s agent cl
   }
 });
 
+test("a socket a CONNECT took over has none of the agent's listeners, as with Node's agent", async (t) => {
+  const server = await httpServer(t);
+  server.on('connect', (req, socket) => {
+    socket.on('error', () => {});
+    socket.end('HTTP/1.1 200 Connection established\r\n\r\n');
+  });
+  const events = ['end', 'error', 'timeout', 'close', 'free', 'agentRemove'];
+  const seen = {};
+  for (const [which, make] of Object.entries(agents)) {
+    const agent = make({ keepAlive: true });
+    t.after(() => agent.destroy());
+    const req = http.request({ port: server.port, host: '127.0.0.1', method: 'CONNECT', path: 'example.com:443', agent });
+    req.end();
+    const [, socket] = await once(req, 'connect');
+    seen[which] = Object.fromEntries(events.map((e) => [e, socket.listenerCount(e)]));
+    socket.destroy();
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+});
+
+test("a socket destroyed in use and then removed ('agentRemove', as agentkeepalive asks of a program's timeout handling) frees its slot", async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/hang') res.flushHeaders();
+    else res.end('ok');
+  });
+  const seen = {};
+  for (const [which, make] of Object.entries(agents)) {
+    const agent = make({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    const first = http.get(`${server.url}/hang`, { agent }, (res) => {
+      res.on('error', () => {});
+      res.socket.destroy();
+      res.socket.emit('agentRemove');
+    });
+    first.on('error', () => {});
+    const firstClosed = once(first, 'close');
+    // It waits for the one socket, and gets a new one once the first is gone.
+    const second = http.get(`${server.url}/second`, { agent });
+    const [res] = await once(second, 'response');
+    let body = '';
+    for await (const chunk of res) body += chunk;
+    await firstClosed;
+    seen[which] = { body, sockets: Object.keys(agent.sockets).length };
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours, { body: 'ok', sockets: 0 });
+});
+
 test('a socket has the listeners a socket of Node\'s agent has, in use and free', async (t) => {
   const server = await httpServer(t, (req, res) => res.end('ok'));
   const events = ['end', 'error', 'timeout', 'close', 'free', 'agentRemove'];

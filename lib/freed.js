@@ -107,12 +107,15 @@ class Freed {
     if (verdict >= 0) this[kServe](verdict, 0);
   }
 
-  // An upgraded (or CONNECT) socket left the pool: its slot may serve a waiter.
+  // An upgraded (or CONNECT) socket left the pool: its slot may serve a waiter. True if the
+  // agent still waits for the socket's 'close' (it was destroyed in use, see _socketClosed).
   _socketRemoved(socket) {
     const id = socket[kId];
-    if (id === 0) return;
-    const verdict = this[kPool].detach(id);
-    if (verdict >= 0) this[kServe](verdict, 0);
+    if (id !== 0) {
+      const verdict = this[kPool].detach(id);
+      if (verdict >= 0) this[kServe](verdict, 0);
+    }
+    return this[kClosing].has(socket);
   }
 
   _countError() {

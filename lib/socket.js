@@ -486,10 +486,15 @@ function onClose() {
   this[kAgent]._socketGone(this);
 }
 
+// An upgrade or a CONNECT (or the program) took the socket out of the pool: as with Node's
+// agent, it is the program's now, without the agent's listeners; but one destroyed in use keeps
+// its 'close' listener, whose close frees its connection (see Freed#_socketGone).
 function onAgentRemove() {
   this[kLeft] = true;
   this.removeListener('timeout', onTimeout);
-  this[kAgent]._socketRemoved(this);
+  this.removeListener('free', onFree);
+  this.removeListener('agentRemove', onAgentRemove);
+  if (!this[kAgent]._socketRemoved(this)) this.removeListener('close', onClose);
 }
 
 // An idle connection of agent.request() as agent.freeSockets shows it. Those connections have
