@@ -630,6 +630,39 @@ test('an X.509 version 1 certificate: reached with rejectUnauthorized false, tru
   assert.strictEqual(seen['ours default'].code, 'DEPTH_ZERO_SELF_SIGNED_CERT');
 });
 
+test('an X.509 version 1 leaf issued by a trusted root is trusted, as with Node\'s agent', async (t) => {
+  const server = await httpsServer(t, { cert: 'v1-leaf.pem', key: 'v1-leaf-key.pem' });
+  const seen = {};
+  for (const [which, make] of Object.entries({ node: (o) => new https.Agent(o), ours: (o) => new HttpsAgent(o) })) {
+    const agent = make({ ca: CA });
+    t.after(() => agent.destroy());
+    // Its name is its CN (version 1 has no subjectAltName), checked by checkServerIdentity.
+    const r = await get({ host: 'localhost', port: server.port, agent });
+    const wrong = await getError({ host: '127.0.0.1', port: server.port, agent });
+    seen[which] = { body: r.body, authorized: r.authorized, wrong: wrong.code };
+    if (which === 'ours') {
+      const res = await agent.request(`https://localhost:${server.port}/`);
+      assert.strictEqual(await res.body.text(), 'secure /');
+    }
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours, { body: 'secure /', authorized: true, wrong: 'ERR_TLS_CERT_ALTNAME_INVALID' });
+});
+
+test('a chain through a CA whose RSA key has 1024 bits fails with CA_KEY_TOO_SMALL', async (t) => {
+  const server = await httpsServer(t, { cert: 'weak-ca-leaf.pem', key: 'weak-ca-leaf-key.pem' });
+  const agent = new HttpsAgent({ ca: fixture('weak-ca.pem') });
+  t.after(() => agent.destroy());
+  const err = await getError({ host: 'localhost', port: server.port, agent });
+  assert.strictEqual(err.code, 'CA_KEY_TOO_SMALL');
+  assert.match(err.message, /^CA certificate key too weak/);
+  // The server's own key can still be checked: rejectUnauthorized: false connects and says why.
+  const lenient = new HttpsAgent({ rejectUnauthorized: false, ca: fixture('weak-ca.pem') });
+  t.after(() => lenient.destroy());
+  const r = await get({ host: 'localhost', port: server.port, agent: lenient });
+  assert.deepStrictEqual([r.body, r.authorized, r.authorizationError], ['secure /', false, 'CA_KEY_TOO_SMALL']);
+});
+
 test('a server whose RSA key has 1024 bits fails with EE_KEY_TOO_SMALL, whatever rejectUnauthorized says', async (t) => {
   let server;
   try {

@@ -68,6 +68,50 @@ pub fn spki(der: &[u8]) -> Option<&[u8]> {
     Some(&rest[..rest.len() - after.len()])
 }
 
+/// What a certificate's issuer signed, and how: the `tbsCertificate` whole (its DER), the
+/// contents of the `signatureAlgorithm` (an AlgorithmIdentifier without its SEQUENCE, as
+/// webpki names algorithms), and the signature's bytes; `None` if it is not well formed.
+pub fn signed(der: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    let (0x30, cert, _) = tlv(der)? else {
+        return None;
+    };
+    let (0x30, _, after_tbs) = tlv(cert)? else {
+        return None;
+    };
+    let tbs = &cert[..cert.len() - after_tbs.len()];
+    let (0x30, algorithm, rest) = tlv(after_tbs)? else {
+        return None;
+    };
+    let (0x03, signature, _) = tlv(rest)? else {
+        return None;
+    };
+    let (&0, signature) = signature.split_first()? else {
+        return None;
+    };
+    Some((tbs, algorithm, signature))
+}
+
+/// The contents of one TLV (a Name's value, without its SEQUENCE); `None` if not well formed.
+pub fn contents(der: &[u8]) -> Option<&[u8]> {
+    tlv(der).map(|(_, contents, _)| contents)
+}
+
+/// `contents` as a DER SEQUENCE (a trust anchor's subjectPublicKeyInfo value made whole again).
+pub fn sequence(contents: &[u8]) -> Vec<u8> {
+    let len = contents.len();
+    let mut out = vec![0x30];
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes = len.to_be_bytes();
+        let skip = bytes.iter().take_while(|&&b| b == 0).count();
+        out.push(0x80 | (bytes.len() - skip) as u8);
+        out.extend_from_slice(&bytes[skip..]);
+    }
+    out.extend_from_slice(contents);
+    out
+}
+
 /// The DER of the OID rsaEncryption (1.2.840.113549.1.1.1), contents only.
 const RSA_ENCRYPTION: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
 

@@ -381,6 +381,65 @@ async fn verification_failures_carry_openssl_codes() {
     }
 }
 
+/// The verifier a configuration with `ca` (and `rejectUnauthorized: reject`) uses.
+fn verifier(ca: &[&str], reject: bool) -> verify::NodeVerifier {
+    let certs: Vec<CertificateDer<'static>> = ca.iter().flat_map(|c| chain(c)).collect();
+    let mut roots = RootCertStore::empty();
+    for cert in &certs {
+        let _ = roots.add(cert.clone());
+    }
+    verify::NodeVerifier {
+        roots: Arc::new(roots),
+        trusted: certs.into(),
+        algs: rustls::crypto::ring::default_provider().signature_verification_algorithms,
+        reject,
+        revocation: None,
+    }
+}
+
+/// What `verifier` makes of `leaf` for the name localhost: its error, and the failure the
+/// handshake reads to name it (see `handshake_error`).
+fn verdict(
+    verifier: &verify::NodeVerifier,
+    leaf: &CertificateDer<'_>,
+) -> (bool, Option<verify::VerifyFailure>) {
+    let name = ServerName::try_from("localhost").unwrap();
+    verify::VERIFY_FAILURE.sync_scope(Cell::new(None), || {
+        let result = verifier.verify_server_cert(leaf, &[], &name, &[], UnixTime::now());
+        (result.is_ok(), verify::VERIFY_FAILURE.with(Cell::get))
+    })
+}
+
+#[test]
+fn a_version_1_leaf_a_trusted_root_issued_is_trusted_as_openssl_trusts_it() {
+    // rustls serves no version 1 certificate: the verifier is asked directly (Node serves one
+    // in __test__/https.test.js).
+    let leaf = &chain("v1-leaf.pem")[0];
+    assert_eq!(verdict(&verifier(&["ca.pem"], true), leaf), (true, None));
+    // Issued by a root not trusted: no issuer found.
+    assert_eq!(
+        verdict(&verifier(&["other-ca.pem"], true), leaf).1,
+        Some(verify::UNABLE_TO_VERIFY_LEAF_SIGNATURE)
+    );
+    // Another certificate's signature is not its own.
+    let mut forged = leaf.to_vec();
+    let last = forged.len() - 1;
+    forged[last] ^= 1;
+    assert_eq!(
+        verdict(&verifier(&["ca.pem"], true), &CertificateDer::from(forged)).1,
+        Some(verify::UNABLE_TO_VERIFY_LEAF_SIGNATURE)
+    );
+}
+
+#[tokio::test]
+async fn a_chain_through_a_ca_whose_key_is_too_small_is_told_so() {
+    let server = Server::new("weak-ca-leaf.pem", "weak-ca-leaf-key.pem");
+    assert_eq!(
+        failure(server, &["weak-ca.pem"]).await,
+        format!("CA_KEY_TOO_SMALL {}", verify::CA_KEY_TOO_SMALL.message)
+    );
+}
+
 #[tokio::test]
 async fn reject_unauthorized_false_connects_and_reports_why() {
     let port = Server::new("self-signed.pem", "self-signed-key.pem")
@@ -704,27 +763,10 @@ fn the_size_of_an_rsa_key_is_read_from_its_certificate() {
 #[test]
 fn a_server_key_too_small_to_check_a_signature_with_fails_whatever_reject_unauthorized_says() {
     let leaf = &chain("weak-localhost.pem")[0];
-    let name = ServerName::try_from("localhost").unwrap();
-    let mut roots = RootCertStore::empty();
-    roots.add(chain("ca.pem").remove(0)).unwrap();
-    let roots = Arc::new(roots);
     for reject in [true, false] {
-        let verifier = verify::NodeVerifier {
-            roots: roots.clone(),
-            trusted: Arc::from(Vec::new()),
-            algs: rustls::crypto::ring::default_provider().signature_verification_algorithms,
-            reject,
-            revocation: None,
-        };
-        // What the handshake reads to name its failure (see `handshake_error`).
-        let (result, failure) = verify::VERIFY_FAILURE.sync_scope(Cell::new(None), || {
-            let result = verifier.verify_server_cert(leaf, &[], &name, &[], UnixTime::now());
-            (result, verify::VERIFY_FAILURE.with(Cell::get))
-        });
-        assert!(result.is_err(), "rejectUnauthorized: {reject}");
         assert_eq!(
-            failure,
-            Some(verify::EE_KEY_TOO_SMALL),
+            verdict(&verifier(&["ca.pem"], reject), leaf),
+            (false, Some(verify::EE_KEY_TOO_SMALL)),
             "rejectUnauthorized: {reject}"
         );
     }

@@ -35,7 +35,7 @@ const SELF_SIGNED_CERT_IN_CHAIN: VerifyFailure = VerifyFailure::new(
     "SELF_SIGNED_CERT_IN_CHAIN",
     "self-signed certificate in certificate chain",
 );
-const UNABLE_TO_VERIFY_LEAF_SIGNATURE: VerifyFailure = VerifyFailure::new(
+pub(super) const UNABLE_TO_VERIFY_LEAF_SIGNATURE: VerifyFailure = VerifyFailure::new(
     "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
     "unable to verify the first certificate",
 );
@@ -62,6 +62,13 @@ const CRL_SIGNATURE_FAILURE: VerifyFailure =
 pub(super) const EE_KEY_TOO_SMALL: VerifyFailure = VerifyFailure::new(
     "EE_KEY_TOO_SMALL",
     "EE certificate key too weak: RSA keys of fewer than 2048 bits are not supported",
+);
+
+/// A CA of the chain whose RSA key is smaller than rustls verifies a signature with: the
+/// certificate it issued cannot be checked.
+pub(super) const CA_KEY_TOO_SMALL: VerifyFailure = VerifyFailure::new(
+    "CA_KEY_TOO_SMALL",
+    "CA certificate key too weak: RSA keys of fewer than 2048 bits are not supported",
 );
 
 /// The smallest RSA key, in bits, that rustls (with ring) verifies a signature with.
@@ -156,9 +163,16 @@ impl NodeVerifier {
         let parsed = match ParsedCertificate::try_from(end_entity) {
             Ok(p) => p,
             // webpki takes no X.509 version 1 end entity: such a certificate, well formed but
-            // not trusted as given in `ca`, fails as OpenSSL fails its chain (self-signed, or
-            // no issuer found).
-            Err(_) if fields.is_some() => return Some(untrusted_chain(end_entity, intermediates)),
+            // not trusted as given in `ca`, passes when a trusted root issued it (as OpenSSL
+            // checks it), and otherwise fails as OpenSSL fails its chain (self-signed, or no
+            // issuer found).
+            Err(_) if fields.is_some() => {
+                return match fields.and_then(|f| self.v1_issued(end_entity, &f, now_secs)) {
+                    Some(verdict) => verdict,
+                    None if self.weak_issuer(end_entity, intermediates) => Some(CA_KEY_TOO_SMALL),
+                    None => Some(untrusted_chain(end_entity, intermediates)),
+                };
+            }
             Err(_) => return Some(CERT_REJECTED),
         };
         let result = match &self.revocation {
@@ -199,11 +213,90 @@ impl NodeVerifier {
                 CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
                     CERT_NOT_YET_VALID
                 }
+                _ if self.weak_issuer(end_entity, intermediates) => CA_KEY_TOO_SMALL,
                 CertificateError::BadSignature => CERT_SIGNATURE_FAILURE,
                 _ => untrusted_chain(end_entity, intermediates),
             }),
+            Err(_) if self.weak_issuer(end_entity, intermediates) => Some(CA_KEY_TOO_SMALL),
             Err(_) => Some(untrusted_chain(end_entity, intermediates)),
         }
+    }
+}
+
+impl NodeVerifier {
+    /// Whether the issuer of `end_entity` (by name, among the certificates the server sent and
+    /// those trusted) has an RSA key too small to check its signature with.
+    fn weak_issuer(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+    ) -> bool {
+        let Some(issuer) = der::parse(end_entity).map(|f| f.issuer) else {
+            return false;
+        };
+        let weak_named = |cert: &CertificateDer<'_>| {
+            der::parse(cert).is_some_and(|c| c.subject == issuer) && weak_rsa(cert)
+        };
+        let weak_bits = |spki: &[u8]| der::rsa_bits(spki).is_some_and(|bits| bits < MIN_RSA_BITS);
+        intermediates.iter().any(weak_named)
+            || self.trusted.iter().any(weak_named)
+            || der::contents(issuer).is_some_and(|name| {
+                self.roots.roots.iter().any(|root| {
+                    root.subject.as_ref() == name
+                        && weak_bits(&der::sequence(root.subject_public_key_info.as_ref()))
+                })
+            })
+    }
+
+    /// A version 1 end entity (which webpki cannot take) issued directly by a trusted root:
+    /// its signature checked with the root's key, and its dates, as OpenSSL checks them. `None`
+    /// when no trusted root issued it, or when CRLs are given (webpki checks revocation only for
+    /// the certificates it takes): the chain fails then as before.
+    fn v1_issued(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        fields: &der::CertFields<'_>,
+        now_secs: i64,
+    ) -> Option<Option<VerifyFailure>> {
+        if self.revocation.is_some() {
+            return None;
+        }
+        let (tbs, algorithm, signature) = der::signed(end_entity)?;
+        let issuer = der::contents(fields.issuer)?;
+        let signed_by = |spki: &[u8]| {
+            let spki = rustls::pki_types::SubjectPublicKeyInfoDer::from(spki);
+            let Ok(key) = webpki::RawPublicKeyEntity::try_from(&spki) else {
+                return false;
+            };
+            self.algs
+                .all
+                .iter()
+                .filter(|alg| alg.signature_alg_id().as_ref() == algorithm)
+                .any(|alg| key.verify_signature(*alg, tbs, signature).is_ok())
+        };
+        // The roots given in `ca` (webpki refuses a version 1 one as an anchor), then webpki's
+        // anchors (the default trust's; a subject and a key, each without its SEQUENCE).
+        let issued = self
+            .trusted
+            .iter()
+            .filter(|root| der::parse(root).is_some_and(|r| r.subject == fields.issuer))
+            .any(|root| der::spki(root).is_some_and(signed_by))
+            || self
+                .roots
+                .roots
+                .iter()
+                .filter(|root| root.subject.as_ref() == issuer)
+                .any(|root| signed_by(&der::sequence(root.subject_public_key_info.as_ref())));
+        if !issued {
+            return None;
+        }
+        Some(if now_secs < fields.not_before {
+            Some(CERT_NOT_YET_VALID)
+        } else if now_secs > fields.not_after {
+            Some(CERT_HAS_EXPIRED)
+        } else {
+            None
+        })
     }
 }
 
