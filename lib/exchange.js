@@ -185,13 +185,20 @@ class Exchange {
     });
   }
 
-  // Calls a handler method; a throw fails the request (its error goes to the handler's error
-  // callback, as undici routes it).
-  call(name, ...args) {
+  // Calls a handler method with the (up to four) arguments given; a throw fails the request
+  // (its error goes to the handler's error callback, as undici routes it). Fixed parameters,
+  // not a rest array: it runs several times per request.
+  call(name, a, b, c, d) {
     const fn = this.handler[name];
     if (typeof fn !== 'function') return undefined;
     try {
-      return fn.apply(this.handler, args);
+      switch (arguments.length) {
+        case 1: return fn.call(this.handler);
+        case 2: return fn.call(this.handler, a);
+        case 3: return fn.call(this.handler, a, b);
+        case 4: return fn.call(this.handler, a, b, c);
+        default: return fn.call(this.handler, a, b, c, d);
+      }
     } catch (err) {
       this.abortWith(err);
       return false;
