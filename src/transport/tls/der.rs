@@ -91,6 +91,72 @@ pub fn signed(der: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
     Some((tbs, algorithm, signature))
 }
 
+/// The DER of the OID basicConstraints (2.5.29.19), contents only.
+const BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x13];
+
+/// Whether a certificate may issue others, as OpenSSL decides for a trusted one: a version 1
+/// certificate when it is self-issued (a version 1 root), a later one when its basicConstraints
+/// say cA. `false` if it is not well formed.
+pub fn may_issue(der: &[u8]) -> bool {
+    may_issue_inner(der).unwrap_or(false)
+}
+
+fn may_issue_inner(der: &[u8]) -> Option<bool> {
+    let (0x30, cert, _) = tlv(der)? else {
+        return None;
+    };
+    let (0x30, tbs, _) = tlv(cert)? else {
+        return None;
+    };
+    let mut rest = tbs;
+    let mut v1 = true;
+    if rest.first() == Some(&0xa0) {
+        let (_, version, after) = tlv(rest)?;
+        v1 = version == [0x02, 0x01, 0x00];
+        rest = after;
+    }
+    if v1 {
+        return Some(parse(der)?.self_issued());
+    }
+    // serial, signature algorithm, issuer, validity, subject, subjectPublicKeyInfo.
+    for _ in 0..6 {
+        rest = tlv(rest)?.2;
+    }
+    // [1] issuerUniqueID and [2] subjectUniqueID may come before [3] extensions.
+    while let Some((tag, contents, after)) = tlv(rest) {
+        rest = after;
+        if tag != 0xa3 {
+            continue;
+        }
+        let (0x30, mut extensions, _) = tlv(contents)? else {
+            return None;
+        };
+        while let Some((0x30, extension, after)) = tlv(extensions) {
+            extensions = after;
+            let (0x06, oid, mut value) = tlv(extension)? else {
+                return None;
+            };
+            if oid != BASIC_CONSTRAINTS {
+                continue;
+            }
+            // critical BOOLEAN DEFAULT FALSE, then extnValue OCTET STRING.
+            if value.first() == Some(&0x01) {
+                value = tlv(value)?.2;
+            }
+            let (0x04, constraints, _) = tlv(value)? else {
+                return None;
+            };
+            let (0x30, constraints, _) = tlv(constraints)? else {
+                return None;
+            };
+            // cA BOOLEAN DEFAULT FALSE.
+            return Some(matches!(tlv(constraints), Some((0x01, [flag], _)) if *flag != 0));
+        }
+        return Some(false);
+    }
+    Some(false)
+}
+
 /// The contents of one TLV (a Name's value, without its SEQUENCE); `None` if not well formed.
 pub fn contents(der: &[u8]) -> Option<&[u8]> {
     tlv(der).map(|(_, contents, _)| contents)

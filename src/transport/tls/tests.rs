@@ -410,6 +410,58 @@ fn verdict(
     })
 }
 
+/// One DER TLV of `tag` around `contents`.
+fn der_tlv(tag: u8, contents: &[u8]) -> Vec<u8> {
+    let mut out = der::sequence(contents);
+    out[0] = tag;
+    out
+}
+
+/// Version 1 certificate `leaf` issued again, in the name of `issuer`, signed with `key`
+/// (sha256WithRSAEncryption).
+fn reissued(
+    leaf: &CertificateDer<'_>,
+    issuer: &CertificateDer<'_>,
+    key: &str,
+) -> CertificateDer<'static> {
+    let (tbs, algorithm, _) = der::signed(leaf).unwrap();
+    // A version 1 TBSCertificate: serial, signature, issuer, validity, subject, key.
+    let mut fields = Vec::new();
+    let mut rest = der::contents(tbs).unwrap();
+    while let Some((_, _, after)) = der::tlv(rest) {
+        fields.push(&rest[..rest.len() - after.len()]);
+        rest = after;
+    }
+    let name = der::parse(issuer).unwrap().subject;
+    fields[2] = name;
+    let tbs = der::sequence(&fields.concat());
+    let signer = rustls::crypto::ring::sign::any_supported_type(&self::key(key))
+        .unwrap()
+        .choose_scheme(&[rustls::SignatureScheme::RSA_PKCS1_SHA256])
+        .unwrap();
+    let signature = signer.sign(&tbs).unwrap();
+    let mut bits = vec![0];
+    bits.extend_from_slice(&signature);
+    let cert = [tbs, der_tlv(0x30, algorithm), der_tlv(0x03, &bits)].concat();
+    CertificateDer::from(der::sequence(&cert))
+}
+
+#[test]
+fn which_certificates_may_issue() {
+    for (name, expected) in [
+        ("ca.pem", true),
+        ("intermediate.pem", true),
+        ("weak-ca.pem", true),
+        ("v1-localhost.pem", true),
+        ("localhost.pem", false),
+        ("self-signed-leaf.pem", false),
+        ("v1-leaf.pem", false),
+    ] {
+        assert_eq!(der::may_issue(&chain(name)[0]), expected, "{name}");
+    }
+    assert!(!der::may_issue(b"\x30\x03\x02\x01\x01"));
+}
+
 #[test]
 fn a_version_1_leaf_a_trusted_root_issued_is_trusted_as_openssl_trusts_it() {
     // rustls serves no version 1 certificate: the verifier is asked directly (Node serves one
@@ -421,6 +473,15 @@ fn a_version_1_leaf_a_trusted_root_issued_is_trusted_as_openssl_trusts_it() {
         verdict(&verifier(&["other-ca.pem"], true), leaf).1,
         Some(verify::UNABLE_TO_VERIFY_LEAF_SIGNATURE)
     );
+    // A trusted certificate that may not issue (a pinned server's leaf) issues nothing, even
+    // a certificate its own key signed.
+    let pinned = verifier(&["localhost.pem"], true);
+    let minted = reissued(leaf, &chain("localhost.pem")[0], "localhost-key.pem");
+    let (trusted, failure) = verdict(&pinned, &minted);
+    assert!(!trusted && failure.is_some(), "{failure:?}");
+    // The same signed by a CA's key is taken (the certificate made here is right).
+    let by_ca = reissued(leaf, &chain("ca.pem")[0], "ca-key.pem");
+    assert_eq!(verdict(&verifier(&["ca.pem"], true), &by_ca), (true, None));
     // Another certificate's signature is not its own.
     let mut forged = leaf.to_vec();
     let last = forged.len() - 1;

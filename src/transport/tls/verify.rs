@@ -251,7 +251,9 @@ impl NodeVerifier {
     /// A version 1 end entity (which webpki cannot take) issued directly by a trusted root:
     /// its signature checked with the root's key, and its dates, as OpenSSL checks them. `None`
     /// when no trusted root issued it, or when CRLs are given (webpki checks revocation only for
-    /// the certificates it takes): the chain fails then as before.
+    /// the certificates it takes): the chain fails then as before. The roots are the trusted
+    /// certificates whole, not webpki's anchors, whose bare keys cannot say whether they may
+    /// issue (the built-in roots' anchors are left out: no public CA issues version 1).
     fn v1_issued(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -262,7 +264,6 @@ impl NodeVerifier {
             return None;
         }
         let (tbs, algorithm, signature) = der::signed(end_entity)?;
-        let issuer = der::contents(fields.issuer)?;
         let signed_by = |spki: &[u8]| {
             let spki = rustls::pki_types::SubjectPublicKeyInfoDer::from(spki);
             let Ok(key) = webpki::RawPublicKeyEntity::try_from(&spki) else {
@@ -274,19 +275,15 @@ impl NodeVerifier {
                 .filter(|alg| alg.signature_alg_id().as_ref() == algorithm)
                 .any(|alg| key.verify_signature(*alg, tbs, signature).is_ok())
         };
-        // The roots given in `ca` (webpki refuses a version 1 one as an anchor), then webpki's
-        // anchors (the default trust's; a subject and a key, each without its SEQUENCE).
+        // Among the trusted certificates (`ca`, or the default trust's certificates; webpki
+        // refuses a version 1 one as an anchor), one of the issuer's name that may issue: a
+        // trusted leaf (a pinned server) signs no other certificate.
         let issued = self
             .trusted
             .iter()
             .filter(|root| der::parse(root).is_some_and(|r| r.subject == fields.issuer))
-            .any(|root| der::spki(root).is_some_and(signed_by))
-            || self
-                .roots
-                .roots
-                .iter()
-                .filter(|root| root.subject.as_ref() == issuer)
-                .any(|root| signed_by(&der::sequence(root.subject_public_key_info.as_ref())));
+            .filter(|root| der::may_issue(root))
+            .any(|root| der::spki(root).is_some_and(signed_by));
         if !issued {
             return None;
         }
