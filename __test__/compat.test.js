@@ -71,11 +71,11 @@ test('a Host header that is not a string throws out of http.request(), as with N
       }
       (outcomes[which] ??= []).push(thrown);
     }
-    // A servername given leaves the header unread (over HTTP here: no connection is made for it).
+    // A servername given leaves the header unread (over HTTP here, where it names nothing).
     if (!which.endsWith('https')) {
-      const req = request({ port: server.port, headers: { host: [] }, servername: 'x', agent });
-      req.on('error', () => {});
-      req.destroy();
+      assert.doesNotThrow(() => {
+        request({ port: server.port, headers: { host: [] }, servername: 'x', agent }).on('error', () => {}).destroy();
+      }, which);
     }
   }
   assert.deepStrictEqual(outcomes['ours http'], outcomes['node http']);

@@ -45,19 +45,25 @@ pub fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     Some((tag, &rest[..len], &rest[len..]))
 }
 
-/// The certificate's `subjectPublicKeyInfo`, whole (its DER); `None` if it is not well formed.
-pub fn spki(der: &[u8]) -> Option<&[u8]> {
+/// A certificate's `TBSCertificate` fields from its serial number on, and whether it is of
+/// version 1 (its `[0] EXPLICIT` version absent, or 0); `None` if it is not well formed.
+fn tbs_fields(der: &[u8]) -> Option<(bool, &[u8])> {
     let (0x30, cert, _) = tlv(der)? else {
         return None;
     };
     let (0x30, tbs, _) = tlv(cert)? else {
         return None;
     };
-    let mut rest = tbs;
-    // [0] EXPLICIT version (absent in a version 1 certificate).
-    if rest.first() == Some(&0xa0) {
-        rest = tlv(rest)?.2;
+    if tbs.first() != Some(&0xa0) {
+        return Some((true, tbs));
     }
+    let (_, version, rest) = tlv(tbs)?;
+    Some((version == [0x02, 0x01, 0x00], rest))
+}
+
+/// The certificate's `subjectPublicKeyInfo`, whole (its DER); `None` if it is not well formed.
+pub fn spki(der: &[u8]) -> Option<&[u8]> {
+    let (_, mut rest) = tbs_fields(der)?;
     // serial, signature algorithm, issuer, validity, subject.
     for _ in 0..5 {
         rest = tlv(rest)?.2;
@@ -102,19 +108,7 @@ pub fn may_issue(der: &[u8]) -> bool {
 }
 
 fn may_issue_inner(der: &[u8]) -> Option<bool> {
-    let (0x30, cert, _) = tlv(der)? else {
-        return None;
-    };
-    let (0x30, tbs, _) = tlv(cert)? else {
-        return None;
-    };
-    let mut rest = tbs;
-    let mut v1 = true;
-    if rest.first() == Some(&0xa0) {
-        let (_, version, after) = tlv(rest)?;
-        v1 = version == [0x02, 0x01, 0x00];
-        rest = after;
-    }
+    let (v1, mut rest) = tbs_fields(der)?;
     if v1 {
         return Some(parse(der)?.self_issued());
     }
@@ -217,17 +211,7 @@ pub fn rsa_bits(spki: &[u8]) -> Option<usize> {
 
 /// Reads the fields from a DER certificate; `None` if it is not well formed.
 pub fn parse(der: &[u8]) -> Option<CertFields<'_>> {
-    let (0x30, cert, _) = tlv(der)? else {
-        return None;
-    };
-    let (0x30, tbs, _) = tlv(cert)? else {
-        return None;
-    };
-    let mut rest = tbs;
-    // [0] EXPLICIT version, optional.
-    if rest.first() == Some(&0xa0) {
-        rest = tlv(rest)?.2;
-    }
+    let (_, rest) = tbs_fields(der)?;
     let (_serial_tag, _, r) = tlv(rest)?;
     let (_sig_alg, _, r) = tlv(r)?;
     let (0x30, _, after_issuer) = tlv(r)? else {
