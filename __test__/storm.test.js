@@ -15,7 +15,8 @@ const https = require('node:https');
 const fs = require('node:fs');
 const path = require('node:path');
 const { once } = require('node:events');
-const { Agent, HttpsAgent } = require('..');
+const undici = require('undici');
+const { Agent, HttpsAgent, Dispatcher } = require('..');
 const binding = require('../lib/native');
 const { rawServer, eachRequest, until, reset } = require('./helpers');
 
@@ -136,13 +137,55 @@ const paths = {
     req.on('error', (error) => settle({ error }));
     req.end(body);
   }),
-  // Both at once on one agent, sharing its pool: each request takes one path or the other.
-  'both paths': (agent, url, opts) => {
+  // Node's built-in fetch with a Dispatcher riding the agent's pool. fetch fails with a
+  // TypeError whose cause is the fault's error (an abort, with the AbortError itself).
+  'fetch (Dispatcher)': async (agent, url, { method, id, body, signal, destroyBody }) => {
+    try {
+      const res = await fetch(url, { dispatcher: dispatcherOf(agent), method, headers: { 'x-id': id }, body, signal });
+      if (destroyBody) {
+        await res.body.cancel();
+        return 'destroyed';
+      }
+      return { status: res.status, text: await res.text() };
+    } catch (error) {
+      return { error: error.name === 'AbortError' || error.cause === undefined ? error : error.cause };
+    }
+  },
+  // undici's request() with a Dispatcher riding the agent's pool.
+  'undici request() (Dispatcher)': async (agent, url, { method, id, body, signal, destroyBody }) => {
+    try {
+      const res = await undici.request(url, { dispatcher: dispatcherOf(agent), method, headers: { 'x-id': id }, body, signal });
+      if (destroyBody) {
+        // undici's body, destroyed before its end, emits its RequestAbortedError before 'close'.
+        res.body.on('error', () => {});
+        const closed = new Promise((resolve) => res.body.once('close', resolve));
+        res.body.destroy();
+        await closed;
+        return 'destroyed';
+      }
+      return { status: res.statusCode, text: await res.body.text() };
+    } catch (error) {
+      return { error };
+    }
+  },
+  // All at once on one agent, sharing its pool: each request takes one of the paths.
+  'every path': (agent, url, opts) => {
     const n = Number(/\d+$/.exec(opts.id)[0]);
-    const path = (Math.imul(n, 2654435761) >>> 0) % 2 === 0 ? 'agent.request()' : 'http.request';
-    return paths[path](agent, url, opts);
+    const names = ['agent.request()', 'http.request', 'fetch (Dispatcher)', 'undici request() (Dispatcher)'];
+    return paths[names[(Math.imul(n, 2654435761) >>> 0) % names.length]](agent, url, opts);
   },
 };
+
+// The Dispatcher over an agent: one per agent, made when first asked for.
+const dispatchers = new WeakMap();
+function dispatcherOf(agent) {
+  let d = dispatchers.get(agent);
+  if (d === undefined) {
+    d = new Dispatcher(agent instanceof HttpsAgent ? { https: agent } : { http: agent });
+    dispatchers.set(agent, d);
+  }
+  return d;
+}
 
 // The outcomes a request may have, by what the server does and what the client did.
 function check(plan, outcome) {
