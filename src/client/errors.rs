@@ -80,20 +80,35 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
             if in_body { "aborted" } else { "socket hang up" },
         )
     };
-    // The cause of a broken connection, as the socket reported it.
+    let broken = |io: &std::io::Error| {
+        if io.kind() == std::io::ErrorKind::UnexpectedEof {
+            return hang_up();
+        }
+        if let Some(parse) = body_parse_error(io) {
+            return parse;
+        }
+        // A broken pipe is what a write meets (HTTP/2 writes while its streams wait).
+        let syscall = if io.kind() == std::io::ErrorKind::BrokenPipe {
+            "write"
+        } else {
+            "read"
+        };
+        crate::transport::pump::stream_error(io, syscall).as_socket_fault()
+    };
+    // The cause of a broken connection, as the socket reported it. An HTTP/2 connection's
+    // socket error is inside h2's error, which names no source.
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
-        if let Some(named) = cause.downcast_ref::<h2::Error>().and_then(h2_error) {
-            return named;
+        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
+            if let Some(named) = h2_error(h2) {
+                return named;
+            }
+            if let Some(io) = h2.get_io() {
+                return broken(io);
+            }
         }
         if let Some(io) = cause.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::UnexpectedEof {
-                return hang_up();
-            }
-            if let Some(parse) = body_parse_error(io) {
-                return parse;
-            }
-            return crate::transport::pump::stream_error(io, "read").as_socket_fault();
+            return broken(io);
         }
         source = cause.source();
     }
