@@ -484,3 +484,54 @@ test('a request body is read from its source only as the stream\'s window opens'
   upload.req.resume();
   assert.strictEqual(await text(await response), String(total));
 });
+
+test('a session ended gracefully with requests queued for its streams: each goes again and is answered once', async (t) => {
+  // The server takes 4 streams at once and ends each of its first sessions after its first
+  // answer: the requests queued behind their streams, and those above a GOAWAY's last stream,
+  // were not processed, and go again on new sessions (some more than once), whatever their
+  // method.
+  const processed = new Map();
+  const ended = new Set();
+  const server = await h2Server(t, (req, res) => {
+    let body = '';
+    req.on('data', (c) => { body += c; }).on('end', () => {
+      processed.set(req.url, (processed.get(req.url) || 0) + 1);
+      res.end(`${req.url} ${body}`);
+      const session = req.stream.session;
+      if (ended.size < 3 && !ended.has(session)) {
+        ended.add(session);
+        session.close();
+      }
+    });
+  }, { settings: { maxConcurrentStreams: 4 } });
+  const agent = h2Agent(t);
+  const methods = Array.from({ length: 24 }, (_, i) => (i % 3 === 0 ? 'POST' : 'GET'));
+  const results = await Promise.all(methods.map(async (method, i) => {
+    const res = await agent.request(`${server.origin}/${i}`, { method, body: method === 'GET' ? undefined : `body${i}` });
+    return text(res);
+  }));
+  assert.deepStrictEqual(results, methods.map((method, i) => `/${i} ${method === 'GET' ? '' : `body${i}`}`));
+  for (let i = 0; i < methods.length; i++) assert.strictEqual(processed.get(`/${i}`), 1, `/${i} processed once`);
+  assert.ok(server.sessions.length >= 2);
+});
+
+test('a session whose connection drops mid-body fails its request with a socket error\'s code, on both paths', async (t) => {
+  const server = await h2Server(t, (req, res) => {
+    res.write('partial');
+    // The connection goes at once, with no GOAWAY: the socket's error is the request's.
+    setImmediate(() => { for (const s of server.sockets) s.destroy(); });
+  });
+  server.sockets = new Set();
+  server.on('secureConnection', (s) => server.sockets.add(s));
+  const agent = h2Agent(t);
+  const res = await agent.request(`${server.origin}/`);
+  await assert.rejects(res.body.text(), (err) => {
+    assert.match(err.code, /^(ECONNRESET|EPIPE)$/, err.message);
+    return true;
+  });
+  const dispatcher = new Dispatcher({ https: agent });
+  await assert.rejects(fetch(`${server.origin}/`, { dispatcher }).then((r) => r.text()), (err) => {
+    assert.match(err.cause?.code, /^(ECONNRESET|EPIPE)$/, String(err.cause));
+    return true;
+  });
+});

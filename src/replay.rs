@@ -11,6 +11,9 @@
 //! - only if every byte of the request is still at hand (within the replay buffer);
 //! - once.
 //!
+//! An HTTP/2 request the server did not process (a refused stream, or one a GOAWAY left out)
+//! goes again whatever its method, a bounded number of times ([`replays_after_refusal`]).
+//!
 //! [`ReplayBuf`] keeps the bytes of a drop-in request (written by Node's HTTP code) while they
 //! may be needed: from checkout to the first response byte. An `agent.request()` is planned for
 //! a replay by [`promise_replayable`] (its body kept in memory, or recorded as it streams), and
@@ -82,10 +85,18 @@ pub fn refusal_replayable(limit: Option<usize>, expect_continue: bool, body: Pla
     within && !expect_continue
 }
 
+/// How many times a request the server did not process is sent again, at most. The protocol
+/// makes any number safe; the bound keeps a server that refuses everything from being asked
+/// for ever.
+pub const REFUSALS_REPLAYED: u8 = 3;
+
 /// Whether a request the server did not process (see [`refusal_replayable`]) is sent again:
-/// on whatever connection it met it, fresh or reused, while its replay is still possible.
-pub fn replays_after_refusal(possible: bool) -> bool {
-    possible
+/// on whatever connection it met it, fresh or reused, while its replay is still possible and
+/// it has been refused fewer than [`REFUSALS_REPLAYED`] times before (`refused_before`).
+/// Refusals and the race have budgets of their own: a request refused on the connection it
+/// went to after the race goes again too.
+pub fn replays_after_refusal(possible: bool, refused_before: u8) -> bool {
+    possible && refused_before < REFUSALS_REPLAYED
 }
 
 /// Whether a request that met the race (its connection died before any byte of the answer)
@@ -264,8 +275,10 @@ mod tests {
 
     #[test]
     fn only_a_reused_connection_with_the_request_at_hand_replays() {
-        assert!(replays_after_refusal(true));
-        assert!(!replays_after_refusal(false));
+        assert!(replays_after_refusal(true, 0));
+        assert!(replays_after_refusal(true, REFUSALS_REPLAYED - 1));
+        assert!(!replays_after_refusal(true, REFUSALS_REPLAYED));
+        assert!(!replays_after_refusal(false, 0));
         assert!(refusal_replayable(Some(10), false, PlannedBody::Bytes(10)));
         assert!(!refusal_replayable(Some(10), false, PlannedBody::Bytes(11)));
         assert!(!refusal_replayable(Some(10), true, PlannedBody::Streamed));

@@ -4,7 +4,8 @@
 //!
 //! What each event of an exchange means for the request is decided here: an answer ends any
 //! chance of a replay, a failure before the answer is a replay or the request's error (by
-//! `crate::replay`'s rules), and a replay is made at most once. The caller (the binding)
+//! `crate::replay`'s rules: one replay after the keep-alive race, a few after refusals). The
+//! caller (the binding)
 //! applies the outcome: it tells JavaScript, and opens or routes the next attempt.
 
 use std::time::{Duration, Instant};
@@ -51,9 +52,14 @@ pub struct Attempt {
     spec: Option<Spec>,
     /// The streamed body's writer, while the request has one.
     writer: Option<BodyWriter>,
-    /// What it takes to send the request again, while it may be (see `plan`). Taken by the
-    /// one replay allowed, or dropped once the server has the request.
+    /// What it takes to send the request again, while it may be (see `plan`). Each replay
+    /// gives the next one's; dropped once the server has the request, or when no more replay
+    /// is allowed.
     replay: Option<Replay>,
+    /// It went again after the keep-alive race (which happens once).
+    raced: bool,
+    /// How many times the server refused it unprocessed.
+    refusals: u8,
     /// The current attempt went out on a reused connection.
     reused: bool,
     /// The response head came (errors after it are "aborted", and no replay can follow).
@@ -74,6 +80,8 @@ impl Attempt {
             spec: Some(spec),
             writer,
             replay,
+            raced: false,
+            refusals: 0,
             reused: false,
             headed: false,
             retrying: None,
@@ -151,21 +159,32 @@ impl Attempt {
     /// is sent once more, on a fresh connection (RFC 9110 §9.2.2): None, the error is held
     /// until the attempt ends. Anything else fails with `err`, returned.
     pub fn unsent(&mut self, err: Error) -> Option<Error> {
-        let possible = self
-            .replay
-            .as_ref()
-            .is_some_and(|r| r.idempotent && r.possible());
-        self.hold_or_give(
-            crate::replay::replays_after_race(self.reused, possible),
-            err,
-        )
+        let possible = !self.raced
+            && self
+                .replay
+                .as_ref()
+                .is_some_and(|r| r.idempotent && r.possible());
+        let replays = crate::replay::replays_after_race(self.reused, possible);
+        self.raced |= replays;
+        self.hold_or_give(replays, err)
     }
 
     /// The server refused the request unprocessed (an HTTP/2 stream): it goes again, whatever
     /// its method, while it can (None); otherwise it fails with `err`, returned.
     pub fn refused(&mut self, err: Error) -> Option<Error> {
         let possible = self.replay.as_ref().is_some_and(Replay::possible);
-        self.hold_or_give(crate::replay::replays_after_refusal(possible), err)
+        let replays = crate::replay::replays_after_refusal(possible, self.refusals);
+        if replays {
+            self.refusals += 1;
+        }
+        self.hold_or_give(replays, err)
+    }
+
+    /// Whether a replay could still be allowed after the one under way: another refusal, or
+    /// the race for an idempotent request that has not met it.
+    fn may_go_again(&self, next: &Replay) -> bool {
+        crate::replay::replays_after_refusal(true, self.refusals)
+            || (next.idempotent && !self.raced)
     }
 
     fn hold_or_give(&mut self, replays: bool, err: Error) -> Option<Error> {
@@ -181,8 +200,9 @@ impl Attempt {
         self.retrying.is_some()
     }
 
-    /// The attempt being replayed ended: the request is made again (taken: once), its new
-    /// writer, whose drain calls `drained`, in the old one's place.
+    /// The attempt being replayed ended: the request is made again, its new writer, whose
+    /// drain calls `drained`, in the old one's place; what a further replay would send is kept
+    /// while one may still be allowed.
     pub fn retry(&mut self, drained: impl Fn() + Send + Sync + 'static) -> Retry {
         let err = self.retrying.take();
         let Some(resend) = self.replay.take().and_then(|r| r.resend(drained)) else {
@@ -195,6 +215,11 @@ impl Attempt {
             }
             None => false,
         };
+        if self.may_go_again(&resend.next) {
+            self.replay = Some(resend.next);
+        } else {
+            resend.next.drop_recording();
+        }
         self.spec = Some(resend.spec);
         Retry::Again { drain }
     }
@@ -297,13 +322,70 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_stream_goes_again_whatever_its_method_while_it_can() {
+    fn a_refused_stream_goes_again_whatever_its_method_a_bounded_number_of_times() {
         let mut post = attempt("POST", Source::Bytes(Bytes::from_static(b"x")), 0.0);
         post.start(Connection::New { may_refuse: true });
-        assert!(post.refused(reset()).is_none());
-        assert!(matches!(post.retry(|| {}), Retry::Again { .. }));
-        post.start(Connection::Reused);
+        for _ in 0..crate::replay::REFUSALS_REPLAYED {
+            assert!(post.refused(reset()).is_none());
+            assert!(matches!(post.retry(|| {}), Retry::Again { .. }));
+            assert!(post.start(Connection::Reused).is_some());
+        }
+        // Refused once more than the bound: it fails with the refusal's error, and keeps
+        // nothing for a replay (a POST never goes again after the race).
         assert!(post.refused(reset()).is_some());
+        assert!(post.replay.is_none());
+    }
+
+    #[test]
+    fn refusals_and_the_race_each_have_their_own_budget() {
+        // Refused, then met the race on the connection it went to: sent again both times.
+        let mut a = get();
+        a.start(Connection::New { may_refuse: true });
+        assert!(a.refused(reset()).is_none());
+        assert!(matches!(a.retry(|| {}), Retry::Again { .. }));
+        a.start(Connection::Reused);
+        assert!(a.unsent(reset()).is_none());
+        assert!(matches!(a.retry(|| {}), Retry::Again { .. }));
+        // The race is met once: the next one fails it; a refusal still sends it again.
+        a.start(Connection::Reused);
+        assert!(a.refused(reset()).is_none());
+        assert!(matches!(a.retry(|| {}), Retry::Again { .. }));
+        a.start(Connection::Reused);
+        assert_eq!(a.unsent(reset()).unwrap().code(), "ECONNRESET");
+    }
+
+    #[test]
+    fn a_streamed_body_goes_again_after_each_refusal_with_what_was_written_meanwhile() {
+        use crate::client::body::WriteResult;
+        let mut a = attempt("PUT", Source::Streamed, 0.0);
+        drop(a.start(Connection::New { may_refuse: true }));
+        assert_eq!(
+            a.writer().unwrap().write(Bytes::from_static(b"ab")),
+            WriteResult::Full
+        );
+        assert!(a.refused(reset()).is_none());
+        assert!(matches!(a.retry(|| {}), Retry::Again { drain: true }));
+        // The second attempt's writer records on: written while it ran, sent by the third.
+        drop(a.start(Connection::Reused));
+        assert_eq!(
+            a.writer().unwrap().write(Bytes::from_static(b"cd")),
+            WriteResult::Full
+        );
+        a.writer().unwrap().end();
+        assert!(a.refused(reset()).is_none());
+        assert!(matches!(a.retry(|| {}), Retry::Again { drain: false }));
+        let third = a.start(Connection::Reused).unwrap();
+        let sent = read_body(third.body);
+        assert_eq!(sent, b"abcd");
+    }
+
+    // What a request body gives, read to its end (a test runtime of its own).
+    fn read_body(body: crate::client::ReqBody) -> Vec<u8> {
+        use http_body_util::BodyExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async { body.collect().await.unwrap().to_bytes().to_vec() })
     }
 
     #[test]

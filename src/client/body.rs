@@ -94,6 +94,22 @@ impl Recording {
         })
     }
 
+    /// What was written, as [`Recording::take`] gives it, and a new recording that starts with
+    /// the same chunks (within the same limit), for the writer of the attempt that sends them
+    /// again: the request can then go again after that attempt too.
+    pub fn take_renewed(&self) -> Option<(RecordedBody, Arc<Recording>)> {
+        let limit = self.state().limit;
+        let recorded = self.take()?;
+        let size = recorded.chunks.iter().map(Bytes::len).sum();
+        let renewed = Arc::new(Recording(Mutex::new(RecState {
+            chunks: recorded.chunks.clone(),
+            size,
+            limit,
+            ..RecState::default()
+        })));
+        Some((recorded, renewed))
+    }
+
     fn push(&self, chunk: &Bytes) {
         let mut st = self.state();
         if st.off {

@@ -60,9 +60,14 @@ fn run_exchange(
 ) -> impl Future<Output = ()> + Send {
     async move {
         if let Err(e) = sender.hyper.ready().await {
-            sink.post(Event::Unsent(
-                hyper_error(&e, false).with_request_sent(false),
-            ));
+            let err = hyper_error(&e, false).with_request_sent(false);
+            // Not sent at all. An HTTP/2 connection that takes no more streams (a GOAWAY came,
+            // or it closed) is one the protocol lets any request go again from, as a refusal.
+            sink.post(if sender.is_multiplexed() {
+                Event::Refused(err)
+            } else {
+                Event::Unsent(err)
+            });
             sink.post(Event::Done(None));
             return;
         }

@@ -270,11 +270,14 @@ pub enum ReplayBody {
 }
 
 /// A replay ready to go: its exchange, and for a streamed body the writer that takes over from
-/// the old one (already ended or failed when the source was), and whether the source ended.
+/// the old one (already ended or failed when the source was), and whether the source ended;
+/// and what it takes to send the request once more after this attempt (its streamed body
+/// recorded on by the new writer).
 pub struct Resend {
     pub spec: Spec,
     pub writer: Option<BodyWriter>,
     pub ended: bool,
+    pub next: Replay,
 }
 
 impl Replay {
@@ -294,22 +297,36 @@ impl Replay {
         }
     }
 
-    /// The request made again (a request goes again once: the replay is spent); None when a
-    /// streamed body outgrew what was kept. The body goes as recorded, then continues from its
-    /// source through the new writer, whose drain calls `drained`.
+    /// The request made again; None when a streamed body outgrew what was kept. The body goes
+    /// as recorded, then continues from its source through the new writer, whose drain calls
+    /// `drained`. How many times a request goes again is the caller's rule (see
+    /// `crate::replay`): each resend gives the replay for the next.
     pub fn resend(self, drained: impl Fn() + Send + Sync + 'static) -> Option<Resend> {
-        let (body, writer, ended) = match &self.body {
-            ReplayBody::Bytes(bytes) if bytes.is_empty() => (empty_body(), None, true),
-            ReplayBody::Bytes(bytes) => (full_body(bytes.clone()), None, true),
+        let (body, writer, ended, next_body) = match &self.body {
+            ReplayBody::Bytes(bytes) if bytes.is_empty() => {
+                (empty_body(), None, true, ReplayBody::Bytes(Bytes::new()))
+            }
+            ReplayBody::Bytes(bytes) => (
+                full_body(bytes.clone()),
+                None,
+                true,
+                ReplayBody::Bytes(bytes.clone()),
+            ),
             ReplayBody::Streamed { recording, len } => {
-                let recorded = recording.take()?;
-                let (body, mut writer) = channel_body(recorded.chunks, *len, drained);
+                let (recorded, renewed) = recording.take_renewed()?;
+                let (body, writer) = channel_body(recorded.chunks, *len, drained);
+                // The new writer records on from what was sent, how the source ended included.
+                let mut writer = writer.record(renewed.clone());
                 if let Some(message) = recorded.failed {
                     writer.fail(message);
                 } else if recorded.ended {
                     writer.end();
                 }
-                (body, Some(writer), recorded.ended)
+                let next = ReplayBody::Streamed {
+                    recording: renewed,
+                    len: *len,
+                };
+                (body, Some(writer), recorded.ended, next)
             }
         };
         let body = match &self.trailers {
@@ -317,8 +334,8 @@ impl Replay {
             None => body,
         };
         let spec = Spec {
-            method: self.method,
-            head: self.head,
+            method: self.method.clone(),
+            head: self.head.clone(),
             body,
             expect_continue: None,
             informational: self.informational,
@@ -326,10 +343,15 @@ impl Replay {
             body_timeout: self.body_timeout,
             max_head_size: self.max_head_size,
         };
+        let next = Replay {
+            body: next_body,
+            ..self
+        };
         Some(Resend {
             spec,
             writer,
             ended,
+            next,
         })
     }
 }
