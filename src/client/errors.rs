@@ -73,28 +73,8 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
         };
         return Error::tls(code, format!("Parse Error: {what}"));
     }
-    // Node's words for a connection that ended too early.
-    let hang_up = || {
-        Error::tls(
-            "ECONNRESET",
-            if in_body { "aborted" } else { "socket hang up" },
-        )
-    };
-    let broken = |io: &std::io::Error| {
-        if io.kind() == std::io::ErrorKind::UnexpectedEof {
-            return hang_up();
-        }
-        if let Some(parse) = body_parse_error(io) {
-            return parse;
-        }
-        // A broken pipe is what a write meets (HTTP/2 writes while its streams wait).
-        let syscall = if io.kind() == std::io::ErrorKind::BrokenPipe {
-            "write"
-        } else {
-            "read"
-        };
-        crate::transport::pump::stream_error(io, syscall).as_socket_fault()
-    };
+    let hang_up = || hang_up(in_body);
+    let broken = |io: &std::io::Error| broken(io, in_body);
     // The cause of a broken connection, as the socket reported it. An HTTP/2 connection's
     // socket error is inside h2's error, which names no source.
     let mut source = std::error::Error::source(err);
@@ -112,13 +92,46 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
         }
         source = cause.source();
     }
-    if err.is_incomplete_message() || err.is_closed() || err.is_canceled() {
+    if err.is_incomplete_message() || err.is_closed() || err.is_canceled() || dispatch_gone(err) {
         return hang_up();
     }
     if err.is_timeout() {
         return Error::os(libc::ETIMEDOUT, "read");
     }
     Error::tls("ERR_HYPERAGENT_HTTP", format!("HTTP error: {err}"))
+}
+
+/// Node's words for a connection that ended too early (`in_body`: after the response head).
+fn hang_up(in_body: bool) -> Error {
+    Error::tls(
+        "ECONNRESET",
+        if in_body { "aborted" } else { "socket hang up" },
+    )
+}
+
+/// A broken connection's socket error, as Node names it.
+fn broken(io: &std::io::Error, in_body: bool) -> Error {
+    if io.kind() == std::io::ErrorKind::UnexpectedEof {
+        return hang_up(in_body);
+    }
+    if let Some(parse) = body_parse_error(io) {
+        return parse;
+    }
+    // HTTP/2 gives each stream a copy of its connection's error, its kind and message only:
+    // one of no errno and no kind Node names is a connection that broke.
+    let tls = io
+        .get_ref()
+        .is_some_and(|e| e.downcast_ref::<rustls::Error>().is_some());
+    if io.raw_os_error().is_none() && !tls && crate::error::errno_of(io) == libc::EIO {
+        return hang_up(in_body);
+    }
+    // A broken pipe is what a write meets (HTTP/2 writes while its streams wait).
+    let syscall = if io.kind() == std::io::ErrorKind::BrokenPipe {
+        "write"
+    } else {
+        "read"
+    };
+    crate::transport::pump::stream_error(io, syscall).as_socket_fault()
 }
 
 /// An HTTP/2 stream reset or a GOAWAY, in Node's `http2` terms (`ERR_HTTP2_STREAM_ERROR`,
@@ -170,12 +183,20 @@ fn reason_name(reason: h2::Reason) -> String {
     }
 }
 
+/// hyper's "dispatch task is gone": the task of the request's connection ended first. On
+/// HTTP/2 that task holds only requests it has not sent: waiting in its queue, or for a stream
+/// its server's limit let open (an HTTP/2 task ends so when a GOAWAY ended its connection);
+/// those it sent are answered by tasks of their own.
+fn dispatch_gone(err: &hyper::Error) -> bool {
+    err.is_user() && err.to_string().starts_with("dispatch task is gone")
+}
+
 /// Whether an HTTP/2 request that failed was certainly not processed by the server, so that
 /// it may be sent again whatever its method (RFC 9113 §8.7): the server refused its stream
 /// (`REFUSED_STREAM`), or its stream was above the last one a GOAWAY let through; or hyper
-/// never sent it (the connection had closed first).
+/// never sent it (the connection had closed first, or its task ended before it sent it).
 pub fn unprocessed(err: &hyper::Error) -> bool {
-    if err.is_canceled() {
+    if err.is_canceled() || dispatch_gone(err) {
         return true;
     }
     let mut source = std::error::Error::source(err);
@@ -248,6 +269,34 @@ mod tests {
         );
         assert_eq!(reason_name(h2::Reason::from(0x1234)), "4660");
         assert_eq!(reason_name(h2::Reason::CANCEL), "NGHTTP2_CANCEL");
+    }
+
+    #[test]
+    fn a_broken_connections_error_is_named_as_node_names_it() {
+        let code = |io: IoError, in_body| broken(&io, in_body);
+        let reset = code(IoError::from_raw_os_error(libc::ECONNRESET), false);
+        assert_eq!((reset.code(), reset.syscall()), ("ECONNRESET", "read"));
+        let pipe = code(IoError::from_raw_os_error(libc::EPIPE), false);
+        assert_eq!((pipe.code(), pipe.syscall()), ("EPIPE", "write"));
+        // A copy of a connection's error (as HTTP/2 gives its streams): kind and message.
+        let copied = code(IoError::new(ErrorKind::BrokenPipe, "broken pipe"), false);
+        assert_eq!((copied.code(), copied.syscall()), ("EPIPE", "write"));
+        let other = code(IoError::other("connection error"), true);
+        assert_eq!(
+            (other.code(), other.message().as_str()),
+            ("ECONNRESET", "aborted")
+        );
+        let eof = code(IoError::from(ErrorKind::UnexpectedEof), false);
+        assert_eq!(
+            (eof.code(), eof.message().as_str()),
+            ("ECONNRESET", "socket hang up")
+        );
+        // A TLS error keeps its TLS code.
+        let tls = code(
+            IoError::new(ErrorKind::InvalidData, rustls::Error::DecryptError),
+            false,
+        );
+        assert_ne!(tls.code(), "ECONNRESET");
     }
 
     #[test]
