@@ -1,8 +1,10 @@
 'use strict';
 
-// A seeded storm of mixed faults on both paths at once: a scripted raw server that answers,
-// resets, stalls, sends garbage or closes idle connections just as they may be reused, while
-// the client aborts, destroys bodies and queues past its socket limit. The single faults have
+// A seeded storm of mixed faults on every path (agent.request(), http.request, and fetch and
+// undici's request() through the Dispatcher), each alone and all at once on one pool: a
+// scripted raw server that answers, resets, stalls, sends garbage or closes idle connections
+// just as they may be reused, while the client aborts, destroys bodies and queues past its
+// socket limit. The single faults have
 // their own tests (faults.test.js); this one checks what must hold whatever mix of them meets:
 // every request settles, with its response or with an error that names the fault; a GET to a
 // healthy path never fails; no POST reaches the server twice; the pool ends empty and its
@@ -10,38 +12,14 @@
 
 const test = require('node:test');
 const assert = require('node:assert');
-const http = require('node:http');
-const https = require('node:https');
 const fs = require('node:fs');
 const path = require('node:path');
-const { once } = require('node:events');
-const undici = require('undici');
-const { Agent, HttpsAgent, Dispatcher } = require('..');
+const { Agent, HttpsAgent } = require('..');
 const binding = require('../lib/native');
 const { rawServer, eachRequest, until, reset } = require('./helpers');
+const { random, pick, paths: shared, runStorm, nameOf, settledByClient } = require('./storm-paths');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
-
-// A small seeded generator (mulberry32): the same storm every run.
-function random(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const pick = (rand, weighted) => {
-  let r = rand() * weighted.reduce((s, [, w]) => s + w, 0);
-  for (const [value, w] of weighted) {
-    r -= w;
-    if (r < 0) return value;
-  }
-  return weighted[weighted.length - 1][0];
-};
 
 const BIG = 256 * 1024;
 
@@ -99,75 +77,9 @@ async function stormServer(t, seed, tls) {
   return server;
 }
 
-// One request on each path: resolves with its outcome (`{ status, text }`, 'destroyed', or
-// `{ error }`), never rejects.
+// Every path that carries an agent's pool, and all of them at once.
 const paths = {
-  'agent.request()': async (agent, url, { method, id, body, signal, destroyBody }) => {
-    try {
-      const res = await agent.request(url, { method, headers: { 'x-id': id }, body, signal });
-      if (destroyBody) {
-        res.body.destroy();
-        await once(res.body, 'close');
-        return 'destroyed';
-      }
-      return { status: res.statusCode, text: await res.body.text() };
-    } catch (error) {
-      return { error };
-    }
-  },
-  'http.request': (agent, url, { method, id, body, signal, destroyBody }) => new Promise((resolve) => {
-    const { request } = url.startsWith('https:') ? https : http;
-    let settled = false;
-    const settle = (outcome) => {
-      if (!settled) resolve(outcome);
-      settled = true;
-    };
-    const req = request(url, { agent, method, headers: { 'x-id': id }, signal }, (res) => {
-      if (destroyBody) {
-        res.on('error', () => {});
-        res.on('close', () => settle('destroyed'));
-        res.destroy();
-        return;
-      }
-      const chunks = [];
-      res.on('data', (c) => chunks.push(c));
-      res.on('end', () => settle({ status: res.statusCode, text: Buffer.concat(chunks).toString() }));
-      res.on('error', (error) => settle({ error }));
-    });
-    req.on('error', (error) => settle({ error }));
-    req.end(body);
-  }),
-  // Node's built-in fetch with a Dispatcher riding the agent's pool. fetch fails with a
-  // TypeError whose cause is the fault's error (an abort, with the AbortError itself).
-  'fetch (Dispatcher)': async (agent, url, { method, id, body, signal, destroyBody }) => {
-    try {
-      const res = await fetch(url, { dispatcher: dispatcherOf(agent), method, headers: { 'x-id': id }, body, signal });
-      if (destroyBody) {
-        await res.body.cancel();
-        return 'destroyed';
-      }
-      return { status: res.status, text: await res.text() };
-    } catch (error) {
-      return { error: error.name === 'AbortError' || error.cause === undefined ? error : error.cause };
-    }
-  },
-  // undici's request() with a Dispatcher riding the agent's pool.
-  'undici request() (Dispatcher)': async (agent, url, { method, id, body, signal, destroyBody }) => {
-    try {
-      const res = await undici.request(url, { dispatcher: dispatcherOf(agent), method, headers: { 'x-id': id }, body, signal });
-      if (destroyBody) {
-        // undici's body, destroyed before its end, emits its RequestAbortedError before 'close'.
-        res.body.on('error', () => {});
-        const closed = new Promise((resolve) => res.body.once('close', resolve));
-        res.body.destroy();
-        await closed;
-        return 'destroyed';
-      }
-      return { status: res.statusCode, text: await res.body.text() };
-    } catch (error) {
-      return { error };
-    }
-  },
+  ...shared,
   // All at once on one agent, sharing its pool: each request takes one of the paths.
   'every path': (agent, url, opts) => {
     const n = Number(/\d+$/.exec(opts.id)[0]);
@@ -176,31 +88,12 @@ const paths = {
   },
 };
 
-// The Dispatcher over an agent: one per agent, made when first asked for.
-const dispatchers = new WeakMap();
-function dispatcherOf(agent) {
-  let d = dispatchers.get(agent);
-  if (d === undefined) {
-    d = new Dispatcher(agent instanceof HttpsAgent ? { https: agent } : { http: agent });
-    dispatchers.set(agent, d);
-  }
-  return d;
-}
-
 // The outcomes a request may have, by what the server does and what the client did.
 function check(plan, outcome) {
-  const where = `${plan.method} /${plan.what}/${plan.id}${plan.abort ? ` (abort: ${plan.abort})` : ''}`;
-  if (outcome === 'destroyed') {
-    assert.strictEqual(plan.abort, 'destroy-body', `${where}: destroyed without being asked`);
-    return;
-  }
+  if (settledByClient(plan, outcome)) return;
+  const where = nameOf(plan);
   if (outcome.error) {
     const err = outcome.error;
-    const aborted = err.name === 'AbortError';
-    if (aborted) {
-      assert.ok(plan.abort === 'at-once' || plan.what === 'stall', `${where}: aborted unasked: ${err.stack}`);
-      return;
-    }
     assert.strictEqual(typeof err.code, 'string', `${where}: an error without a code: ${err.stack}`);
     // A POST on a connection the server closed as it was reused is not sent again: it fails
     // with ECONNRESET (or EPIPE, when its write found the connection gone), whatever its path.
@@ -250,30 +143,7 @@ for (const [name, send] of Object.entries(paths)) {
       return { what, method, abort, id: `${name[0]}${i}`, secure: protocol === 'HTTPS' };
     });
 
-    let next = 0;
-    const outcomes = new Array(plans.length);
-    const worker = async () => {
-      while (next < plans.length) {
-        const i = next++;
-        const plan = plans[i];
-        const ac = new AbortController();
-        // A stalled answer is given up after a while; the rest wait as long as they need. (Not
-        // AbortSignal.any() with AbortSignal.timeout(): on Node 20 the timeout's signal can be
-        // collected before it fires, and the request then waits for ever, on Node's agent too.)
-        const giveUp = plan.what === 'stall' ? setTimeout(() => ac.abort(), 100) : undefined;
-        const pending = send(agent, `${origin}/${plan.what}/${plan.id}`, {
-          method: plan.method,
-          id: plan.id,
-          body: plan.method === 'POST' ? `body of ${plan.id}` : undefined,
-          signal: ac.signal,
-          destroyBody: plan.abort === 'destroy-body',
-        });
-        if (plan.abort === 'at-once') ac.abort();
-        outcomes[i] = await pending;
-        clearTimeout(giveUp);
-      }
-    };
-    await Promise.all(Array.from({ length: 24 }, worker));
+    const { outcomes } = await runStorm(plans, send, agent, origin, 24);
 
     plans.forEach((plan, i) => check(plan, outcomes[i]));
     for (const plan of plans) {
