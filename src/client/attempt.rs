@@ -5,8 +5,8 @@
 //! What each event of an exchange means for the request is decided here: an answer ends any
 //! chance of a replay, a failure before the answer is a replay or the request's error (by
 //! `crate::replay`'s rules: one replay after the keep-alive race, a few after refusals). The
-//! caller (the binding)
-//! applies the outcome: it tells JavaScript, and opens or routes the next attempt.
+//! caller (the binding) applies the outcome: it tells JavaScript, and opens or routes the next
+//! attempt.
 
 use std::time::{Duration, Instant};
 
