@@ -177,15 +177,19 @@ for (const [name, send] of Object.entries(paths)) {
     const during = (span) => ({ destroyed: overlapping(['destroy'], span) > 0, endings: overlapping(['destroy', 'goaway'], span) });
 
     plans.forEach((plan, i) => check(plan, outcomes[i], during(spans[i])));
-    for (const plan of plans) {
+    plans.forEach((plan, i) => {
       const count = server.processed.get(plan.id) || 0;
+      const { error } = outcomes[i];
       if (plan.method === 'POST') assert.ok(count <= 1, `POST ${plan.id} was processed ${count} times`);
-      const { error } = outcomes[plans.indexOf(plan)];
       if (plan.method === 'POST' && error && calmed(error)) assert.strictEqual(count, 0, `POST ${plan.id}, reset before its handler, was processed`);
       // A refused stream was answered when it went again (a GET perhaps twice: one whose
       // answer a session's end overtook goes again after the race).
-      if (plan.what === 'refuse' && !plan.abort && !outcomes[plans.indexOf(plan)].error) assert.ok(count >= 1, plan.id);
-    }
+      if (plan.what === 'refuse' && !plan.abort && !error) assert.ok(count >= 1, plan.id);
+    });
+    // ENHANCE_YOUR_CALM is rare (a stream opened as a reset one is still counted): a client
+    // that opened streams past the server's limit would meet it at every turn.
+    const calm = outcomes.filter((o) => o.error && calmed(o.error)).length;
+    assert.ok(calm <= plans.length / 50, `${calm} streams reset with ENHANCE_YOUR_CALM`);
     for (const what of ['ok', 'big', 'refuse', 'goaway', 'reset-head', 'reset-body', 'destroy', 'stall']) {
       assert.ok(plans.some((p) => p.what === what), what);
     }
