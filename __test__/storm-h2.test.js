@@ -193,9 +193,11 @@ for (const [name, send] of Object.entries(paths)) {
     for (const what of ['ok', 'big', 'refuse', 'goaway', 'reset-head', 'reset-body', 'destroy', 'stall']) {
       assert.ok(plans.some((p) => p.what === what), what);
     }
-    // Enough healthy requests were answered for the storm to say something.
+    // Enough healthy requests were answered for the storm to say something. Each destroyed
+    // session fails the requests in flight on it, and a storm has about six: in some, fewer
+    // than a third of the healthy requests are answered.
     const answered = plans.filter((p, i) => p.what === 'ok' && !p.abort && !outcomes[i].error);
-    assert.ok(answered.length > 50, `${answered.length} healthy requests answered`);
+    assert.ok(answered.length > 20, `${answered.length} healthy requests answered`);
 
     // The pool ends with no stream in use and nothing waiting; the sessions that ended closed
     // (one that a GOAWAY ended, once its last stream is done), and at most two are left open
