@@ -248,17 +248,22 @@ class PendingRequest {
   }
 
   // The consumer destroyed the body before its end: the exchange stops, and its connection
-  // (mid-response) is closed.
+  // (mid-response) is closed. Nothing fails: the consumer has let go of the response.
   bodyDestroyed() {
-    if (!this.ended && !this.done) this.abort(null);
+    if (this.ended || this.done || this.aborted) return;
+    this.aborted = true;
+    this.dropSource(undefined);
+    this.stop();
   }
 
+  // Stops the request and fails it with `reason`, whatever that is: a signal's reason may be
+  // null, and still fails the request (its promise, or its body).
   abort(reason) {
     if (this.done || this.aborted) return;
     this.aborted = true;
-    this.dropSource(reason === null ? undefined : reason);
+    this.dropSource(reason);
     this.stop();
-    if (reason !== null) this.fail(reason);
+    this.fail(reason);
   }
 
   // Ends the request here: its place in the queue or its exchange in Rust (a connection in the

@@ -74,6 +74,64 @@ test('aborting works while queued, before the head, and during the body', async 
   await assert.rejects(agent.request(server.url, { signal: AbortSignal.abort() }), { name: 'AbortError' });
 });
 
+test('a signal aborted with a falsy reason (null, 0, false, \'\') still ends the request with that reason, at every stage', { timeout: 20000 }, async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/slow-head') return;
+    if (req.url === '/slow-upload') {
+      // Reads nothing of the request's streamed body and answers nothing: the abort comes
+      // while the body is still going out; the connection closes under it.
+      req.pause();
+      req.on('error', () => {});
+      return;
+    }
+    if (req.url === '/after') {
+      res.end('ok');
+      return;
+    }
+    res.writeHead(200);
+    res.write('start');
+  });
+  // The upload's connection ends mid-body: the server's parser calls that an error.
+  server.on('clientError', (err, socket) => socket.destroy());
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  for (const reason of [null, 0, false, '']) {
+    // Already aborted.
+    const early = new AbortController();
+    early.abort(reason);
+    await assert.rejects(agent.request(server.url, { signal: early.signal }), (err) => err === reason);
+
+    // Before the head.
+    const head = new AbortController();
+    const waiting = agent.request(`${server.url}/slow-head`, { signal: head.signal });
+    const [req] = await once(server, 'request');
+    head.abort(reason);
+    await assert.rejects(waiting, (err) => err === reason);
+    await once(req.socket, 'close');
+
+    // While a streamed body is going out: the source is destroyed, the promise rejects.
+    const upload = new AbortController();
+    const source = new Readable({ read() {} });
+    source.push('part');
+    const uploading = agent.request(`${server.url}/slow-upload`, { method: 'POST', body: source, signal: upload.signal });
+    const [uploadReq] = await once(server, 'request');
+    upload.abort(reason);
+    await assert.rejects(uploading, (err) => err === reason);
+    assert.ok(source.destroyed, 'the body source is destroyed');
+    await once(uploadReq.socket, 'close');
+
+    // During the body: its reader sees the body end early, and text() rejects with the reason.
+    const body = new AbortController();
+    const res = await agent.request(`${server.url}/slow-body`, { signal: body.signal });
+    const text = res.body.text();
+    body.abort(reason);
+    await assert.rejects(text, (err) => err === reason);
+    assert.ok(res.body.destroyed);
+  }
+  // The one slot (maxSockets 1) each request held is free again.
+  assert.strictEqual(await (await agent.request(`${server.url}/after`)).body.text(), 'ok');
+});
+
 // How much a loopback connection may hold in its kernel buffers: the sender's and the
 // receiver's, which Linux grows up to tcp_wmem's and tcp_rmem's maximum (32 MiB here for the
 // receiver, far above net.core.rmem_max). A body to a server that stopped reading has to be
