@@ -281,7 +281,7 @@ test('upgrade() and connect() as undici\'s: the socket with the server\'s header
   await assert.rejects(aborted, { message: 'changed my mind' });
 });
 
-test('a signal that is an EventEmitter aborts as undici\'s does, and its listener goes with the request', async (t) => {
+test('a signal that is an EventEmitter, or one aborted with null, aborts as undici\'s does, and its listener goes with the request', { timeout: 30000 }, async (t) => {
   const server = await httpServer(t, echo);
   const d = dispatcher(t);
   // Not aborted: once the request is over, nothing listens on the emitter any more.
@@ -298,14 +298,34 @@ test('a signal that is an EventEmitter aborts as undici\'s does, and its listene
   const pending = d.request({ origin, path: '/', method: 'GET', signal: ee });
   await until(() => silent.connectionCount === 1, 5000, 'connected');
   ee.emit('abort');
-  await assert.rejects(pending, { name: 'AbortError' });
+  // undici's RequestAbortedError, as its request() gives for an emitter's abort.
+  await assert.rejects(pending, { name: 'AbortError', code: 'UND_ERR_ABORTED' });
   await until(() => ee.listenerCount('abort') === 0, 5000, 'the listener removed');
   const upgrading = new EventEmitter();
   const upgrade = d.upgrade({ origin, path: '/', signal: upgrading });
   await until(() => silent.connectionCount === 2, 5000, 'connected');
   upgrading.emit('abort');
-  await assert.rejects(upgrade, { name: 'AbortError' });
+  await assert.rejects(upgrade, { name: 'AbortError', code: 'UND_ERR_ABORTED' });
   assert.strictEqual(upgrading.listenerCount('abort'), 0);
+  // An AbortSignal aborted with null has no reason to give: undici's RequestAbortedError too,
+  // already aborted or while the server is silent.
+  const early = new AbortController();
+  early.abort(null);
+  await assert.rejects(d.request({ origin, path: '/', method: 'GET', signal: early.signal }), { code: 'UND_ERR_ABORTED' });
+  const late = new AbortController();
+  const waiting = d.request({ origin, path: '/', method: 'GET', signal: late.signal });
+  await until(() => silent.connectionCount === 3, 5000, 'connected');
+  late.abort(null);
+  await assert.rejects(waiting, { code: 'UND_ERR_ABORTED' });
+  // pipeline()'s stream errors with it (it does not just close).
+  const piped = new AbortController();
+  const duplex = d.pipeline({ origin, path: '/', method: 'GET', signal: piped.signal }, ({ body }) => body);
+  duplex.end();
+  await until(() => silent.connectionCount === 4, 5000, 'connected');
+  const errored = once(duplex, 'error');
+  piped.abort(null);
+  const [pipeErr] = await errored;
+  assert.strictEqual(pipeErr.code, 'UND_ERR_ABORTED');
   // Anything else is refused at once.
   await assert.rejects(d.request({ origin, path: '/', method: 'GET', signal: {} }), { code: 'ERR_INVALID_ARG_TYPE' });
 });

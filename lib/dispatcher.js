@@ -12,7 +12,7 @@ const errors = require('./errors');
 const { Agent, HttpsAgent } = require('./agent');
 const { request } = require('./request');
 const { headerObject } = require('./headers');
-const { watchAbort, followSignal } = require('./signal');
+const { watchAbort, followSignal, undiciAbortError } = require('./signal');
 const { LegacyHandler } = require('./legacy-handler');
 const { ResponseHandler } = require('./handler-response');
 const { Running, Tracked, Exchange, isUpgrade, requestOptions } = require('./exchange');
@@ -453,8 +453,8 @@ class Dispatcher extends EventEmitter {
     const { signal, unfollow } = followSignal(opts?.signal);
     if (unfollow !== null) duplex.once('close', unfollow);
     if (signal !== undefined) {
-      if (signal.aborted) controller.abort(signal.reason);
-      else duplex.once('close', watchAbort(signal, () => duplex.destroy(signal.reason)));
+      if (signal.aborted) controller.abort(undiciAbortError(signal));
+      else duplex.once('close', watchAbort(signal, () => duplex.destroy(undiciAbortError(signal))));
     }
     const method = opts?.method;
     const bodyless = method === undefined || method === 'GET' || method === 'HEAD';

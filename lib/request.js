@@ -13,7 +13,7 @@ const { TOKEN, invalidToken, headerList, trailerLines } = require('./headers');
 const { lengthMismatch, bodyOf } = require('./request-body');
 const { Response } = require('./response');
 const { MAX_TARGET, queryOf, parseUrl } = require('./target');
-const { watchAbort, abortError } = require('./signal');
+const { watchAbort, abortError, undiciAbortError } = require('./signal');
 const { PendingRequest, HandlerRequest, channels } = require('./pending');
 
 // agent.request()'s start in Rust: a plain Node-API function (see `request_function` in
@@ -246,12 +246,14 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
     settlers.reject = null;
   }
   let pending = null;
+  // The error an abort of the signal gives: a Dispatcher's request() gives undici's.
+  const abortReason = tracker === null ? abortError : undiciAbortError;
   // What throws from here on rejects the promise (or fails the exchange), as a throw in its
   // executor would.
   try {
     if (signal && signal.aborted) {
-      if (exchange === null) reject(abortError(signal));
-      else exchange.fail(abortError(signal));
+      if (exchange === null) reject(abortReason(signal));
+      else exchange.fail(abortReason(signal));
       return promise;
     }
     const info = { origin: target.origin, method, path: query === '' ? target.path : `${target.path}?${query}`, headers };
@@ -275,7 +277,7 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
     );
     // Sent, or queued: Rust serves it when the pool has a connection for it.
     pending.id = result;
-    if (signal) pending.unwatch = watchAbort(signal, () => pending.abort(abortError(signal)));
+    if (signal) pending.unwatch = watchAbort(signal, () => pending.abort(abortReason(signal)));
     if (source !== null) {
       pending.source = source;
       pending.trailers = trailersLater;

@@ -4,6 +4,7 @@
 // abort gives.
 
 const { addAbortListener } = require('node:events');
+const errors = require('./errors');
 
 // Calls `listener` once `signal` (not aborted yet) aborts; returns what stops that. Through
 // events.addAbortListener where Node has it (20.5 on), as Node's own requests listen: the
@@ -23,6 +24,13 @@ function abortError(signal) {
   return new DOMException('This operation was aborted', 'AbortError');
 }
 
+// The error an abort gives a request of undici's API (a Dispatcher's request() and the like):
+// the signal's reason, or, when it has none (null, or an EventEmitter's 'abort'), undici's
+// RequestAbortedError, as undici's request() gives.
+function undiciAbortError(signal) {
+  return signal.reason ?? errors.undiciError('ABORTED');
+}
+
 // undici's request() takes an EventEmitter for a signal too: its 'abort' event aborts. Returns
 // what agent.request() takes (an AbortSignal following it) and what stops the following; an
 // AbortSignal, or nothing, is given back as it is.
@@ -31,9 +39,9 @@ function followSignal(signal) {
     return { signal: signal ?? undefined, unfollow: null };
   }
   const controller = new AbortController();
-  const abort = () => controller.abort();
+  const abort = () => controller.abort(errors.undiciError('ABORTED'));
   signal.once('abort', abort);
   return { signal: controller.signal, unfollow: () => signal.removeListener('abort', abort) };
 }
 
-module.exports = { watchAbort, abortError, followSignal };
+module.exports = { watchAbort, abortError, undiciAbortError, followSignal };
