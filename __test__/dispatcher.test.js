@@ -735,6 +735,23 @@ test("undici's error classes know our errors; close() ends destroyed; callbacks 
   assert.ok(aborted instanceof undiciErrors.RequestAbortedError);
   assert.ok(aborted instanceof undiciErrors.AbortError);
   assert.ok(!(aborted instanceof undiciErrors.SocketError));
+  // So is one with a falsy reason, in either handler API, as undici's abort takes it.
+  for (const reason of [null, 0, '']) {
+    const newer = await new Promise((resolve) => {
+      d2.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
+        onRequestStart(controller) { controller.abort(reason); },
+        onResponseError(controller, err) { resolve(err); },
+      });
+    });
+    assert.strictEqual(newer.code, 'UND_ERR_ABORTED');
+    const older = await new Promise((resolve) => {
+      d2.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
+        onConnect(abort) { abort(reason); },
+        onError: resolve,
+      });
+    });
+    assert.strictEqual(older.code, 'UND_ERR_ABORTED');
+  }
 
   // A callback that is not a function is refused at once, as undici refuses it.
   assert.throws(() => d2.close({}), { code: 'ERR_INVALID_ARG_TYPE' });
@@ -744,6 +761,25 @@ test("undici's error classes know our errors; close() ends destroyed; callbacks 
   assert.throws(() => d2.dispatch({ origin: server.url, method: 'GET' }, { onConnect() {} }), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => d.dispatch({ origin: server.url, path: '/', method: 'GET' }, {}), { code: 'UND_ERR_DESTROYED' });
   assert.strictEqual(await (await fetch(`${server.url}/`, { dispatcher: d2 })).text(), 'ok');
+});
+
+test("a handler's error callback that throws within dispatch() throws to dispatch()'s caller, as undici's does: undici's request() rejects with it", async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const d = dispatcher(t);
+  const thrown = new Error('onError threw');
+  // Options dispatch() refuses: the handler hears of it at once, and its throw comes out.
+  for (const handler of [
+    { onError() { throw thrown; } },
+    { onResponseStart() {}, onResponseError() { throw thrown; } },
+  ]) {
+    assert.throws(() => d.dispatch({ origin: server.url, path: '/', method: 'GET', headers: 5 }, handler), (err) => err === thrown);
+  }
+  // A body whose getters throw: undici's request() hands its handler that error, whose
+  // onError throws again reading the body; the promise rejects (it was an uncaught exception).
+  const body = new Proxy({}, { get() { throw thrown; } });
+  await assert.rejects(undici.request(`${server.url}/`, { dispatcher: d, method: 'POST', body }), (err) => err === thrown);
+  // The dispatcher goes on.
+  assert.strictEqual(await (await undici.request(`${server.url}/`, { dispatcher: d })).body.text(), 'ok');
 });
 
 test("undici's maxOrigins: a new origin fails once that many are held, and is taken once one is let go", async (t) => {

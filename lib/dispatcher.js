@@ -256,7 +256,7 @@ class Dispatcher extends EventEmitter {
       if (isUpgrade(given)) exchange.upgrade(agent, origin, opts);
       else exchange.start(agent, origin, given);
     } catch (err) {
-      exchange.fail(err);
+      exchange.failDispatch(err);
       // As undici's dispatch(): an error the handler has no callback for is thrown.
       if (typeof handler[exchange.controlled ? 'onResponseError' : 'onError'] !== 'function') throw err;
     }

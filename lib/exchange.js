@@ -124,6 +124,8 @@ class Exchange {
     this.limit = dispatcher._maxResponseSize;
     this.received = 0;
     this.headOnly = false;
+    // While dispatch() fails it (see failDispatch).
+    this.dispatching = false;
     this.abort = (reason) => this.abortWith(reason);
     this.resumer = () => this.resume();
     // Its place among the dispatcher's exchanges in flight (see Running).
@@ -277,12 +279,23 @@ class Exchange {
     }
   }
 
-  // Stops the request with `reason` (undici's RequestAbortedError when none is given); a
-  // second abort, or one after the end, does nothing.
+  // Stops the request with `reason` (undici's RequestAbortedError for none, or a falsy one, as
+  // undici's own abort gives); a second abort, or one after the end, does nothing.
   abortWith(reason) {
     if (this.finished || this.reason !== null) return;
-    this.reason = reason ?? errors.undiciError('ABORTED');
+    this.reason = reason || errors.undiciError('ABORTED');
     this.fail(this.reason);
+  }
+
+  // Fails the request from within dispatch(): a throw from the handler's error callback goes
+  // to dispatch()'s caller (see report).
+  failDispatch(err) {
+    this.dispatching = true;
+    try {
+      this.fail(err);
+    } finally {
+      this.dispatching = false;
+    }
   }
 
   // Fails the request once, from our side: its exchange stops, its error reaches the handler.
@@ -312,8 +325,11 @@ class Exchange {
         if (this.controlled) fn.call(this.handler, this.controller, error);
         else fn.call(this.handler, error);
       } catch (thrown) {
-        // The handler's own error callback failed: nothing of ours can take that; it surfaces
-        // as the program's uncaught exception, as it does with undici.
+        // The handler's own error callback failed. Within dispatch(), the throw goes to
+        // dispatch()'s caller, as undici's dispatch() lets it (undici's request() rejects with
+        // it); later nothing of ours can take it, and it surfaces as the program's uncaught
+        // exception, as it does with undici.
+        if (this.dispatching) throw thrown;
         process.nextTick(() => { throw thrown; });
       }
     };

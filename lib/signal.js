@@ -25,10 +25,10 @@ function abortError(signal) {
 }
 
 // The error an abort gives a request of undici's API (a Dispatcher's request() and the like):
-// the signal's reason, or, when it has none (null, or an EventEmitter's 'abort'), undici's
-// RequestAbortedError, as undici's request() gives.
+// the signal's reason or, when that is falsy (null, 0, '', or none: an EventEmitter's
+// 'abort'), undici's RequestAbortedError, as undici's request() fails then.
 function undiciAbortError(signal) {
-  return signal.reason ?? errors.undiciError('ABORTED');
+  return signal.reason || errors.undiciError('ABORTED');
 }
 
 // undici's request() takes an EventEmitter for a signal too: its 'abort' event aborts. Returns
