@@ -3,6 +3,7 @@
 // agent.request()'s headers: names and values checked as Node checks them, given in any
 // form undici takes, and a response's headers as an object.
 
+const { inspect } = require('node:util');
 const errors = require('./errors');
 
 const TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
@@ -17,6 +18,33 @@ function invalidChar(name) {
   const err = new TypeError(`Invalid character in header content ["${name}"]`);
   err.code = 'ERR_INVALID_CHAR';
   return err;
+}
+
+// A header value with no string form (a symbol, an object with no prototype): Node's code
+// for a value it cannot send.
+function invalidValue(name, value) {
+  const err = new TypeError(`Invalid value "${inspect(value)}" for header "${name}"`);
+  err.code = 'ERR_HTTP_INVALID_HEADER_VALUE';
+  return err;
+}
+
+// A header value as sent: its string form (a symbol has none to send, as Node's http takes it).
+function stringOf(name, value) {
+  if (typeof value === 'symbol') throw invalidValue(name, value);
+  try {
+    return String(value);
+  } catch {
+    throw invalidValue(name, value);
+  }
+}
+
+// A header name given as another value (a flat list's): its string form, checked as a name.
+function nameOf(name) {
+  try {
+    return String(name);
+  } catch {
+    throw invalidToken('Header name', inspect(name));
+  }
 }
 
 // Header names seen before, valid, with their lower-case form: the same few names come with
@@ -54,7 +82,7 @@ class HeaderList {
   // An array value repeats the name; undefined values are left out, null ones are empty (as
   // undici sends them).
   add(name, value) {
-    if (typeof name !== 'string') name = String(name);
+    if (typeof name !== 'string') name = nameOf(name);
     const lower = lowerName(name);
     if (Array.isArray(value)) {
       for (const v of value) this.addOne(name, lower, v);
@@ -65,7 +93,7 @@ class HeaderList {
 
   addOne(name, lower, value) {
     if (value === undefined) return;
-    const s = typeof value === 'string' ? value : value === null ? '' : String(value);
+    const s = typeof value === 'string' ? value : value === null ? '' : stringOf(name, value);
     if (BAD_VALUE.test(s)) throw invalidChar(name);
     const at = this.flat.length;
     this.flat.push(name, s);

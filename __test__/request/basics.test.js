@@ -380,6 +380,11 @@ test('bad input is refused at once with Node\'s codes', async (t) => {
   assert.throws(() => agent.request(url, { method: 'GE T' }), { code: 'ERR_INVALID_HTTP_TOKEN' });
   assert.throws(() => agent.request(url, { headers: { 'bad name': 'x' } }), { code: 'ERR_INVALID_HTTP_TOKEN' });
   assert.throws(() => agent.request(url, { headers: { 'x-a': 'line\r\nbreak' } }), { code: 'ERR_INVALID_CHAR' });
+  // A value with no string form: Node's code for a header value it cannot send.
+  for (const value of [Symbol('s'), Object.create(null), ['ok', Object.create(null)]]) {
+    assert.throws(() => agent.request(url, { headers: { 'x-a': value } }), { code: 'ERR_HTTP_INVALID_HEADER_VALUE' });
+  }
+  assert.throws(() => agent.request(url, { headers: [Object.create(null), 'x'] }), { code: 'ERR_INVALID_HTTP_TOKEN' });
   // A URL that does not parse: URL's own error, as Node's http.request and undici's request().
   const invalidUrl = { name: 'TypeError', code: 'ERR_INVALID_URL', input: 'not a url' };
   assert.throws(() => http.get('not a url'), invalidUrl);
