@@ -28,23 +28,18 @@ function invalidValue(name, value) {
   return err;
 }
 
-// A header value as sent: its string form (a symbol has none to send, as Node's http takes it).
-function stringOf(name, value) {
-  if (typeof value === 'symbol') throw invalidValue(name, value);
-  try {
-    return String(value);
-  } catch {
-    throw invalidValue(name, value);
+// A header's name or value given as another value than a string: its string form, as sent;
+// `refuse()` makes the error for a value that has none (a symbol, as Node's http takes it, or
+// an object with no prototype).
+function stringOf(value, refuse) {
+  if (typeof value !== 'symbol') {
+    try {
+      return String(value);
+    } catch {
+      // refused below
+    }
   }
-}
-
-// A header name given as another value (a flat list's): its string form, checked as a name.
-function nameOf(name) {
-  try {
-    return String(name);
-  } catch {
-    throw invalidToken('Header name', inspect(name));
-  }
+  throw refuse();
 }
 
 // Header names seen before, valid, with their lower-case form: the same few names come with
@@ -82,7 +77,7 @@ class HeaderList {
   // An array value repeats the name; undefined values are left out, null ones are empty (as
   // undici sends them).
   add(name, value) {
-    if (typeof name !== 'string') name = nameOf(name);
+    if (typeof name !== 'string') name = stringOf(name, () => invalidToken('Header name', inspect(name)));
     const lower = lowerName(name);
     if (Array.isArray(value)) {
       for (const v of value) this.addOne(name, lower, v);
@@ -93,7 +88,7 @@ class HeaderList {
 
   addOne(name, lower, value) {
     if (value === undefined) return;
-    const s = typeof value === 'string' ? value : value === null ? '' : stringOf(name, value);
+    const s = typeof value === 'string' ? value : value === null ? '' : stringOf(value, () => invalidValue(name, value));
     if (BAD_VALUE.test(s)) throw invalidChar(name);
     const at = this.flat.length;
     this.flat.push(name, s);
