@@ -11,7 +11,7 @@ const http = require('node:http');
 const https = require('node:https');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
-const { httpServer, collected, listen } = require('./helpers');
+const { httpServer, collected, listen, runChild } = require('./helpers');
 
 const agents = {
   node: (options) => new http.Agent(options),
@@ -225,6 +225,94 @@ test('a timeout a keepSocketAlive() override sets on the socket fires while it i
   }
   assert.deepStrictEqual(seen.ours, seen.node);
   assert.deepStrictEqual(seen.ours, { events: ['timeout', 'close'], destroyed: true });
+});
+
+// What the requests of `agent` (maxSockets 1) to `url` came to: the body, or the error's message.
+function outcome(url, agent) {
+  return new Promise((resolve) => {
+    const req = http.get(url, { agent }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => (body += chunk));
+      res.on('end', () => resolve(body));
+    });
+    req.on('error', (err) => resolve(`error: ${err.message}`));
+  });
+}
+
+test('a reuseSocket() that throws costs its request and its connection, not the requests after it', async (t) => {
+  // Node's agent throws it out of http.request() when an idle socket is reused there, as ours
+  // does; when a waiting request takes a freed socket, Node's leaves that request waiting for
+  // ever, where ours fails it with the error. Either way the connection closes and its slot
+  // serves the next request.
+  const server = await httpServer(t);
+  for (const hookStream of [false, true]) {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    t.after(() => agent.destroy());
+    if (hookStream) agent.createConnection = (options) => require('node:net').connect(options.port, options.host);
+    // The call of reuseSocket() (counted from 0) that throws.
+    let calls = 0;
+    let throwAt = -1;
+    const reuse = agent.reuseSocket;
+    agent.reuseSocket = function (socket, req) {
+      if (calls++ === throwAt) throw new Error('reuseSocket threw');
+      return reuse.call(this, socket, req);
+    };
+    assert.strictEqual(await outcome(`${server.url}/first`, agent), 'hello /first');
+    throwAt = calls;
+    assert.throws(() => http.get(`${server.url}/sync`, { agent }), { message: 'reuseSocket threw' });
+    assert.deepStrictEqual(
+      await Promise.all(['/a', '/b'].map((p) => outcome(`${server.url}${p}`, agent))),
+      ['hello /a', 'hello /b'],
+    );
+    // /c reuses the idle socket; /d waits and takes it when /c frees it, and that call throws.
+    throwAt = calls + 1;
+    assert.deepStrictEqual(
+      await Promise.all(['/c', '/d', '/e'].map((p) => outcome(`${server.url}${p}`, agent))),
+      ['hello /c', 'error: reuseSocket threw', 'hello /e'],
+      `hook stream: ${hookStream}`,
+    );
+    assert.strictEqual(agent.totalSocketCount, 1);
+  }
+});
+
+test('a keepSocketAlive() that throws closes the socket, so the requests waiting for its slot are served; the throw is uncaught, as with Node\'s agent', async () => {
+  const script = `
+    const http = require('node:http');
+    const { Agent } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const uncaught = [];
+    process.on('uncaughtException', (err) => uncaught.push(err.message));
+    const server = http.createServer((req, res) => res.end('hello ' + req.url));
+    // The server would close the connection, and free the slot, only after a minute.
+    server.keepAliveTimeout = 60000;
+    server.listen(0, async () => {
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      let calls = 0;
+      const keep = agent.keepSocketAlive;
+      agent.keepSocketAlive = function (socket) {
+        if (calls++ === 0) throw new Error('keepSocketAlive threw');
+        return keep.call(this, socket);
+      };
+      const get = (p) => new Promise((resolve) => {
+        http.get({ port: server.address().port, path: p, agent }, (res) => {
+          let body = '';
+          res.on('data', (chunk) => (body += chunk));
+          res.on('end', () => resolve(body));
+        }).on('error', (err) => resolve('error: ' + err.message));
+      });
+      const bodies = await Promise.all(['/a', '/b', '/c'].map(get));
+      console.log(JSON.stringify({ bodies, uncaught, sockets: agent.totalSocketCount }));
+      agent.destroy();
+      server.close();
+    });
+  `;
+  const { code, out, err } = await runChild(script);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(JSON.parse(out), {
+    bodies: ['hello /a', 'hello /b', 'hello /c'],
+    uncaught: ['keepSocketAlive threw'],
+    sockets: 1,
+  });
 });
 
 test('a socket destroyed with its request stays in agent.sockets until its \'close\', as with Node\'s agent', async (t) => {

@@ -156,14 +156,14 @@ class Agent extends Base {
     }
     if (typeof verdict !== 'number') {
       debug('reuse connection %d for %s', verdict[kId], name);
-      this._reuse(verdict, req);
+      this._reuse(verdict, req, true);
       return;
     }
     const kind = verdict % BASE;
     const id = (verdict - kind) / BASE;
     if (kind === REUSE) {
       debug('reuse connection %d for %s (new socket)', id, name);
-      this._reuse(this._face(id, name, options), req);
+      this._reuse(this._face(id, name, options), req, true);
     } else if (kind === CONNECT) {
       debug('create connection %d for %s', id, name);
       this._open(id, name, req, options, true);
@@ -287,16 +287,16 @@ class Agent extends Base {
     return stamp.number;
   }
 
-  _reuse(socket, req) {
+  // A pooled connection serves `req` again; `sync`: called by addRequest (see reuseThrough).
+  _reuse(socket, req, sync = false) {
     if (socket instanceof foreign.ForeignLink) {
-      hooks.reuseForeign(this, socket, req);
+      hooks.reuseForeign(this, socket, req, sync);
       return;
     }
     socket._serve();
     const timeout = this.options.timeout;
     if (timeout > 0) socket.setTimeout(timeout);
-    this.reuseSocket(socket, req);
-    setRequestSocket(this, req, socket);
+    if (hooks.reuseThrough(this, socket, req, sync)) setRequestSocket(this, req, socket);
   }
 
   // Opens new connection `id` for `req`: in Rust, or through the program's hooks (Node calls

@@ -25,9 +25,22 @@ function activeTtlLeft(agent, id) {
 function keptIdle(agent, socket, req, remaining) {
   socket[kIdleFor] = undefined;
   const timeoutBefore = socket.timeout;
-  if ((req && !(req.shouldKeepAlive && agent.keepAlive)) || !agent.keepSocketAlive(socket)) return -1;
+  if ((req && !(req.shouldKeepAlive && agent.keepAlive)) || !keepThrough(agent, socket)) return -1;
   const own = socket[kIdleFor] ?? (socket.timeout > 0 && socket.timeout !== timeoutBefore ? socket.timeout : undefined);
   return Math.min(own ?? defaultIdle(agent), remaining);
+}
+
+// The agent's keepSocketAlive() (Node's hook) for `socket`. One of the program's that throws
+// has the socket closed, so that its slot serves the next request, and the throw goes on (an
+// uncaught exception, as with Node's agent, which would keep the slot until the server
+// closes the connection).
+function keepThrough(agent, socket) {
+  try {
+    return agent.keepSocketAlive(socket);
+  } catch (thrown) {
+    socket.destroy();
+    throw thrown;
+  }
 }
 
 // How long a freed connection may idle: freeSocketTimeout (or the socket's own, as urllib
