@@ -276,6 +276,39 @@ test('a reuseSocket() that throws costs its request and its connection, not the 
   }
 });
 
+test('a request destroyed before it gets its reused socket frees the socket without the keepSocketAlive() hook, as with Node\'s agent', async (t) => {
+  // Node's http frees the socket in the request's place ('free' with no request); Node's agent
+  // closes it without calling the hook, where ours keeps the unused connection. A hook that
+  // would throw there must not: the throw would cut short http's ending of the request.
+  const server = await httpServer(t);
+  const seen = {};
+  for (const [which, make] of Object.entries(agents)) {
+    const agent = make({ keepAlive: true });
+    t.after(() => agent.destroy());
+    let hookCalls = 0;
+    agent.keepSocketAlive = function (socket) {
+      hookCalls++;
+      if (socket._httpMessage === null) throw new Error('keepSocketAlive called with no request');
+      return Object.getPrototypeOf(this).keepSocketAlive.call(this, socket);
+    };
+    await served(`${server.url}/first`, agent);
+    const callsBefore = hookCalls;
+    const req = http.get(`${server.url}/destroyed`, { agent });
+    const events = [];
+    req.on('error', (err) => events.push(`error ${err.code}`));
+    req.on('socket', () => events.push('socket'));
+    const closed = new Promise((resolve) => req.on('close', resolve));
+    req.destroy();
+    await closed;
+    seen[which] = { events, hookCalls: hookCalls - callsBefore };
+    // The agent serves the next request: ours over the kept connection.
+    await served(`${server.url}/next`, agent);
+    if (which === 'ours') assert.strictEqual(agent.createSocketCount, 1);
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours, { events: ['error ECONNRESET'], hookCalls: 0 });
+});
+
 test('a keepSocketAlive() that throws closes the socket, so the requests waiting for its slot are served; the throw is uncaught, as with Node\'s agent', async () => {
   const script = `
     const http = require('node:http');

@@ -24,10 +24,21 @@ function activeTtlLeft(agent, id) {
 // 'timeout' (see NativeSocket#_onIdleEnd).
 function keptIdle(agent, socket, req, remaining) {
   socket[kIdleFor] = undefined;
+  if (!req) return unusedIdle(agent, socket, remaining);
   const timeoutBefore = socket.timeout;
-  if ((req && !(req.shouldKeepAlive && agent.keepAlive)) || !keepThrough(agent, socket)) return -1;
+  if (!(req.shouldKeepAlive && agent.keepAlive) || !keepThrough(agent, socket)) return -1;
   const own = socket[kIdleFor] ?? (socket.timeout > 0 && socket.timeout !== timeoutBefore ? socket.timeout : undefined);
   return Math.min(own ?? defaultIdle(agent), remaining);
+}
+
+// How long a socket freed by no request may idle: its request was destroyed before it got the
+// socket (Node's http frees the socket then). Node's agent calls no hook and closes it; this
+// connection carried nothing, and a keep-alive agent keeps it for the next request, which is
+// spared a connect (and a TLS handshake).
+function unusedIdle(agent, socket, remaining) {
+  if (!agent.keepAlive) return -1;
+  const idle = idleTimeout(agent, socket);
+  return idle > 0 ? Math.min(idle, remaining) : -1;
 }
 
 // The agent's keepSocketAlive() (Node's hook) for `socket`. One of the program's that throws
