@@ -42,16 +42,23 @@ function unusedIdle(agent, socket, remaining) {
 }
 
 // The agent's keepSocketAlive() (Node's hook) for `socket`. One of the program's that throws
-// has the socket closed, so that its slot serves the next request, and the throw goes on (an
-// uncaught exception, as with Node's agent, which would keep the slot until the server
-// closes the connection).
+// has the socket closed, so that its slot serves the next request, and the throw is an uncaught
+// exception, as with Node's agent (which would keep the slot until the server closes the
+// connection). It is thrown on the next tick, not through http's code that emitted 'free':
+// where that code has more to do (Node 24 frees the socket of a request destroyed before it
+// got it, and then ends the request), a throw through it would leave the request unended.
 function keepThrough(agent, socket) {
   try {
     return agent.keepSocketAlive(socket);
   } catch (thrown) {
     socket.destroy();
-    throw thrown;
+    process.nextTick(rethrow, thrown);
+    return false;
   }
+}
+
+function rethrow(thrown) {
+  throw thrown;
 }
 
 // How long a freed connection may idle: freeSocketTimeout (or the socket's own, as urllib
