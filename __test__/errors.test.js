@@ -150,6 +150,24 @@ test('an active socket timeout with nobody listening fails with ERR_SOCKET_TIMEO
   assert.strictEqual(status.closeSocketCount, 1);
 });
 
+test('an active socket timeout on a socket the program left without error listeners closes it, and takes nothing else down', async (t) => {
+  const server = await httpServer(t, () => {});
+  const agent = new Agent({ timeout: 50 });
+  t.after(() => agent.destroy());
+  const req = http.get(`${server.url}/`, { agent });
+  const [socket] = await once(req, 'socket');
+  await once(server, 'request');
+  socket.removeAllListeners('error');
+  const outcome = await new Promise((resolve) => {
+    req.on('error', (err) => resolve(err.code));
+    req.on('response', () => resolve('response'));
+  });
+  // http's own 'close' listener fails the request, as for any socket closed under it.
+  assert.strictEqual(outcome, 'ECONNRESET');
+  assert.strictEqual(socket.destroyed, true);
+  assert.strictEqual(agent.getCurrentStatus().timeoutSocketCount, 1);
+});
+
 test("a timeout the program set is the program's when it listens on the response or the socket, as with Node's agent", async (t) => {
   // The server sends the head and then nothing: only the timeout can end the exchange.
   const server = await httpServer(t, (req, res) => res.flushHeaders());

@@ -484,7 +484,10 @@ class Agent extends Base {
       socket.destroy(errors.proxyTunnelTimeout(socket.timeout));
     } else if (listening === 0 && !(programs && handled(socket, req, own))) {
       debug('socket of %s timed out after %d ms with no listener', socket[kName], socket.timeout);
-      socket.destroy(errors.socketTimeoutError(socket.timeout));
+      // The error goes to the socket's 'error' listeners (http's, which fail the request). A
+      // socket left with none (the program removed them) is closed without it: the error would
+      // be an uncaught exception, and its request fails with the close all the same.
+      socket.destroy(socket.listenerCount('error') > 0 ? errors.socketTimeoutError(socket.timeout) : undefined);
     }
   }
 }
