@@ -205,26 +205,31 @@ test('an idle socket the server closes emits \'close\' and is destroyed, as with
 
 test('a timeout a keepSocketAlive() override sets on the socket fires while it is free, as with Node\'s agent', async (t) => {
   const server = await httpServer(t);
-  const withOverride = (Base) => class extends Base {
+  // The override sets its timeout alone, or after the agent's own keepSocketAlive() (Node's
+  // test-http-agent-timeout), whose idle time (freeSocketTimeout for ours) it replaces.
+  const withOverride = (Base, callsBase) => class extends Base {
     keepSocketAlive(socket) {
+      if (callsBase && !super.keepSocketAlive(socket)) return false;
       socket.setTimeout(50);
       return true;
     }
   };
-  const makers = { node: withOverride(http.Agent), ours: withOverride(Agent) };
-  const seen = {};
-  for (const [which, Made] of Object.entries(makers)) {
-    const agent = new Made({ keepAlive: true });
-    t.after(() => agent.destroy());
-    const socket = await served(`${server.url}/override`, agent);
-    const events = [];
-    socket.on('timeout', () => events.push('timeout'));
-    await once(socket, 'close');
-    events.push('close');
-    seen[which] = { events, destroyed: socket.destroyed };
+  for (const callsBase of [false, true]) {
+    const makers = { node: withOverride(http.Agent, callsBase), ours: withOverride(Agent, callsBase) };
+    const seen = {};
+    for (const [which, Made] of Object.entries(makers)) {
+      const agent = new Made({ keepAlive: true, timeout: 40, freeSocketTimeout: 60_000 });
+      t.after(() => agent.destroy());
+      const socket = await served(`${server.url}/override`, agent);
+      const events = [];
+      socket.on('timeout', () => events.push(`timeout ${socket.timeout}`));
+      await once(socket, 'close');
+      events.push('close');
+      seen[which] = { events, destroyed: socket.destroyed };
+    }
+    assert.deepStrictEqual(seen.ours, seen.node, `calls the agent's own: ${callsBase}`);
+    assert.deepStrictEqual(seen.ours, { events: ['timeout 50', 'close'], destroyed: true });
   }
-  assert.deepStrictEqual(seen.ours, seen.node);
-  assert.deepStrictEqual(seen.ours, { events: ['timeout', 'close'], destroyed: true });
 });
 
 // What the requests of `agent` (maxSockets 1) to `url` came to: the body, or the error's message.

@@ -27,8 +27,10 @@ function keptIdle(agent, socket, req, remaining) {
   if (!req) return unusedIdle(agent, socket, remaining);
   const timeoutBefore = socket.timeout;
   if (!(req.shouldKeepAlive && agent.keepAlive) || !keepThrough(agent, socket)) return -1;
-  const own = socket[kIdleFor] ?? (socket.timeout > 0 && socket.timeout !== timeoutBefore ? socket.timeout : undefined);
-  return Math.min(own ?? defaultIdle(agent), remaining);
+  // A timeout the hook set on the socket wins over the agent's own idle time (which an
+  // override calling the agent's keepSocketAlive() first has in kIdleFor).
+  const set = socket.timeout > 0 && socket.timeout !== timeoutBefore ? socket.timeout : undefined;
+  return Math.min(set ?? socket[kIdleFor] ?? defaultIdle(agent), remaining);
 }
 
 // How long a socket freed by no request may idle: its request was destroyed before it got the
