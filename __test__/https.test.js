@@ -1106,14 +1106,19 @@ test('a socket made again for a pooled connection whose socket was collected has
   }
 });
 
-test('socket.unref() on an HTTPS socket lets the process exit during a request, before or after its handshake', async (t) => {
+test('socket.unref() on an HTTPS socket lets the process exit during a request, before, during or after its handshake', async (t) => {
   const server = await httpsServer(t, {}, () => {});
-  for (const when of ['socket', 'secureConnect']) {
+  // A server that accepts the connection and never answers the handshake (Node's
+  // test-https-agent-unref-socket).
+  const silent = await rawServer(t, () => {});
+  const ways = [['socket', server.port], ['secureConnect', server.port], ['socket', silent.port]];
+  for (const [when, port] of ways) {
     const script = `
       const https = require('node:https');
       const { HttpsAgent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
       const ca = require('node:fs').readFileSync(${JSON.stringify(path.join(__dirname, 'fixtures', 'tls', 'ca.pem'))});
-      const req = https.get({ host: 'localhost', port: ${server.port}, agent: new HttpsAgent({ ca }) });
+      const req = https.get({ host: 'localhost', port: ${port}, agent: new HttpsAgent({ ca }) });
+      req.on('error', (err) => console.log(err.code));
       req.on('socket', (s) => {
         const off = () => { s.unref(); console.log('unref'); };
         if (${JSON.stringify(when)} === 'socket') off();
@@ -1121,7 +1126,8 @@ test('socket.unref() on an HTTPS socket lets the process exit during a request, 
       });
     `;
     const { code, out, err } = await runChild(script);
-    assert.strictEqual(code, 0, `${when}: ${err}`);
-    assert.strictEqual(out.trim(), 'unref', when);
+    const name = `${when}, ${port === silent.port ? 'silent server' : 'server'}`;
+    assert.strictEqual(code, 0, `${name}: ${err}`);
+    assert.strictEqual(out.trim(), 'unref', name);
   }
 });

@@ -369,9 +369,12 @@ class NativeSocket extends Duplex {
     return this;
   }
 
+  // While it opens, its connect holds the process only while it is referenced (Rust's).
   unref() {
-    this[kRef] = false;
-    if (this[kId] !== 0 && !this.connecting) native.setRef(this[kId], false);
+    if (this[kRef]) {
+      this[kRef] = false;
+      if (this[kId] !== 0) native.setRef(this[kId], false);
+    }
     return this;
   }
 

@@ -273,6 +273,13 @@ impl Course {
         self.state.get() == State::Active && self.referenced.get()
     }
 
+    /// Whether its connect (or a replay's) keeps the process alive: while it is under way and
+    /// the socket is referenced. A socket `unref()`'d while it opens lets the process exit, as
+    /// a net socket does once its TCP connect is done (the TLS handshake holds nothing).
+    pub fn connect_holds_loop(&self) -> bool {
+        self.state.get().awaits_connect() && self.referenced.get()
+    }
+
     /// Whether a pump reads it: while its socket reads, and all along while it idles (a close
     /// or stray bytes are seen at once).
     pub fn pump_reads(&self) -> bool {

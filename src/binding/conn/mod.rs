@@ -334,6 +334,7 @@ impl Conn {
     }
 
     fn sync_ref(&self) {
+        self.sync_connect_hold();
         #[cfg(unix)]
         if let Io::Plain(plain) = &*self.io.borrow() {
             if let Some(poll) = &plain.poll {
@@ -343,6 +344,24 @@ impl Conn {
         }
         if let Some(pool) = self.keeper() {
             self.sync_ref_with(pool.ctx());
+        }
+    }
+
+    /// A connect under way on tokio holds the process as the core decides (while its socket is
+    /// referenced). Nothing else here holds one: a hook's stream opening, or a lookup of the
+    /// program's, is JavaScript's to hold.
+    fn sync_connect_hold(&self) {
+        let on_tokio = self.abort.borrow().is_some();
+        if !on_tokio || !self.course.state().awaits_connect() || self.halted.get() {
+            return;
+        }
+        let want = self.course.connect_holds_loop();
+        let mut hold = self.connect_hold.borrow_mut();
+        if want != hold.is_some() {
+            *hold = match self.keeper() {
+                Some(pool) if want => Some(pool.ctx().hold()),
+                _ => None,
+            };
         }
     }
 

@@ -66,7 +66,7 @@ impl PoolCell {
         let keylog = self.keylog.clone();
         let inbox = self.ctx.inbox.clone();
         let pool = self.id;
-        *conn.connect_hold.borrow_mut() = Some(self.ctx.hold());
+        *conn.connect_hold.borrow_mut() = conn.course.connect_holds_loop().then(|| self.ctx.hold());
         let task = runtime().spawn(async move {
             let deadline = bound.map(|limit| (tokio::time::Instant::now() + limit, limit));
             let secure = tls.as_deref().map(|config| Secure {

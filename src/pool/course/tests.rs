@@ -92,6 +92,22 @@ fn keeps_the_process_alive_only_in_use_and_referenced() {
 }
 
 #[test]
+fn a_connect_keeps_the_process_alive_while_its_socket_is_referenced() {
+    let c = Course::new(0.0);
+    assert!(c.connect_holds_loop());
+    c.set_ref(false);
+    assert!(!c.connect_holds_loop(), "unref()'d while it opens");
+    c.set_ref(true);
+    assert!(c.connect_holds_loop());
+    c.set_state(State::Active);
+    assert!(!c.connect_holds_loop(), "open: the socket holds it");
+    c.set_state(State::Replaying);
+    assert!(c.connect_holds_loop(), "a replay's connect");
+    c.set_state(State::Closed);
+    assert!(!c.connect_holds_loop());
+}
+
+#[test]
 fn a_pump_reads_an_idle_connection_all_along() {
     let c = in_use(false);
     c.set_reading(false);
