@@ -141,8 +141,10 @@ class NativeSocket extends Duplex {
   // for an expiry, then 'close', and `destroyed`.
   _onIdleEnd(expired) {
     this[kId] = 0;
-    if (expired) this.emit('timeout');
+    // Closed before its 'timeout', as the agent's own first listener closes an expired free
+    // socket in Node's agent and agentkeepalive's: the program's listener sees it destroyed.
     this.destroy();
+    if (expired) this.emit('timeout');
   }
 
   get _connectionId() {
