@@ -61,15 +61,22 @@ type AgentClass = Agent;
 
 declare namespace Agent {
   /** What both agents add to Node's: agentkeepalive's statistics and the promise API. */
-  interface Members {
-    readonly createSocketCount: number;
-    readonly createSocketErrorCount: number;
-    readonly closeSocketCount: number;
-    readonly errorSocketCount: number;
-    readonly timeoutSocketCount: number;
-    readonly requestCount: number;
+  /**
+   * The counters. On an agent each may be assigned, as agentkeepalive's fields are: what is
+   * assigned is the count from then on (`agent.requestCount = 0` resets it).
+   */
+  interface Counters {
+    createSocketCount: number;
+    createSocketErrorCount: number;
+    closeSocketCount: number;
+    errorSocketCount: number;
+    timeoutSocketCount: number;
+    requestCount: number;
+  }
+
+  interface Members extends Counters {
     /** Requests sent again after the keep-alive race (hyperagent's own counter). */
-    readonly replayCount: number;
+    replayCount: number;
     /** True when a counter changed since the last read of this property. */
     readonly statusChanged: boolean;
     readonly totalSocketCount: number;
@@ -295,13 +302,7 @@ declare namespace Agent {
   }
 
   /** agentkeepalive's statistics, with the same keys in the same order. */
-  interface AgentStatus {
-    createSocketCount: number;
-    createSocketErrorCount: number;
-    closeSocketCount: number;
-    errorSocketCount: number;
-    timeoutSocketCount: number;
-    requestCount: number;
+  interface AgentStatus extends Counters {
     /** Idle connections per origin name. */
     freeSockets: Record<string, number>;
     /** Connections in use (or connecting) per origin name. */

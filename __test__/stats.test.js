@@ -52,6 +52,33 @@ test('the counters and views follow the pool', async (t) => {
   assert.strictEqual(agent.freeSockets[name].length, 2);
 });
 
+test('the counters may be assigned, as agentkeepalive\'s fields: the count goes on from what was assigned', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent({ keepAlive: true });
+  t.after(() => agent.destroy());
+  await request(`${server.url}/a`, { agent });
+  assert.strictEqual(agent.requestCount, 1);
+  assert.strictEqual(agent.statusChanged, true);
+  // agentkeepalive's test "getter statusChanged" moves a counter by hand.
+  agent.createSocketCount++;
+  assert.strictEqual(agent.createSocketCount, 2);
+  assert.strictEqual(agent.statusChanged, true);
+  assert.strictEqual(agent.createSocketCountLastCheck, 2);
+  // A program that resets its counters.
+  agent.requestCount = 0;
+  agent.replayCount = 0;
+  assert.strictEqual(agent.getCurrentStatus().requestCount, 0);
+  await request(`${server.url}/b`, { agent });
+  assert.strictEqual(agent.requestCount, 1);
+  assert.strictEqual(agent.getCurrentStatus().requestCount, 1);
+  assert.strictEqual(agent.createSocketCount, 2, 'the connection was reused');
+  assert.strictEqual(agent.replayCount, 0);
+  // Another agent's counts are its own.
+  const other = new Agent();
+  t.after(() => other.destroy());
+  assert.strictEqual(other.createSocketCount, 0);
+});
+
 test('a socket carries agentkeepalive-style names', async (t) => {
   const server = await httpServer(t);
   const agent = new Agent();

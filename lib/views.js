@@ -29,19 +29,13 @@ class Views {
     return this.options.socketActiveTTL;
   }
 
-  get createSocketCount() { return this[kPool].stats().createSocketCount; }
-  get createSocketErrorCount() { return this[kPool].stats().createSocketErrorCount; }
-  get closeSocketCount() { return this[kPool].stats().closeSocketCount; }
-  get errorSocketCount() { return this[kPool].stats().errorSocketCount; }
-  get timeoutSocketCount() { return this[kPool].stats().timeoutSocketCount; }
-  get requestCount() { return this[kPool].stats().requestCount; }
-  // Requests sent again after the keep-alive race (hyperagent's own counter).
-  get replayCount() { return this[kPool].stats().replayCount; }
+  // The counters (each defined below, after the class): the pool's counts, which a program
+  // may also assign (agentkeepalive's are plain fields), as a program resets them.
 
   // agentkeepalive's: whether a counter moved since the last look (the `*LastCheck`
   // properties, which a look that finds a change brings up to date). A new agent's is false.
   get statusChanged() {
-    const now = this[kPool].stats();
+    const now = counts(this);
     let changed = false;
     for (const name of STATUS_COUNTERS) {
       if (now[name] !== this[`${name}LastCheck`]) changed = true;
@@ -53,7 +47,7 @@ class Views {
   }
 
   getCurrentStatus() {
-    const s = this[kPool].stats();
+    const s = counts(this);
     return {
       createSocketCount: s.createSocketCount,
       createSocketErrorCount: s.createSocketErrorCount,
@@ -109,6 +103,34 @@ class Views {
   set freeSockets(_) {}
   set requests(_) {}
   set totalSocketCount(_) {}
+}
+
+// Each counter of the pool, as a property a program may assign: what it assigns is the count
+// from then on, and the pool's counting goes on from there (`agent.requestCount = 0` resets
+// it). Requests sent again after the keep-alive race are hyperagent's own counter.
+const kShift = Symbol('hyperagent.counterShift');
+const COUNTERS = [...STATUS_COUNTERS, 'replayCount'];
+for (const name of COUNTERS) {
+  Object.defineProperty(Views.prototype, name, {
+    configurable: true,
+    get() {
+      return counts(this)[name];
+    },
+    set(value) {
+      const shift = (this[kShift] ??= { __proto__: null });
+      shift[name] = Number(value) - this[kPool].stats()[name];
+    },
+  });
+}
+
+// The pool's counters, with what the program assigned to them.
+function counts(agent) {
+  const raw = agent[kPool].stats();
+  const shift = agent[kShift];
+  if (shift === undefined) return raw;
+  const out = { ...raw };
+  for (const name in shift) out[name] += shift[name];
+  return out;
 }
 
 // What `agent.sockets` shows for a socket Rust lists: a hook's stream for its link.

@@ -97,8 +97,10 @@ function onTlsError(err: hyperagent.HyperagentError) {
 const secureStatus: hyperagent.AgentStatus = secure.getCurrentStatus();
 const secureCounts: number[] = [secure.replayCount, secure.timeoutSocketCount, secureStatus.requestCount];
 const secureChanged: boolean = secure.statusChanged;
-// @ts-expect-error: the statistics are read-only
-secure.requestCount = 1;
+// The counters may be assigned (agentkeepalive's are fields); statusChanged may not.
+secure.requestCount = 0;
+// @ts-expect-error: statusChanged is read-only
+secure.statusChanged = false;
 secure.destroy();
 
 async function promisePath(): Promise<unknown> {
