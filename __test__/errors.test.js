@@ -168,6 +168,25 @@ test('an active socket timeout on a socket the program left without error listen
   assert.strictEqual(agent.getCurrentStatus().timeoutSocketCount, 1);
 });
 
+test('a socket the agent times out has left agent.sockets when its request\'s error comes, as with agentkeepalive', async (t) => {
+  const server = await httpServer(t, () => {});
+  const AgentKeepAlive = require('agentkeepalive');
+  const seen = {};
+  for (const [which, Made] of [['agentkeepalive', AgentKeepAlive], ['ours', Agent]]) {
+    const agent = new Made({ keepAlive: true, timeout: 50 });
+    t.after(() => agent.destroy());
+    const req = http.get(`${server.url}/${which}`, { agent });
+    const [socket] = await once(req, 'socket');
+    seen[which] = await new Promise((resolve) => req.on('error', (err) => resolve({
+      code: err.code,
+      sockets: Object.keys(agent.sockets).length,
+      destroyed: socket.destroyed,
+    })));
+  }
+  assert.deepStrictEqual(seen.ours, seen.agentkeepalive);
+  assert.deepStrictEqual(seen.ours, { code: 'ERR_SOCKET_TIMEOUT', sockets: 0, destroyed: true });
+});
+
 test("a timeout the program set is the program's when it listens on the response or the socket, as with Node's agent", async (t) => {
   // The server sends the head and then nothing: only the timeout can end the exchange.
   const server = await httpServer(t, (req, res) => res.flushHeaders());

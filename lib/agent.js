@@ -488,6 +488,9 @@ class Agent extends Base {
       // socket left with none (the program removed them) is closed without it: the error would
       // be an uncaught exception, and its request fails with the close all the same.
       socket.destroy(socket.listenerCount('error') > 0 ? errors.socketTimeoutError(socket.timeout) : undefined);
+      // Out of agent.sockets, and its slot free, at once (not at its 'close'), as
+      // agentkeepalive removes a socket it timed out: the request's 'error' finds it gone.
+      this._socketGone(socket);
     }
   }
 }
