@@ -11,7 +11,7 @@ const http = require('node:http');
 const https = require('node:https');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
-const { httpServer, collected, listen, runChild } = require('./helpers');
+const { httpServer, collected, listen, runChild, request } = require('./helpers');
 
 const agents = {
   node: (options) => new http.Agent(options),
@@ -238,17 +238,9 @@ test('a timeout a keepSocketAlive() override sets on the socket fires while it i
   }
 });
 
-// What the requests of `agent` (maxSockets 1) to `url` came to: the body, or the error's message.
+// What a request of `agent` to `url` came to: the body, or the error's message.
 function outcome(url, agent) {
-  return new Promise((resolve) => {
-    const req = http.get(url, { agent }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk) => (body += chunk));
-      res.on('end', () => resolve(body));
-    });
-    req.on('error', (err) => resolve(`error: ${err.message}`));
-  });
+  return request(url, { agent }).then(({ body }) => body, (err) => `error: ${err.message}`);
 }
 
 test('a reuseSocket() that throws costs its request and its connection, not the requests after it', async (t) => {
