@@ -724,7 +724,7 @@ declare namespace Agent {
     abort(reason?: Error): void;
   }
 
-  /** Either of undici's handler APIs: the one Node's fetch calls, or the newer one with a controller. */
+  /** Either of undici's handler APIs: the older one Node 20 to 24's fetch calls, or the newer one with a controller (Node 26's). */
   interface DispatchHandler {
     onConnect?(abort: (reason?: Error) => void): void;
     onResponseStarted?(): void;

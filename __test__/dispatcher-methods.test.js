@@ -192,11 +192,12 @@ async function upgradingServer(t) {
       socket.end('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nno');
       return;
     }
-    socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: ${req.headers.upgrade}\r\nconnection: upgrade\r\nx-path: ${req.url}\r\n\r\nearly`);
+    // Names as servers write them: a handler's header object has them lowercase, as undici's.
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: ${req.headers.upgrade}\r\nConnection: Upgrade\r\nX-Path: ${req.url}\r\n\r\nearly`);
     socket.on('data', (d) => socket.write(`echo:${d}`));
   });
   server.on('connect', (req, socket) => {
-    socket.write(`HTTP/1.1 200 Connection Established\r\nx-target: ${req.url}\r\n\r\n`);
+    socket.write(`HTTP/1.1 200 Connection Established\r\nX-Target: ${req.url}\r\n\r\n`);
     socket.on('data', (d) => socket.end(`tunnel:${d}`));
   });
   return server;
@@ -230,11 +231,15 @@ test('an upgrade dispatched goes on the agent\'s own connection: onUpgrade (and 
   const newer = await new Promise((resolve, reject) => {
     d.dispatch({ origin: server.url, path: '/new', method: 'GET', upgrade: 'echo' }, {
       onRequestStart() {},
-      onRequestUpgrade: (controller, statusCode, headers, socket) => resolve({ statusCode, headers, socket }),
+      // undici 8's fetch (Node 26's WebSocket) reads the head from the controller's rawHeaders.
+      onRequestUpgrade: (controller, statusCode, headers, socket) => resolve({ statusCode, headers, socket, raw: controller.rawHeaders }),
       onResponseError: (controller, err) => reject(err),
     });
   });
-  assert.strictEqual(newer.headers['x-path'], '/new');
+  assert.strictEqual(newer.statusCode, 101);
+  assert.deepStrictEqual([newer.headers.upgrade, newer.headers.connection, newer.headers['x-path']], ['echo', 'Upgrade', '/new']);
+  assert.ok(newer.raw.every((h) => Buffer.isBuffer(h)));
+  assert.deepStrictEqual(newer.raw.map(String).slice(0, 6), ['Upgrade', 'echo', 'Connection', 'Upgrade', 'X-Path', '/new']);
   assert.strictEqual(await nextData(newer.socket), 'early');
   newer.socket.destroy();
   // Both went through the agent's pool, whose slots they gave up.

@@ -18,7 +18,7 @@ const { Readable, Writable } = require('node:stream');
 const { pipeline } = require('node:stream/promises');
 const undici = require('undici');
 const { Dispatcher, Agent, setGlobalDispatcher, getGlobalDispatcher } = require('..');
-const { httpServer, sha256, received, dispatcher, trailingServer, streamingServer, rawServer, readRequest, listen, until } = require('./helpers');
+const { httpServer, sha256, received, dispatcher, trailingServer, streamingServer, rawServer, readRequest, listen, until, runChild } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
@@ -331,6 +331,24 @@ test('setGlobalDispatcher makes built-in fetch use ours; getGlobalDispatcher ret
   // undici's own getGlobalDispatcher() reads the same global.
   assert.strictEqual(undici.getGlobalDispatcher(), d);
   assert.throws(() => setGlobalDispatcher({}), { code: 'ERR_INVALID_ARG_TYPE' });
+
+  // What getGlobalDispatcher() gives is what Node's fetch uses, so setting it back restores
+  // fetch's own: in a process with no undici package loaded (which sets both globals), as
+  // Node 26's is, whose undici 8 reads its newer global and keeps a wrapper of its Agent in
+  // the first for older undici copies.
+  const script = `
+    const { Dispatcher, getGlobalDispatcher, setGlobalDispatcher } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const fetchReads = Number(process.versions.undici.split('.')[0]) >= 8 ? 'undici.globalDispatcher.2' : 'undici.globalDispatcher.1';
+    const before = getGlobalDispatcher();
+    const d = new Dispatcher();
+    setGlobalDispatcher(d);
+    const ours = globalThis[Symbol.for(fetchReads)] === d;
+    setGlobalDispatcher(before);
+    console.log(JSON.stringify({ before: before.constructor.name, ours, after: globalThis[Symbol.for(fetchReads)].constructor.name }));
+    d.destroy();`;
+  const { code, out, err } = await runChild(script);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(JSON.parse(out), { before: 'Agent', ours: true, after: 'Agent' });
 });
 
 test("undici's request, fetch, stream and pipeline run on our dispatcher, and its interceptors compose", async (t) => {
@@ -599,6 +617,10 @@ test('the newer handler API, driven directly: controller pause, resume and abort
         assert.strictEqual(typeof context, 'object');
         assert.strictEqual(controller.aborted, false);
       },
+      // fetch's mark of the response's start (its resource timing), before the head.
+      onResponseStarted() {
+        got.push('started');
+      },
       onResponseStart(controller, status, headers, message) {
         got.push(['start', status, headers['content-length'], message]);
       },
@@ -617,8 +639,8 @@ test('the newer handler API, driven directly: controller pause, resume and abort
     });
   });
   assert.deepStrictEqual(outcome, { end: {} });
-  assert.deepStrictEqual(got[0], ['start', 200, String(big.length), 'OK']);
-  assert.strictEqual(sha256(Buffer.concat(got.slice(1))), sha256(big));
+  assert.deepStrictEqual(got.slice(0, 2), ['started', ['start', 200, String(big.length), 'OK']]);
+  assert.strictEqual(sha256(Buffer.concat(got.slice(2))), sha256(big));
 
   // An abort from the controller fails the request with its reason, once.
   const errors = [];
@@ -1015,6 +1037,23 @@ test("informational (1xx) responses reach undici's handlers: request()'s onInfo"
   assert.strictEqual(res.statusCode, 200);
   assert.strictEqual(await res.body.text(), 'final');
   assert.deepStrictEqual(infos, [{ statusCode: 103, headers: { link: '</style.css>; rel=preload; as=style' } }]);
+  // The newer handler API: each head on onResponseStart, its lines on the controller's
+  // rawHeaders (undici 8's request() reads them there for responseHeaders: 'raw').
+  const heads = [];
+  await new Promise((resolve, reject) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
+      // As undici's request() asks for informational heads: an onInfo on its handler.
+      onInfo() {},
+      onRequestStart() {},
+      onResponseStart: (controller, statusCode, headers) => heads.push([statusCode, headers.link ?? null, controller.rawHeaders.map(String)]),
+      onResponseData() {},
+      onResponseEnd: resolve,
+      onResponseError: (controller, err) => reject(err),
+    });
+  });
+  assert.deepStrictEqual(heads.map(([status, link]) => [status, link]), [[103, '</style.css>; rel=preload; as=style'], [200, null]]);
+  assert.deepStrictEqual(heads[0][2], ['link', '</style.css>; rel=preload; as=style']);
+  assert.ok(heads[1][2].includes('content-length'));
   // fetch's handler has no onInfo: the 103 is not asked for, and fetch sees the final response.
   const fetched = await fetch(`${server.url}/`, { dispatcher: d });
   assert.strictEqual(await fetched.text(), 'final');

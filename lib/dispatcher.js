@@ -11,7 +11,7 @@ const { pipeline, Duplex, PassThrough } = require('node:stream');
 const errors = require('./errors');
 const { Agent, HttpsAgent } = require('./agent');
 const { request } = require('./request');
-const { headerObject } = require('./headers');
+const { rawHeaderObject } = require('./headers');
 const { watchAbort, followSignal, undiciAbortError } = require('./signal');
 const { LegacyHandler } = require('./legacy-handler');
 const { ResponseHandler } = require('./handler-response');
@@ -24,6 +24,9 @@ const { numberOption } = require('./options');
 // newer releases keep theirs.
 const GLOBAL = Symbol.for('undici.globalDispatcher.1');
 const GLOBAL_NEXT = Symbol.for('undici.globalDispatcher.2');
+// The one the running Node's fetch reads: undici 8's (Node 26) the newer, with a wrapper of it
+// for older undici copies in the first.
+const FETCH_GLOBAL = Number(String(process.versions.undici).split('.')[0]) >= 8 ? GLOBAL_NEXT : GLOBAL;
 
 const kHttp = Symbol('hyperagent.http');
 const kHttps = Symbol('hyperagent.https');
@@ -401,7 +404,7 @@ class Dispatcher extends EventEmitter {
         },
         onUpgrade: (statusCode, rawHeaders, socket) => {
           if (unwatch !== null) unwatch();
-          const headers = headerObject(rawHeaders.map(String));
+          const headers = rawHeaderObject(rawHeaders);
           resolve(tunnel ? { statusCode, headers, socket, opaque } : { headers, socket, opaque });
         },
         onError: (err) => {
@@ -627,8 +630,8 @@ function loadFetch() {
   void globalThis.Headers;
 }
 
-// Makes `dispatcher` the global one: Node's built-in fetch (Node 20, 22, 24) and undici's
-// own getGlobalDispatcher() use it from now on.
+// Makes `dispatcher` the global one: Node's built-in fetch (Node 20 to 26) and undici's own
+// getGlobalDispatcher() use it from now on.
 function setGlobalDispatcher(dispatcher) {
   if (dispatcher === null || typeof dispatcher !== 'object' || typeof dispatcher.dispatch !== 'function') {
     throw errors.invalidArgType('dispatcher', 'an object with a dispatch() method', dispatcher);
@@ -648,7 +651,7 @@ function setGlobal(symbol, value) {
 
 function getGlobalDispatcher() {
   loadFetch();
-  return globalThis[GLOBAL];
+  return globalThis[FETCH_GLOBAL];
 }
 
 module.exports = { Dispatcher, setGlobalDispatcher, getGlobalDispatcher };

@@ -8,7 +8,7 @@
 const errors = require('./errors');
 const { request } = require('./request');
 const { openUpgrade } = require('./upgrade');
-const { headerObject, headerLines, headerBytes } = require('./headers');
+const { rawHeaderObject, headerLines, headerBytes } = require('./headers');
 
 // The exchanges in flight, linked through the exchanges themselves. Not a Set: exchanges enter
 // and leave it at the request rate, and a Set's storage, in the old generation, kept those that
@@ -110,13 +110,16 @@ class Exchange {
   constructor(dispatcher, handler) {
     this.dispatcher = dispatcher;
     this.handler = handler;
-    // The newer API (a controller), or the one Node's fetch calls (onConnect ...).
+    // The newer API (a controller), or the older one (onConnect ...) Node 20 to 24's fetch calls.
     this.controlled = typeof handler.onRequestStart === 'function' || typeof handler.onResponseStart === 'function';
     this.controller = this.controlled ? new Controller(this) : null;
     this.pending = null;
     // Stops an upgrade under way (see upgrade()).
     this.cancel = null;
     this.response = null;
+    // The lines of a head with no response of its own (an informational one, or an upgrade's),
+    // while the handler has it: the controller's rawHeaders.
+    this.headLines = null;
     this.paused = false;
     this.finished = false;
     this.reason = null;
@@ -174,8 +177,9 @@ class Exchange {
         }
         this.finished = true;
         this.dispatcher._ended(this);
+        this.headLines = rawHeaders;
         try {
-          if (this.controlled) this.handler.onRequestUpgrade(this.controller, statusCode, headerObject(rawHeaders), socket);
+          if (this.controlled) this.handler.onRequestUpgrade(this.controller, statusCode, rawHeaderObject(rawHeaders), socket);
           else this.handler.onUpgrade(statusCode, headerBytes(rawHeaders), socket);
         } catch (err) {
           socket.destroy(err);
@@ -217,10 +221,12 @@ class Exchange {
     }
     this.response = response;
     let more;
+    // fetch's time of the response's start (its resource timing's responseStart).
+    this.call('onResponseStarted');
+    if (this.finished) return false;
     if (this.controlled) {
       this.call('onResponseStart', this.controller, response.statusCode, response.headers, response.statusMessage);
     } else {
-      this.call('onResponseStarted');
       more = this.call('onHeaders', response.statusCode, response.rawHeaderBuffers(), this.resumer, response.statusMessage);
     }
     if (more === false) this.paused = true;
@@ -232,7 +238,9 @@ class Exchange {
   onInformational({ statusCode, headers }) {
     if (this.finished) return;
     if (this.controlled) {
+      this.headLines = headerLines(headers);
       this.call('onResponseStart', this.controller, statusCode, headers, '');
+      this.headLines = null;
     } else {
       this.call('onHeaders', statusCode, headerBytes(headerLines(headers)), this.resumer, '');
     }
@@ -368,9 +376,12 @@ class Controller {
     return this.exchange.reason;
   }
 
+  // The head's lines as Buffers (undici 8's handlers read them here: fetch takes a response's
+  // headers, and a WebSocket's handshake answer, from them).
   get rawHeaders() {
-    const res = this.exchange.response;
-    return res === null ? null : res.rawHeaderBuffers();
+    const { response, headLines } = this.exchange;
+    if (response !== null) return response.rawHeaderBuffers();
+    return headLines === null ? null : headerBytes(headLines);
   }
 
   get rawTrailers() {

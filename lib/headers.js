@@ -206,6 +206,17 @@ function headerObject(raw) {
   return out;
 }
 
+// Header lines as a server wrote them (Node's IncomingMessage#rawHeaders, or their Buffers) as
+// headerObject's object, whose names are lowercase, as undici's are.
+function rawHeaderObject(raw) {
+  const lines = new Array(raw.length);
+  for (let i = 0; i < raw.length; i += 2) {
+    lines[i] = String(raw[i]).toLowerCase();
+    lines[i + 1] = String(raw[i + 1]);
+  }
+  return headerObject(lines);
+}
+
 // A header object (headerObject's, or an undici handler's) as flat name/value lines: an array
 // value gives a line for each of its values; an undefined value, none.
 function headerLines(headers) {
@@ -228,4 +239,4 @@ function headerBytes(lines) {
   return out;
 }
 
-module.exports = { TOKEN, invalidToken, headerList, headerObject, trailerLines, headerLines, headerBytes };
+module.exports = { TOKEN, invalidToken, headerList, headerObject, rawHeaderObject, trailerLines, headerLines, headerBytes };

