@@ -241,8 +241,8 @@ function fetchHyperagent(ctx) {
 function noIoDispatcher() {
   const body = Buffer.from('Hello World!');
   const length = String(body.length);
-  // The head's lines for a handler of the older API, made once, where a real dispatcher makes
-  // them for each response: a ceiling is the most optimistic.
+  // The head's lines (for a handler of the older API, and the newer API's controller), made
+  // once, where a real dispatcher makes them for each response: a ceiling is the most optimistic.
   const rawHeaders = [Buffer.from('content-type'), Buffer.from('text/plain'),
     Buffer.from('content-length'), Buffer.from(length)];
   return {
@@ -250,7 +250,9 @@ function noIoDispatcher() {
       if (opts.path !== '/hello') throw new Error(`the ceiling row answers GET /hello only, not ${opts.path}`);
       setImmediate(() => {
         if (typeof handler.onRequestStart === 'function') {
-          const controller = { paused: false, aborted: false, reason: null, pause() {}, resume() {}, abort() {} };
+          // undici 8's fetch (Node 26's) reads the head's lines from the controller's
+          // rawHeaders: without them its response would have no headers at all.
+          const controller = { paused: false, aborted: false, reason: null, rawHeaders, rawTrailers: [], pause() {}, resume() {}, abort() {} };
           handler.onRequestStart(controller, {});
           handler.onResponseStart(controller, 200, { 'content-type': 'text/plain', 'content-length': length }, 'OK');
           handler.onResponseData(controller, body);
