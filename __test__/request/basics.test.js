@@ -283,7 +283,7 @@ test('long methods, paths and header lines cross whole; header values go as lati
 });
 
 test('header lines go as undici sends them: the host first, a null value empty, an undefined one left out', async (t) => {
-  const undici = require('undici');
+  const undici = require('../undici');
   // The request's header lines as the server read them, but those of the body's framing.
   const server = await httpServer(t, (req, res) => {
     const lines = [];
@@ -349,7 +349,7 @@ test("undici's opaque, reset and responseHeaders options do as in undici; maxRed
 });
 
 test("undici's query option: serialised as undici serialises it, after a path without a query", async (t) => {
-  const undici = require('undici');
+  const undici = require('../undici');
   const server = await httpServer(t, (req, res) => res.end(req.url));
   const agent = new Agent();
   t.after(() => agent.destroy());

@@ -212,7 +212,7 @@ test('malformed responses reject with a code that names the parse failure', asyn
 });
 
 test('a 101 to a request that asked for no upgrade fails it, as undici\'s fails, and the connection goes', async (t) => {
-  const undici = require('undici');
+  const undici = require('../undici');
   // The server switches protocols unasked, then writes what is not HTTP, and keeps the
   // connection open for the next request the client might send.
   const server = await rawServer(t, async (socket) => {

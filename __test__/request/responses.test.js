@@ -123,7 +123,7 @@ test('a body that came whole reads the same whatever reads it', async (t) => {
 });
 
 test('body.bodyUsed says whether the body was read or destroyed, as undici\'s does', async (t) => {
-  const undici = require('undici');
+  const undici = require('../undici');
   const server = await httpServer(t, (req, res) => res.end(req.url === '/big' ? 'x'.repeat(256 * 1024) : 'hello'));
   const agent = new Agent();
   t.after(() => agent.destroy());
@@ -386,7 +386,7 @@ test('for await over a body that came whole acts as the stream iterator', async 
 });
 
 test("undici's onInfo hears each informational response before the promise resolves, as undici's does", async (t) => {
-  const undici = require('undici');
+  const undici = require('../undici');
   const server = await httpServer(t, (req, res) => {
     res.writeProcessing();
     res.writeEarlyHints({ link: ['</a.css>; rel=preload', '</b.js>; rel=preload'], 'x-hint': '1' });
