@@ -18,7 +18,7 @@ const { Readable, Writable } = require('node:stream');
 const { pipeline } = require('node:stream/promises');
 const undici = require('./undici');
 const { Dispatcher, Agent, setGlobalDispatcher, getGlobalDispatcher } = require('..');
-const { httpServer, sha256, received, dispatcher, trailingServer, streamingServer, rawServer, readRequest, listen, until, runChild } = require('./helpers');
+const { httpServer, sha256, received, dispatcher, trailingServer, streamingServer, rawServer, readRequest, listen, until, runChild, collected } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
@@ -659,6 +659,46 @@ test('the newer handler API, driven directly: controller pause, resume and abort
     });
   });
   assert.deepStrictEqual(errors, ['enough']);
+});
+
+test('a finished exchange lets go of its handler: a controller or an abort kept by the program does not keep the handler', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const closed = await httpServer(t);
+  const refused = `http://127.0.0.1:${closed.address().port}`;
+  closed.close();
+  const d = dispatcher(t);
+  // What a program may keep of a request it made: its controller (the newer API) or its abort
+  // (the older). Either leads to the exchange, as an exchange V8 moved to the old generation
+  // is still reached in a young-generation collection: neither may keep the handler.
+  const kept = [];
+  const handlers = [];
+  const run = (origin, make) => new Promise((resolve) => {
+    const handler = make(resolve);
+    handlers.push(new WeakRef(handler));
+    d.dispatch({ origin, path: '/', method: 'GET' }, handler);
+  });
+  const outcomes = [];
+  const newer = (done) => ({
+    onRequestStart(controller) { kept.push(controller); },
+    onResponseStart() {},
+    onResponseData() {},
+    onResponseEnd: () => done(outcomes.push('end')),
+    onResponseError: (controller, err) => done(outcomes.push(err.code)),
+  });
+  const older = (done) => ({
+    onConnect(abort) { kept.push(abort); },
+    onHeaders: () => true,
+    onData: () => true,
+    onComplete: () => done(outcomes.push('complete')),
+    onError: (err) => done(outcomes.push(err.code)),
+  });
+  await run(server.url, newer);
+  await run(server.url, older);
+  await run(refused, newer);
+  await run(refused, older);
+  assert.deepStrictEqual(outcomes, ['end', 'complete', 'ECONNREFUSED', 'ECONNREFUSED']);
+  assert.strictEqual(kept.length, 4);
+  for (const [i, weak] of handlers.entries()) assert.ok(await collected(weak), `handler ${i} collected`);
 });
 
 test('a handler that throws gets its error back, and the connection is freed', async (t) => {

