@@ -335,8 +335,12 @@ class Exchange {
     if (this.finished) return;
     this.finished = true;
     this.dispatcher._ended(this);
-    this.report(this.reason ?? err);
-    this.release();
+    try {
+      this.report(this.reason ?? err);
+    } finally {
+      // Also when the error callback's throw goes on to dispatch()'s caller.
+      this.release();
+    }
   }
 
   // Gives `error` to the handler's error callback; after the response head, a turn of the loop
