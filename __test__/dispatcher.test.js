@@ -12,6 +12,7 @@ const http = require('node:http');
 const https = require('node:https');
 const http2 = require('node:http2');
 const os = require('node:os');
+const zlib = require('node:zlib');
 const path = require('node:path');
 const { once } = require('node:events');
 const { Readable, Writable } = require('node:stream');
@@ -444,6 +445,36 @@ test("undici's interceptors compose in undici's order, each given the newer hand
   assert.deepStrictEqual([dumped.statusCode, await dumped.body.text()], [200, '']);
   // An interceptor's dispatch need not declare its two parameters; a non-function is refused.
   assert.throws(() => d.compose(() => 1), { code: 'ERR_INVALID_ARG_VALUE' });
+});
+
+test("undici's dns, decompress and deduplicate interceptors compose on the dispatcher", async (t) => {
+  let hits = 0;
+  const server = await httpServer(t, (req, res) => {
+    hits++;
+    if (req.url === '/gz') {
+      res.setHeader('content-encoding', 'gzip');
+      return res.end(zlib.gzipSync('plain text '.repeat(100)));
+    }
+    return res.end(`${req.headers.host} ${req.url}`);
+  });
+  const { port } = server.address();
+  const d = dispatcher(t);
+  // dns: the request goes to the address the interceptor resolved (the dispatcher's origin is
+  // the IP address), with the name in its host header.
+  const viaDns = d.compose(undici.interceptors.dns({ dualStack: false, affinity: 4 }));
+  const named = await undici.request(`http://localhost:${port}/dns`, { dispatcher: viaDns });
+  assert.deepStrictEqual([named.statusCode, await named.body.text()], [200, `localhost:${port} /dns`]);
+  assert.deepStrictEqual(Object.keys(d.stats), [`http://127.0.0.1:${port}`]);
+  // decompress: the gzip body comes decoded, its content-encoding gone.
+  const gz = await undici.request(`${server.url}/gz`, { dispatcher: d.compose(undici.interceptors.decompress()) });
+  assert.strictEqual(gz.headers['content-encoding'], undefined);
+  assert.strictEqual(await gz.body.text(), 'plain text '.repeat(100));
+  // deduplicate: identical GETs in flight together share one request.
+  hits = 0;
+  const deduplicating = d.compose(undici.interceptors.deduplicate());
+  const same = await Promise.all([1, 2, 3].map(() => undici.request(`${server.url}/same`, { dispatcher: deduplicating }).then((r) => r.body.text())));
+  assert.deepStrictEqual(same, Array(3).fill(`127.0.0.1:${port} /same`));
+  assert.strictEqual(hits, 1);
 });
 
 test("a composed dispatcher's request(), stream() and pipeline() go through its interceptors", async (t) => {
