@@ -11,7 +11,7 @@ const { Readable } = require('node:stream');
 const { once } = require('node:events');
 const hyperagent = require('../..');
 const { Agent } = hyperagent;
-const { httpServer, rawServer, until, collected } = require('../helpers');
+const { httpServer, rawServer, until, collected, received } = require('../helpers');
 const { echoServer, sha, chunks, continueServer, continueAndEcho, earlyServer } = require('./helpers');
 
 test('every body type is sent, with content-length when known and chunked otherwise', async (t) => {
@@ -41,6 +41,48 @@ test('every body type is sent, with content-length when known and chunked otherw
   }
   const none = await (await agent.request(server.url, { method: 'POST' })).body.json();
   assert.strictEqual(none.headers['content-length'], '0');
+});
+
+test('a streamed body or trailers go with a GET or a HEAD too, chunked, as with other methods', async (t) => {
+  // What the server read, in headers (a HEAD's response has no body).
+  const server = await httpServer(t, async (req, res) => {
+    const { bytes, sha: digest } = await received(req);
+    res.setHeader('x-length', bytes);
+    res.setHeader('x-sha256', digest);
+    res.setHeader('x-te', req.headers['transfer-encoding'] ?? 'none');
+    res.setHeader('x-trailer', req.trailers['x-sum'] ?? 'none');
+    res.end();
+  });
+  const agent = new Agent();
+  const d = new hyperagent.Dispatcher();
+  t.after(() => { agent.destroy(); d.destroy(); });
+  const undici = require('../undici');
+  const data = crypto.randomBytes(50_000);
+  const readable = () => Readable.from([data.subarray(0, 20_000), data.subarray(20_000)]);
+  const webStream = () => Readable.toWeb(readable());
+  const read = (res) => ({ length: Number(res.headers['x-length']), sha: res.headers['x-sha256'], te: res.headers['x-te'], trailer: res.headers['x-trailer'] });
+  const whole = { length: data.length, sha: sha(data), te: 'chunked', trailer: 'none' };
+  for (const method of ['GET', 'HEAD']) {
+    const calls = {
+      'agent.request(), a Readable': () => agent.request(server.url, { method, body: readable() }),
+      'agent.request(), a web stream': () => agent.request(server.url, { method, body: webStream() }),
+      'd.request()': () => d.request({ origin: server.url, path: '/', method, body: readable() }),
+      "undici's request() through d.dispatch()": () => undici.request(server.url, { dispatcher: d, method, body: readable() }),
+    };
+    for (const [how, call] of Object.entries(calls)) {
+      const res = await call();
+      await res.body.text();
+      assert.deepStrictEqual(read(res), whole, `${method}, ${how}`);
+    }
+    // Trailers go after a chunked body only, a body given whole included.
+    const res = await agent.request(server.url, { method, body: data, trailers: { 'x-sum': 'abc' } });
+    await res.body.text();
+    assert.deepStrictEqual(read(res), { ...whole, trailer: 'abc' }, `${method} with trailers`);
+  }
+  // A known length still goes as content-length.
+  const res = await agent.request(server.url, { method: 'GET', body: readable(), headers: { 'content-length': String(data.length) } });
+  await res.body.text();
+  assert.deepStrictEqual(read(res), { ...whole, te: 'none' });
 });
 
 test('a string body goes as Buffer.from() encodes it: UTF-8, a lone surrogate as U+FFFD, at any length', async (t) => {

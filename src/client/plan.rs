@@ -160,6 +160,11 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
             });
         }
     }
+    // A body whose length hyper will not know: streamed with no length given, or followed
+    // by trailers (sent after a chunked body only).
+    let unsized_body =
+        content_length.is_none() && (matches!(body, Source::Streamed) || trailers.is_some());
+    let head = chunked_if_unsized(&method, head, unsized_body);
     let planned = match &body {
         Source::Bytes(bytes) => PlannedBody::Bytes(bytes.len()),
         Source::Streamed => PlannedBody::Streamed,
@@ -239,6 +244,28 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
         replay,
         writer,
         trailers,
+    })
+}
+
+/// The head of a request whose body's length is not known: over HTTP/1.1 hyper sends such a
+/// body chunked, but for a GET, HEAD or CONNECT it sends none at all (it takes a body there
+/// for a mistake) unless the head asks for chunked. A body given with one of those is sent as
+/// it is with any other method (and as Node and undici send it): the head gets
+/// `transfer-encoding: chunked`, unless it names a transfer coding of its own. HTTP/2 drops
+/// the line and sends the body in its frames.
+fn chunked_if_unsized(method: &Method, head: Arc<Head>, unsized_body: bool) -> Arc<Head> {
+    let bodiless = matches!(*method, Method::GET | Method::HEAD | Method::CONNECT);
+    if !unsized_body || !bodiless || head.headers.contains_key(http::header::TRANSFER_ENCODING) {
+        return head;
+    }
+    let mut headers = head.headers.clone();
+    headers.insert(
+        http::header::TRANSFER_ENCODING,
+        http::HeaderValue::from_static("chunked"),
+    );
+    Arc::new(Head {
+        uri: head.uri.clone(),
+        headers,
     })
 }
 
@@ -507,6 +534,51 @@ mod tests {
         // A streamed body of a request that may not go again is not recorded.
         let plan = planned(intent("POST", b"", Source::Streamed));
         assert!(plan.replay.is_none() && plan.writer.is_some());
+    }
+
+    #[test]
+    fn a_get_or_head_with_a_body_of_unknown_length_asks_for_chunked() {
+        let te = |plan: &Plan| {
+            plan.spec
+                .head
+                .headers
+                .get(http::header::TRANSFER_ENCODING)
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        for method in ["GET", "HEAD"] {
+            let plan = planned(intent(method, b"host\nh\n", Source::Streamed));
+            assert_eq!(te(&plan).as_deref(), Some("chunked"), "{method}");
+            assert_eq!(
+                plan.spec.head.headers["host"], "h",
+                "{method}: the other lines stay"
+            );
+            let replay = plan
+                .replay
+                .expect("a streamed GET within the limit keeps a replay");
+            assert_eq!(
+                replay.head.headers[http::header::TRANSFER_ENCODING],
+                "chunked",
+                "{method}: a replay sends the same head"
+            );
+        }
+        // Trailers go after a chunked body only.
+        let mut trailed = intent("GET", b"", Source::Bytes(Bytes::from_static(b"abc")));
+        trailed.trailers = Some(Trailers::new(Some(http::HeaderMap::new())));
+        assert_eq!(te(&planned(trailed)).as_deref(), Some("chunked"));
+        // hyper frames the other methods' bodies itself; a known length needs nothing.
+        assert_eq!(te(&planned(intent("POST", b"", Source::Streamed))), None);
+        let mut sized = intent("GET", b"content-length\n3\n", Source::Streamed);
+        sized.content_length = Some(3);
+        assert_eq!(te(&planned(sized)), None);
+        let memory = Source::Bytes(Bytes::from_static(b"abc"));
+        assert_eq!(te(&planned(intent("GET", b"", memory))), None);
+        // A coding the head names is left as it is.
+        let own = planned(intent(
+            "GET",
+            b"transfer-encoding\ngzip, chunked\n",
+            Source::Streamed,
+        ));
+        assert_eq!(te(&own).as_deref(), Some("gzip, chunked"));
     }
 
     #[tokio::test]
