@@ -256,7 +256,12 @@ declare namespace Agent {
     bytes(): Promise<Uint8Array>;
     /** As undici's: not supported (`ERR_HYPERAGENT_UNSUPPORTED`); fetch's Response parses forms. */
     formData(): Promise<never>;
-    /** As undici's body: no web stream here (`Readable.toWeb(body)` makes one). */
+    /**
+     * As undici's body: the bytes as a web ReadableStream, made when first asked for. It reads
+     * the body only as it is read; once a reader has it, `text()` and the like refuse the body.
+     * Typed as undici's types have it (`undefined`), so that a `Dispatcher` stays one of
+     * undici's: `body.body as unknown as ReadableStream<Uint8Array>`.
+     */
     readonly body: undefined;
     destroy(error?: Error): this;
   }

@@ -38,6 +38,15 @@ class ResponseBody extends Readable {
     // A body that came whole with its head waits here, out of the stream, until something
     // reads it: a Buffer, an array of them, or null (no bytes). Undefined otherwise.
     this._whole = undefined;
+    // `body.body`, once asked for.
+    this._web = null;
+  }
+
+  // As undici's body: the bytes as a web ReadableStream, made when first asked for; it reads
+  // the body only as it is itself read (see webStreamOf).
+  get body() {
+    if (this._web === null) this._web = webStreamOf(this);
+    return this._web;
   }
 
   // As undici's body: whether anything has read from it (or destroyed it), after which the
@@ -116,6 +125,8 @@ class ResponseBody extends Readable {
   // The whole body as one Buffer.
   _consume() {
     if (this._used) return Promise.reject(new TypeError('Body is unusable: it has already been read'));
+    // As undici's: a reader of `body.body` has it.
+    if (this._web !== null && this._web.locked) return Promise.reject(new TypeError('Body is unusable: body.body is locked'));
     // Destroyed (read to its end, destroyed by its consumer, or failed): nothing is left.
     if (this.destroyed) {
       const why = this.readableEnded ? 'it has already been read' : 'it was destroyed';
@@ -156,8 +167,10 @@ class ResponseBody extends Readable {
     return buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.byteLength);
   }
 
+  // Typed as undici's is: by the response's content-type.
   async blob() {
-    return new Blob([await this.arrayBuffer()]);
+    const buf = await this._consume();
+    return new Blob([buf], { type: contentTypeOf(this._pending.response) });
   }
 
   // The whole body in a Uint8Array of its own.
@@ -207,6 +220,47 @@ class ResponseBody extends Readable {
       this.resume();
     });
   }
+}
+
+// The content-type of `response` (its first), or '' (none, or no response yet).
+function contentTypeOf(response) {
+  if (response === null || response === undefined) return '';
+  const raw = response.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i].length === 12 && raw[i].toLowerCase() === 'content-type') return raw[i + 1];
+  }
+  return '';
+}
+
+// A body as a web byte stream, as undici makes its `body.body`: each pull takes the next chunk
+// of the body's own iterator (nothing is read before the first), copied into a Uint8Array of
+// its own: a byte stream takes over the ArrayBuffer of what it is given, and a chunk from Rust
+// may share its ArrayBuffer with others. Cancelling it destroys the body.
+function webStreamOf(body) {
+  let iterator = null;
+  return new ReadableStream({
+    type: 'bytes',
+    async pull(controller) {
+      if (iterator === null) iterator = body[Symbol.asyncIterator]();
+      for (;;) {
+        const { done, value } = await iterator.next();
+        if (done) {
+          controller.close();
+          controller.byobRequest?.respond(0);
+          return;
+        }
+        if (value.length > 0) {
+          controller.enqueue(typeof value === 'string' ? new Uint8Array(Buffer.from(value)) : new Uint8Array(value));
+          return;
+        }
+      }
+    },
+    cancel() {
+      if (iterator === null) body.destroy();
+      else return iterator.return();
+      return undefined;
+    },
+  });
 }
 
 // Iterates a body that came whole, as Node's stream iterator would iterate it once buffered:

@@ -101,6 +101,16 @@ test('a body that came whole reads the same whatever reads it', async (t) => {
       assert.ok(bytes instanceof Uint8Array && !Buffer.isBuffer(bytes));
       return Buffer.from(bytes);
     },
+    blob: async (body) => Buffer.from(await (await body.blob()).arrayBuffer()),
+    // undici's body.body: a web ReadableStream of the bytes.
+    'body.body': async (body) => {
+      const chunks = [];
+      for await (const c of body.body) {
+        assert.ok(c instanceof Uint8Array && !Buffer.isBuffer(c));
+        chunks.push(c);
+      }
+      return Buffer.concat(chunks);
+    },
     'read after text': async (body) => {
       const text = await body.text();
       const rest = [];
@@ -119,6 +129,49 @@ test('a body that came whole reads the same whatever reads it', async (t) => {
       await closed;
       assert.strictEqual(body.readableEnded, true, `${name} ${path}`);
     }
+  }
+});
+
+test("body.body and blob() as undici's: a lazy web stream that a reader locks, a Blob typed by the response", async (t) => {
+  const big = crypto.randomBytes(1024 * 1024);
+  const server = await httpServer(t, (req, res) => {
+    res.setHeader('content-type', 'Application/JSON; charset=utf-8');
+    res.end(req.url === '/big' ? big : '{"a":1}');
+  });
+  const agent = new Agent();
+  const d = new hyperagent.Dispatcher();
+  t.after(() => { agent.destroy(); d.destroy(); });
+  const requests = {
+    'agent.request()': (path) => agent.request(server.url + path),
+    'd.request()': (path) => d.request({ origin: server.url, path, method: 'GET' }),
+    'a composed d.request()': (path) => d.compose((dispatch) => dispatch).request({ origin: server.url, path, method: 'GET' }),
+  };
+  for (const [how, request] of Object.entries(requests)) {
+    const blob = await (await request('/')).body.blob();
+    assert.strictEqual(blob.type, 'application/json; charset=utf-8', how);
+    assert.strictEqual(await blob.text(), '{"a":1}', how);
+    // Made and left unread, the stream reads nothing: text() still has the body.
+    let res = await request('/');
+    assert.ok(res.body.body instanceof ReadableStream, how);
+    assert.strictEqual(res.body.body, res.body.body, `${how}: one stream`);
+    assert.strictEqual(res.body.bodyUsed, false, how);
+    assert.strictEqual(await res.body.text(), '{"a":1}', how);
+    // A reader of it locks the body for the others.
+    res = await request('/');
+    const reader = res.body.body.getReader();
+    await assert.rejects(res.body.json(), { name: 'TypeError', message: /locked/ }, how);
+    assert.deepStrictEqual(Buffer.from((await reader.read()).value), Buffer.from('{"a":1}'), how);
+    assert.strictEqual((await reader.read()).done, true, how);
+    // A large body streams through it whole; a cancel destroys the body.
+    res = await request('/big');
+    const chunks = [];
+    for await (const c of res.body.body) chunks.push(c);
+    assert.ok(Buffer.concat(chunks).equals(big), how);
+    res = await request('/big');
+    const closed = once(res.body, 'close');
+    await res.body.body.cancel();
+    await closed;
+    assert.strictEqual(res.body.readableEnded, false, how);
   }
 });
 

@@ -120,6 +120,8 @@ async function promisePath(): Promise<unknown> {
   for await (const chunk of res.body) void (chunk as Buffer);
   const other = await hyperagent.request({ origin: 'http://127.0.0.1', path: '/x' });
   const unread: boolean = other.body.bodyUsed;
+  const web = other.body.body as unknown as import('node:stream/web').ReadableStream<Uint8Array>;
+  void web;
   const raw = await agent.request('http://127.0.0.1/', { responseHeaders: 'raw', opaque: { id: 1 }, reset: true });
   const rawHeaders: string[] = raw.headers;
   const hinted = await agent.request('http://127.0.0.1/', {
