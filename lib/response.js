@@ -170,7 +170,7 @@ class ResponseBody extends Readable {
   // Typed as undici's is: by the response's content-type.
   async blob() {
     const buf = await this._consume();
-    return new Blob([buf], { type: contentTypeOf(this._pending.response) });
+    return new Blob([buf], { type: headerOf(this._pending.response, 'content-type') ?? '' });
   }
 
   // The whole body in a Uint8Array of its own.
@@ -212,6 +212,13 @@ class ResponseBody extends Readable {
       });
       // Any error ends it through 'close'.
       this.on('error', noop);
+      // Longer than the limit by its length: closed at once, as undici's, with nothing read
+      // (paused first: a flow already scheduled would hand out what the stream holds).
+      if (this._whole === undefined && Number(headerOf(this._pending.response, 'content-length')) > limit) {
+        this.pause();
+        this.destroy();
+        return;
+      }
       let read = 0;
       this.on('data', (chunk) => {
         read += chunk.length;
@@ -222,14 +229,15 @@ class ResponseBody extends Readable {
   }
 }
 
-// The content-type of `response` (its first), or '' (none, or no response yet).
-function contentTypeOf(response) {
-  if (response === null || response === undefined) return '';
+// The first value of header `name` (lower-case) in `response`, or undefined (none, or no
+// response yet).
+function headerOf(response, name) {
+  if (response === null || response === undefined) return undefined;
   const raw = response.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i].length === 12 && raw[i].toLowerCase() === 'content-type') return raw[i + 1];
+    if (raw[i].length === name.length && raw[i].toLowerCase() === name) return raw[i + 1];
   }
-  return '';
+  return undefined;
 }
 
 // A body as a web byte stream, as undici makes its `body.body`: each pull takes the next chunk
