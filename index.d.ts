@@ -566,6 +566,9 @@ declare namespace Agent {
     maxRequestsPerClient?: number | undefined;
     maxConcurrentStreams?: number | undefined;
     strictContentLength?: boolean | undefined;
+    /** Taken and changing nothing, as undici 7's and 8's `Agent` take it: no redirect is
+     * followed (compose undici's `redirect` interceptor). */
+    maxRedirections?: number | undefined;
     /** undici's: the most body bytes a response may have; a longer one fails with undici's
      * `UND_ERR_RES_EXCEEDED_MAX_SIZE`. Default: `-1` (no limit). */
     maxResponseSize?: number | null | undefined;

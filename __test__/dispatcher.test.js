@@ -150,10 +150,19 @@ test("undici Agent's options mean what they mean there: connections, connect's T
   assert.throws(() => new Dispatcher({ connect: () => {} }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
   assert.throws(() => new Dispatcher({ factory: () => {} }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
   assert.throws(() => new Dispatcher({ maxResponseSize: -2 }), { code: 'ERR_OUT_OF_RANGE' });
-  assert.throws(() => new Dispatcher({ maxRedirections: 3 }), { code: 'ERR_INVALID_ARG_VALUE' });
   assert.throws(() => new Dispatcher({ pipelining: 'x' }), { code: 'ERR_INVALID_ARG_TYPE' });
-  // Tuning of undici's own is taken.
+  assert.throws(() => new Dispatcher({ maxRedirections: -1 }), { code: 'ERR_OUT_OF_RANGE' });
+  // Tuning of undici's own is taken; so is maxRedirections, which undici 7's and 8's Agent
+  // take and follow no redirect for.
   dispatcher(t, { pipelining: 10, keepAliveMaxTimeout: 600e3, maxResponseSize: -1, connect: { timeout: 10e3, keepAlive: true } });
+  const redirecting = await httpServer(t, (req, res) => {
+    res.writeHead(302, { location: '/elsewhere' });
+    res.end();
+  });
+  const leftOver = dispatcher(t, { maxRedirections: 3 });
+  const moved = await undici.request(`${redirecting.url}/`, { dispatcher: leftOver });
+  await moved.body.dump();
+  assert.strictEqual(moved.statusCode, 302, 'not followed');
 });
 
 test("undici's maxResponseSize fails a longer response, by its length or as it comes, and frees its connection", async (t) => {
@@ -806,9 +815,18 @@ test("undici's error classes know our errors; close() ends destroyed; callbacks 
   const server = await httpServer(t, (req, res) => res.end('ok'));
   const d = new Dispatcher();
   assert.strictEqual(await (await fetch(`${server.url}/`, { dispatcher: d })).text(), 'ok');
-  // Once close() has ended, it is destroyed, as undici's is.
-  await d.close();
+  // Once close() has ended, it is destroyed, as undici's is; with nothing in flight that is
+  // a microtask later, as undici's: closed at once, destroyed once the close has ended.
+  const closing = d.close();
+  assert.deepStrictEqual([d.closed, d.destroyed], [true, false]);
+  await closing;
   assert.strictEqual(d.destroyed, true);
+  // A destroy() in between ends it at once; the close still settles.
+  const d1 = new Dispatcher();
+  const closing1 = d1.close();
+  await d1.destroy(new Error('now'));
+  assert.strictEqual(d1.destroyed, true);
+  assert.strictEqual(await closing1, undefined);
   const after = await undici.request(`${server.url}/`, { dispatcher: d }).then(() => null, (e) => e);
   assert.strictEqual(after.code, 'UND_ERR_DESTROYED');
   assert.strictEqual(after.name, 'ClientDestroyedError');

@@ -557,7 +557,8 @@ class Dispatcher extends EventEmitter {
   }
 
   // Graceful: refuses new requests, lets those in flight finish, then closes its own agents'
-  // connections; it is then destroyed, as undici's close() ends.
+  // connections; it is then destroyed, as undici's close() ends. With none in flight that is a
+  // microtask later, as undici's: `closed` at once, `destroyed` once the close has ended.
   close(callback) {
     checkCallback(callback);
     if (this[kState] === OPEN) this[kState] = CLOSED;
@@ -569,7 +570,7 @@ class Dispatcher extends EventEmitter {
         this._unwatchShared();
         resolve();
       };
-      if (this[kRunning].size === 0) done();
+      if (this[kRunning].size === 0) queueMicrotask(done);
       else {
         const before = this[kIdle];
         this[kIdle] = before === null ? done : () => { before(); done(); };

@@ -26,27 +26,25 @@ const CONNECT_RENAMED = new Map([
 ]);
 
 // Tuning of undici's own: taken (a number, or a boolean) and nothing to change here.
-const TUNING = ['pipelining', 'keepAliveMaxTimeout', 'maxRequestsPerClient', 'maxConcurrentStreams'];
+// `maxRedirections` among them: undici 7 and 8 take it in an Agent's options and follow no
+// redirects for it (their redirect interceptor does; undici 6's Agent did).
+const TUNING = ['pipelining', 'keepAliveMaxTimeout', 'maxRequestsPerClient', 'maxConcurrentStreams', 'maxRedirections'];
 
 // The agents' options of `options` (a Dispatcher's, without its own `http`, `https` and
 // timeouts), with undici's among them made the agents'; and undici's `maxHeaderSize` and
 // `maxResponseSize` (-1: none), which are the dispatcher's to apply.
 function fromUndici(options) {
   const out = { ...options };
-  const { connect, maxHeaderSize, maxResponseSize, maxRedirections, factory } = options;
+  const { connect, maxHeaderSize, maxResponseSize, factory } = options;
   delete out.connect;
   delete out.maxHeaderSize;
   delete out.maxResponseSize;
-  delete out.maxRedirections;
   delete out.strictContentLength;
   if (factory !== undefined) {
     throw errors.hyperagentError('UNSUPPORTED', "options.factory is not supported: the dispatcher's connections are its agents' own (give it Agent options, or agents as options.http and options.https)");
   }
   if (maxResponseSize !== undefined && maxResponseSize !== null) {
     numberOption(maxResponseSize, 'options.maxResponseSize', -1, 'an integer >= -1', true);
-  }
-  if (maxRedirections !== undefined && maxRedirections !== null && maxRedirections !== 0) {
-    throw errors.invalidArgValue('options.maxRedirections', maxRedirections, "is not supported (nor by undici 7's Agent): compose undici's redirect interceptor");
   }
   for (const [name, agentName] of RENAMED) {
     if (!(name in out)) continue;
