@@ -176,6 +176,8 @@ class PendingRequest {
 
   // The body's bytes go to text()/json()/... (see ResponseBody._finishSink).
   finishSink() {
+    // (An exchange still sending keeps it: an abort stops the sending.)
+    if (this.done) this.unwatchSignal();
     this.response.body._finishSink();
   }
 
@@ -250,6 +252,7 @@ class PendingRequest {
   // The consumer destroyed the body before its end: the exchange stops, and its connection
   // (mid-response) is closed. Nothing fails: the consumer has let go of the response.
   bodyDestroyed() {
+    if (this.done) this.unwatchSignal();
     if (this.ended || this.done || this.aborted) return;
     this.aborted = true;
     this.dropSource(undefined);
@@ -257,9 +260,18 @@ class PendingRequest {
   }
 
   // Stops the request and fails it with `reason`, whatever that is: a signal's reason may be
-  // null, and still fails the request (its promise, or its body).
+  // null, and still fails the request (its promise, or its body). Once the exchange is over,
+  // a body not yet read to its end fails, as undici's and fetch's do: what came is dropped.
   abort(reason) {
-    if (this.done || this.aborted) return;
+    if (this.aborted) return;
+    if (this.done) {
+      const body = this.response === null ? null : this.response.body;
+      if (body !== null && !body.readableEnded && !body.destroyed) {
+        this.aborted = true;
+        body._fail(reason);
+      }
+      return;
+    }
     this.aborted = true;
     this.dropSource(reason);
     this.stop();
@@ -296,13 +308,21 @@ class PendingRequest {
       this.tracker = null;
       tracker.over();
     }
-    if (this.unwatch !== null) {
-      // An aborted signal has let go of its listeners as it called them (they are `once`):
-      // removing one again would walk its list for each request it ends, a time that grows
-      // with the square of the requests sharing it.
-      if (!this.signal.aborted) this.unwatch();
-      this.unwatch = null;
-    }
+    if (this.unwatch === null) return;
+    // A body still to be read keeps the signal's watch (see abort) until text() and the like
+    // have it whole (finishSink) or it is destroyed (bodyDestroyed; a stream read to its end
+    // is destroyed then too).
+    const body = this.response === null ? null : this.response.body;
+    if (body === null || this.aborted || body.destroyed) this.unwatchSignal();
+  }
+
+  unwatchSignal() {
+    if (this.unwatch === null) return;
+    // An aborted signal has let go of its listeners as it called them (they are `once`):
+    // removing one again would walk its list for each request it ends, a time that grows
+    // with the square of the requests sharing it.
+    if (!this.signal.aborted) this.unwatch();
+    this.unwatch = null;
   }
 
   // Streams a body source into Rust, as fast as the connection takes it. A declared length

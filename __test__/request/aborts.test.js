@@ -182,6 +182,49 @@ test('an abort mid-upload to a server that stopped reading closes the connection
   }
 });
 
+test('a signal that aborts once the exchange is over fails a body not yet read to its end, as undici\'s', async (t) => {
+  // Small bodies come whole with their heads: the exchange is over as the promise resolves.
+  const big = Buffer.alloc(64 * 1024, 'b');
+  const server = await httpServer(t, (req, res) => res.end(req.url === '/big' ? big : 'small'));
+  const agent = new Agent();
+  const d = new hyperagent.Dispatcher();
+  t.after(() => { agent.destroy(); d.destroy(); });
+  const calls = {
+    'agent.request()': (path, signal) => agent.request(server.url + path, { signal }),
+    'd.request()': (path, signal) => d.request({ origin: server.url, path, method: 'GET', signal }),
+  };
+  for (const [how, call] of Object.entries(calls)) {
+    for (const path of ['/', '/big']) {
+      // Unread: text() rejects with the signal's reason, and so does a loop over it.
+      let ac = new AbortController();
+      let res = await call(path, ac.signal);
+      const reason = new Error('late');
+      ac.abort(reason);
+      await assert.rejects(res.body.text(), (err) => err === reason, `${how} ${path}`);
+      ac = new AbortController();
+      res = await call(path, ac.signal);
+      ac.abort(reason);
+      await assert.rejects(async () => { for await (const c of res.body) void c; }, (err) => err === reason, `${how} ${path}`);
+      // Read to its end first: it stays as it was read, and the signal has no listener left.
+      ac = new AbortController();
+      res = await call(path, ac.signal);
+      const text = await res.body.text();
+      assert.strictEqual(text.length, path === '/' ? 5 : big.length, `${how} ${path}`);
+      assert.strictEqual(getEventListeners(ac.signal, 'abort').length, 0, `${how} ${path}: the signal let go`);
+      ac.abort(reason);
+      assert.strictEqual(res.body.errored, null, `${how} ${path}`);
+      // Destroyed by its reader: the signal is let go of too.
+      ac = new AbortController();
+      res = await call(path, ac.signal);
+      res.body.destroy();
+      await once(res.body, 'close');
+      assert.strictEqual(getEventListeners(ac.signal, 'abort').length, 0, `${how} ${path}: destroyed`);
+    }
+  }
+  // The connections went back whole: the next requests reuse them.
+  assert.strictEqual(await (await agent.request(server.url)).body.text(), 'small');
+});
+
 test('one signal shared by many requests: the finished ones let go of it, and its abort ends the rest, at every stage', async (t) => {
   const held = [];
   const server = await httpServer(t, (req, res) => {
