@@ -263,10 +263,9 @@ function webStreamOf(body) {
         }
       }
     },
-    cancel() {
+    async cancel() {
       if (iterator === null) body.destroy();
-      else return iterator.return();
-      return undefined;
+      else await iterator.return();
     },
   });
 }
