@@ -231,6 +231,16 @@ function headerLines(headers) {
   return out;
 }
 
+// The first value of header `name` (lower-case) among raw lines (name, value, ...) as a server
+// wrote them; undefined when there is none. For one header, cheaper than headerObject.
+function rawHeader(raw, name) {
+  for (let i = 0; i < raw.length; i += 2) {
+    const line = raw[i];
+    if (line.length === name.length && line.toLowerCase() === name) return raw[i + 1];
+  }
+  return undefined;
+}
+
 // Header lines as undici's older handler API takes them: a flat array of Buffers (latin1, as
 // on the wire).
 function headerBytes(lines) {
@@ -239,4 +249,4 @@ function headerBytes(lines) {
   return out;
 }
 
-module.exports = { TOKEN, invalidToken, headerList, headerObject, rawHeaderObject, trailerLines, headerLines, headerBytes };
+module.exports = { TOKEN, invalidToken, headerList, headerObject, rawHeaderObject, rawHeader, trailerLines, headerLines, headerBytes };

@@ -6,6 +6,7 @@
 // header, and ask it.
 
 const binding = require('./native');
+const { rawHeader } = require('./headers');
 
 // How long a socket may idle, as the agent's keepSocketAlive() found it.
 const kIdleFor = Symbol('hyperagent.idleFor');
@@ -75,20 +76,12 @@ function idleTimeout(agent, socket) {
 // agent's rule, in Rust (src/pool/release.rs), with the options as they are now.
 function idleFor(agent, rawHeaders, custom) {
   const own = Number(custom || defaultIdle(agent));
-  const hint = keepAliveHeader(rawHeaders);
+  // Read from rawHeaders: building res.headers for it would cost more than the whole lookup
+  // when the user never reads the headers.
+  const hint = rawHeader(rawHeaders, 'keep-alive');
   // Without a hint there is nothing to shorten: no crossing into Rust on every release.
   if (hint === undefined) return own;
   return binding.idleFor(own, hint, hintBuffer(agent.agentKeepAliveTimeoutBuffer));
-}
-
-// The Keep-Alive response header, read from rawHeaders: building res.headers for it would cost
-// more than the whole lookup when the user never reads the headers.
-function keepAliveHeader(raw) {
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i];
-    if (name.length === 10 && name.toLowerCase() === 'keep-alive') return raw[i + 1];
-  }
-  return undefined;
 }
 
 // Node's reading of `agentKeepAliveTimeoutBuffer`: a finite number of milliseconds, at least 0;
@@ -107,7 +100,6 @@ module.exports = {
   keptIdle,
   idleTimeout,
   idleFor,
-  keepAliveHeader,
   hintBuffer,
   defaultIdle,
 };

@@ -6,7 +6,7 @@
 const { Readable, finished, isDisturbed } = require('node:stream');
 const errors = require('./errors');
 const { numberOption } = require('./options');
-const { headerObject } = require('./headers');
+const { headerObject, rawHeader } = require('./headers');
 const { watchAbort, abortError } = require('./signal');
 
 const noop = () => {};
@@ -170,7 +170,7 @@ class ResponseBody extends Readable {
   // Typed as undici's is: by the response's content-type.
   async blob() {
     const buf = await this._consume();
-    return new Blob([buf], { type: headerOf(this._pending.response, 'content-type') ?? '' });
+    return new Blob([buf], { type: rawHeader(this._pending.response.rawHeaders, 'content-type') ?? '' });
   }
 
   // The whole body in a Uint8Array of its own.
@@ -214,7 +214,7 @@ class ResponseBody extends Readable {
       this.on('error', noop);
       // Longer than the limit by its length: closed at once, as undici's, with nothing read
       // (paused first: a flow already scheduled would hand out what the stream holds).
-      if (this._whole === undefined && Number(headerOf(this._pending.response, 'content-length')) > limit) {
+      if (this._whole === undefined && Number(rawHeader(this._pending.response.rawHeaders, 'content-length')) > limit) {
         this.pause();
         this.destroy();
         return;
@@ -227,17 +227,6 @@ class ResponseBody extends Readable {
       this.resume();
     });
   }
-}
-
-// The first value of header `name` (lower-case) in `response`, or undefined (none, or no
-// response yet).
-function headerOf(response, name) {
-  if (response === null || response === undefined) return undefined;
-  const raw = response.rawHeaders;
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i].length === name.length && raw[i].toLowerCase() === name) return raw[i + 1];
-  }
-  return undefined;
 }
 
 // A body as a web byte stream, as undici makes its `body.body`: each pull takes the next chunk
