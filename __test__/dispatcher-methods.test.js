@@ -387,6 +387,30 @@ test('pipeline() as undici\'s: writes are the request body, reads what the handl
   await until(() => Object.keys(d.http.getCurrentStatus().sockets).length === 0, 5000, 'connections back');
 });
 
+test('pipeline(): a response that comes whole while the request body is still being written ends it; the rest goes nowhere', { timeout: 20_000 }, async (t) => {
+  // The server answers as the head arrives, reading none of the body; the source writes until
+  // then, and ends after.
+  let answered = false;
+  const server = await httpServer(t, (req, res) => {
+    res.end('early');
+    answered = true;
+  });
+  const d = dispatcher(t);
+  const out = [];
+  const source = new Readable({
+    read() {
+      this.push(answered ? null : Buffer.alloc(64 * 1024));
+    },
+  });
+  await require('node:stream/promises').pipeline(
+    source,
+    d.pipeline({ origin: server.url, path: '/', method: 'PUT' }, ({ body }) => body),
+    new Writable({ write(chunk, encoding, cb) { out.push(chunk); cb(); } }),
+  );
+  assert.strictEqual(Buffer.concat(out).toString(), 'early');
+  assert.strictEqual(source.readableEnded, true, 'the source was read to its end');
+});
+
 test('a request() whose start fails in the addon is not waited for by close()', { timeout: 20_000 }, async (t) => {
   const binding = require('../lib/native');
   const server = await httpServer(t);

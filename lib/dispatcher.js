@@ -428,12 +428,24 @@ class Dispatcher extends EventEmitter {
     const controller = new AbortController();
     const source = new PassThrough();
     const duplex = new Duplex({
+      // Once the request takes no more of its body (the response came whole while it was still
+      // going out, and the sending stopped: see PendingRequest.completeIfEarly), what is written
+      // goes nowhere, as undici's pipeline lets it be written.
       write(chunk, encoding, cb) {
-        if (source.write(chunk, encoding)) cb();
-        else source.once('drain', cb);
+        if (source.destroyed || source.write(chunk, encoding)) {
+          cb();
+          return;
+        }
+        const go = () => {
+          source.off('drain', go);
+          source.off('close', go);
+          cb();
+        };
+        source.on('drain', go);
+        source.on('close', go);
       },
       final(cb) {
-        source.end();
+        if (!source.destroyed) source.end();
         cb();
       },
       read() {
@@ -461,7 +473,9 @@ class Dispatcher extends EventEmitter {
     }
     const method = opts?.method;
     const bodyless = method === undefined || method === 'GET' || method === 'HEAD';
-    // A GET or HEAD sends no body: what is written goes nowhere (undici sends none either).
+    // A GET or HEAD sends no body: what is written goes nowhere. (undici sends what was written
+    // before its request went out; ours goes out at once, and a chunked empty body on every
+    // GET would be refused by servers that take no body with one.)
     if (bodyless) source.resume();
     const given = opts !== null && typeof opts === 'object' ? opts : {};
     this.request({ ...given, body: bodyless ? undefined : source, signal: controller.signal }).then((res) => {
