@@ -103,6 +103,53 @@ test('request() with a callback; its errors are Node-style, as agent.request() g
   assert.throws(() => d.request({ origin: server.url, path: '/', method: 'GET' }, 1), { code: 'ERR_INVALID_ARG_TYPE' });
 });
 
+test('a request() refused before it starts destroys its stream body with the error, as undici\'s does', async (t) => {
+  const server = await httpServer(t);
+  const d = dispatcher(t);
+  // A body that never ends on its own: left open, it would hold what it reads from forever.
+  const held = () => new Readable({ read() {} });
+  const refusedWith = async (body, start) => {
+    const err = await start(body);
+    assert.strictEqual(body.destroyed, true, `${err.code}: the body is destroyed`);
+    // Destroyed with the request's error; its 'error' goes nowhere (no uncaught exception).
+    assert.strictEqual(body.errored, err);
+    return err;
+  };
+  const rejected = (opts, target = d) => (body) => target.request({ ...opts, body }).then(() => assert.fail('resolved'), (e) => e);
+
+  let err = await refusedWith(held(), rejected({ origin: server.url, path: 'no-slash', method: 'POST' }));
+  assert.strictEqual(err.code, 'ERR_INVALID_ARG_VALUE');
+  err = await refusedWith(held(), rejected({ origin: server.url, path: '/', method: 'POST', highWaterMark: -1 }));
+  assert.strictEqual(err.code, 'ERR_OUT_OF_RANGE');
+  err = await refusedWith(held(), (body) => {
+    try {
+      d.request({ origin: server.url, path: '/', method: 'POST', body }, 'not a function');
+    } catch (e) {
+      return e;
+    }
+    return assert.fail('no throw');
+  });
+  assert.strictEqual(err.code, 'ERR_INVALID_ARG_TYPE');
+
+  // Through a composed dispatcher (its request() goes through dispatch()): the same.
+  const composed = d.compose((dispatch) => (opts, handler) => dispatch(opts, handler));
+  err = await refusedWith(held(), rejected({ origin: server.url, path: 'no-slash', method: 'POST' }, composed));
+  assert.strictEqual(err.code, 'ERR_INVALID_ARG_VALUE');
+
+  // A closing dispatcher refuses, and drops the body too.
+  const closing = dispatcher(t);
+  const closed = closing.close();
+  err = await refusedWith(held(), rejected({ origin: server.url, path: '/', method: 'POST' }, closing));
+  assert.strictEqual(err.code, 'UND_ERR_CLOSED');
+  await closed;
+
+  // A body the request sent whole is left as it is.
+  const sent = Readable.from(['x']);
+  const res = await d.request({ origin: server.url, path: '/', method: 'POST', body: sent });
+  await res.body.text();
+  assert.strictEqual(sent.errored, null);
+});
+
 test('HTTPS through request() is verified against the CA given', async (t) => {
   const server = https.createServer({ key: fixture('localhost-key.pem'), cert: fixture('localhost-chain.pem') }, (req, res) => res.end('secure'));
   await listen(t, server);

@@ -19,6 +19,7 @@ const { Running, Tracked, Exchange, isUpgrade, requestOptions } = require('./exc
 const { readDispatchOptions } = require('./dispatch-options');
 const { fromUndici } = require('./undici-options');
 const { numberOption } = require('./options');
+const { dropBody } = require('./request-body');
 
 // Where Node's built-in fetch (undici 6 and 7) reads the global dispatcher, and where undici's
 // newer releases keep theirs.
@@ -272,7 +273,11 @@ class Dispatcher extends EventEmitter {
   // or when the dispatch's exchange has a response size to apply.
   request(opts, callback) {
     if (callback !== undefined) {
-      if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
+      if (typeof callback !== 'function') {
+        const err = errors.invalidArgType('callback', 'of type function', callback);
+        dropBody(opts?.body, err);
+        throw err;
+      }
       this.request(opts).then((data) => callback(null, data), (err) => callback(err, { opaque: opts?.opaque }));
       return undefined;
     }
@@ -303,6 +308,7 @@ class Dispatcher extends EventEmitter {
       return promise;
     } catch (err) {
       if (tracked !== null) tracked.over();
+      dropBody(opts?.body, err);
       return Promise.reject(err);
     }
   }
@@ -323,7 +329,7 @@ class Dispatcher extends EventEmitter {
       if (signal !== undefined && (signal === null || typeof signal !== 'object' || typeof signal.aborted !== 'boolean')) {
         throw errors.invalidArgType('opts.signal', 'an instance of AbortSignal', signal);
       }
-      const extras = { opaque: opts.opaque, raw: opts.responseHeaders === 'raw', highWaterMark: highWaterMark ?? undefined, onInfo };
+      const extras = { opaque: opts.opaque, raw: opts.responseHeaders === 'raw', highWaterMark: highWaterMark ?? undefined, onInfo, body: opts.body };
       return new Promise((resolve, reject) => {
         const handler = new ResponseHandler(extras, signal, followed.unfollow, resolve, reject);
         try {
@@ -333,6 +339,7 @@ class Dispatcher extends EventEmitter {
         }
       });
     } catch (err) {
+      dropBody(opts?.body, err);
       return Promise.reject(err);
     }
   }

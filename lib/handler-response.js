@@ -9,9 +9,10 @@ const errors = require('./errors');
 const { ResponseBody, Response, withExtras } = require('./response');
 const { watchAbort, abortError } = require('./signal');
 const { headerLines } = require('./headers');
+const { dropBody } = require('./request-body');
 
 class ResponseHandler {
-  // `extras`: { opaque, raw, highWaterMark, onInfo } of the request's options; `signal`: an
+  // `extras`: { opaque, raw, highWaterMark, onInfo, body } of the request's options; `signal`: an
   // AbortSignal or undefined; `over()` is called once, when the request is over.
   constructor(extras, signal, over, resolve, reject) {
     this.extras = extras;
@@ -75,6 +76,8 @@ class ResponseHandler {
   onResponseError(controller, err) {
     if (this.finished) return;
     this.end();
+    // A stream body not all sent goes with its request, as undici's request() drops it.
+    dropBody(this.extras.body, err);
     const response = this.response;
     if (response === null) {
       this.reject(err);

@@ -96,4 +96,16 @@ function multipart(form) {
   return new Blob(parts, { type: `multipart/form-data; boundary=${boundary}` });
 }
 
-module.exports = { chunkBytes, lengthMismatch, bodyOf };
+// A request body that will not be sent (its request was refused before it started, or failed):
+// when a stream, destroyed with the error, as undici's request() does for every error of its
+// request, so that nothing waits forever on what it holds (a file, a socket). Its own 'error'
+// goes nowhere; a stream already destroyed or ended is left as it is.
+function dropBody(body, err) {
+  if (body === null || typeof body !== 'object' || typeof body.destroy !== 'function' || body.destroyed) return;
+  if (typeof body.on === 'function') body.on('error', noop);
+  body.destroy(err);
+}
+
+function noop() {}
+
+module.exports = { chunkBytes, lengthMismatch, bodyOf, dropBody };
