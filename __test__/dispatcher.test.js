@@ -163,6 +163,22 @@ test("undici Agent's options mean what they mean there: connections, connect's T
   const moved = await undici.request(`${redirecting.url}/`, { dispatcher: leftOver });
   await moved.body.dump();
   assert.strictEqual(moved.statusCode, 302, 'not followed');
+  // A request's own maxRedirections (other than 0) is refused as undici 7's dispatch refuses
+  // it, on either way in; expectContinue is checked, and taken. throwOnError is left to the
+  // request() above a dispatch (undici 6's acts on it); our own request() refuses it.
+  await assert.rejects(undici.request(`${redirecting.url}/`, { dispatcher: leftOver, maxRedirections: 2 }), { code: 'ERR_INVALID_ARG_VALUE', message: /maxRedirections/ });
+  await assert.rejects(leftOver.request({ origin: redirecting.url, path: '/', method: 'GET', maxRedirections: 2 }), { code: 'ERR_INVALID_ARG_VALUE', message: /maxRedirections/ });
+  const dispatched = (opts) => new Promise((resolve) => {
+    leftOver.dispatch({ origin: redirecting.url, path: '/', method: 'GET', ...opts }, {
+      onConnect() {}, onHeaders() {}, onData() {}, onComplete() { resolve(null); }, onError: resolve,
+    });
+  });
+  assert.strictEqual((await dispatched({ maxRedirections: 2 })).code, 'ERR_INVALID_ARG_VALUE');
+  assert.strictEqual((await dispatched({ expectContinue: 0 })).code, 'ERR_INVALID_ARG_TYPE');
+  await assert.rejects(leftOver.request({ origin: redirecting.url, path: '/', method: 'GET', throwOnError: true }), { code: 'ERR_INVALID_ARG_VALUE', message: /throwOnError/ });
+  for (const opts of [{ maxRedirections: 0 }, { expectContinue: true }, { expectContinue: false }, { throwOnError: true }]) {
+    assert.strictEqual(await dispatched(opts), null, JSON.stringify(opts));
+  }
 });
 
 test("undici's maxResponseSize fails a longer response, by its length or as it comes, and frees its connection", async (t) => {

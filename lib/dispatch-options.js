@@ -32,6 +32,7 @@ class DispatchOptions {
     this.highWaterMark = undefined;
     this.throwOnError = undefined;
     this.maxRedirections = undefined;
+    this.expectContinue = undefined;
   }
 }
 
@@ -65,6 +66,7 @@ function readDispatchOptions(opts) {
       case 'highWaterMark': out.highWaterMark = opts[key]; break;
       case 'throwOnError': out.throwOnError = opts[key]; break;
       case 'maxRedirections': out.maxRedirections = opts[key]; break;
+      case 'expectContinue': out.expectContinue = opts[key]; break;
       default: break;
     }
   }

@@ -299,7 +299,6 @@ class Dispatcher extends EventEmitter {
       options.responseHeaders = given.responseHeaders ?? undefined;
       options.highWaterMark = given.highWaterMark ?? undefined;
       options.throwOnError = given.throwOnError ?? undefined;
-      options.maxRedirections = given.maxRedirections ?? undefined;
       tracked = new Tracked(this, followed.unfollow);
       this._started(tracked);
       const promise = request(agent, { origin, path: given.path }, options, null, tracked);

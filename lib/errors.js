@@ -195,11 +195,19 @@ function agentClosed() {
 
 // What a call into the addon threw. A panic in Rust is caught at the boundary and thrown as an
 // Error of Node-API's `GenericFailure` status; it becomes ERR_HYPERAGENT_INTERNAL, with the
-// panic's message, for the request or socket it happened for. Anything else is returned as it is.
+// panic's message, for the request or socket it happened for. An input the addon refused
+// (Node-API's `InvalidArg` status: one that JavaScript's checks let through) becomes Node's
+// ERR_INVALID_ARG_VALUE with the addon's message. Anything else is returned as it is.
 function internalError(thrown) {
-  if (thrown !== null && typeof thrown === 'object' && (thrown.code === 'GenericFailure' || thrown.code === 'ERR_HYPERAGENT_INTERNAL')) {
+  if (thrown === null || typeof thrown !== 'object') return thrown;
+  if (thrown.code === 'GenericFailure' || thrown.code === 'ERR_HYPERAGENT_INTERNAL') {
     const message = String(thrown.message).startsWith('hyperagent: internal error: ') ? thrown.message : `hyperagent: internal error: ${thrown.message}`;
     const err = hyperagentError('INTERNAL', message);
+    err.cause = thrown;
+    return err;
+  }
+  if (thrown.code === 'InvalidArg') {
+    const err = withCode(new TypeError(String(thrown.message)), 'ERR_INVALID_ARG_VALUE');
     err.cause = thrown;
     return err;
   }

@@ -89,7 +89,12 @@ function isUpgrade(given) {
 // The agent.request() options of undici's dispatch options `given`, with the dispatcher's own
 // timeouts where `given` has none.
 function requestOptions(given, dispatcher) {
-  const servername = given.servername;
+  const { servername, expectContinue } = given;
+  // undici's: HTTP/2's wait for 100 Continue, which its HTTP/1.1 leaves alone; taken here and
+  // the body sent at once, as on HTTP/1.1 (a request wanting the wait says so in its headers).
+  if (expectContinue !== undefined && expectContinue !== null && typeof expectContinue !== 'boolean') {
+    throw errors.invalidArgType('opts.expectContinue', 'of type boolean', expectContinue);
+  }
   return {
     method: given.method,
     headers: given.headers ?? undefined,
@@ -98,6 +103,10 @@ function requestOptions(given, dispatcher) {
     headersTimeout: given.headersTimeout ?? dispatcher._timeouts.headersTimeout,
     bodyTimeout: given.bodyTimeout ?? dispatcher._timeouts.bodyTimeout,
     reset: given.reset ?? undefined,
+    // Refused by agent.request() (other than 0) as undici 7 refuses it: no redirect is
+    // followed here (a redirect interceptor takes its own out before the request comes).
+    // `throwOnError` is not: undici 6's request() acts on it above the dispatch.
+    maxRedirections: given.maxRedirections ?? undefined,
     // undici's; without one, agent.request() takes a host header's name, as undici does.
     servername: typeof servername === 'string' && servername !== '' ? servername : undefined,
     onInfo: undefined,

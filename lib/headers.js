@@ -42,6 +42,12 @@ function stringOf(value, refuse) {
   throw refuse();
 }
 
+// A header value the request makes of what it was given (a Blob's type, say), checked as the
+// caller's own values are: a line break or a control character in it is refused.
+function checkValue(name, value) {
+  if (BAD_VALUE.test(value)) throw invalidChar(name);
+}
+
 // Header names seen before, valid, with their lower-case form: the same few names come with
 // request after request. Bounded: a full store starts over.
 const headerNames = new Map();
@@ -55,6 +61,12 @@ function lowerName(name) {
     headerNames.set(name, lower);
   }
   return lower;
+}
+
+// A second host or content-length line: a request has one target and one length (RFC 9112
+// §3.2, §6.3), and a server refuses one with two; refused at once, as undici refuses it.
+function duplicate(lower, value) {
+  return errors.invalidArgValue('options.headers', value, `has more than one ${lower} header`);
 }
 
 // Headers as [name, value, ...] (`flat`), with where the ones the request acts on are (the
@@ -89,13 +101,13 @@ class HeaderList {
   addOne(name, lower, value) {
     if (value === undefined) return;
     const s = typeof value === 'string' ? value : value === null ? '' : stringOf(value, () => invalidValue(name, value));
-    if (BAD_VALUE.test(s)) throw invalidChar(name);
+    checkValue(name, s);
     const at = this.flat.length;
     this.flat.push(name, s);
     switch (lower) {
-      case 'host': if (this.host < 0) this.host = at; break;
+      case 'host': if (this.host < 0) this.host = at; else throw duplicate(lower, value); break;
       case 'authorization': if (this.authorization < 0) this.authorization = at; break;
-      case 'content-length': if (this.contentLength < 0) this.contentLength = at; break;
+      case 'content-length': if (this.contentLength < 0) this.contentLength = at; else throw duplicate(lower, value); break;
       case 'content-type': if (this.contentType < 0) this.contentType = at; break;
       case 'expect': if (this.expect < 0) this.expect = at; break;
       case 'upgrade': if (this.upgrade < 0) this.upgrade = at; break;
@@ -133,6 +145,15 @@ class HeaderList {
   }
 }
 
+// An object iterated for its pairs: one whose class gives it an iterator (a Headers, a Map), or
+// that has one of its own. A plain object is read by its keys, even where Object.prototype was
+// given an iterator (as undici reads it), so that a polluted prototype does not empty it.
+function iterableOwn(headers) {
+  const proto = Object.getPrototypeOf(headers);
+  if (proto === Object.prototype || proto === null) return Object.hasOwn(headers, Symbol.iterator);
+  return typeof headers[Symbol.iterator] === 'function';
+}
+
 // The headers option: an object (array values repeat the name), a flat array, or an iterable
 // of [name, value] pairs (a Headers, a Map).
 function headerList(headers) {
@@ -143,7 +164,7 @@ function headerList(headers) {
     return list;
   }
   if (typeof headers !== 'object') throw errors.invalidArgType('options.headers', 'of type object or an Array', headers);
-  if (typeof headers[Symbol.iterator] === 'function') {
+  if (iterableOwn(headers)) {
     for (const pair of headers) {
       if (!Array.isArray(pair) || pair.length !== 2) {
         throw errors.invalidArgValue('options.headers', headers, 'must hold [name, value] pairs');
@@ -249,4 +270,4 @@ function headerBytes(lines) {
   return out;
 }
 
-module.exports = { TOKEN, invalidToken, headerList, headerObject, rawHeaderObject, rawHeader, trailerLines, headerLines, headerBytes };
+module.exports = { TOKEN, invalidToken, checkValue, headerList, headerObject, rawHeaderObject, rawHeader, trailerLines, headerLines, headerBytes };

@@ -9,7 +9,7 @@ const net = require('node:net');
 const binding = require('./native');
 const errors = require('./errors');
 const { numberOption } = require('./options');
-const { TOKEN, invalidToken, headerList, trailerLines } = require('./headers');
+const { TOKEN, invalidToken, checkValue, headerList, trailerLines } = require('./headers');
 const { lengthMismatch, bodyOf } = require('./request-body');
 const { Response } = require('./response');
 const { MAX_TARGET, queryOf, parseUrl } = require('./target');
@@ -110,7 +110,7 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
   // undici's: what no longer does what it did there is refused rather than ignored.
   const { maxRedirections, throwOnError, reset } = options;
   if (maxRedirections !== undefined && maxRedirections !== null && maxRedirections !== 0) {
-    throw errors.invalidArgValue('options.maxRedirections', maxRedirections, 'is not supported: agent.request() returns redirect responses as they are');
+    throw errors.invalidArgValue('options.maxRedirections', maxRedirections, 'is not supported: a redirect response is returned as it is (undici\'s redirect interceptor, composed on a Dispatcher, follows them)');
   }
   if (throwOnError !== undefined && throwOnError !== null && throwOnError !== false) {
     throw errors.invalidArgValue('options.throwOnError', throwOnError, 'is not supported: check res.statusCode');
@@ -210,7 +210,10 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
   const expectContinue = expectIndex >= 0 && /^100-continue$/i.test(headers[expectIndex + 1]);
   // A Blob's type is its content-type, unless one is given (as undici sends it).
   const typed = body.type !== undefined && body.type !== '' && (!own || list.contentType < 0);
-  if (typed) headers.push('content-type', body.type);
+  if (typed) {
+    checkValue('content-type', body.type);
+    headers.push('content-type', body.type);
+  }
   // An agent that keeps no connection says so to the server, as Node's does (RFC 9112 §9.6);
   // so does a request with undici's `reset`, whose connection is not used again.
   const closing = (!agent.keepAlive || reset === true) && (!own || list.connection < 0);

@@ -385,6 +385,17 @@ test('bad input is refused at once with Node\'s codes', async (t) => {
     assert.throws(() => agent.request(url, { headers: { 'x-a': value } }), { code: 'ERR_HTTP_INVALID_HEADER_VALUE' });
   }
   assert.throws(() => agent.request(url, { headers: [Object.create(null), 'x'] }), { code: 'ERR_INVALID_HTTP_TOKEN' });
+  // A request has one target and one length: a second host or content-length line, in any
+  // case or form, is refused (a server would refuse the request, or read another length).
+  for (const headers of [
+    ['Content-Length', '5', 'content-length', '0'],
+    ['content-length', '5', 'content-length', '5'],
+    { 'content-length': ['5', '5'] },
+    ['host', 'a.test', 'Host', 'b.test'],
+    new Map([['host', 'a.test'], ['HOST', 'a.test']]),
+  ]) {
+    assert.throws(() => agent.request(url, { method: 'POST', headers, body: 'hello' }), { code: 'ERR_INVALID_ARG_VALUE', message: /more than one (content-length|host) header/ });
+  }
   // A URL that does not parse: URL's own error, as Node's http.request and undici's request().
   const invalidUrl = { name: 'TypeError', code: 'ERR_INVALID_URL', input: 'not a url' };
   assert.throws(() => http.get('not a url'), invalidUrl);
@@ -409,6 +420,27 @@ test('bad input is refused at once with Node\'s codes', async (t) => {
     code: 'ERR_INVALID_ARG_VALUE',
     message: /upgrade header/,
   });
+});
+
+test('plain-object headers are read by their keys even where Object.prototype was given an iterator', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end(`${req.headers.hello}`));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const had = Object.getOwnPropertyDescriptor(Object.prototype, Symbol.iterator);
+  // eslint-disable-next-line no-extend-native
+  Object.prototype[Symbol.iterator] = function* polluted() {};
+  try {
+    const res = await agent.request(`${server.url}/`, { headers: { hello: 'world' } });
+    assert.strictEqual(await res.body.text(), 'world');
+    // Iterables keep their pairs; an object with an iterator of its own is iterated.
+    const mapped = await agent.request(`${server.url}/`, { headers: new Map([['hello', 'map']]) });
+    assert.strictEqual(await mapped.body.text(), 'map');
+    const own = { *[Symbol.iterator]() { yield ['hello', 'own']; } };
+    assert.strictEqual(await (await agent.request(`${server.url}/`, { headers: own })).body.text(), 'own');
+  } finally {
+    if (had === undefined) delete Object.prototype[Symbol.iterator];
+    else Object.defineProperty(Object.prototype, Symbol.iterator, had);
+  }
 });
 
 test('the module-level request() uses a default agent per protocol', async (t) => {

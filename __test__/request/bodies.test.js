@@ -193,6 +193,13 @@ test('a Blob or a web stream as the body, a Headers or a Map as the headers; chu
   assert.throws(() => agent.request(server.url, { method: 'POST', body: new Blob(['12345']), headers: { 'content-length': '4' } }), {
     code: 'ERR_HYPERAGENT_CONTENT_LENGTH_MISMATCH',
   });
+  // A type that would break the head (a header line smuggled in) is refused at once, as a
+  // header value of the caller's own is.
+  class Smuggling extends Blob {
+    // eslint-disable-next-line class-methods-use-this
+    get type() { return 'text/html\r\nx-injected: true'; }
+  }
+  assert.throws(() => agent.request(server.url, { method: 'POST', body: new Smuggling(['x']) }), { code: 'ERR_INVALID_CHAR', message: /content-type/ });
   // A web ReadableStream streams chunked.
   echo = await post(new Blob([data]).stream());
   assert.deepStrictEqual([echo.sha256, echo.headers['transfer-encoding']], [sha(data), 'chunked']);
