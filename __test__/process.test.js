@@ -302,3 +302,44 @@ test("a 'free' listener that throws does not keep the connection from the next r
   assert.strictEqual(code, 0, err);
   assert.deepStrictEqual(JSON.parse(out), { seen: ['ok /0', 'uncaught: in free', 'ok /1', 'ok /2'], created: 1 });
 });
+
+test('a callback of the Dispatcher or the agent that throws raises an uncaught exception, not an unhandled rejection', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const { code, out, err } = await runChild(`
+    const { Agent, Dispatcher } = require(${ROOT});
+    const seen = [];
+    process.on('unhandledRejection', (e) => seen.push('unhandled: ' + e.message));
+    const d = new Dispatcher();
+    const origin = '${server.url}';
+    const expected = 5;
+    process.on('uncaughtException', (e) => {
+      seen.push('uncaught: ' + e.message);
+      if (seen.length === expected) {
+        console.log(JSON.stringify(seen.sort()));
+        d.destroy();
+      }
+    });
+    // Each callback is called once, its throw not taken for the request's failure.
+    d.request({ origin, path: '/', method: 'GET' }, (e, data) => {
+      data.body.resume();
+      throw new Error('request ' + (e === null));
+    });
+    d.request({ origin: 'http://127.0.0.1:1', path: '/', method: 'GET' }, (e) => {
+      throw new Error('refused ' + e.code);
+    });
+    const { Writable } = require('node:stream');
+    d.stream({ origin, path: '/', method: 'GET' }, () => new Writable({ write(c, enc, cb) { cb(); } }), (e) => {
+      throw new Error('stream ' + (e === null));
+    });
+    new Dispatcher().close(() => { throw new Error('dispatcher close'); });
+    new Agent().close(() => { throw new Error('agent close'); });
+  `);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(JSON.parse(out), [
+    'uncaught: agent close',
+    'uncaught: dispatcher close',
+    'uncaught: refused ECONNREFUSED',
+    'uncaught: request true',
+    'uncaught: stream true',
+  ]);
+});

@@ -198,7 +198,14 @@ class Agent extends Base {
     }
     const { promise } = this[kClose];
     if (typeof callback !== 'function') return promise;
-    promise.then(() => callback(null));
+    // The program's callback, outside the promise's chain: a throw is its uncaught exception.
+    promise.then(() => {
+      try {
+        callback(null);
+      } catch (thrown) {
+        errors.throwLater(thrown);
+      }
+    });
     return undefined;
   }
 

@@ -88,8 +88,24 @@ function checkCallback(callback) {
 // promise returned, as undici's close() and destroy() do.
 function settle(promise, callback) {
   if (callback === undefined) return promise;
-  promise.then(() => callback(null, null), (err) => callback(err, null));
+  promise.then(() => callOut(callback, null, null), (err) => callOut(callback, err, null));
   return undefined;
+}
+
+// Hands the result of `promise` to `callback(err, value)`, undici's callback form of request(),
+// stream(), upgrade() and connect(): on failure with `{ opaque }` of the options `opts`. The
+// callback is the program's, outside the promise's chain: one that throws raises an uncaught
+// exception, as undici's (and Node's) callbacks do, not an unhandled rejection.
+function answer(promise, callback, opts) {
+  promise.then((value) => callOut(callback, null, value), (err) => callOut(callback, err, { opaque: opts?.opaque }));
+}
+
+function callOut(callback, err, value) {
+  try {
+    callback(err, value);
+  } catch (thrown) {
+    errors.throwLater(thrown);
+  }
 }
 
 // undici's options of limits (`webSocket`, `eventSource`): an object whose `fields` are each a
@@ -278,7 +294,7 @@ class Dispatcher extends EventEmitter {
         dropBody(opts?.body, err);
         throw err;
       }
-      this.request(opts).then((data) => callback(null, data), (err) => callback(err, { opaque: opts?.opaque }));
+      answer(this.request(opts), callback, opts);
       return undefined;
     }
     if (this.dispatch !== Dispatcher.prototype.dispatch || this._maxResponseSize >= 0) return this._requestDispatched(opts);
@@ -349,7 +365,7 @@ class Dispatcher extends EventEmitter {
   stream(opts, factory, callback) {
     if (callback !== undefined) {
       if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
-      this.stream(opts, factory).then((data) => callback(null, data), (err) => callback(err, { opaque: opts?.opaque }));
+      answer(this.stream(opts, factory), callback, opts);
       return undefined;
     }
     if (typeof factory !== 'function') return Promise.reject(errors.invalidArgType('factory', 'of type function', factory));
@@ -384,7 +400,7 @@ class Dispatcher extends EventEmitter {
   _open(opts, callback, tunnel) {
     if (callback !== undefined) {
       if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
-      this._open(opts, undefined, tunnel).then((data) => callback(null, data), (err) => callback(err, { opaque: opts?.opaque }));
+      answer(this._open(opts, undefined, tunnel), callback, opts);
       return undefined;
     }
     return new Promise((resolve, reject) => {

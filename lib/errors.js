@@ -214,6 +214,16 @@ function internalError(thrown) {
   return thrown;
 }
 
+// A throw of the program's own (a callback, a hook) that nothing of ours can take: its uncaught
+// exception on the next tick, out of whatever code of ours was running.
+function throwLater(thrown) {
+  process.nextTick(rethrow, thrown);
+}
+
+function rethrow(thrown) {
+  throw thrown;
+}
+
 // A port net.connect would refuse, in its words.
 function badPort(port) {
   return withCode(new RangeError(`Port should be >= 0 and < 65536.${describeReceived(port)}.`), 'ERR_SOCKET_BAD_PORT');
@@ -256,4 +266,5 @@ module.exports = {
   agentClosed,
   undiciError,
   internalError,
+  throwLater,
 };

@@ -370,7 +370,7 @@ class Exchange {
         // it); later nothing of ours can take it, and it surfaces as the program's uncaught
         // exception, as it does with undici.
         if (this.dispatching) throw thrown;
-        process.nextTick(() => { throw thrown; });
+        errors.throwLater(thrown);
       }
     };
     if (this.response !== null) setImmediate(call);

@@ -6,6 +6,7 @@
 // header, and ask it.
 
 const binding = require('./native');
+const errors = require('./errors');
 const { rawHeader } = require('./headers');
 
 // How long a socket may idle, as the agent's keepSocketAlive() found it.
@@ -55,13 +56,9 @@ function keepThrough(agent, socket) {
     return agent.keepSocketAlive(socket);
   } catch (thrown) {
     socket.destroy();
-    process.nextTick(rethrow, thrown);
+    errors.throwLater(thrown);
     return false;
   }
-}
-
-function rethrow(thrown) {
-  throw thrown;
 }
 
 // How long a freed connection may idle: freeSocketTimeout (or the socket's own, as urllib
