@@ -211,7 +211,7 @@ declare namespace Agent {
     trailers?: Record<string, string | string[]> | Iterable<[string, string]> | (() => Record<string, string | string[]> | Promise<Record<string, string | string[]>>) | null;
     /** Aborts at any stage; the promise rejects (or the body errors) with the signal's reason. */
     signal?: AbortSignal;
-    /** Time allowed for the response head once the request is on its connection, in ms (over 1000, checked every 500 ms). Default: `300000` (as undici). */
+    /** Time allowed for the response head once the request is on its connection, in ms (over 1000, checked every 500 ms); with a streamed body, from its last progress, never counting a wait on a slow source (as undici). Default: `300000` (as undici). */
     headersTimeout?: number;
     /**
      * Time allowed between body chunks, in ms; also how long the rest of a request body may take

@@ -9,6 +9,7 @@ const net = require('node:net');
 const https = require('node:https');
 const crypto = require('node:crypto');
 const { finished } = require('node:stream/promises');
+const { Readable } = require('node:stream');
 const { once } = require('node:events');
 const hyperagent = require('../..');
 const { Agent, HttpsAgent } = hyperagent;
@@ -35,6 +36,50 @@ test('headersTimeout and bodyTimeout fail with their codes', async (t) => {
   const status = agent.getCurrentStatus();
   assert.deepStrictEqual([status.timeoutSocketCount, status.errorSocketCount], [2, 2]);
   await until(() => agent.getCurrentStatus().closeSocketCount === 2, 5000, 'both connections to close');
+});
+
+test('headersTimeout is the wait for the server, not for a slow body source (as undici\'s): it runs from the body\'s last progress', { timeout: 30_000 }, async (t) => {
+  // The server answers once it has read the whole body, with what it read.
+  const server = await httpServer(t, async (req, res) => {
+    let body = '';
+    for await (const chunk of req) body += chunk;
+    res.end(body);
+  });
+  const agent = new Agent({ keepAlive: true });
+  t.after(() => agent.destroy());
+  const { Dispatcher } = hyperagent;
+  const d = new Dispatcher({ http: agent });
+  t.after(() => d.destroy());
+  // A source that gives a chunk, is silent for `gap` ms (the scenario: a slow upload, longer
+  // than the timeout), then gives the rest.
+  const slow = (gap) => new Readable({
+    read() {
+      if (this.started) return;
+      this.started = true;
+      this.push('first;');
+      setTimeout(() => {
+        this.push('last');
+        this.push(null);
+      }, gap);
+    },
+  });
+  // An exact timeout (under a second, kept in the exchange) and a long one (kept by the
+  // binding's sweep), each outlived by the source's silence.
+  for (const [headersTimeout, gap] of [[150, 600], [1100, 2500]]) {
+    const res = await agent.request(`${server.url}/`, { method: 'POST', body: slow(gap), headersTimeout });
+    assert.strictEqual(await res.body.text(), 'first;last', `headersTimeout ${headersTimeout}`);
+  }
+  // Through the Dispatcher, as fetch and undici's request() send a streamed body.
+  const undici = require('../undici');
+  const viaUndici = await undici.request(`${server.url}/`, { method: 'POST', body: slow(600), headersTimeout: 150, dispatcher: d });
+  assert.strictEqual(await viaUndici.body.text(), 'first;last');
+  // Once the body has all gone, the timeout runs: a server that then never answers fails it.
+  const silent = await httpServer(t, async (req) => {
+    for await (const chunk of req) assert.ok(chunk);
+  });
+  await assert.rejects(agent.request(`${silent.url}/`, { method: 'POST', body: slow(300), headersTimeout: 150 }), {
+    code: 'ERR_HYPERAGENT_HEADERS_TIMEOUT',
+  });
 });
 
 test('a headersTimeout over a second fails a request with no head, on a new or a reused connection', async (t) => {

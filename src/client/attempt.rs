@@ -8,10 +8,11 @@
 //! caller (the binding) applies the outcome: it tells JavaScript, and opens or routes the next
 //! attempt.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::plan::Replay;
-use super::{BodyWriter, HeaderLines, Spec};
+use super::{BodyWriter, HeaderLines, SourceClock, Spec};
 use crate::error::Error;
 
 /// What an attempt goes out on.
@@ -69,9 +70,13 @@ pub struct Attempt {
     retrying: Option<Error>,
     /// How long the server said it keeps the connection idle (`Keep-Alive: timeout=N`).
     hint: Option<Duration>,
-    /// The headers timeout the caller keeps, and when the current attempt's runs out.
+    /// The headers timeout the caller keeps, when the current attempt's was armed, and when
+    /// it runs out (later, where the attempt's streamed body moves it: see `body_clock`).
     headers_timeout: Option<Duration>,
+    headers_armed: Option<Instant>,
     headers_deadline: Option<Instant>,
+    /// The current attempt's streamed body's progress (see [`SourceClock`]).
+    body_clock: Option<Arc<SourceClock>>,
 }
 
 impl Attempt {
@@ -87,7 +92,9 @@ impl Attempt {
             retrying: None,
             hint: None,
             headers_timeout: None,
+            headers_armed: None,
             headers_deadline: None,
+            body_clock: None,
         }
     }
 
@@ -100,6 +107,7 @@ impl Attempt {
             self.headers_timeout = Some(t);
         }
         self.headers_deadline = None;
+        self.body_clock = spec.body_clock.clone();
         self.reused = on == Connection::Reused;
         if on == (Connection::New { may_refuse: false }) {
             // Never sent again: a streamed body need not be kept for it.
@@ -114,6 +122,7 @@ impl Attempt {
     /// True when there is one for the caller to watch.
     pub fn arm(&mut self, now: Instant) -> bool {
         // A deadline past what an Instant holds never comes.
+        self.headers_armed = Some(now);
         self.headers_deadline = self.headers_timeout.and_then(|t| now.checked_add(t));
         self.headers_deadline.is_some()
     }
@@ -129,8 +138,18 @@ impl Attempt {
         if deadline > now {
             return Deadline::Running;
         }
+        let t = self.headers_timeout.unwrap_or_default();
+        // A streamed body that moved it since, or whose source the connection waits on.
+        if let (Some(clock), Some(armed)) = (&self.body_clock, self.headers_armed) {
+            let at = tokio::time::Instant::from_std;
+            let later = clock.deadline(at(armed), t, at(now));
+            if let Some(later) = later {
+                self.headers_deadline = Some(later.into_std());
+                return Deadline::Running;
+            }
+        }
         self.headers_deadline = None;
-        Deadline::Passed(self.headers_timeout.unwrap_or_default())
+        Deadline::Passed(t)
     }
 
     /// An informational (1xx) response: the server has the request, so no replay will send it
@@ -431,6 +450,54 @@ mod tests {
         let mut none = get();
         none.headed(&head(&[("keep-alive", "max=100")]));
         assert_eq!(none.hint(), None);
+    }
+
+    #[test]
+    fn a_long_headers_timeout_runs_from_a_streamed_bodys_progress_and_not_while_it_waits() {
+        use std::task::{Context, Poll, Waker};
+
+        use hyper::body::Body;
+
+        use crate::client::WriteResult;
+
+        let long = crate::client::COARSE_TIMEOUT + Duration::from_secs(1);
+        let mut a = attempt("POST", Source::Streamed, long.as_millis() as f64);
+        let spec = a.start(Connection::New { may_refuse: false }).unwrap();
+        let mut body = spec.body;
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut poll = || match std::pin::Pin::new(&mut body).poll_frame(&mut cx) {
+            Poll::Pending => None,
+            Poll::Ready(frame) => Some(frame.map(|f| f.unwrap().into_data().ok())),
+        };
+        // Armed in the past, as if the exchange had started ten timeouts ago.
+        let now = Instant::now();
+        let armed = now - 10 * long;
+        assert!(a.arm(armed));
+        // The connection asks for the body and its source has nothing yet: not a late answer,
+        // however long ago the exchange started.
+        assert!(poll().is_none());
+        assert_eq!(a.sweep(now), Deadline::Running);
+        // The source gives a chunk: the timeout runs from there.
+        let written = a.writer().unwrap().write(Bytes::from_static(b"chunk"));
+        assert_eq!(written, WriteResult::Ready);
+        let progressed = Instant::now();
+        assert_eq!(poll(), Some(Some(Some(Bytes::from_static(b"chunk")))));
+        assert_eq!(a.sweep(progressed), Deadline::Running);
+        // The connection takes no more (it holds the chunk back, or waits for the answer):
+        // the timeout runs out `long` after the body's last progress, once.
+        let after = Instant::now() + long;
+        assert_eq!(a.sweep(after), Deadline::Passed(long));
+        assert_eq!(a.sweep(after), Deadline::Unwatched);
+
+        // A body given whole moves nothing: the timeout runs from the start.
+        let mut whole = attempt(
+            "POST",
+            Source::Bytes(Bytes::from_static(b"x")),
+            long.as_millis() as f64,
+        );
+        whole.start(Connection::Reused);
+        assert!(whole.arm(armed));
+        assert_eq!(whole.sweep(now), Deadline::Passed(long));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -12,6 +12,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
 
 use super::ReqBody;
 
@@ -257,6 +258,85 @@ pub fn channel_body(
             recording: None,
         },
     )
+}
+
+/// Where a streamed request body stands, for the headers timeout: when it last gave the
+/// connection something (a chunk, its trailers, its end), and whether the connection is
+/// waiting on its source now. The headers timeout runs while the request waits on the
+/// connection (to take more of the body, or to answer), from the body's last progress, and not
+/// while the connection waits on a slow source: a long upload is not a late answer. undici's
+/// is the same: its headers timer does not fire while a body is being written and the socket
+/// takes it, and starts again when the body has all been written. Its instants are tokio's
+/// (std's, but where a test pauses time).
+pub struct SourceClock {
+    base: Instant,
+    /// Nanoseconds after `base` of the body's last progress.
+    last: AtomicU64,
+    /// The connection asked the body for more and its source had nothing yet.
+    waiting: AtomicBool,
+}
+
+impl SourceClock {
+    pub fn new() -> Arc<SourceClock> {
+        Arc::new(SourceClock {
+            base: Instant::now(),
+            last: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
+        })
+    }
+
+    fn progressed(&self) {
+        let since = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last.store(since, Ordering::Release);
+        self.waiting.store(false, Ordering::Release);
+    }
+
+    /// A headers timeout `t` armed at `armed`, looked at `now`: None when it has run out, else
+    /// when to look again. It runs from `armed` or the body's last progress, whichever is
+    /// later, and not at all while the connection waits on the source.
+    pub fn deadline(&self, armed: Instant, t: Duration, now: Instant) -> Option<Instant> {
+        // Far enough not to matter, where adding would overflow what an Instant holds.
+        let later = |from: Instant| {
+            from.checked_add(t)
+                .unwrap_or(now + Duration::from_secs(3600))
+        };
+        if self.waiting.load(Ordering::Acquire) {
+            return Some(later(now));
+        }
+        let last = self.base + Duration::from_nanos(self.last.load(Ordering::Acquire));
+        let deadline = later(armed.max(last));
+        (deadline > now).then_some(deadline)
+    }
+}
+
+/// `body`, its progress kept on `clock` (see [`SourceClock`]).
+pub fn clocked(body: ReqBody, clock: Arc<SourceClock>) -> ReqBody {
+    struct Clocked {
+        inner: ReqBody,
+        clock: Arc<SourceClock>,
+    }
+    impl Body for Clocked {
+        type Data = Bytes;
+        type Error = std::io::Error;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+            let polled = Pin::new(&mut self.inner).poll_frame(cx);
+            match polled {
+                Poll::Pending => self.clock.waiting.store(true, Ordering::Release),
+                Poll::Ready(_) => self.clock.progressed(),
+            }
+            polled
+        }
+        fn is_end_stream(&self) -> bool {
+            self.inner.is_end_stream()
+        }
+        fn size_hint(&self) -> SizeHint {
+            self.inner.size_hint()
+        }
+    }
+    Clocked { inner: body, clock }.boxed()
 }
 
 type TrailersFuture = dyn std::future::Future<Output = Option<http::HeaderMap>> + Send + Sync;

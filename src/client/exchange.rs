@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use super::{
     errors, hyper_error, wake, Control, Event, Head, HeaderLines, Hyper, ReqBody, Scan, Sender,
-    Sink, Spec,
+    Sink, SourceClock, Spec,
 };
 
 /// Poll once: the value if the future is ready now, without waiting.
@@ -87,19 +87,21 @@ fn run_exchange(
             Hyper::H1(s) => {
                 let sending = s.send_request(request);
                 match spec.headers_timeout {
-                    // Boxed: a timer is large, and only a timeout shorter than the binding's
-                    // own checks (see `src/binding/request`) comes here.
-                    Some(t) => match Box::pin(tokio::time::timeout(t, sending)).await {
-                        Ok(r) => r,
-                        Err(_) => return headers_timed_out(&*sink, t),
-                    },
+                    Some(t) => {
+                        let clock = spec.body_clock.as_deref();
+                        match Box::pin(within_headers(sending, Some(t), clock)).await {
+                            Some(r) => r,
+                            None => return headers_timed_out(&*sink, t),
+                        }
+                    }
                     None => sending.await,
                 }
             }
             // Boxed, so that the HTTP/1.1 exchange's future stays small.
             Hyper::H2(h2) => {
                 let sending = h2.0.send_request(absolute(request, h2.1));
-                match Box::pin(within_headers(sending, spec.headers_timeout)).await {
+                let clock = spec.body_clock.as_deref();
+                match Box::pin(within_headers(sending, spec.headers_timeout, clock)).await {
                     Some(r) => r,
                     None => {
                         return headers_timed_out(&*sink, spec.headers_timeout.unwrap_or_default())
@@ -311,13 +313,28 @@ fn headers_timed_out(sink: &dyn Sink, t: Duration) {
     sink.post(Event::Done(None));
 }
 
-/// The response of `sending`, or None if its head did not come within `timeout`. The timer is
+/// The response of `sending`, or None if its head did not come within `timeout`: from the
+/// exchange's start, or from its streamed body's last progress when `clock` keeps it, and not
+/// while the connection waits on that body's source (see [`SourceClock`]). The timer is
 /// boxed: it is large, and only a timeout shorter than the binding's own checks (see
 /// `src/binding/request`) comes here.
-async fn within_headers<F: Future>(sending: F, timeout: Option<Duration>) -> Option<F::Output> {
-    match timeout {
-        Some(t) => Box::pin(tokio::time::timeout(t, sending)).await.ok(),
-        None => Some(sending.await),
+async fn within_headers<F: Future>(
+    sending: F,
+    timeout: Option<Duration>,
+    clock: Option<&SourceClock>,
+) -> Option<F::Output> {
+    let Some(t) = timeout else {
+        return Some(sending.await);
+    };
+    let armed = tokio::time::Instant::now();
+    let mut sending = std::pin::pin!(sending);
+    let mut deadline = armed + t;
+    loop {
+        match tokio::time::timeout_at(deadline, &mut sending).await {
+            Ok(r) => return Some(r),
+            // Run out, unless a streamed body moves it (see SourceClock).
+            Err(_) => deadline = clock?.deadline(armed, t, tokio::time::Instant::now())?,
+        }
     }
 }
 

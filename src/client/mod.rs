@@ -32,7 +32,9 @@ use http_body_util::{BodyExt, Empty, Full};
 use hyper::client::conn::{http1, http2};
 use tokio::sync::Notify;
 
-pub use body::{channel_body, gated, BodyWriter, Recording, Trailers, WriteResult};
+pub use body::{
+    channel_body, clocked, gated, BodyWriter, Recording, SourceClock, Trailers, WriteResult,
+};
 pub use errors::{headers_timeout, hyper_error};
 pub use exchange::exchange;
 pub use handshake::{handshake, handshake_h2, Connection, Ping};
@@ -267,6 +269,9 @@ pub struct Spec {
     /// ([`Event::Info`]).
     pub informational: bool,
     pub headers_timeout: Option<Duration>,
+    /// A streamed body's progress, from which the headers timeout runs (see [`SourceClock`]);
+    /// None for a body given whole.
+    pub body_clock: Option<Arc<SourceClock>>,
     pub body_timeout: Option<Duration>,
     /// The largest response head accepted, in bytes (status line and header lines).
     pub max_head_size: usize,

@@ -12,7 +12,8 @@ use http::Method;
 use tokio::sync::Notify;
 
 use super::{
-    channel_body, empty_body, full_body, gated, BodyWriter, Head, Recording, Spec, Trailers,
+    channel_body, clocked, empty_body, full_body, gated, BodyWriter, Head, Recording, ReqBody,
+    SourceClock, Spec, Trailers,
 };
 use crate::replay::{promise_replayable, refusal_replayable, PlannedBody};
 
@@ -213,6 +214,10 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
         Some(t) => t.after(req_body),
         None => req_body,
     };
+    let (req_body, body_clock) = clock_of(
+        req_body,
+        matches!(planned, PlannedBody::Streamed) || trailers.is_some(),
+    );
     let replay = replay_body.map(|body| Replay {
         idempotent,
         trailers: trailers.clone(),
@@ -236,6 +241,7 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
         expect_continue: gate,
         informational,
         headers_timeout,
+        body_clock,
         body_timeout,
         max_head_size,
     };
@@ -245,6 +251,16 @@ pub fn plan(intent: Intent, drained: impl Fn() + Send + Sync + 'static) -> Resul
         writer,
         trailers,
     })
+}
+
+/// A body that may wait on its source (streamed, or with trailers made at its end), with the
+/// clock of its progress that the headers timeout runs from; a body given whole has none.
+fn clock_of(body: ReqBody, waits: bool) -> (ReqBody, Option<Arc<SourceClock>>) {
+    if !waits {
+        return (body, None);
+    }
+    let clock = SourceClock::new();
+    (clocked(body, clock.clone()), Some(clock))
 }
 
 /// The head of a request whose body's length is not known: over HTTP/1.1 hyper sends such a
@@ -360,6 +376,8 @@ impl Replay {
             Some(t) => t.after(body),
             None => body,
         };
+        let streamed = matches!(self.body, ReplayBody::Streamed { .. });
+        let (body, body_clock) = clock_of(body, streamed || self.trailers.is_some());
         let spec = Spec {
             method: self.method.clone(),
             head: self.head.clone(),
@@ -367,6 +385,7 @@ impl Replay {
             expect_continue: None,
             informational: self.informational,
             headers_timeout: self.headers_timeout,
+            body_clock,
             body_timeout: self.body_timeout,
             max_head_size: self.max_head_size,
         };

@@ -110,6 +110,7 @@ pub(crate) fn get(path: &str) -> Spec {
         expect_continue: None,
         informational: false,
         headers_timeout: None,
+        body_clock: None,
         body_timeout: None,
         max_head_size: 16 * 1024,
     }
@@ -538,6 +539,103 @@ async fn the_headers_timeout_fires_when_no_head_comes() {
     let mut rx = run(port, spec).await;
     let err = next_error(&mut rx).await;
     assert_eq!(err.code(), "ERR_HYPERAGENT_HEADERS_TIMEOUT");
+}
+
+/// A `POST /` whose body of `len` bytes streams through the returned writer, its progress kept
+/// for the headers timeout, as `plan` makes a streamed request.
+fn streamed_post(len: u64, headers_timeout: Duration) -> (Spec, BodyWriter, Arc<Notify>) {
+    let drained = Arc::new(Notify::new());
+    let drain = drained.clone();
+    let (body, writer) = channel_body(Vec::new(), Some(len), move || drain.notify_one());
+    let clock = SourceClock::new();
+    let mut spec = get("/");
+    spec.method = Method::POST;
+    spec.head = Arc::new(Head {
+        uri: spec.head.uri.clone(),
+        headers: http::HeaderMap::from_iter([
+            (http::header::HOST, HeaderValue::from_static("127.0.0.1")),
+            (http::header::CONTENT_LENGTH, HeaderValue::from(len)),
+        ]),
+    });
+    spec.body = clocked(body, clock.clone());
+    spec.body_clock = Some(clock);
+    spec.headers_timeout = Some(headers_timeout);
+    (spec, writer, drained)
+}
+
+// Real time: the source's silence is the scenario (a slow upload), not a wait for something.
+#[tokio::test]
+async fn a_headers_timeout_waits_out_a_slow_body_source_and_runs_from_the_bodys_end() {
+    let (port, srv) = server(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]).await;
+    let timeout = Duration::from_millis(100);
+    let (spec, mut writer, _) = streamed_post(10, timeout);
+    assert_eq!(
+        writer.write(Bytes::from_static(b"01234")),
+        WriteResult::Ready
+    );
+    let (sink, mut rx) = sink();
+    let task = tokio::spawn(exchange(
+        connect(port).await,
+        spec,
+        Arc::new(Control::default()),
+        sink,
+    ));
+    // The source is silent for five timeouts: the connection waits on it, not on the server.
+    tokio::time::sleep(5 * timeout).await;
+    assert_eq!(
+        writer.write(Bytes::from_static(b"56789")),
+        WriteResult::Ready
+    );
+    writer.end();
+    match rx.recv().await {
+        Some(Event::Head { status, .. }) => assert_eq!(status, 200),
+        other => panic!("the answer expected, got {other:?}"),
+    }
+    task.await.unwrap();
+    assert!(srv.await.unwrap()[0].ends_with(b"0123456789"));
+}
+
+#[tokio::test]
+async fn a_headers_timeout_fires_when_the_server_takes_no_more_of_the_body() {
+    // A server that reads the head and nothing more: the body fills the socket's buffers, and
+    // the connection can take no more of it.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _hold = tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        std::future::pending::<()>().await;
+        drop(sock);
+    });
+    let chunk = Bytes::from(vec![b'x'; 1 << 20]);
+    let len = 256 * chunk.len() as u64;
+    let (spec, writer, drained) = streamed_post(len, Duration::from_millis(200));
+    let (sink, mut rx) = sink();
+    let task = tokio::spawn(exchange(
+        connect(port).await,
+        spec,
+        Arc::new(Control::default()),
+        sink,
+    ));
+    // The source keeps the channel full, writing again at each drain: whatever stops the body
+    // is the connection.
+    let feeding = tokio::spawn(async move {
+        for _ in 0..256 {
+            if writer.write(chunk.clone()) == WriteResult::Full {
+                drained.notified().await;
+            }
+        }
+        writer
+    });
+    let err = loop {
+        match rx.recv().await {
+            Some(Event::Error(err)) => break err,
+            Some(Event::BodyDrain) => continue,
+            other => panic!("an error expected, got {other:?}"),
+        }
+    };
+    assert_eq!(err.code(), "ERR_HYPERAGENT_HEADERS_TIMEOUT");
+    feeding.abort();
+    task.await.unwrap();
 }
 
 #[tokio::test]
