@@ -525,15 +525,21 @@ async fn a_truncated_body_is_aborted() {
     task.await.unwrap();
 }
 
-#[tokio::test(start_paused = true)]
-async fn the_headers_timeout_fires_when_no_head_comes() {
+/// A server that accepts a connection, then reads nothing from it and never answers.
+async fn silent_server() -> (u16, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let _hold = tokio::spawn(async move {
+    let hold = tokio::spawn(async move {
         let (sock, _) = listener.accept().await.unwrap();
         std::future::pending::<()>().await;
         drop(sock);
     });
+    (port, hold)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_headers_timeout_fires_when_no_head_comes() {
+    let (port, _hold) = silent_server().await;
     let mut spec = get("/");
     spec.headers_timeout = Some(Duration::from_secs(30));
     let mut rx = run(port, spec).await;
@@ -541,13 +547,18 @@ async fn the_headers_timeout_fires_when_no_head_comes() {
     assert_eq!(err.code(), "ERR_HYPERAGENT_HEADERS_TIMEOUT");
 }
 
-/// A `POST /` whose body of `len` bytes streams through the returned writer, its progress kept
-/// for the headers timeout, as `plan` makes a streamed request.
-fn streamed_post(len: u64, headers_timeout: Duration) -> (Spec, BodyWriter, Arc<Notify>) {
-    let drained = Arc::new(Notify::new());
-    let drain = drained.clone();
-    let (body, writer) = channel_body(Vec::new(), Some(len), move || drain.notify_one());
-    let clock = SourceClock::new();
+/// `spec`'s exchange on a new connection to `port`, in a task of its own, and its events.
+async fn spawned(port: u16, spec: Spec) -> (tokio::task::JoinHandle<()>, UnboundedReceiver<Event>) {
+    let (sink, rx) = sink();
+    let ctl = Arc::new(Control::default());
+    (
+        tokio::spawn(exchange(connect(port).await, spec, ctl, sink)),
+        rx,
+    )
+}
+
+/// A `POST /` with a body of `len` bytes (none yet).
+fn post(len: u64) -> Spec {
     let mut spec = get("/");
     spec.method = Method::POST;
     spec.head = Arc::new(Head {
@@ -557,6 +568,17 @@ fn streamed_post(len: u64, headers_timeout: Duration) -> (Spec, BodyWriter, Arc<
             (http::header::CONTENT_LENGTH, HeaderValue::from(len)),
         ]),
     });
+    spec
+}
+
+/// A `POST /` whose body of `len` bytes streams through the returned writer, its progress kept
+/// for the headers timeout, as `plan` makes a streamed request.
+fn streamed_post(len: u64, headers_timeout: Duration) -> (Spec, BodyWriter, Arc<Notify>) {
+    let drained = Arc::new(Notify::new());
+    let drain = drained.clone();
+    let (body, writer) = channel_body(Vec::new(), Some(len), move || drain.notify_one());
+    let clock = SourceClock::new();
+    let mut spec = post(len);
     spec.body = clocked(body, clock.clone());
     spec.body_clock = Some(clock);
     spec.headers_timeout = Some(headers_timeout);
@@ -573,13 +595,7 @@ async fn a_headers_timeout_waits_out_a_slow_body_source_and_runs_from_the_bodys_
         writer.write(Bytes::from_static(b"01234")),
         WriteResult::Ready
     );
-    let (sink, mut rx) = sink();
-    let task = tokio::spawn(exchange(
-        connect(port).await,
-        spec,
-        Arc::new(Control::default()),
-        sink,
-    ));
+    let (task, mut rx) = spawned(port, spec).await;
     // The source is silent for five timeouts: the connection waits on it, not on the server.
     tokio::time::sleep(5 * timeout).await;
     assert_eq!(
@@ -597,25 +613,12 @@ async fn a_headers_timeout_waits_out_a_slow_body_source_and_runs_from_the_bodys_
 
 #[tokio::test]
 async fn a_headers_timeout_fires_when_the_server_takes_no_more_of_the_body() {
-    // A server that reads the head and nothing more: the body fills the socket's buffers, and
-    // the connection can take no more of it.
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let _hold = tokio::spawn(async move {
-        let (sock, _) = listener.accept().await.unwrap();
-        std::future::pending::<()>().await;
-        drop(sock);
-    });
+    // The body fills the socket's buffers, and the connection can take no more of it.
+    let (port, _hold) = silent_server().await;
     let chunk = Bytes::from(vec![b'x'; 1 << 20]);
     let len = 256 * chunk.len() as u64;
     let (spec, writer, drained) = streamed_post(len, Duration::from_millis(200));
-    let (sink, mut rx) = sink();
-    let task = tokio::spawn(exchange(
-        connect(port).await,
-        spec,
-        Arc::new(Control::default()),
-        sink,
-    ));
+    let (task, mut rx) = spawned(port, spec).await;
     // The source keeps the channel full, writing again at each drain: whatever stops the body
     // is the connection.
     let feeding = tokio::spawn(async move {
@@ -646,15 +649,7 @@ async fn a_streamed_request_body_applies_back_pressure_and_reports_the_drain() {
     let drained = sink.clone();
     let (body, mut writer) =
         channel_body(Vec::new(), Some(40), move || drained.post(Event::BodyDrain));
-    let mut spec = get("/");
-    spec.method = Method::POST;
-    spec.head = Arc::new(Head {
-        uri: spec.head.uri.clone(),
-        headers: http::HeaderMap::from_iter([
-            (http::header::HOST, HeaderValue::from_static("127.0.0.1")),
-            (http::header::CONTENT_LENGTH, HeaderValue::from_static("40")),
-        ]),
-    });
+    let mut spec = post(40);
     spec.body = body;
     // Fill the channel before anything is sent: the writer is told to wait.
     let mut results = Vec::new();
