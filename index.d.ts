@@ -741,6 +741,10 @@ declare namespace Agent {
     /** `trailers`: Buffers, as undici's own clients give them (undici 7's types say strings). */
     onComplete?(trailers: Buffer[] | string[] | null): void;
     onError?(err: Error): void;
+    /** The older API's upload progress: the request body all handed to the connection. Each
+     * piece of it goes to `onBodySent(chunk)` before (a Buffer, as undici's clients pass it;
+     * undici's types declare other arguments, so it is not typed here). */
+    onRequestSent?(): void;
     /** An upgrade's (or a `CONNECT`'s) socket, on an agent's own connection. */
     onUpgrade?(statusCode: number, rawHeaders: Buffer[], socket: Duplex): void;
     onRequestUpgrade?(controller: DispatchController, statusCode: number, headers: http.IncomingHttpHeaders, socket: Duplex): void;

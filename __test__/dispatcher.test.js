@@ -633,6 +633,58 @@ test('the old handler API, driven directly: onConnect, onHeaders, pause by false
   checkOlderHandlerRound(await olderHandlerRound((opts, handler) => d.dispatch(opts, handler), server.url), big);
 });
 
+test("the old handler API's upload progress: onBodySent with each piece of the body as it goes, then onRequestSent", async (t) => {
+  // The server answers with how many body bytes it read.
+  const server = await httpServer(t, async (req, res) => {
+    let n = 0;
+    for await (const chunk of req) n += chunk.length;
+    res.end(String(n));
+  });
+  const d = dispatcher(t);
+  const parts = [crypto.randomBytes(70_000), crypto.randomBytes(10), crypto.randomBytes(300_000)];
+  const send = (body, extra = {}) => new Promise((resolve) => {
+    const seen = [];
+    let answer = '';
+    d.dispatch({ origin: server.url, path: '/', method: 'POST', body }, {
+      onConnect() {},
+      onHeaders() { seen.push('head'); return true; },
+      onData(chunk) { answer += chunk; return true; },
+      onBodySent(chunk) { seen.push(Buffer.isBuffer(chunk) ? chunk.length : 'not a Buffer'); },
+      onRequestSent() { seen.push('sent'); },
+      onComplete() { resolve({ seen, answer }); },
+      onError(err) { resolve({ seen, err }); },
+      ...extra,
+    });
+  });
+  // A streamed body: each chunk as it is handed over, then the end, all before the answer
+  // (the server answers once it has read the body).
+  let got = await send(Readable.from(parts));
+  assert.deepStrictEqual(got, { seen: [70_000, 10, 300_000, 'sent', 'head'], answer: '370010' });
+  // A body given whole: at once, as a Buffer (a string too); no body: only onRequestSent.
+  got = await send(Buffer.concat(parts));
+  assert.deepStrictEqual(got, { seen: [370_010, 'sent', 'head'], answer: '370010' });
+  got = await send('héllo');
+  assert.deepStrictEqual(got, { seen: [6, 'sent', 'head'], answer: '6' });
+  got = await send(undefined);
+  assert.deepStrictEqual(got, { seen: ['sent', 'head'], answer: '0' });
+  // A throw from it fails the request, as from any callback.
+  got = await send(Readable.from(parts), { onBodySent() { throw new Error('no progress'); } });
+  assert.strictEqual(got.err.message, 'no progress');
+  // The newer API has no such callbacks: a handler of it that has them does not hear them.
+  const newer = await new Promise((resolve) => {
+    const seen = [];
+    d.dispatch({ origin: server.url, path: '/', method: 'POST', body: 'x' }, {
+      onRequestStart() {},
+      onResponseStart() { seen.push('head'); },
+      onResponseData() {},
+      onBodySent() { seen.push('onBodySent'); },
+      onResponseEnd() { resolve(seen); },
+      onResponseError(controller, err) { resolve(err); },
+    });
+  });
+  assert.deepStrictEqual(newer, ['head']);
+});
+
 test('a response that ends while its handler is paused completes only at the resume', async (t) => {
   const server = await httpServer(t, (req, res) => res.end('small and whole'));
   const d = dispatcher(t);

@@ -136,6 +136,8 @@ class Exchange {
     this.limit = dispatcher._maxResponseSize;
     this.received = 0;
     this.headOnly = false;
+    // The older API's onBodySent and onRequestSent are the handler's to hear (see bodySent).
+    this.sending = !this.controlled && (typeof handler.onBodySent === 'function' || typeof handler.onRequestSent === 'function');
     // While dispatch() fails it (see failDispatch).
     this.dispatching = false;
     this.abort = (reason) => this.abortWith(reason);
@@ -271,6 +273,21 @@ class Exchange {
     if (this.controlled) this.call('onResponseData', this.controller, chunk);
     else if (this.call('onData', chunk) === false) this.paused = true;
     return !this.finished && !this.paused;
+  }
+
+  // The older API's upload progress: onBodySent with each piece of the request body as it is
+  // handed to the connection (a body given whole at once, a streamed one chunk by chunk, the
+  // connection taking a few chunks ahead of the socket at most), then onRequestSent once all
+  // of it is, as undici calls them once it has written to the socket. A throw fails the
+  // request, as from any callback.
+  bodySent(chunk) {
+    if (this.finished || !this.sending || chunk.length === 0) return;
+    this.call('onBodySent', typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+  }
+
+  requestSent() {
+    if (this.finished || !this.sending) return;
+    this.call('onRequestSent');
   }
 
   pause() {

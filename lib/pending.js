@@ -290,6 +290,12 @@ class PendingRequest {
     this.agent._settle();
   }
 
+  // A chunk of a streamed body handed to the connection, and the body's end: nothing to tell
+  // here (a dispatched request tells its handler; see HandlerRequest).
+  bodySent() {}
+
+  requestSent() {}
+
   // The exchange ended before its body was all sent (it failed, was aborted, or the response
   // came whole first): a Readable source is destroyed, as stream.pipeline and undici do, so
   // that it does not wait forever holding what it reads from (a file, a socket). Other
@@ -337,6 +343,7 @@ class PendingRequest {
         if (this.declaredLength !== undefined && sent > this.declaredLength) throw lengthMismatch(this.declaredLength, sent, true);
         const r = binding.bodyWrite(this.id, buf);
         if (r === 2) return;
+        this.bodySent(buf);
         if (r === 1 && !this.done) await new Promise((resolve) => { this.drain = resolve; });
       }
       if (this.declaredLength !== undefined && sent !== this.declaredLength) throw lengthMismatch(this.declaredLength, sent);
@@ -345,7 +352,10 @@ class PendingRequest {
       // error, or a wrong value, fails the request as a source's error does.
       let trailers;
       if (this.trailers !== null) trailers = trailerLines(await this.trailers(), 'the trailers function\'s result').lines;
-      if (!this.done) binding.bodyEnd(this.id, trailers);
+      if (!this.done) {
+        binding.bodyEnd(this.id, trailers);
+        this.requestSent();
+      }
     } catch (err) {
       if (!this.done) {
         // A source's own error, or a fault of the addon in bodyWrite (README, "Safety").
@@ -400,6 +410,14 @@ class HandlerRequest extends PendingRequest {
       return;
     }
     if (this.deliver(chunkList(chunk)) && !this.ended) this.pull();
+  }
+
+  bodySent(chunk) {
+    this.exchange.bodySent(chunk);
+  }
+
+  requestSent() {
+    this.exchange.requestSent();
   }
 
   // The exchange paused outside a chunk's delivery (in its head's callback, say).

@@ -286,6 +286,10 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
       pending.trailers = trailersLater;
       pending.declaredLength = contentLength;
       pending.pump(source);
+    } else if (exchange !== null && exchange.sending) {
+      // A body given whole is the connection's now.
+      if (bytes !== null) exchange.bodySent(bytes);
+      exchange.requestSent();
     }
   } catch (err) {
     // Not started: nothing will end it later, so its tracker hears of its end now.
