@@ -667,6 +667,17 @@ test("the old handler API's upload progress: onBodySent with each piece of the b
   assert.deepStrictEqual(got, { seen: [6, 'sent', 'head'], answer: '6' });
   got = await send(undefined);
   assert.deepStrictEqual(got, { seen: ['sent', 'head'], answer: '0' });
+  // A request that reaches no server sent nothing.
+  const refused = await new Promise((resolve) => {
+    const seen = [];
+    d.dispatch({ origin: 'http://127.0.0.1:1', path: '/', method: 'POST', body: 'x' }, {
+      onConnect() {}, onHeaders() { return true; }, onData() { return true; }, onComplete() {},
+      onBodySent() { seen.push('onBodySent'); },
+      onRequestSent() { seen.push('onRequestSent'); },
+      onError(err) { resolve([...seen, err.code]); },
+    });
+  });
+  assert.deepStrictEqual(refused, ['ECONNREFUSED']);
   // A throw from it fails the request, as from any callback.
   got = await send(Readable.from(parts), { onBodySent() { throw new Error('no progress'); } });
   assert.strictEqual(got.err.message, 'no progress');
@@ -683,6 +694,62 @@ test("the old handler API's upload progress: onBodySent with each piece of the b
     });
   });
   assert.deepStrictEqual(newer, ['head']);
+});
+
+test("undici's diagnostics channels tell of the dispatcher's requests, and a create subscriber's addHeader() sends its header", async (t) => {
+  const dc = require('node:diagnostics_channel');
+  const server = await httpServer(t, async (req, res) => {
+    let n = 0;
+    for await (const chunk of req) n += chunk.length;
+    res.setHeader('x-trace', String(req.headers.traceparent));
+    res.setHeader('trailer', 'x-sum');
+    res.write(String(n));
+    res.addTrailers({ 'x-sum': String(n) });
+    res.end();
+  });
+  const refused = require('node:net').createServer().listen(0, '127.0.0.1');
+  await once(refused, 'listening');
+  const closedPort = refused.address().port;
+  await new Promise((resolve) => refused.close(resolve));
+  const d = dispatcher(t);
+  // What each event told, by request path; the request object is the same in all of a request's.
+  const told = new Map();
+  const listeners = {};
+  for (const name of ['create', 'bodyChunkSent', 'bodySent', 'headers', 'trailers', 'error']) {
+    listeners[name] = ({ request, response, trailers, error, chunk }) => {
+      if (!told.has(request.path)) told.set(request.path, { request, events: [] });
+      const entry = told.get(request.path);
+      assert.strictEqual(request, entry.request, `${name}: the create event's request`);
+      if (name === 'create') request.addHeader('traceparent', `00-${request.path.length}-01`);
+      if (name === 'headers') entry.events.push(`headers ${response.statusCode} ${response.statusText} ${response.headers.every(Buffer.isBuffer)}`);
+      else if (name === 'trailers') entry.events.push(`trailers ${trailers.map(String).join(':')} ${request.completed}`);
+      else if (name === 'error') entry.events.push(`error ${error.code} ${request.aborted}`);
+      else if (name === 'bodyChunkSent') entry.events.push(`chunk ${chunk.length}`);
+      else entry.events.push(name);
+    };
+    dc.subscribe(`undici:request:${name}`, listeners[name]);
+  }
+  t.after(() => {
+    for (const name of Object.keys(listeners)) dc.unsubscribe(`undici:request:${name}`, listeners[name]);
+  });
+
+  // fetch with a streamed body; undici's request(); the Dispatcher's own request(); a refusal.
+  const res = await fetch(`${server.url}/fetch`, { dispatcher: d, method: 'POST', body: Readable.from(['ab', 'cde']), duplex: 'half' });
+  assert.deepStrictEqual([await res.text(), res.headers.get('x-trace')], ['5', '00-6-01']);
+  const viaUndici = await undici.request(`${server.url}/undici`, { dispatcher: d, method: 'PUT', body: 'xyz' });
+  assert.deepStrictEqual([await viaUndici.body.text(), viaUndici.headers['x-trace']], ['3', '00-7-01']);
+  const own = await d.request({ origin: server.url, path: '/own', method: 'GET', headers: { 'x-a': '1' } });
+  assert.deepStrictEqual([await own.body.text(), own.headers['x-trace']], ['0', '00-4-01']);
+  await assert.rejects(d.request({ origin: `http://127.0.0.1:${closedPort}`, path: '/refused', method: 'GET' }), { code: 'ECONNREFUSED' });
+
+  const events = (p) => told.get(p).events;
+  assert.deepStrictEqual(events('/fetch'), ['create', 'chunk 2', 'chunk 3', 'bodySent', 'headers 200 OK true', 'trailers x-sum:5 true']);
+  assert.deepStrictEqual(events('/undici'), ['create', 'chunk 3', 'bodySent', 'headers 200 OK true', 'trailers x-sum:3 true']);
+  assert.deepStrictEqual(events('/own'), ['create', 'bodySent', 'headers 200 OK true', 'trailers x-sum:0 true']);
+  assert.deepStrictEqual(events('/refused'), ['create', 'error ECONNREFUSED true']);
+  const { request } = told.get('/undici');
+  assert.deepStrictEqual([request.origin, request.method], [server.url, 'PUT']);
+  assert.deepStrictEqual(request.headers.slice(-2), ['traceparent', '00-7-01']);
 });
 
 test('a response that ends while its handler is paused completes only at the resume', async (t) => {

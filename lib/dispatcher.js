@@ -20,6 +20,7 @@ const { readDispatchOptions } = require('./dispatch-options');
 const { fromUndici } = require('./undici-options');
 const { numberOption } = require('./options');
 const { dropBody } = require('./request-body');
+const { announce } = require('./undici-channels');
 
 // Where Node's built-in fetch (undici 6 and 7) reads the global dispatcher, and where undici's
 // newer releases keep theirs.
@@ -308,6 +309,7 @@ class Dispatcher extends EventEmitter {
         throw errors.invalidArgValue('opts', opts, 'is an upgrade or a CONNECT, which request() does not carry; use upgrade() or connect()');
       }
       const options = requestOptions(given, this);
+      announce(origin, given.path, options);
       const followed = followSignal(given.signal);
       options.signal = followed.signal;
       options.opaque = given.opaque;

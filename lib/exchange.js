@@ -6,6 +6,7 @@
 // list of those in flight (Running).
 
 const errors = require('./errors');
+const { announce } = require('./undici-channels');
 const { request } = require('./request');
 const { openUpgrade } = require('./upgrade');
 const { rawHeaderObject, headerLines, headerBytes } = require('./headers');
@@ -160,6 +161,7 @@ class Exchange {
     // A HEAD response's length is of a body it does not have.
     this.headOnly = this.limit >= 0 && given.method.toUpperCase() === 'HEAD';
     const options = requestOptions(given, this.dispatcher);
+    announce(origin, given.path, options);
     // Informational (1xx) responses, to a handler of undici's own API that hears of them
     // (its request(), stream() and pipeline() keep the caller's onInfo on the handler).
     if (typeof this.handler.onInfo === 'function') options.onInfo = (info) => this.onInformational(info);
@@ -276,13 +278,13 @@ class Exchange {
   }
 
   // The older API's upload progress: onBodySent with each piece of the request body as it is
-  // handed to the connection (a body given whole at once, a streamed one chunk by chunk, the
-  // connection taking a few chunks ahead of the socket at most), then onRequestSent once all
-  // of it is, as undici calls them once it has written to the socket. A throw fails the
-  // request, as from any callback.
+  // handed to the connection (a streamed one chunk by chunk, the connection taking a few chunks
+  // ahead of the socket at most; a body given whole when the response head shows the server
+  // had it), then onRequestSent once all of it is, as undici calls them once it has written to
+  // the socket. A throw fails the request, as from any callback.
   bodySent(chunk) {
     if (this.finished || !this.sending || chunk.length === 0) return;
-    this.call('onBodySent', typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    this.call('onBodySent', chunk);
   }
 
   requestSent() {

@@ -9,6 +9,7 @@ const binding = require('./native');
 const errors = require('./errors');
 const { headerObject, trailerLines } = require('./headers');
 const { chunkBytes, lengthMismatch } = require('./request-body');
+const undiciChannels = require('./undici-channels');
 const { pushChunk, chunkList, ResponseBody, withExtras, Response } = require('./response');
 
 // Event kinds from Rust (declared in src/binding/protocol.rs `kind`).
@@ -31,6 +32,11 @@ const channels = {
 class PendingRequest {
   constructor(agent, resolve, reject, signal, info) {
     this.info = info;
+    // A Dispatcher's request as undici's diagnostics channels describe it, while they are
+    // listened to (see lib/undici-channels.js); else null.
+    this.undici = null;
+    // A body given whole (or none), to tell as sent once the response head has come.
+    this.sentWhole = null;
     // A streamed body's source until it is all sent, its declared length (undefined: chunked),
     // and what made it fail.
     this.source = null;
@@ -143,6 +149,7 @@ class PendingRequest {
   // `verdict` and `connId` come when the exchange ended with its head (the whole body came
   // with it and the connection is settled): then no Done follows.
   onHead(status, reason, raw, chunk, trailers, verdict, connId) {
+    if (this.sentWhole !== null) this.wholeSent();
     const body = new ResponseBody(this, this.extras === null ? undefined : this.extras.highWaterMark);
     this.response = new Response(status, reason, raw, body);
     if (this.extras !== null) withExtras(this.response, this.extras);
@@ -151,6 +158,7 @@ class PendingRequest {
     else if (chunk !== null) pushChunk(body, chunk);
     if (trailers !== null) this.onEnd(trailers);
     if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
+    if (this.undici !== null) undiciChannels.headed(this.undici, this.response);
     this.resolve(this.response);
     if (verdict !== undefined) this.onDone(verdict, connId);
     else if (this.ended) this.completeIfEarly();
@@ -227,6 +235,7 @@ class PendingRequest {
   // bytes to text()/json()/... (a body that came whole waits for its reader as it is).
   complete() {
     if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
+    if (this.undici !== null) undiciChannels.completed(this.undici, this.response);
     const body = this.response.body;
     if (body._sink !== null) this.finishSink();
     else if (body._whole === undefined) body.push(null);
@@ -235,6 +244,7 @@ class PendingRequest {
   fail(err) {
     this.dropSource(err);
     if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
+    if (this.undici !== null) undiciChannels.failed(this.undici, err);
     if (this.response === null) this.reject(err);
     // A body that has all come fails too when the request is aborted before its exchange is
     // over, unless the response is already complete (Answered: what is left is the request's
@@ -290,11 +300,23 @@ class PendingRequest {
     this.agent._settle();
   }
 
-  // A chunk of a streamed body handed to the connection, and the body's end: nothing to tell
-  // here (a dispatched request tells its handler; see HandlerRequest).
-  bodySent() {}
+  // A piece of the body handed to the connection, and the body's end (all of it handed):
+  // told on undici's channels for a Dispatcher's request (and to a dispatched request's
+  // handler; see HandlerRequest).
+  bodySent(chunk) {
+    if (this.undici !== null) undiciChannels.chunkSent(this.undici, chunk);
+  }
 
-  requestSent() {}
+  requestSent() {
+    if (this.undici !== null) undiciChannels.requestSent(this.undici);
+  }
+
+  wholeSent() {
+    const bytes = this.sentWhole;
+    this.sentWhole = null;
+    if (bytes.length > 0) this.bodySent(bytes);
+    this.requestSent();
+  }
 
   // The exchange ended before its body was all sent (it failed, was aborted, or the response
   // came whole first): a Readable source is destroyed, as stream.pipeline and undici do, so
@@ -381,8 +403,10 @@ class HandlerRequest extends PendingRequest {
   }
 
   onHead(status, reason, raw, chunk, trailers, verdict, connId) {
+    if (this.sentWhole !== null) this.wholeSent();
     this.response = new Response(status, reason, raw, null);
     if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
+    if (this.undici !== null) undiciChannels.headed(this.undici, this.response);
     const list = chunkList(chunk);
     if (this.exchange.onHead(this.response)) this.deliver(list);
     else this.held = list.slice();
@@ -413,10 +437,12 @@ class HandlerRequest extends PendingRequest {
   }
 
   bodySent(chunk) {
+    super.bodySent(chunk);
     this.exchange.bodySent(chunk);
   }
 
   requestSent() {
+    super.requestSent();
     this.exchange.requestSent();
   }
 
@@ -441,6 +467,7 @@ class HandlerRequest extends PendingRequest {
 
   complete() {
     if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
+    if (this.undici !== null) undiciChannels.completed(this.undici, this.response);
     if (this.held !== null) this.endHeld = true;
     else this.exchange.complete(this.response);
   }
@@ -448,6 +475,7 @@ class HandlerRequest extends PendingRequest {
   fail(err) {
     this.dropSource(err);
     if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
+    if (this.undici !== null) undiciChannels.failed(this.undici, err);
     // As a body stream's: an error after the response is complete is not the response's.
     if (this.response === null || (!this.answered && (!this.ended || this.aborted))) this.exchange.failed(err);
   }

@@ -11,6 +11,7 @@ const errors = require('./errors');
 const { numberOption } = require('./options');
 const { TOKEN, invalidToken, checkValue, headerList, trailerLines } = require('./headers');
 const { lengthMismatch, bodyOf } = require('./request-body');
+const undiciChannels = require('./undici-channels');
 const { Response } = require('./response');
 const { MAX_TARGET, queryOf, parseUrl } = require('./target');
 const { watchAbort, abortError, undiciAbortError } = require('./signal');
@@ -265,6 +266,7 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
       ? new PendingRequest(agent, resolve, reject, signal, info)
       : new HandlerRequest(agent, exchange, signal, info);
     pending.extras = extras;
+    pending.undici = undiciChannels.announced(options);
     if (tracker !== null) {
       tracker.pending = pending;
       pending.tracker = tracker;
@@ -286,10 +288,10 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
       pending.trailers = trailersLater;
       pending.declaredLength = contentLength;
       pending.pump(source);
-    } else if (exchange !== null && exchange.sending) {
-      // A body given whole is the connection's now.
-      if (bytes !== null) exchange.bodySent(bytes);
-      exchange.requestSent();
+    } else if (pending.undici !== null || (exchange !== null && exchange.sending)) {
+      // A body given whole: told as sent when the response head shows the server had the
+      // request (a request that never reached one is not).
+      pending.sentWhole = bytes === null ? NO_BYTES : typeof bytes === 'string' ? Buffer.from(bytes) : bytes;
     }
   } catch (err) {
     // Not started: nothing will end it later, so its tracker hears of its end now.
@@ -302,6 +304,8 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
   }
   return exchange === null ? promise : pending;
 }
+
+const NO_BYTES = Buffer.alloc(0);
 
 // A promise's settling functions, taken from its executor without a closure made per request.
 const settlers = { resolve: null, reject: null };

@@ -1,0 +1,92 @@
+'use strict';
+
+// undici's diagnostics_channel events, published for the requests a Dispatcher sends as
+// undici's own clients publish them, so that what instruments fetch and undici through them
+// (OpenTelemetry's undici instrumentation, APM agents) sees the requests that go through ours:
+// `undici:request:create` (whose subscriber may add headers with `request.addHeader()`, to
+// propagate a trace), `:bodyChunkSent`, `:bodySent`, `:headers`, `:trailers` and `:error`, each
+// with the same `request` object. Nothing is made while no one listens.
+
+const diagnostics = require('node:diagnostics_channel');
+const { headerList, headerLines, headerBytes } = require('./headers');
+
+const create = diagnostics.channel('undici:request:create');
+const bodyChunkSent = diagnostics.channel('undici:request:bodyChunkSent');
+const bodySent = diagnostics.channel('undici:request:bodySent');
+const headers = diagnostics.channel('undici:request:headers');
+const trailers = diagnostics.channel('undici:request:trailers');
+const error = diagnostics.channel('undici:request:error');
+
+// Where a Dispatcher's agent.request() options carry the request as undici describes it.
+const kAnnounced = Symbol('hyperagent.undiciRequest');
+
+// A request as undici's channels describe it: `headers` is the flat list of the lines it sends
+// (names and values, strings), to which `addHeader()` adds one while the create event is
+// published (the lines are checked, as the request's own, when it goes).
+class UndiciRequest {
+  constructor(origin, method, path, lines) {
+    this.origin = origin;
+    this.method = method;
+    this.path = path;
+    this.headers = lines;
+    this.completed = false;
+    this.aborted = false;
+  }
+
+  addHeader(name, value) {
+    this.headers.push(String(name), String(value));
+    return this;
+  }
+}
+
+function listened() {
+  return create.hasSubscribers || headers.hasSubscribers || trailers.hasSubscribers || error.hasSubscribers
+    || bodySent.hasSubscribers || bodyChunkSent.hasSubscribers;
+}
+
+// A Dispatcher's request to `origin` for `path`, before it goes with agent.request() options
+// `options`: when undici's channels are listened to, announced on `undici:request:create`, and
+// its headers then given as the list a subscriber may have added to.
+function announce(origin, path, options) {
+  if (!listened()) return;
+  const given = options.headers;
+  const lines = given === undefined || given === null ? [] : headerList(given).flat.slice();
+  const request = new UndiciRequest(origin, options.method ?? 'GET', path, lines);
+  if (create.hasSubscribers) create.publish({ request });
+  options.headers = request.headers;
+  options[kAnnounced] = request;
+}
+
+// The request `options` announced, or null.
+function announced(options) {
+  return options[kAnnounced] ?? null;
+}
+
+function chunkSent(request, chunk) {
+  if (bodyChunkSent.hasSubscribers) bodyChunkSent.publish({ request, chunk });
+}
+
+function requestSent(request) {
+  if (bodySent.hasSubscribers) bodySent.publish({ request });
+}
+
+// The response head (a lib/response.js Response): its lines as Buffers, as undici gives them.
+function headed(request, response) {
+  if (!headers.hasSubscribers) return;
+  const given = { statusCode: response.statusCode, headers: response.rawHeaderBuffers(), statusText: response.statusMessage };
+  headers.publish({ request, response: given });
+}
+
+// The response is complete, with its trailers (an object).
+function completed(request, response) {
+  request.completed = true;
+  if (trailers.hasSubscribers) trailers.publish({ request, trailers: headerBytes(headerLines(response.trailers)) });
+}
+
+function failed(request, err) {
+  if (request.completed || request.aborted) return;
+  request.aborted = true;
+  if (error.hasSubscribers) error.publish({ request, error: err });
+}
+
+module.exports = { announce, announced, chunkSent, requestSent, headed, completed, failed };
