@@ -715,7 +715,7 @@ test("undici's diagnostics channels tell of the dispatcher's requests, and a cre
   // What each event told, by request path; the request object is the same in all of a request's.
   const told = new Map();
   const listeners = {};
-  for (const name of ['create', 'bodyChunkSent', 'bodySent', 'headers', 'trailers', 'error']) {
+  for (const name of ['create', 'bodyChunkSent', 'bodySent', 'headers', 'bodyChunkReceived', 'trailers', 'error']) {
     listeners[name] = ({ request, response, trailers, error, chunk }) => {
       if (!told.has(request.path)) told.set(request.path, { request, events: [] });
       const entry = told.get(request.path);
@@ -725,6 +725,7 @@ test("undici's diagnostics channels tell of the dispatcher's requests, and a cre
       else if (name === 'trailers') entry.events.push(`trailers ${trailers.map(String).join(':')} ${request.completed}`);
       else if (name === 'error') entry.events.push(`error ${error.code} ${request.aborted}`);
       else if (name === 'bodyChunkSent') entry.events.push(`chunk ${chunk.length}`);
+      else if (name === 'bodyChunkReceived') entry.events.push(`received ${chunk}`);
       else entry.events.push(name);
     };
     dc.subscribe(`undici:request:${name}`, listeners[name]);
@@ -743,13 +744,14 @@ test("undici's diagnostics channels tell of the dispatcher's requests, and a cre
   await assert.rejects(d.request({ origin: `http://127.0.0.1:${closedPort}`, path: '/refused', method: 'GET' }), { code: 'ECONNREFUSED' });
 
   const events = (p) => told.get(p).events;
-  assert.deepStrictEqual(events('/fetch'), ['create', 'chunk 2', 'chunk 3', 'bodySent', 'headers 200 OK true', 'trailers x-sum:5 true']);
-  assert.deepStrictEqual(events('/undici'), ['create', 'chunk 3', 'bodySent', 'headers 200 OK true', 'trailers x-sum:3 true']);
-  assert.deepStrictEqual(events('/own'), ['create', 'bodySent', 'headers 200 OK true', 'trailers x-sum:0 true']);
+  assert.deepStrictEqual(events('/fetch'), ['create', 'chunk 2', 'chunk 3', 'bodySent', 'headers 200 OK true', 'received 5', 'trailers x-sum:5 true']);
+  assert.deepStrictEqual(events('/undici'), ['create', 'chunk 3', 'bodySent', 'headers 200 OK true', 'received 3', 'trailers x-sum:3 true']);
+  assert.deepStrictEqual(events('/own'), ['create', 'bodySent', 'headers 200 OK true', 'received 0', 'trailers x-sum:0 true']);
   assert.deepStrictEqual(events('/refused'), ['create', 'error ECONNREFUSED true']);
   const { request } = told.get('/undici');
   assert.deepStrictEqual([request.origin, request.method], [server.url, 'PUT']);
   assert.deepStrictEqual(request.headers.slice(-2), ['traceparent', '00-7-01']);
+  assert.deepStrictEqual(request.body, Buffer.from('xyz'));
 });
 
 test('a response that ends while its handler is paused completes only at the resume', async (t) => {

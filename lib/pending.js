@@ -157,8 +157,7 @@ class PendingRequest {
     if (trailers !== null && verdict !== undefined) body._whole = chunk;
     else if (chunk !== null) pushChunk(body, chunk);
     if (trailers !== null) this.onEnd(trailers);
-    if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
-    if (this.undici !== null) undiciChannels.headed(this.undici, this.response);
+    this.tellHead(chunk);
     this.resolve(this.response);
     if (verdict !== undefined) this.onDone(verdict, connId);
     else if (this.ended) this.completeIfEarly();
@@ -167,6 +166,7 @@ class PendingRequest {
   // The body's end is held until the connection is back in the pool (Done follows at once):
   // code that sends its next request when a body ends then finds the connection free.
   onData(chunk) {
+    if (this.undici !== null) undiciChannels.received(this.undici, chunkList(chunk));
     const body = this.response.body;
     if (body._sink !== null) {
       body._sink.chunks.push(...chunkList(chunk));
@@ -234,8 +234,7 @@ class PendingRequest {
   // The exchange is over with the whole response: its held end goes to the stream, or its
   // bytes to text()/json()/... (a body that came whole waits for its reader as it is).
   complete() {
-    if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
-    if (this.undici !== null) undiciChannels.completed(this.undici, this.response);
+    this.tellCompleted();
     const body = this.response.body;
     if (body._sink !== null) this.finishSink();
     else if (body._whole === undefined) body.push(null);
@@ -243,8 +242,7 @@ class PendingRequest {
 
   fail(err) {
     this.dropSource(err);
-    if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
-    if (this.undici !== null) undiciChannels.failed(this.undici, err);
+    this.tellError(err);
     if (this.response === null) this.reject(err);
     // A body that has all come fails too when the request is aborted before its exchange is
     // over, unless the response is already complete (Answered: what is left is the request's
@@ -298,6 +296,27 @@ class PendingRequest {
     this.onDrain();
     if (verdict >= 0) this.agent._serveVerdict(verdict);
     this.agent._settle();
+  }
+
+  // The response head came (with `chunk`, the body bytes that came with it), the response is
+  // complete, or the request failed: told on the diagnostics channels (undici's too, for a
+  // Dispatcher's request).
+  tellHead(chunk) {
+    if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
+    if (this.undici !== null) {
+      undiciChannels.headed(this.undici, this.response);
+      undiciChannels.received(this.undici, chunkList(chunk));
+    }
+  }
+
+  tellCompleted() {
+    if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
+    if (this.undici !== null) undiciChannels.completed(this.undici, this.response);
+  }
+
+  tellError(err) {
+    if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
+    if (this.undici !== null) undiciChannels.failed(this.undici, err);
   }
 
   // A piece of the body handed to the connection, and the body's end (all of it handed):
@@ -405,8 +424,7 @@ class HandlerRequest extends PendingRequest {
   onHead(status, reason, raw, chunk, trailers, verdict, connId) {
     if (this.sentWhole !== null) this.wholeSent();
     this.response = new Response(status, reason, raw, null);
-    if (channels.headers.hasSubscribers) channels.headers.publish({ request: this.info, response: this.response });
-    if (this.undici !== null) undiciChannels.headed(this.undici, this.response);
+    this.tellHead(chunk);
     const list = chunkList(chunk);
     if (this.exchange.onHead(this.response)) this.deliver(list);
     else this.held = list.slice();
@@ -429,6 +447,7 @@ class HandlerRequest extends PendingRequest {
   }
 
   onData(chunk) {
+    if (this.undici !== null) undiciChannels.received(this.undici, chunkList(chunk));
     if (this.held !== null) {
       for (const c of chunkList(chunk)) this.held.push(c);
       return;
@@ -466,16 +485,14 @@ class HandlerRequest extends PendingRequest {
   }
 
   complete() {
-    if (channels.completed.hasSubscribers) channels.completed.publish({ request: this.info, response: this.response });
-    if (this.undici !== null) undiciChannels.completed(this.undici, this.response);
+    this.tellCompleted();
     if (this.held !== null) this.endHeld = true;
     else this.exchange.complete(this.response);
   }
 
   fail(err) {
     this.dropSource(err);
-    if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
-    if (this.undici !== null) undiciChannels.failed(this.undici, err);
+    this.tellError(err);
     // As a body stream's: an error after the response is complete is not the response's.
     if (this.response === null || (!this.answered && (!this.ended || this.aborted))) this.exchange.failed(err);
   }

@@ -4,8 +4,9 @@
 // undici's own clients publish them, so that what instruments fetch and undici through them
 // (OpenTelemetry's undici instrumentation, APM agents) sees the requests that go through ours:
 // `undici:request:create` (whose subscriber may add headers with `request.addHeader()`, to
-// propagate a trace), `:bodyChunkSent`, `:bodySent`, `:headers`, `:trailers` and `:error`, each
-// with the same `request` object. Nothing is made while no one listens.
+// propagate a trace), `:bodyChunkSent`, `:bodySent`, `:headers`, `:bodyChunkReceived`,
+// `:trailers` and `:error`, each with the same `request` object. Nothing is made while no one
+// listens.
 
 const diagnostics = require('node:diagnostics_channel');
 const { headerList, headerLines, headerBytes } = require('./headers');
@@ -14,6 +15,7 @@ const create = diagnostics.channel('undici:request:create');
 const bodyChunkSent = diagnostics.channel('undici:request:bodyChunkSent');
 const bodySent = diagnostics.channel('undici:request:bodySent');
 const headers = diagnostics.channel('undici:request:headers');
+const bodyChunkReceived = diagnostics.channel('undici:request:bodyChunkReceived');
 const trailers = diagnostics.channel('undici:request:trailers');
 const error = diagnostics.channel('undici:request:error');
 
@@ -22,13 +24,14 @@ const kAnnounced = Symbol('hyperagent.undiciRequest');
 
 // A request as undici's channels describe it: `headers` is the flat list of the lines it sends
 // (names and values, strings), to which `addHeader()` adds one while the create event is
-// published (the lines are checked, as the request's own, when it goes).
+// published (the lines are checked, as the request's own, when it goes); `body` as given.
 class UndiciRequest {
-  constructor(origin, method, path, lines) {
+  constructor(origin, method, path, lines, body) {
     this.origin = origin;
     this.method = method;
     this.path = path;
     this.headers = lines;
+    this.body = body;
     this.completed = false;
     this.aborted = false;
   }
@@ -41,7 +44,7 @@ class UndiciRequest {
 
 function listened() {
   return create.hasSubscribers || headers.hasSubscribers || trailers.hasSubscribers || error.hasSubscribers
-    || bodySent.hasSubscribers || bodyChunkSent.hasSubscribers;
+    || bodySent.hasSubscribers || bodyChunkSent.hasSubscribers || bodyChunkReceived.hasSubscribers;
 }
 
 // A Dispatcher's request to `origin` for `path`, before it goes with agent.request() options
@@ -51,7 +54,9 @@ function announce(origin, path, options) {
   if (!listened()) return;
   const given = options.headers;
   const lines = given === undefined || given === null ? [] : headerList(given).flat.slice();
-  const request = new UndiciRequest(origin, options.method ?? 'GET', path, lines);
+  // The body as undici's request has it: a string as its bytes.
+  const body = typeof options.body === 'string' ? Buffer.from(options.body) : options.body ?? null;
+  const request = new UndiciRequest(origin, options.method ?? 'GET', path, lines, body);
   if (create.hasSubscribers) create.publish({ request });
   options.headers = request.headers;
   options[kAnnounced] = request;
@@ -77,6 +82,12 @@ function headed(request, response) {
   headers.publish({ request, response: given });
 }
 
+// Chunks of the response body (a list of Buffers) as they arrive from the connection.
+function received(request, chunks) {
+  if (!bodyChunkReceived.hasSubscribers) return;
+  for (const chunk of chunks) bodyChunkReceived.publish({ request, chunk });
+}
+
 // The response is complete, with its trailers (an object).
 function completed(request, response) {
   request.completed = true;
@@ -89,4 +100,4 @@ function failed(request, err) {
   if (error.hasSubscribers) error.publish({ request, error: err });
 }
 
-module.exports = { announce, announced, chunkSent, requestSent, headed, completed, failed };
+module.exports = { announce, announced, chunkSent, requestSent, headed, received, completed, failed };
