@@ -219,7 +219,7 @@ declare namespace Agent {
      * `300000` (as undici).
      */
     bodyTimeout?: number;
-    /** Largest response head accepted, in bytes; the agent keeps it for its later requests. Default: `16384`. */
+    /** Largest response head accepted, in bytes; the agent keeps it for its later requests. Default: Node's `http.maxHeaderSize` (`16384`, or `--max-http-header-size`). */
     maxResponseHeaderSize?: number;
     /** As undici's: handed back as `res.opaque`. */
     opaque?: unknown;

@@ -343,3 +343,33 @@ test('a callback of the Dispatcher or the agent that throws raises an uncaught e
     'uncaught: stream true',
   ]);
 });
+
+test("Node's --max-http-header-size is agent.request()'s and the Dispatcher's largest response head, as Node's parser and undici take it", async (t) => {
+  // A response head of some 300 bytes.
+  const server = await httpServer(t, (req, res) => {
+    res.setHeader('x-long', 'v'.repeat(200));
+    res.end('ok');
+  });
+  const script = `
+    const { Agent, Dispatcher } = require(${ROOT});
+    const agent = new Agent();
+    const d = new Dispatcher();
+    const url = '${server.url}/';
+    (async () => {
+      const seen = [];
+      seen.push(await agent.request(url).then((r) => r.statusCode, (e) => e.code));
+      seen.push(await fetch(url, { dispatcher: d }).then((r) => r.status, (e) => e.cause.code));
+      // A request's own limit still wins.
+      seen.push(await agent.request(url, { maxResponseHeaderSize: 4096 }).then((r) => r.statusCode, (e) => e.code));
+      console.log(JSON.stringify(seen));
+      agent.destroy();
+      d.destroy();
+    })();
+  `;
+  const limited = await runChild(script, {}, ['--max-http-header-size=100']);
+  assert.strictEqual(limited.code, 0, limited.err);
+  assert.deepStrictEqual(JSON.parse(limited.out), ['HPE_HEADER_OVERFLOW', 'HPE_HEADER_OVERFLOW', 200]);
+  const plain = await runChild(script);
+  assert.strictEqual(plain.code, 0, plain.err);
+  assert.deepStrictEqual(JSON.parse(plain.out), [200, 200, 200]);
+});

@@ -25,6 +25,9 @@ const {
 } = require('./connect');
 const { kIdleFor, idleTimeout, hintBuffer, defaultIdle } = require('./release');
 
+// The pool's own default of the largest response head (src/binding/pool), Node's default too.
+const DEFAULT_MAX_HEADER_SIZE = 16 * 1024;
+
 let debug = debuglog('hyperagent', (fn) => {
   debug = fn;
 });
@@ -99,6 +102,9 @@ class Agent extends Base {
     for (const name of STATUS_COUNTERS) this[`${name}LastCheck`] = 0;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
     this[kPoolId] = this[kPool].id;
+    // The largest response head agent.request() takes, until a request gives its own: Node's
+    // (its --max-http-header-size, 16 KiB by default), as Node's parser and undici take it.
+    if (http.maxHeaderSize !== DEFAULT_MAX_HEADER_SIZE) this[kPool].setMaxHeaderSize(http.maxHeaderSize);
     this[kKeys] = new Keys(this, this[kPool], secure);
     this[kKeylog] = false;
     if (secure) {
