@@ -589,15 +589,17 @@ fn streamed_post(len: u64, headers_timeout: Duration) -> (Spec, BodyWriter, Arc<
 #[tokio::test]
 async fn a_headers_timeout_waits_out_a_slow_body_source_and_runs_from_the_bodys_end() {
     let (port, srv) = server(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"]).await;
-    let timeout = Duration::from_millis(100);
+    // Long enough for the server to answer in once the body has come, however busy the
+    // machine; the source's silence outlasts it three times.
+    let timeout = Duration::from_millis(400);
     let (spec, mut writer, _) = streamed_post(10, timeout);
     assert_eq!(
         writer.write(Bytes::from_static(b"01234")),
         WriteResult::Ready
     );
     let (task, mut rx) = spawned(port, spec).await;
-    // The source is silent for five timeouts: the connection waits on it, not on the server.
-    tokio::time::sleep(5 * timeout).await;
+    // The source is silent for three timeouts: the connection waits on it, not on the server.
+    tokio::time::sleep(3 * timeout).await;
     assert_eq!(
         writer.write(Bytes::from_static(b"56789")),
         WriteResult::Ready
