@@ -8,7 +8,7 @@ const diagnostics = require('node:diagnostics_channel');
 const binding = require('./native');
 const errors = require('./errors');
 const { headerObject, trailerLines } = require('./headers');
-const { chunkBytes, lengthMismatch } = require('./request-body');
+const { chunkBytes, lengthMismatch, dropBody } = require('./request-body');
 const undiciChannels = require('./undici-channels');
 const { pushChunk, chunkList, ResponseBody, withExtras, Response } = require('./response');
 
@@ -338,14 +338,12 @@ class PendingRequest {
   }
 
   // The exchange ended before its body was all sent (it failed, was aborted, or the response
-  // came whole first): a Readable source is destroyed, as stream.pipeline and undici do, so
-  // that it does not wait forever holding what it reads from (a file, a socket). Other
-  // sources stop at their next chunk.
+  // came whole first): its source goes (see dropBody).
   dropSource(err) {
     const source = this.source;
     if (source === null) return;
     this.source = null;
-    if (typeof source.destroy === 'function' && !source.destroyed) source.destroy(err);
+    dropBody(source, err);
   }
 
   cleanup() {

@@ -96,10 +96,11 @@ function multipart(form) {
   return new Blob(parts, { type: `multipart/form-data; boundary=${boundary}` });
 }
 
-// A request body that will not be sent (its request was refused before it started, or failed):
-// when a stream, destroyed with the error, as undici's request() does for every error of its
-// request, so that nothing waits forever on what it holds (a file, a socket). Its own 'error'
-// goes nowhere; a stream already destroyed or ended is left as it is.
+// A request body that will not be sent, or not all of it (its request was refused before it
+// started, or failed, or its response came first): when a stream, destroyed (with the error,
+// if any), as undici's request() and stream.pipeline do, so that nothing waits forever on what
+// it holds (a file, a socket). Its own 'error' goes nowhere; one already destroyed is left as
+// it is. Other sources (iterables) stop at their next chunk.
 function dropBody(body, err) {
   if (body === null || typeof body !== 'object' || typeof body.destroy !== 'function' || body.destroyed) return;
   if (typeof body.on === 'function') body.on('error', noop);

@@ -53,7 +53,7 @@ function listened() {
 function announce(origin, path, options) {
   if (!listened()) return;
   const given = options.headers;
-  const lines = given === undefined || given === null ? [] : headerList(given).flat.slice();
+  const lines = given === undefined || given === null ? [] : headerList(given).flat;
   // The body as undici's request has it: a string as its bytes.
   const body = typeof options.body === 'string' ? Buffer.from(options.body) : options.body ?? null;
   const request = new UndiciRequest(origin, options.method ?? 'GET', path, lines, body);
