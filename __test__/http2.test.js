@@ -437,6 +437,31 @@ test('agent.close(): the streams in flight finish, then the session closes', asy
   await once(server.sessions[0], 'close');
 });
 
+test('a headers timeout on a stream waits out a slow body source, as on HTTP/1.1', { timeout: 30_000 }, async (t) => {
+  const server = await h2Server(t, async (req, res) => {
+    let body = '';
+    for await (const chunk of req) body += chunk;
+    res.end(`${req.httpVersion} ${body}`);
+  });
+  const agent = h2Agent(t);
+  // A chunk, a silence longer than the timeout (the scenario: a slow upload), then the rest.
+  const slow = (gap) => new Readable({
+    read() {
+      if (this.started) return;
+      this.started = true;
+      this.push('first;');
+      setTimeout(() => {
+        this.push('last');
+        this.push(null);
+      }, gap);
+    },
+  });
+  for (const [headersTimeout, gap] of [[800, 1800], [1100, 2500]]) {
+    const res = await agent.request(`${server.origin}/`, { method: 'POST', body: slow(gap), headersTimeout });
+    assert.strictEqual(await text(res), '2.0 first;last', `headersTimeout ${headersTimeout}`);
+  }
+});
+
 test('a headers timeout on a stream fails that request alone; the session goes on', async (t) => {
   let reset = null;
   const server = await h2Server(t, (req, res) => {
