@@ -249,4 +249,22 @@ async function trailingServer(t, body) {
   });
 }
 
-module.exports = { sha256, received, dispatcher, trailingServer, listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild, collected };
+// A request body source that gives 'first;', is silent for `gap` ms (a slow upload: the
+// silence is the scenario, not a wait for something), then gives 'last' and ends.
+function slowSource(gap) {
+  const { Readable } = require('node:stream');
+  let started = false;
+  return new Readable({
+    read() {
+      if (started) return;
+      started = true;
+      this.push('first;');
+      setTimeout(() => {
+        this.push('last');
+        this.push(null);
+      }, gap);
+    },
+  });
+}
+
+module.exports = { sha256, received, dispatcher, trailingServer, listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild, collected, slowSource };

@@ -14,7 +14,7 @@ const path = require('node:path');
 const { Readable } = require('node:stream');
 const { once } = require('node:events');
 const { Agent, HttpsAgent, Dispatcher } = require('..');
-const { until } = require('./helpers');
+const { until, slowSource } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
@@ -444,20 +444,9 @@ test('a headers timeout on a stream waits out a slow body source, as on HTTP/1.1
     res.end(`${req.httpVersion} ${body}`);
   });
   const agent = h2Agent(t);
-  // A chunk, a silence longer than the timeout (the scenario: a slow upload), then the rest.
-  const slow = (gap) => new Readable({
-    read() {
-      if (this.started) return;
-      this.started = true;
-      this.push('first;');
-      setTimeout(() => {
-        this.push('last');
-        this.push(null);
-      }, gap);
-    },
-  });
+  // A silence longer than the timeout, exact and swept.
   for (const [headersTimeout, gap] of [[800, 1800], [1100, 2500]]) {
-    const res = await agent.request(`${server.origin}/`, { method: 'POST', body: slow(gap), headersTimeout });
+    const res = await agent.request(`${server.origin}/`, { method: 'POST', body: slowSource(gap), headersTimeout });
     assert.strictEqual(await text(res), '2.0 first;last', `headersTimeout ${headersTimeout}`);
   }
 });

@@ -9,11 +9,10 @@ const net = require('node:net');
 const https = require('node:https');
 const crypto = require('node:crypto');
 const { finished } = require('node:stream/promises');
-const { Readable } = require('node:stream');
 const { once } = require('node:events');
 const hyperagent = require('../..');
 const { Agent, HttpsAgent } = hyperagent;
-const { httpServer, rawServer, readRequest, requestError, until } = require('../helpers');
+const { httpServer, rawServer, readRequest, requestError, until, slowSource } = require('../helpers');
 const { sha } = require('./helpers');
 
 test('headersTimeout and bodyTimeout fail with their codes', async (t) => {
@@ -50,35 +49,22 @@ test('headersTimeout is the wait for the server, not for a slow body source (as 
   const { Dispatcher } = hyperagent;
   const d = new Dispatcher({ http: agent });
   t.after(() => d.destroy());
-  // A source that gives a chunk, is silent for `gap` ms (the scenario: a slow upload, longer
-  // than the timeout), then gives the rest.
-  const slow = (gap) => new Readable({
-    read() {
-      if (this.started) return;
-      this.started = true;
-      this.push('first;');
-      setTimeout(() => {
-        this.push('last');
-        this.push(null);
-      }, gap);
-    },
-  });
   // An exact timeout (up to a second, kept in the exchange) and a long one (kept by the
   // binding's sweep), each outlived by the source's silence; each long enough for the server
   // to answer in once the body has come, however busy the machine.
   for (const [headersTimeout, gap] of [[800, 1800], [1100, 2500]]) {
-    const res = await agent.request(`${server.url}/`, { method: 'POST', body: slow(gap), headersTimeout });
+    const res = await agent.request(`${server.url}/`, { method: 'POST', body: slowSource(gap), headersTimeout });
     assert.strictEqual(await res.body.text(), 'first;last', `headersTimeout ${headersTimeout}`);
   }
   // Through the Dispatcher, as fetch and undici's request() send a streamed body.
   const undici = require('../undici');
-  const viaUndici = await undici.request(`${server.url}/`, { method: 'POST', body: slow(1800), headersTimeout: 800, dispatcher: d });
+  const viaUndici = await undici.request(`${server.url}/`, { method: 'POST', body: slowSource(1800), headersTimeout: 800, dispatcher: d });
   assert.strictEqual(await viaUndici.body.text(), 'first;last');
   // Once the body has all gone, the timeout runs: a server that then never answers fails it.
   const silent = await httpServer(t, async (req) => {
     for await (const chunk of req) assert.ok(chunk);
   });
-  await assert.rejects(agent.request(`${silent.url}/`, { method: 'POST', body: slow(300), headersTimeout: 150 }), {
+  await assert.rejects(agent.request(`${silent.url}/`, { method: 'POST', body: slowSource(300), headersTimeout: 150 }), {
     code: 'ERR_HYPERAGENT_HEADERS_TIMEOUT',
   });
 });
