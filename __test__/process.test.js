@@ -6,6 +6,7 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const path = require('node:path');
+const { once } = require('node:events');
 const { httpServer, runChild } = require('./helpers');
 
 const ROOT = JSON.stringify(path.resolve(__dirname, '..'));
@@ -372,4 +373,58 @@ test("Node's --max-http-header-size is agent.request()'s and the Dispatcher's la
   const plain = await runChild(script);
   assert.strictEqual(plain.code, 0, plain.err);
   assert.deepStrictEqual(JSON.parse(plain.out), [200, 200, 200]);
+});
+
+test('an unread response body lets the process exit, as a paused Node response does; bodies being read are read whole first', { timeout: 60_000 }, async (t) => {
+  // 4 MiB, written in 64 KiB pieces as the socket takes them: far more than Rust reads ahead.
+  const SIZE = 4 << 20;
+  const server = await httpServer(t, async (req, res) => {
+    res.setHeader('content-length', SIZE);
+    const piece = Buffer.alloc(64 << 10, 'a');
+    for (let sent = 0; sent < SIZE; sent += piece.length) {
+      if (!res.write(piece)) await once(res, 'drain');
+    }
+    res.end();
+  });
+  // In a child process whose loop only the agent's requests can hold: each way of reading
+  // gets the whole body; the process then exits although a last body is never read.
+  const { code, out, err } = await runChild(`
+    const { Agent, Dispatcher } = require(${ROOT});
+    const { Writable } = require('node:stream');
+    const agent = new Agent();
+    const d = new Dispatcher();
+    const url = '${server.url}/';
+    const seen = {};
+    (async () => {
+      seen.text = (await (await agent.request(url)).body.text()).length;
+      let n = 0;
+      for await (const chunk of (await agent.request(url)).body) {
+        n += chunk.length;
+        await null;
+      }
+      seen.iterated = n;
+      const res = await agent.request(url);
+      seen.piped = await new Promise((resolve) => {
+        let m = 0;
+        res.body.pipe(new Writable({
+          highWaterMark: 1024,
+          write(chunk, enc, cb) { m += chunk.length; setImmediate(cb); },
+        })).on('finish', () => resolve(m));
+      });
+      // Paused, then read on once a timer (which holds the loop) fires.
+      const paused = await agent.request(url);
+      paused.body.pause();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      let p = 0;
+      for await (const chunk of paused.body) p += chunk.length;
+      seen.resumed = p;
+      seen.fetched = (await (await fetch(url, { dispatcher: d })).arrayBuffer()).byteLength;
+      // Never read: the process is free to exit with it pending.
+      await agent.request(url);
+      await fetch(url, { dispatcher: d });
+      console.log(JSON.stringify(seen));
+    })();
+  `);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(JSON.parse(out), { text: SIZE, iterated: SIZE, piped: SIZE, resumed: SIZE, fetched: SIZE });
 });

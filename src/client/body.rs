@@ -172,6 +172,11 @@ impl BodyWriter {
         }
     }
 
+    /// The source has not ended (or failed): more of the body may come.
+    pub fn is_open(&self) -> bool {
+        self.tx.is_some()
+    }
+
     /// The writer waits for a drain (a write filled the channel).
     pub fn is_waiting(&self) -> bool {
         self.full.load(Ordering::Acquire)

@@ -27,7 +27,7 @@ use bytes::Bytes;
 
 use super::attempt::{Attempt, Connection, Deadline, Retry};
 use super::plan::Plan;
-use super::{Control, Event, HeaderLines, Sender, Spec, Stopper, Trailers};
+use super::{Control, Event, HeaderLines, Sender, Spec, Stopper, Trailers, BODY_WINDOW};
 use crate::error::Error;
 use crate::pool::moves::{self, Connections, Verdict};
 use crate::pool::place::Place;
@@ -204,6 +204,11 @@ pub struct Request<F> {
     finished: Cell<bool>,
     /// Its trailers, when they come with its body's end.
     trailers: Option<Arc<Trailers>>,
+    /// Its response body streams: the head came without the end.
+    streaming: Cell<bool>,
+    /// Bytes of the response body the face asked for (a grant opens a window of
+    /// [`BODY_WINDOW`]) and has not been given yet, as this thread counts them.
+    asked: Cell<usize>,
 }
 
 impl<F: Face> Request<F> {
@@ -224,6 +229,45 @@ impl<F: Face> Request<F> {
             running: RefCell::new(None),
             finished: Cell::new(false),
             trailers,
+            streaming: Cell::new(false),
+            asked: Cell::new(0),
+        }
+    }
+
+    /// The face wants more of the response body (its consumer reads): the exchange may post
+    /// a window more, and the event loop stays alive for it.
+    pub fn granted(&self) {
+        if self.streaming.get() {
+            self.asked.set(BODY_WINDOW);
+            self.hold();
+        }
+    }
+
+    /// `bytes` of the response body go to the face. Once what it asked for is given, the
+    /// exchange waits on the face's consumer, not on the network: like a paused socket in
+    /// Node, it no longer keeps the event loop alive, until the consumer asks for more. A
+    /// request still streaming its own body out keeps it alive all the same.
+    fn giving(&self, bytes: usize) {
+        if !self.streaming.get() {
+            return;
+        }
+        let left = self.asked.get().saturating_sub(bytes);
+        self.asked.set(left);
+        let sending = self
+            .attempt
+            .borrow_mut()
+            .writer()
+            .is_some_and(|w| w.is_open());
+        if left == 0 && !sending {
+            self.face.unhold();
+        }
+    }
+
+    /// Its response body has ended (or will give nothing more): the exchange's own work keeps
+    /// the event loop alive again until it is done.
+    fn streamed(&self) {
+        if self.streaming.replace(false) {
+            self.hold();
         }
     }
 
@@ -355,6 +399,12 @@ pub fn on_event<L: Lanes>(lanes: &L, req: &Rc<Request<L::Face>>, event: Event) {
             // The exchange ended with its head: the connection is settled first, so that code
             // the response's end runs finds it back in the pool.
             let settled = done.map(|sender| settle(lanes, req, sender));
+            // A body that goes on: nothing of it was asked for yet (the head's chunks came
+            // without credit). Counted before the face hears, as the face may ask for more then.
+            if end.is_none() && settled.is_none() {
+                req.streaming.set(true);
+                req.giving(0);
+            }
             req.tell(|face| {
                 face.head(Headed {
                     status,
@@ -369,9 +419,16 @@ pub fn on_event<L: Lanes>(lanes: &L, req: &Rc<Request<L::Face>>, event: Event) {
                 req.finish();
             }
         }
-        Event::Data(chunks) => req.tell(|face| face.data(&chunks)),
-        Event::End(trailers) => req.tell(|face| face.end(&trailers)),
+        Event::Data(chunks) => {
+            req.giving(chunks.iter().map(Bytes::len).sum());
+            req.tell(|face| face.data(&chunks));
+        }
+        Event::End(trailers) => {
+            req.streamed();
+            req.tell(|face| face.end(&trailers));
+        }
         Event::Error(err) => {
+            req.streamed();
             count_failure(lanes, req, &err);
             // A stream's error is its own: its session goes on.
             if let Place::Conn(conn) = req.place.get() {

@@ -396,6 +396,7 @@ pub struct JsSide {
 
 /// `bodyRead`: the response stream wants one more chunk.
 pub fn grant(req: &ReqState) {
+    req.granted();
     req.ctl.grant();
 }
 

@@ -475,6 +475,89 @@ fn a_response_streamed_after_its_head_settles_at_its_done() {
 }
 
 #[test]
+fn a_response_body_its_consumer_stops_asking_for_lets_the_event_loop_go_until_it_asks_again() {
+    let (f, key) = Fake::new(10);
+    let (req, _) = f.on_new(key);
+    let held = || req.face.held.get();
+    assert!(
+        held(),
+        "connected and sent: the exchange works on the network"
+    );
+    // The head, with a body to come: nothing of it asked for yet, so the exchange waits on the
+    // consumer (a paused socket in Node holds no loop either).
+    on_event(&f, &req, head(None));
+    assert!(!held());
+    // The consumer reads: a window is asked for; the loop stays alive while it comes.
+    req.granted();
+    assert!(held());
+    on_event(
+        &f,
+        &req,
+        Event::Data(vec![Bytes::from(vec![0; BODY_WINDOW / 2])]),
+    );
+    assert!(held(), "half the window given: more is on its way");
+    on_event(
+        &f,
+        &req,
+        Event::Data(vec![Bytes::from(vec![0; BODY_WINDOW / 2])]),
+    );
+    assert!(
+        !held(),
+        "the window given and the consumer asks no more: it waits on it"
+    );
+    req.granted();
+    assert!(held());
+    // The end: the exchange's own work (settling its connection) holds the loop until done.
+    on_event(&f, &req, Event::Data(vec![Bytes::from_static(b"x")]));
+    on_event(
+        &f,
+        &req,
+        Event::End(HeaderLines::of(&http::HeaderMap::new())),
+    );
+    assert!(held());
+    on_event(&f, &req, Event::Done(None));
+    assert!(!held());
+    // A grant after the end holds nothing.
+    req.granted();
+    assert!(!held());
+
+    // A response that came whole with its head never waits on a consumer.
+    let (whole, _) = f.on_new(key);
+    on_event(&f, &whole, head(Some(None)));
+    assert!(!whole.face.held.get(), "done with its head");
+    whole.granted();
+    assert!(!whole.face.held.get());
+}
+
+#[test]
+fn a_request_still_streaming_its_body_out_keeps_the_loop_while_its_response_waits() {
+    let (f, key) = Fake::new(10);
+    let plan = plan::for_test("POST", Source::Streamed, 0.0);
+    let face = Told {
+        log: f.log.clone(),
+        held: Cell::new(false),
+        name: Cell::new(NameCheck::Right),
+    };
+    let req = Rc::new(Request::new(99, key, face, Arc::default(), plan));
+    f.requests.borrow_mut().insert(99, req.clone());
+    route(&f, &req);
+    let conn = req.place().conn().expect("on a connection");
+    f.set_state(conn, State::Active);
+    // An early answer while the body still goes out: the upload keeps the loop alive.
+    on_event(&f, &req, head(None));
+    assert!(req.face.held.get());
+    // Its source ends: now only the unread response is left, which waits on its consumer.
+    req.attempt().writer().expect("a writer").end();
+    req.granted();
+    on_event(
+        &f,
+        &req,
+        Event::Data(vec![Bytes::from(vec![0; BODY_WINDOW])]),
+    );
+    assert!(!req.face.held.get());
+}
+
+#[test]
 fn an_idempotent_request_that_meets_the_keep_alive_race_goes_again_once_on_a_new_connection() {
     let (f, key) = Fake::new(10);
     let idle = f.idle(key);
