@@ -263,6 +263,15 @@ impl<F: Face> Request<F> {
         }
     }
 
+    /// Its body's source ended: the body ends after what was written. A response already
+    /// waiting on its consumer then no longer keeps the event loop alive for the upload.
+    pub fn source_ended(&self) {
+        if let Some(writer) = self.attempt.borrow_mut().writer() {
+            writer.end();
+        }
+        self.giving(0);
+    }
+
     /// Its response body has ended (or will give nothing more): the exchange's own work keeps
     /// the event loop alive again until it is done.
     fn streamed(&self) {

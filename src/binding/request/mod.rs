@@ -420,9 +420,7 @@ pub fn body_write(req: &ReqState, data: &[u8]) -> Option<WriteResult> {
 
 /// The source of `req`'s streamed body ended.
 pub fn body_end(req: &ReqState) {
-    if let Some(writer) = req.attempt().writer() {
-        writer.end();
-    }
+    req.source_ended();
 }
 
 /// The source of `req`'s streamed body failed with `message`.

@@ -547,8 +547,10 @@ fn a_request_still_streaming_its_body_out_keeps_the_loop_while_its_response_wait
     on_event(&f, &req, head(None));
     assert!(req.face.held.get());
     // Its source ends: now only the unread response is left, which waits on its consumer.
-    req.attempt().writer().expect("a writer").end();
+    req.source_ended();
+    assert!(!req.face.held.get());
     req.granted();
+    assert!(req.face.held.get());
     on_event(
         &f,
         &req,
