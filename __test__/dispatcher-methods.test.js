@@ -294,15 +294,20 @@ test('an upgrade dispatched goes on the agent\'s own connection: onUpgrade (and 
   await until(() => Object.keys(d.http.getCurrentStatus().sockets).length === 0, 5000, 'slots freed');
 
   // A server that does not switch fails it, as undici fails a 'bad upgrade'; so does a handler
-  // with no onUpgrade.
+  // with no onUpgrade (onRequestUpgrade in the newer API), before anything is sent.
   const refused = await new Promise((resolve) => {
-    d.dispatch({ origin: server.url, path: '/', method: 'GET', upgrade: 'nope' }, { onUpgrade: () => resolve(null), onError: resolve });
+    d.dispatch({ origin: server.url, path: '/', method: 'GET', upgrade: 'nope' }, { onConnect() {}, onUpgrade: () => resolve(null), onError: resolve });
   });
   assert.deepStrictEqual([refused.code, refused.message], ['UND_ERR_SOCKET', 'bad upgrade']);
   const noHandler = await new Promise((resolve) => {
-    d.dispatch({ origin: server.url, path: '/', method: 'GET', upgrade: 'echo' }, { onError: resolve });
+    d.dispatch({ origin: server.url, path: '/', method: 'GET', upgrade: 'echo' }, { onConnect() {}, onError: resolve });
   });
-  assert.strictEqual(noHandler.code, 'ERR_INVALID_ARG_VALUE');
+  assert.strictEqual(noHandler.code, 'ERR_INVALID_ARG_TYPE');
+  assert.match(noHandler.message, /"handler\.onUpgrade" property must be of type function/);
+  const noNewer = await new Promise((resolve) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET', upgrade: 'echo' }, { onRequestStart() {}, onResponseError: (c, err) => resolve(err) });
+  });
+  assert.strictEqual(noNewer.code, 'ERR_INVALID_ARG_VALUE');
 });
 
 test('upgrade() and connect() as undici\'s: the socket with the server\'s headers, errors, an abort', async (t) => {

@@ -633,6 +633,61 @@ test('the old handler API, driven directly: onConnect, onHeaders, pause by false
   checkOlderHandlerRound(await olderHandlerRound((opts, handler) => d.dispatch(opts, handler), server.url), big);
 });
 
+test('a handler of the older API missing a callback undici requires is refused before its request is sent', async (t) => {
+  // A refused handler's request reaches no server: one that does fails the wait at once.
+  let requests = 0;
+  let sent = () => {};
+  const server = await httpServer(t, (req, res) => {
+    requests++;
+    sent();
+    res.end('ok');
+  });
+  const refusal = (dispatch) => new Promise((resolve, reject) => {
+    sent = () => reject(new Error(`the request of a handler to refuse reached the server`));
+    dispatch(resolve);
+  });
+  const d = dispatcher(t);
+  const full = { onConnect() {}, onHeaders() {}, onData() {}, onComplete() {} };
+  // Each missing (or not a function) goes to onError, with its name, and nothing is sent.
+  for (const name of ['onConnect', 'onHeaders', 'onData', 'onComplete']) {
+    for (const value of [undefined, 'no']) {
+      const err = await refusal((onError) => {
+        const handler = { ...full, onError };
+        if (value === undefined) delete handler[name];
+        else handler[name] = value;
+        assert.strictEqual(d.dispatch({ origin: server.url, path: '/', method: 'GET' }, handler), true);
+      });
+      assert.strictEqual(err.code, 'ERR_INVALID_ARG_TYPE', name);
+      assert.match(err.message, new RegExp(`"handler\\.${name}" property must be of type function`));
+    }
+  }
+  for (const name of ['onBodySent', 'onRequestSent']) {
+    const err = await refusal((onError) => {
+      d.dispatch({ origin: server.url, path: '/', method: 'POST', body: 'x' }, { ...full, [name]: 1, onError });
+    });
+    assert.strictEqual(err.code, 'ERR_INVALID_ARG_TYPE', name);
+  }
+  sent = () => {};
+  // With no onError, dispatch() throws it, as undici's does.
+  assert.throws(() => d.dispatch({ origin: server.url, path: '/', method: 'GET' }, full), {
+    code: 'ERR_INVALID_ARG_TYPE',
+    message: /"handler\.onError" property must be of type function/,
+  });
+  assert.strictEqual(requests, 0);
+  assert.strictEqual(d.stats[server.url]?.running ?? 0, 0);
+  // The same handler, whole, is served; the newer API's callbacks (but the one that tells it
+  // apart) are optional.
+  const done = await new Promise((resolve, reject) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET' }, { ...full, onComplete: () => resolve('complete'), onError: reject });
+  });
+  assert.strictEqual(done, 'complete');
+  const ended = await new Promise((resolve) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET' }, { onResponseStart() {}, onResponseEnd: () => resolve('ended') });
+  });
+  assert.strictEqual(ended, 'ended');
+  assert.strictEqual(requests, 2);
+});
+
 test("the old handler API's upload progress: onBodySent with each piece of the body as it goes, then onRequestSent", async (t) => {
   // The server answers with how many body bytes it read.
   const server = await httpServer(t, async (req, res) => {
@@ -996,6 +1051,9 @@ test("undici's error classes know our errors; close() ends destroyed; callbacks 
     const older = await new Promise((resolve) => {
       d2.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
         onConnect(abort) { abort(reason); },
+        onHeaders() {},
+        onData() {},
+        onComplete() {},
         onError: resolve,
       });
     });

@@ -114,6 +114,26 @@ function requestOptions(given, dispatcher) {
   };
 }
 
+// What a handler of the older API must have, as undici's clients require it: a handler
+// without one of them is refused before its request starts (its onError hears why, when it
+// has one), rather than have the events it cannot take dropped. onBodySent and onRequestSent
+// are optional. An upgrade (or a CONNECT) takes onUpgrade in place of the response's three.
+const LEGACY_METHODS = ['onConnect', 'onError', 'onHeaders', 'onData', 'onComplete'];
+const LEGACY_UPGRADE_METHODS = ['onConnect', 'onError', 'onUpgrade'];
+
+function checkHandler(handler, methods) {
+  for (const name of methods) {
+    if (typeof handler[name] !== 'function') throw errors.invalidArgType(`handler.${name}`, 'of type function', handler[name]);
+  }
+  const { onBodySent, onRequestSent } = handler;
+  if (onBodySent !== undefined && typeof onBodySent !== 'function') {
+    throw errors.invalidArgType('handler.onBodySent', 'of type function', onBodySent);
+  }
+  if (onRequestSent !== undefined && typeof onRequestSent !== 'function') {
+    throw errors.invalidArgType('handler.onRequestSent', 'of type function', onRequestSent);
+  }
+}
+
 // One dispatched request: agent.request()'s exchange in Rust, its events handed to the
 // handler in its API (lib/request.js HandlerRequest calls onHead, onChunk, complete, fail).
 class Exchange {
@@ -151,12 +171,10 @@ class Exchange {
 
   // `given`: the request's dispatch options, as lib/dispatch-options.js reads them.
   start(agent, origin, given) {
+    if (!this.controlled) checkHandler(this.handler, LEGACY_METHODS);
     this.dispatcher._started(this);
-    if (this.controlled) {
-      this.call('onRequestStart', this.controller, {});
-    } else if (typeof this.handler.onConnect === 'function') {
-      this.call('onConnect', this.abort);
-    }
+    if (this.controlled) this.call('onRequestStart', this.controller, {});
+    else this.call('onConnect', this.abort);
     if (this.finished) return;
     // A HEAD response's length is of a body it does not have.
     this.headOnly = this.limit >= 0 && given.method.toUpperCase() === 'HEAD';
@@ -172,6 +190,7 @@ class Exchange {
   // the handler gets the socket in its onUpgrade (onRequestUpgrade in the newer API), or the
   // error; a server that answers otherwise fails it, as undici fails a 'bad upgrade'.
   upgrade(agent, origin, opts) {
+    if (!this.controlled) checkHandler(this.handler, LEGACY_UPGRADE_METHODS);
     this.dispatcher._started(this);
     const upgradable = this.controlled ? 'onRequestUpgrade' : 'onUpgrade';
     if (typeof this.handler[upgradable] !== 'function') {
@@ -179,7 +198,7 @@ class Exchange {
       return;
     }
     if (this.controlled) this.call('onRequestStart', this.controller, {});
-    else if (typeof this.handler.onConnect === 'function') this.call('onConnect', this.abort);
+    else this.call('onConnect', this.abort);
     if (this.finished) return;
     const tunnel = opts.method.toUpperCase() === 'CONNECT';
     this.cancel = openUpgrade(agent, origin, tunnel ? { ...opts, method: 'CONNECT' } : opts, {
