@@ -1342,4 +1342,26 @@ test("informational (1xx) responses reach undici's handlers: request()'s onInfo"
   // fetch's handler has no onInfo: the 103 is not asked for, and fetch sees the final response.
   const fetched = await fetch(`${server.url}/`, { dispatcher: d });
   assert.strictEqual(await fetched.text(), 'final');
+  // Through interceptors, whose handlers have no onInfo of their own, the one in the options
+  // still hears of it: undici's request() on a composed dispatcher, a composed dispatcher's own
+  // request(), and the request() of a Dispatcher whose dispatch() is its own.
+  const composed = d.compose((dispatch) => (opts, handler) => dispatch(opts, handler));
+  class Own extends Dispatcher {
+    dispatch(opts, handler) {
+      return super.dispatch(opts, handler);
+    }
+  }
+  const own = new Own();
+  t.after(() => own.destroy());
+  const callers = {
+    'undici.request(), composed': (onInfo) => undici.request(`${server.url}/`, { dispatcher: composed, onInfo }),
+    'composed.request()': (onInfo) => composed.request({ origin: server.url, path: '/', method: 'GET', onInfo }),
+    'request() over its own dispatch()': (onInfo) => own.request({ origin: server.url, path: '/', method: 'GET', onInfo }),
+  };
+  for (const [name, call] of Object.entries(callers)) {
+    const seen = [];
+    const answered = await call((info) => seen.push(info.statusCode));
+    assert.strictEqual(await answered.body.text(), 'final', name);
+    assert.deepStrictEqual(seen, [103], name);
+  }
 });

@@ -180,9 +180,13 @@ class Exchange {
     this.headOnly = this.limit >= 0 && given.method.toUpperCase() === 'HEAD';
     const options = requestOptions(given, this.dispatcher);
     announce(origin, given.path, options);
-    // Informational (1xx) responses, to a handler of undici's own API that hears of them
-    // (its request(), stream() and pipeline() keep the caller's onInfo on the handler).
-    if (typeof this.handler.onInfo === 'function') options.onInfo = (info) => this.onInformational(info);
+    // Informational (1xx) responses, to a handler of undici's own API that hears of them: its
+    // request(), stream() and pipeline() keep the caller's onInfo on the handler and in the
+    // options, which interceptors pass on with handlers of their own (so does a composed
+    // dispatcher's request()).
+    if (typeof this.handler.onInfo === 'function' || typeof given.onInfo === 'function') {
+      options.onInfo = (info) => this.onInformational(info);
+    }
     this.pending = request(agent, { origin, path: given.path }, options, this);
   }
 
