@@ -11,7 +11,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const https = require('node:https');
 const { once, EventEmitter } = require('node:events');
-const { Readable, Writable } = require('node:stream');
+const { Readable, Writable, PassThrough } = require('node:stream');
 const { Dispatcher } = require('..');
 const { httpServer, sha256, received, dispatcher, trailingServer, rawServer, readRequest, listen, until } = require('./helpers');
 
@@ -130,6 +130,18 @@ test('a request() refused before it starts destroys its stream body with the err
     return assert.fail('no throw');
   });
   assert.strictEqual(err.code, 'ERR_INVALID_ARG_TYPE');
+  // So does stream(), given a callback or a factory that is not a function.
+  err = await refusedWith(held(), (body) => {
+    try {
+      d.stream({ origin: server.url, path: '/', method: 'POST', body }, () => new PassThrough(), null);
+    } catch (e) {
+      return e;
+    }
+    return assert.fail('no throw');
+  });
+  assert.strictEqual(err.code, 'ERR_INVALID_ARG_TYPE');
+  err = await refusedWith(held(), (body) => d.stream({ origin: server.url, path: '/', method: 'POST', body }, 'no').then(() => assert.fail('resolved'), (e) => e));
+  assert.strictEqual(err.code, 'ERR_INVALID_ARG_TYPE');
 
   // Through a composed dispatcher (its request() goes through dispatch()): the same.
   const composed = d.compose((dispatch) => (opts, handler) => dispatch(opts, handler));
@@ -222,6 +234,43 @@ test('stream() writes the body into the factory\'s Writable and resolves with op
   // A Writable that fails fails it too.
   const broken = new Error('disk full');
   await assert.rejects(d.stream({ origin: server.url, path: '/', method: 'GET' }, () => new Writable({ write: (c, e, cb) => cb(broken) })), (e) => e === broken);
+  await until(() => d.http.getCurrentStatus().sockets[`127.0.0.1:${server.port}:`] === undefined, 5000, 'connections back');
+
+  // The signal stops it until the body is all written. An abort in the factory (undici calls
+  // it before its response has ended) fails it, the Writable destroyed, even when the whole
+  // response had come: with undici's RequestAbortedError for an emitter's, the reason for an
+  // AbortSignal's; the emitter's listener goes.
+  const small = await httpServer(t);
+  const emitter = new EventEmitter();
+  let given = null;
+  const fromFactory = await new Promise((resolve) => {
+    d.stream({ origin: small.url, path: '/', method: 'GET', signal: emitter }, () => {
+      emitter.emit('abort');
+      given = new PassThrough();
+      return given;
+    }, (e) => resolve(e));
+  });
+  assert.strictEqual(fromFactory?.code, 'UND_ERR_ABORTED');
+  assert.strictEqual(given.destroyed, true);
+  assert.strictEqual(emitter.listenerCount('abort'), 0);
+  const reason = new Error('enough');
+  const ac = new AbortController();
+  await assert.rejects(d.stream({ origin: small.url, path: '/', method: 'GET', signal: ac.signal }, () => {
+    ac.abort(reason);
+    return new PassThrough();
+  }), (e) => e === reason);
+  // An abort while the Writable is still taking the body fails it too.
+  const slow = new AbortController();
+  let wrote = 0;
+  await assert.rejects(d.stream({ origin: server.url, path: '/', method: 'GET', signal: slow.signal }, () => new Writable({
+    highWaterMark: 1024,
+    write(chunk, _encoding, callback) {
+      wrote += chunk.length;
+      if (wrote === chunk.length) slow.abort(reason);
+      setImmediate(callback);
+    },
+  })), (e) => e === reason);
+  assert.ok(wrote < big.length, `${wrote} of ${big.length} bytes written after the abort`);
   await until(() => d.http.getCurrentStatus().sockets[`127.0.0.1:${server.port}:`] === undefined, 5000, 'connections back');
 });
 

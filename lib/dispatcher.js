@@ -101,6 +101,8 @@ function answer(promise, callback, opts) {
   promise.then((value) => callOut(callback, null, value), (err) => callOut(callback, err, { opaque: opts?.opaque }));
 }
 
+function noop() {}
+
 function callOut(callback, err, value) {
   try {
     callback(err, value);
@@ -366,24 +368,56 @@ class Dispatcher extends EventEmitter {
   // `{ opaque, trailers }` once it is all written.
   stream(opts, factory, callback) {
     if (callback !== undefined) {
-      if (typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
+      if (typeof callback !== 'function') {
+        const err = errors.invalidArgType('callback', 'of type function', callback);
+        dropBody(opts?.body, err);
+        throw err;
+      }
       answer(this.stream(opts, factory), callback, opts);
       return undefined;
     }
-    if (typeof factory !== 'function') return Promise.reject(errors.invalidArgType('factory', 'of type function', factory));
+    if (typeof factory !== 'function') {
+      const err = errors.invalidArgType('factory', 'of type function', factory);
+      dropBody(opts?.body, err);
+      return Promise.reject(err);
+    }
     return this.request(opts).then((res) => new Promise((resolve, reject) => {
+      // The signal stops it until the body is all written, the factory's call included: undici
+      // calls the factory with the head, before its response has ended, and an abort there fails
+      // the stream. (The request's own watch may have ended with the exchange already.)
+      const { signal, unfollow } = followSignal(opts.signal);
+      let aborted = null;
+      let unwatch = null;
+      if (signal !== undefined) {
+        if (signal.aborted) aborted = undiciAbortError(signal);
+        else unwatch = watchAbort(signal, () => res.body.destroy((aborted = undiciAbortError(signal))));
+      }
+      const settle = (err) => {
+        if (unwatch !== null) unwatch();
+        if (unfollow !== null) unfollow();
+        if (err) reject(err);
+        else resolve({ opaque: res.opaque, trailers: res.trailers });
+      };
       let writable;
       try {
+        if (aborted !== null) throw aborted;
         writable = factory({ statusCode: res.statusCode, headers: res.headers, opaque: res.opaque, context: res.context });
+        if (aborted !== null) throw aborted;
         if (writable === null || typeof writable !== 'object' || typeof writable.write !== 'function' || typeof writable.on !== 'function') {
           throw errors.invalidArgValue('factory', factory, 'must return a Writable');
         }
       } catch (err) {
+        // The error is the stream's to report: the body's own 'error' goes nowhere.
+        res.body.on('error', noop);
         res.body.destroy(err);
-        reject(err);
+        if (aborted !== null && typeof writable?.destroy === 'function') {
+          if (typeof writable.on === 'function') writable.on('error', noop);
+          writable.destroy(err);
+        }
+        settle(err);
         return;
       }
-      pipeline(res.body, writable, (err) => (err ? reject(err) : resolve({ opaque: res.opaque, trailers: res.trailers })));
+      pipeline(res.body, writable, (err) => settle(err));
     }));
   }
 
