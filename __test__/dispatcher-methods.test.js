@@ -475,6 +475,21 @@ test('pipeline() as undici\'s: writes are the request body, reads what the handl
   assert.strictEqual(status, 200);
   assert.strictEqual(Buffer.concat(out).toString(), `got ${big.length}`);
 
+  // A consumer slower than the response: the handler's Readable ends (and closes) while the
+  // duplex still holds what was not read yet, which all comes, then the end.
+  const echo = await httpServer(t, (req, res) => req.pipe(res));
+  const slowly = d.pipeline({ origin: echo.url, path: '/', method: 'PUT' }, ({ body }) => body.pipe(new PassThrough()));
+  slowly.end(big);
+  let read = 0;
+  slowly.on('data', (chunk) => {
+    read += chunk.length;
+    slowly.pause();
+    setImmediate(() => slowly.resume());
+  });
+  const [outcome] = await Promise.race([once(slowly, 'end').then(() => ['end']), once(slowly, 'error')]);
+  assert.strictEqual(outcome, 'end');
+  assert.strictEqual(read, big.length);
+
   // A handler that throws, or gives no Readable, destroys the duplex with the error.
   const boom = new Error('boom');
   const failing = d.pipeline({ origin: server.url, path: '/', method: 'GET' }, () => { throw boom; });
@@ -485,6 +500,11 @@ test('pipeline() as undici\'s: writes are the request body, reads what the handl
   empty.resume();
   empty.end();
   assert.strictEqual((await once(empty, 'error'))[0].code, 'ERR_INVALID_ARG_VALUE');
+  // A handler that is not a function: the duplex errors, and nothing else does (its request
+  // body, never read, is destroyed with no uncaught 'error'; node:test fails a test on one).
+  const refused = d.pipeline({ origin: server.url, path: '/', method: 'POST' }, null);
+  assert.strictEqual((await once(refused, 'error'))[0].code, 'ERR_INVALID_ARG_TYPE');
+  await new Promise(setImmediate);
   await until(() => Object.keys(d.http.getCurrentStatus().sockets).length === 0, 5000, 'connections back');
 });
 

@@ -512,6 +512,9 @@ class Dispatcher extends EventEmitter {
       destroy(err, cb) {
         // Destroyed before the response's own end: the request stops.
         const reason = err ?? (duplex.readableEnded ? null : errors.undiciError('ABORTED'));
+        // The error is the duplex's to report: the request body's own (it may never have been
+        // read, a handler refused) goes nowhere.
+        source.on('error', noop);
         source.destroy(reason ?? undefined);
         if (response !== null) response.body.destroy(reason ?? undefined);
         else if (reason !== null) controller.abort(reason);
@@ -555,10 +558,16 @@ class Dispatcher extends EventEmitter {
       ret.on('data', (chunk) => {
         if (!duplex.push(chunk) && typeof ret.pause === 'function') ret.pause();
       });
-      ret.on('end', () => duplex.push(null));
+      // The handler's Readable closing before its end aborts; once it has ended, what the
+      // duplex still holds is read at the consumer's pace.
+      let ended = false;
+      ret.on('end', () => {
+        ended = true;
+        duplex.push(null);
+      });
       ret.on('error', (err) => duplex.destroy(err));
       ret.on('close', () => {
-        if (!duplex.readableEnded && !duplex.destroyed) duplex.destroy(errors.undiciError('ABORTED'));
+        if (!ended && !duplex.destroyed) duplex.destroy(errors.undiciError('ABORTED'));
       });
     }, (err) => duplex.destroy(err));
     return duplex;
