@@ -1208,6 +1208,27 @@ test("undici's connection events: 'connect', 'disconnect' and 'connectionError',
   assert.strictEqual(timedOut.code, 'UND_ERR_INFO');
   assert.strictEqual(timedOut.message, 'socket idle timeout');
 
+  // A listener added once a connection is open hears of its end (not of its opening, which is
+  // past), as undici's does: on a dispatcher that never had one, and on one whose listener
+  // went before the connection opened.
+  for (const before of ['none', 'gone']) {
+    const late = dispatcher(t);
+    if (before === 'gone') {
+      const listener = () => assert.fail('not listening any more');
+      late.on('connect', listener);
+      late.off('connect', listener);
+    }
+    assert.strictEqual(await (await fetch(`${server.url}/`, { dispatcher: late })).text(), 'ok');
+    assert.strictEqual(late.stats[server.url].connected, 1);
+    const ends = [];
+    late.on('disconnect', (...args) => ends.push(args));
+    server.closeAllConnections();
+    await until(() => ends.length > 0, 5000, `'disconnect' (${before})`);
+    const [[endedAt, , cause]] = ends;
+    assert.strictEqual(endedAt.origin, server.url, before);
+    assert.strictEqual(cause.message, 'other side closed', before);
+  }
+
   // A port nobody listens on.
   const closed = await httpServer(t);
   const { port } = closed.address();

@@ -242,6 +242,12 @@ impl Conn {
         *self.io.borrow_mut() = Io::Session { sender, stopper };
     }
 
+    /// Whether it is an `agent.request()` connection that carries exchanges: one that has
+    /// opened (an HTTP/1.1 connection or an HTTP/2 session), not one still connecting.
+    pub fn exchanges(&self) -> bool {
+        matches!(&*self.io.borrow(), Io::Session { .. } | Io::Hyper { .. })
+    }
+
     /// A sender for one more stream, if this is an open HTTP/2 session.
     pub fn stream(&self) -> Option<client::Sender> {
         match &*self.io.borrow() {

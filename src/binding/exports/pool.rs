@@ -363,7 +363,7 @@ impl NativePool {
     /// failing to open (`onConnection`).
     #[napi(catch_unwind)]
     pub fn watch_connections(&self, on: bool) {
-        self.cell.watch_connections.set(on);
+        self.cell.watch(on);
     }
 
     /// Counts per key, for the `sockets`, `freeSockets` and `requests` views.

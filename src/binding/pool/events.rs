@@ -2,13 +2,27 @@
 //! or failed (undici's dispatcher events), and TLS key log lines.
 
 use super::PoolCell;
-use crate::binding::conn::Mode;
+use crate::binding::conn::{self, Mode};
 use crate::binding::inbox::Completion;
 use crate::binding::js;
 use crate::error::Error;
 use crate::pool::KeyId;
 
 impl PoolCell {
+    /// Starts or stops telling the agent's watchers of its `agent.request()` connections.
+    /// Those already open when it starts are told of when they end (not of their opening,
+    /// which is past), as undici's dispatcher tells a listener added late.
+    pub fn watch(&self, on: bool) {
+        if on && !self.watch_connections.get() {
+            for conn in conn::of_pool(self.id) {
+                if conn.exchanges() {
+                    conn.announced.set(true);
+                }
+            }
+        }
+        self.watch_connections.set(on);
+    }
+
     /// Posts a connection event of key `key` for the agent's watchers, if it has any: it
     /// reaches them on a later turn ([`PoolCell::emit_connection`]).
     pub fn post_connection(&self, kind: u32, key: KeyId, error: Option<Error>) {
