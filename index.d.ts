@@ -560,8 +560,10 @@ declare namespace Agent {
     /** undici's: TLS and socket options of the agents (`keepAliveInitialDelay` is `keepAliveMsecs`);
      * `keepAlive` and `timeout` change nothing. A connector function is refused. */
     connect?: DispatcherConnectOptions | undefined;
-    /** undici's tuning, taken and changing nothing here (see the README). */
+    /** undici's: `0` turns keep-alive off (the agents' `keepAlive: false`); other values are
+     * taken and change nothing here (see the README). */
     pipelining?: number | undefined;
+    /** undici's tuning, taken and changing nothing here (see the README). */
     keepAliveMaxTimeout?: number | undefined;
     maxRequestsPerClient?: number | undefined;
     maxConcurrentStreams?: number | undefined;

@@ -122,6 +122,20 @@ test("undici Agent's options mean what they mean there: connections, connect's T
   await new Promise(setImmediate);
   assert.deepStrictEqual(warnings, []);
   assert.strictEqual(dispatcher(t, { connections: null }).http.maxSockets, Infinity);
+  // pipelining: 0 turns keep-alive off, as in undici: each request on a connection of its
+  // own, saying so; given with keepAlive: true, it is refused.
+  const seen = [];
+  const unkeptServer = await httpServer(t, (req, res) => {
+    seen.push([req.socket.remotePort, req.headers.connection]);
+    res.end('ok');
+  });
+  const unkept = dispatcher(t, { pipelining: 0 });
+  for (let i = 0; i < 3; i++) assert.strictEqual(await (await fetch(`${unkeptServer.url}/`, { dispatcher: unkept })).text(), 'ok');
+  assert.deepStrictEqual(seen.map(([, connection]) => connection), ['close', 'close', 'close']);
+  assert.strictEqual(new Set(seen.map(([port]) => port)).size, 3);
+  assert.strictEqual(unkept.http.keepAlive, false);
+  assert.throws(() => new Dispatcher({ pipelining: 0, keepAlive: true }), { code: 'ERR_INVALID_ARG_VALUE' });
+  assert.strictEqual(dispatcher(t, { pipelining: 10 }).http.keepAlive, true);
   // maxHeaderSize: a longer response head fails, as undici fails it.
   const big = await httpServer(t, (req, res) => {
     res.setHeader('x-big', 'a'.repeat(2000));

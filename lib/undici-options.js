@@ -25,7 +25,8 @@ const CONNECT_RENAMED = new Map([
   ['timeout', null],
 ]);
 
-// Tuning of undici's own: taken (a number, or a boolean) and nothing to change here.
+// Tuning of undici's own: taken (a number, or a boolean) and nothing to change here (but for
+// `pipelining: 0`, see fromUndici).
 // `maxRedirections` among them: undici 7 and 8 take it in an Agent's options and follow no
 // redirects for it (their redirect interceptor does; undici 6's Agent did).
 const TUNING = ['pipelining', 'keepAliveMaxTimeout', 'maxRequestsPerClient', 'maxConcurrentStreams', 'maxRedirections'];
@@ -58,6 +59,9 @@ function fromUndici(options) {
     }
     given(out, agentName, value, `options.${name}`);
   }
+  // `pipelining: 0` is undici's way to turn keep-alive off: the agents' `keepAlive: false`
+  // (each connection carries one request, which says `connection: close`).
+  if (out.pipelining === 0) given(out, 'keepAlive', false, 'options.pipelining');
   for (const name of TUNING) {
     const value = out[name];
     delete out[name];
