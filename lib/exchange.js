@@ -196,9 +196,9 @@ class Exchange {
   upgrade(agent, origin, opts) {
     if (!this.controlled) checkHandler(this.handler, LEGACY_UPGRADE_METHODS);
     this.dispatcher._started(this);
-    const upgradable = this.controlled ? 'onRequestUpgrade' : 'onUpgrade';
-    if (typeof this.handler[upgradable] !== 'function') {
-      this.failed(errors.invalidArgValue('handler', this.handler, `has no ${upgradable}(), which an upgrade or a CONNECT needs`));
+    // The newer API's callbacks are each optional but this one (the older API's is checked).
+    if (this.controlled && typeof this.handler.onRequestUpgrade !== 'function') {
+      this.failed(errors.invalidArgValue('handler', this.handler, 'has no onRequestUpgrade(), which an upgrade or a CONNECT needs'));
       return;
     }
     if (this.controlled) this.call('onRequestStart', this.controller, {});
