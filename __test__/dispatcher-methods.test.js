@@ -147,6 +147,14 @@ test('a request() refused before it starts destroys its stream body with the err
   const composed = d.compose((dispatch) => (opts, handler) => dispatch(opts, handler));
   err = await refusedWith(held(), rejected({ origin: server.url, path: 'no-slash', method: 'POST' }, composed));
   assert.strictEqual(err.code, 'ERR_INVALID_ARG_VALUE');
+  // undici 6's throwOnError is refused by every request() of ours (undici 7 refuses it too),
+  // rather than answered with the response it was to fail, and so by stream() over it.
+  for (const target of [d, composed]) {
+    err = await refusedWith(held(), rejected({ origin: server.url, path: '/', method: 'POST', throwOnError: true }, target));
+    assert.strictEqual(err.code, 'ERR_INVALID_ARG_VALUE');
+    assert.match(err.message, /throwOnError/);
+    await assert.rejects(target.stream({ origin: server.url, path: '/', method: 'GET', throwOnError: true }, () => new PassThrough()), { code: 'ERR_INVALID_ARG_VALUE' });
+  }
 
   // A closing dispatcher refuses, and drops the body too.
   const closing = dispatcher(t);

@@ -10,7 +10,7 @@ const { kStringMaxLength } = require('node:buffer');
 const { pipeline, Duplex, PassThrough } = require('node:stream');
 const errors = require('./errors');
 const { Agent, HttpsAgent } = require('./agent');
-const { request } = require('./request');
+const { request, refuseThrowOnError } = require('./request');
 const { rawHeaderObject } = require('./headers');
 const { watchAbort, followSignal, undiciAbortError } = require('./signal');
 const { LegacyHandler } = require('./legacy-handler');
@@ -340,6 +340,7 @@ class Dispatcher extends EventEmitter {
       if (onInfo !== undefined && onInfo !== null && typeof onInfo !== 'function') {
         throw errors.invalidArgType('opts.onInfo', 'of type function', onInfo);
       }
+      refuseThrowOnError(opts.throwOnError, 'opts.throwOnError');
       if (highWaterMark !== undefined && highWaterMark !== null) {
         numberOption(highWaterMark, 'opts.highWaterMark', 0, 'an integer >= 0', true);
       }

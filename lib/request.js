@@ -113,9 +113,7 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
   if (maxRedirections !== undefined && maxRedirections !== null && maxRedirections !== 0) {
     throw errors.invalidArgValue('options.maxRedirections', maxRedirections, 'is not supported: a redirect response is returned as it is (undici\'s redirect interceptor, composed on a Dispatcher, follows them)');
   }
-  if (throwOnError !== undefined && throwOnError !== null && throwOnError !== false) {
-    throw errors.invalidArgValue('options.throwOnError', throwOnError, 'is not supported: check res.statusCode');
-  }
+  refuseThrowOnError(throwOnError, 'options.throwOnError');
   if (reset !== undefined && reset !== null && typeof reset !== 'boolean') {
     throw errors.invalidArgType('options.reset', 'of type boolean', reset);
   }
@@ -305,6 +303,15 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
   return exchange === null ? promise : pending;
 }
 
+// undici 6's request() failed a response of status 400 or more when given `throwOnError`;
+// undici 7's refuses the option. A request() of ours refuses it too, rather than resolve with
+// the response a program that gives it expects to fail.
+function refuseThrowOnError(value, name) {
+  if (value !== undefined && value !== null && value !== false) {
+    throw errors.invalidArgValue(name, value, 'is not supported: check res.statusCode');
+  }
+}
+
 const NO_BYTES = Buffer.alloc(0);
 
 // A promise's settling functions, taken from its executor without a closure made per request.
@@ -315,4 +322,4 @@ function captureSettlers(resolve, reject) {
   settlers.reject = reject;
 }
 
-module.exports = { request, MAX_TARGET };
+module.exports = { request, refuseThrowOnError, MAX_TARGET };
