@@ -387,6 +387,9 @@ class PendingRequest {
       }
       if (this.declaredLength !== undefined && sent !== this.declaredLength) throw lengthMismatch(this.declaredLength, sent);
       this.source = null;
+      // Read whole: a stream made with autoDestroy off is not destroyed by its end, and would
+      // keep what it holds; it goes now, as undici's request() and stream.pipeline end it.
+      if (typeof source.destroy === 'function' && source.destroyed === false) source.destroy();
       // Trailers made when the body has ended (a checksum of it, say): their function's
       // error, or a wrong value, fails the request as a source's error does.
       let trailers;

@@ -141,6 +141,35 @@ test('a string body whose bytes were miscounted fails at once, and the agent goe
   assert.strictEqual(agent.getCurrentStatus().requestCount, 1);
 });
 
+test('a Readable body read whole is destroyed, even one made with autoDestroy off', async (t) => {
+  const server = await httpServer(t, async (req, res) => {
+    let n = 0;
+    for await (const chunk of req) n += chunk.length;
+    res.end(`got ${n}`);
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (const autoDestroy of [false, true]) {
+    let destroys = 0;
+    const source = new Readable({
+      autoDestroy,
+      read() {
+        this.push('abc');
+        this.push(null);
+      },
+      destroy(err, callback) {
+        destroys++;
+        callback(err);
+      },
+    });
+    const res = await agent.request(server.url, { method: 'POST', body: source });
+    assert.strictEqual(await res.body.text(), 'got 3');
+    // The server answered once it had the whole body, which the source's end ended.
+    assert.deepStrictEqual([source.destroyed, source.errored, destroys], [true, null, 1], `autoDestroy: ${autoDestroy}`);
+    await until(() => source.closed, 2000, 'the source closed');
+  }
+});
+
 test('a Readable body is destroyed when the request ends before all of it is sent', { timeout: 20000 }, async (t) => {
   const server = await httpServer(t, (req, res) => {
     req.resume();
