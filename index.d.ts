@@ -93,6 +93,9 @@ declare namespace Agent {
      */
     request(url: RequestUrl, options: RequestOptions & { responseHeaders: 'raw' }): Promise<RawHeadersResponse>;
     request(url: RequestUrl, options?: RequestOptions): Promise<Response>;
+    /** The options in the object of the origin and path, as undici's `dispatcher.request()` takes them. */
+    request(options: RequestOptions & UrlParts & { responseHeaders: 'raw' }): Promise<RawHeadersResponse>;
+    request(options: RequestOptions & UrlParts): Promise<Response>;
   }
 
   /** A duration in milliseconds, or a string such as `'4s'`, `'1.5m'`, `'500ms'`. */
@@ -172,7 +175,13 @@ declare namespace Agent {
    * A URL as a string, a `URL`, or an origin and a path: the path (starting with `/`) goes to
    * that origin as given, whatever it looks like.
    */
-  type RequestUrl = string | URL | { origin: string; path?: string };
+  type RequestUrl = string | URL | UrlParts;
+
+  /** An origin (`'https://host:port'`) and a path of it. */
+  interface UrlParts {
+    origin: string;
+    path?: string | undefined;
+  }
 
   /** Request bodies `agent.request()` takes. */
   type RequestBody =
@@ -765,6 +774,8 @@ declare namespace Agent {
   /** `agent.request()` on a default `Agent` or `HttpsAgent`, by the URL's protocol. */
   function request(url: RequestUrl, options: RequestOptions & { responseHeaders: 'raw' }): Promise<RawHeadersResponse>;
   function request(url: RequestUrl, options?: RequestOptions): Promise<Response>;
+  function request(options: RequestOptions & UrlParts & { responseHeaders: 'raw' }): Promise<RawHeadersResponse>;
+  function request(options: RequestOptions & UrlParts): Promise<Response>;
 }
 
 /** `require('hyperagent-rs')` is the `Agent` class, as agentkeepalive's default export is. */

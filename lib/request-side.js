@@ -7,7 +7,7 @@
 const binding = require('./native');
 const errors = require('./errors');
 const hooks = require('./hooks');
-const { request } = require('./request');
+const { request, callOptions } = require('./request');
 const { serverNameError, rejectsUnauthorized } = require('./tls');
 const { resolve, blockListOf } = require('./connect');
 const { kPool, kPoolId, kKeys, kServe, kWatchers } = require('./internals');
@@ -18,10 +18,11 @@ class RequestSide {
   /**
    * Sends a request with HTTP spoken by hyper in Rust, on this agent's pool. Resolves with
    * `{ statusCode, statusMessage, headers, rawHeaders, trailers, body }` when the response
-   * head arrives; `body` is a Readable (also `.text()`, `.json()`, `.arrayBuffer()`).
+   * head arrives; `body` is a Readable (also `.text()`, `.json()`, `.arrayBuffer()`). The
+   * options may also come in the url object: `{ origin, path, method, ... }`.
    */
   request(url, options) {
-    return request(this, url, options);
+    return request(this, url, callOptions(url, options));
   }
 
   get _poolId() {

@@ -303,6 +303,28 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
   return exchange === null ? promise : pending;
 }
 
+// agent.request()'s options, as index.d.ts's RequestOptions names them (and undici's two that
+// it refuses).
+const OPTION_NAMES = [
+  'method', 'headers', 'query', 'body', 'servername', 'trailers', 'signal', 'headersTimeout', 'bodyTimeout',
+  'maxResponseHeaderSize', 'opaque', 'reset', 'responseHeaders', 'onInfo', 'highWaterMark', 'maxRedirections',
+  'throwOnError',
+];
+
+// The options of agent.request(url, options): given apart, or, as undici's dispatcher.request()
+// takes them, in one object with the origin and the path (`{ origin, path, method, body }`).
+// With both, the url object may not hold an option too: one of the two would be dropped.
+function callOptions(url, options) {
+  if (url === null || typeof url !== 'object' || url instanceof URL) return options;
+  if (options === undefined) return url;
+  for (const name of OPTION_NAMES) {
+    if (url[name] !== undefined) {
+      throw errors.invalidArgValue('url', url, `holds the option ${name} while options are given too: give the options in one place`);
+    }
+  }
+  return options;
+}
+
 // undici 6's request() failed a response of status 400 or more when given `throwOnError`;
 // undici 7's refuses the option. A request() of ours refuses it too, rather than resolve with
 // the response a program that gives it expects to fail.
@@ -322,4 +344,4 @@ function captureSettlers(resolve, reject) {
   settlers.reject = reject;
 }
 
-module.exports = { request, refuseThrowOnError, MAX_TARGET };
+module.exports = { request, callOptions, refuseThrowOnError, MAX_TARGET };

@@ -83,6 +83,38 @@ test('methods, URL forms and headers reach the server', async (t) => {
   assert.strictEqual(flat.headers['x-a'], '1, 2');
 });
 
+test('the options may come in the { origin, path } object, as undici takes them; never in both places', async (t) => {
+  const seen = [];
+  const server = await httpServer(t, (req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (chunk) => { body += chunk; });
+    req.on('end', () => {
+      seen.push(`${req.method} ${req.url} ${req.headers['x-a']} ${body}`);
+      res.end('done');
+    });
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const origin = server.url;
+  const res = await agent.request({ origin, path: '/one', method: 'POST', headers: { 'x-a': '1' }, body: 'payload', query: { q: 2 } });
+  assert.strictEqual(await res.body.text(), 'done');
+  const viaDefault = await hyperagent.request({ origin, path: '/two', method: 'PUT', body: Readable.from(['streamed']) });
+  assert.strictEqual(await viaDefault.body.text(), 'done');
+  assert.deepStrictEqual(seen, ['POST /one?q=2 1 payload', 'PUT /two undefined streamed']);
+  // An aborted signal in the object fails the request as it would as an option.
+  await assert.rejects(agent.request({ origin, path: '/three', signal: AbortSignal.abort() }), { name: 'AbortError' });
+  // With options given too, an option in the object would be dropped: refused, nothing sent.
+  for (const name of ['method', 'body', 'headers', 'signal', 'headersTimeout']) {
+    const input = { origin, path: '/four', [name]: name === 'signal' ? new AbortController().signal : name === 'headers' ? {} : name === 'headersTimeout' ? 5 : 'POST' };
+    assert.throws(() => agent.request(input, { method: 'PATCH' }), { code: 'ERR_INVALID_ARG_VALUE', message: new RegExp(`holds the option ${name} `) }, name);
+  }
+  // The origin and path alone, with options beside them, are as before.
+  const plain = await agent.request({ origin, path: '/five' }, { method: 'DELETE' });
+  assert.strictEqual(await plain.body.text(), 'done');
+  assert.deepStrictEqual(seen.slice(2), ['DELETE /five undefined ']);
+});
+
 test('{ origin, path } sends the path to that origin as given, never to another host', async (t) => {
   const seen = [];
   const server = await httpServer(t, (req, res) => {

@@ -120,6 +120,12 @@ async function promisePath(): Promise<unknown> {
   for await (const chunk of res.body) void (chunk as Buffer);
   const other = await hyperagent.request({ origin: 'http://127.0.0.1', path: '/x' });
   const unread: boolean = other.body.bodyUsed;
+  // The options in the object of the origin and path, as undici's dispatcher.request() takes them.
+  const together: hyperagent.Response = await agent.request({ origin: 'http://127.0.0.1', path: '/y', method: 'POST', body: 'x' });
+  const togetherRaw: string[] = (await hyperagent.request({ origin: 'http://127.0.0.1', responseHeaders: 'raw' })).headers;
+  // @ts-expect-error the origin is a string
+  void agent.request({ origin: new URL('http://127.0.0.1'), method: 'POST' });
+  void [together, togetherRaw];
   const web = other.body.body as unknown as import('node:stream/web').ReadableStream<Uint8Array>;
   void web;
   const raw = await agent.request('http://127.0.0.1/', { responseHeaders: 'raw', opaque: { id: 1 }, reset: true });
