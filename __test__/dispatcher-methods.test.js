@@ -13,6 +13,7 @@ const https = require('node:https');
 const { once, EventEmitter } = require('node:events');
 const { Readable, Writable, PassThrough } = require('node:stream');
 const { Dispatcher } = require('..');
+const undici = require('./undici');
 const { httpServer, sha256, received, dispatcher, trailingServer, rawServer, readRequest, listen, until } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
@@ -461,6 +462,41 @@ test('a response\'s context and formData() are undici\'s: an object of its own, 
     return new Writable({ write: (chunk, encoding, callback) => callback() });
   });
   assert.deepStrictEqual(given, {});
+});
+
+test('a composed dispatcher\'s request() and stream() give the context its interceptors share, as undici\'s do', async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/from') {
+      res.writeHead(302, { location: '/to' });
+      res.end();
+      return;
+    }
+    res.end('arrived');
+  });
+  const d = dispatcher(t);
+  // An interceptor that gives its handler's onRequestStart a context of its own, as undici's
+  // redirect interceptor gives its `history`.
+  const tagged = (dispatch) => (opts, handler) => dispatch(opts, {
+    ...handler,
+    onRequestStart: (controller, context) => handler.onRequestStart(controller, { ...context, tag: opts.path }),
+    onResponseStart: (...args) => handler.onResponseStart(...args),
+    onResponseData: (...args) => handler.onResponseData(...args),
+    onResponseEnd: (...args) => handler.onResponseEnd(...args),
+    onResponseError: (...args) => handler.onResponseError(...args),
+  });
+  const res = await d.compose(tagged).request({ origin: server.url, path: '/to', method: 'GET' });
+  assert.deepStrictEqual(res.context, { tag: '/to' });
+  assert.strictEqual(await res.body.text(), 'arrived');
+  let given = null;
+  await d.compose(tagged).stream({ origin: server.url, path: '/to', method: 'GET' }, ({ context }) => {
+    given = context;
+    return new Writable({ write: (chunk, encoding, callback) => callback() });
+  });
+  assert.deepStrictEqual(given, { tag: '/to' });
+  // undici's redirect interceptor: the history of the redirects it followed.
+  const redirected = await d.compose(undici.interceptors.redirect({ maxRedirections: 2 })).request({ origin: server.url, path: '/from', method: 'GET' });
+  assert.strictEqual(await redirected.body.text(), 'arrived');
+  assert.deepStrictEqual(redirected.context.history.map(String), [`${server.url}/from`, `${server.url}/to`]);
 });
 
 test('pipeline() as undici\'s: writes are the request body, reads what the handler makes of the response', async (t) => {

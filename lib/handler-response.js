@@ -26,10 +26,14 @@ class ResponseHandler {
     this.ended = false;
     this.finished = false;
     this.unwatch = null;
+    this.context = null;
   }
 
-  onRequestStart(controller) {
+  // `context`: what the interceptors share of the request (a redirect's `history` ...), which
+  // undici's request() gives its response; the last one given, as a retry starts anew.
+  onRequestStart(controller, context) {
     this.controller = controller;
+    if (context !== null && typeof context === 'object') this.context = context;
     const signal = this.signal;
     if (signal === undefined) return;
     if (signal.aborted) controller.abort(abortError(signal));
@@ -49,6 +53,9 @@ class ResponseHandler {
     const body = new ResponseBody(this, this.extras.highWaterMark);
     this.response = new Response(statusCode, statusMessage ?? '', headerLines(headers).join('\n'), body);
     withExtras(this.response, this.extras);
+    if (this.context !== null) {
+      Object.defineProperty(this.response, 'context', { value: this.context, writable: true, enumerable: true, configurable: true });
+    }
     this.resolve(this.response);
   }
 
