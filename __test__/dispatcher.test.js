@@ -907,6 +907,39 @@ test('the newer handler API, driven directly: controller pause, resume and abort
   assert.deepStrictEqual(errors, ['enough']);
 });
 
+test("the newer handler API's head is undici's object of it: a repeated name's values in an array, as undici's Agent gives them", async (t) => {
+  const server = await httpServer(t, (req, res) => {
+    res.setHeader('age', ['0', '5']);
+    res.setHeader('cache-control', ['public', 'max-age=60']);
+    res.setHeader('set-cookie', 'one=1');
+    res.setHeader('location', ['/a', '/b']);
+    res.setHeader('__proto__', 'p');
+    res.end('x');
+  });
+  const headsOf = (d) => new Promise((resolve, reject) => {
+    d.dispatch({ origin: server.url, path: '/', method: 'GET' }, {
+      onRequestStart() {},
+      onResponseStart(controller, status, headers) {
+        resolve(headers);
+      },
+      onResponseData() {},
+      onResponseEnd() {},
+      onResponseError(controller, err) { reject(err); },
+    });
+  });
+  const theirs = new undici.Agent();
+  t.after(() => theirs.destroy());
+  const ours = await headsOf(dispatcher(t));
+  const expected = await headsOf(theirs);
+  for (const name of ['age', 'cache-control', 'set-cookie', 'location']) {
+    assert.deepStrictEqual(ours[name], expected[name], name);
+  }
+  assert.deepStrictEqual(ours.age, ['0', '5']);
+  assert.strictEqual(ours['set-cookie'], 'one=1');
+  assert.deepStrictEqual(Object.getOwnPropertyDescriptor(ours, '__proto__')?.value, 'p');
+  assert.strictEqual(Object.getPrototypeOf(ours), Object.prototype);
+});
+
 test('a finished exchange lets go of its handler: a controller or an abort kept by the program does not keep the handler', async (t) => {
   const server = await httpServer(t, (req, res) => res.end('ok'));
   const closed = await httpServer(t);

@@ -9,7 +9,7 @@ const errors = require('./errors');
 const { announce } = require('./undici-channels');
 const { request } = require('./request');
 const { openUpgrade } = require('./upgrade');
-const { rawHeaderObject, headerLines, headerBytes } = require('./headers');
+const { rawHeaderObject, undiciHeaderObject, headerLines, headerBytes } = require('./headers');
 
 // The exchanges in flight, linked through the exchanges themselves. Not a Set: exchanges enter
 // and leave it at the request rate, and a Set's storage, in the old generation, kept those that
@@ -265,7 +265,8 @@ class Exchange {
     this.call('onResponseStarted');
     if (this.finished) return false;
     if (this.controlled) {
-      this.call('onResponseStart', this.controller, response.statusCode, response.headers, response.statusMessage);
+      // undici's object of the head (its repeated names in arrays), not agent.request()'s.
+      this.call('onResponseStart', this.controller, response.statusCode, undiciHeaderObject(response.rawHeaders), response.statusMessage);
     } else {
       more = this.call('onHeaders', response.statusCode, response.rawHeaderBuffers(), this.resumer, response.statusMessage);
     }

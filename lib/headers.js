@@ -227,15 +227,43 @@ function headerObject(raw) {
   return out;
 }
 
-// Header lines as a server wrote them (Node's IncomingMessage#rawHeaders, or their Buffers) as
-// headerObject's object, whose names are lowercase, as undici's are.
+// Header lines (names lower-case) as undici's object of them, which its handlers of the newer
+// API and its upgrade() and connect() are given: a name's value as a string, or, when the name
+// comes again, all its values in an array, in order (where Node's keeps the first of some names
+// and joins the others). A name that is a property of Object.prototype (`__proto__`,
+// `constructor`) is an own property too.
+function undiciHeaderObject(lines) {
+  const out = {};
+  for (let i = 0; i < lines.length; i += 2) {
+    const name = lines[i];
+    const value = lines[i + 1];
+    if (!Object.hasOwn(out, name)) {
+      if (name === '__proto__') Object.defineProperty(out, name, { value, writable: true, enumerable: true, configurable: true });
+      else out[name] = value;
+    } else {
+      const prev = out[name];
+      if (typeof prev === 'string') out[name] = [prev, value];
+      else prev.push(value);
+    }
+  }
+  return out;
+}
+
+// Header lines as a server wrote them (Node's IncomingMessage#rawHeaders, or their Buffers,
+// latin1 as on the wire) as undici's object of them (see undiciHeaderObject).
 function rawHeaderObject(raw) {
   const lines = new Array(raw.length);
   for (let i = 0; i < raw.length; i += 2) {
-    lines[i] = String(raw[i]).toLowerCase();
-    lines[i + 1] = String(raw[i + 1]);
+    lines[i] = lineText(raw[i]).toLowerCase();
+    lines[i + 1] = lineText(raw[i + 1]);
   }
-  return headerObject(lines);
+  return undiciHeaderObject(lines);
+}
+
+function lineText(line) {
+  if (typeof line === 'string') return line;
+  if (line instanceof Uint8Array) return Buffer.from(line.buffer, line.byteOffset, line.byteLength).toString('latin1');
+  return String(line);
 }
 
 // A header object (headerObject's, or an undici handler's) as flat name/value lines: an array
@@ -270,4 +298,4 @@ function headerBytes(lines) {
   return out;
 }
 
-module.exports = { TOKEN, invalidToken, checkValue, headerList, headerObject, rawHeaderObject, rawHeader, trailerLines, headerLines, headerBytes };
+module.exports = { TOKEN, invalidToken, checkValue, headerList, headerObject, undiciHeaderObject, rawHeaderObject, rawHeader, trailerLines, headerLines, headerBytes };
