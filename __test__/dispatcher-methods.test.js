@@ -499,6 +499,55 @@ test('a composed dispatcher\'s request() and stream() give the context its inter
   assert.deepStrictEqual(redirected.context.history.map(String), [`${server.url}/from`, `${server.url}/to`]);
 });
 
+test('a composed dispatcher\'s request() takes the older handler API from an interceptor written for it, as undici\'s does', async (t) => {
+  const big = Buffer.alloc(1 << 20, 'a');
+  const server = await httpServer(t, (req, res) => res.end(req.url === '/big' ? big : 'origin'));
+  const d = dispatcher(t);
+  // An interceptor that answers itself through the older API, as undici 7's cache interceptor
+  // answers `only-if-cached`.
+  const answering = (dispatch) => (opts, handler) => {
+    if (opts.path !== '/local') return dispatch(opts, handler);
+    handler.onConnect(() => {}, { from: 'local' });
+    handler.onHeaders(203, ['x-a', '1', 'x-a', '2'].map((s) => Buffer.from(s)), () => {}, 'Local');
+    handler.onData(Buffer.from('here'));
+    handler.onComplete([Buffer.from('x-t'), Buffer.from('done')]);
+    return true;
+  };
+  const local = await d.compose(answering).request({ origin: server.url, path: '/local', method: 'GET' });
+  assert.deepStrictEqual([local.statusCode, local.statusMessage, local.headers['x-a'], local.context], [203, 'Local', '1, 2', { from: 'local' }]);
+  assert.strictEqual(await local.body.text(), 'here');
+  assert.deepStrictEqual(local.trailers, { 'x-t': 'done' });
+
+  // One that relays the older API: the body's back-pressure is onData's false and the resume
+  // given with the head.
+  const told = [];
+  let resumed = 0;
+  const relaying = (dispatch) => (opts, handler) => dispatch(opts, {
+    onConnect: (abort, context) => handler.onConnect(abort, context),
+    onHeaders: (status, raw, resume, message) => handler.onHeaders(status, raw, () => { resumed++; resume(); }, message),
+    onData: (chunk) => {
+      const more = handler.onData(chunk);
+      told.push(more);
+      return more;
+    },
+    onComplete: (trailers) => handler.onComplete(trailers),
+    onError: (err) => handler.onError(err),
+  });
+  const res = await d.compose(relaying).request({ origin: server.url, path: '/big', method: 'GET' });
+  await until(() => told.includes(false), 5000, 'the unread body asked for a pause');
+  const got = Buffer.concat(await res.body.toArray());
+  assert.ok(got.equals(big), 'the whole body, in order');
+  assert.ok(resumed > 0, 'reading resumed it');
+  const passed = await d.compose(relaying).request({ origin: server.url, path: '/', method: 'GET' });
+  assert.strictEqual(await passed.body.text(), 'origin');
+
+  // undici's cache interceptor with `only-if-cached` and nothing cached: its own 504.
+  const cached = d.compose(undici.interceptors.cache());
+  const none = await cached.request({ origin: server.url, path: '/nothing', method: 'GET', headers: { 'cache-control': 'only-if-cached' } });
+  assert.strictEqual(none.statusCode, 504);
+  await none.body.dump();
+});
+
 test('pipeline() as undici\'s: writes are the request body, reads what the handler makes of the response', async (t) => {
   const server = await upgradingServer(t);
   const d = dispatcher(t);

@@ -8,7 +8,7 @@
 const errors = require('./errors');
 const { ResponseBody, Response, withExtras } = require('./response');
 const { watchAbort, abortError } = require('./signal');
-const { headerLines } = require('./headers');
+const { headerLines, rawHeaderObject } = require('./headers');
 const { dropBody } = require('./request-body');
 
 class ResponseHandler {
@@ -93,6 +93,34 @@ class ResponseHandler {
     response.body._fail(err);
   }
 
+  // The older API (onConnect, onHeaders, onData, onComplete, onError), which an interceptor
+  // written for it calls on the handler it is given (as does undici 7's cache interceptor when
+  // it answers `only-if-cached` itself), as undici's request() handler takes it: each is the
+  // newer callback of the same meaning, with a controller made of the abort and the resume given.
+  onConnect(abort, context) {
+    this.onRequestStart(new LegacyController(abort), context);
+  }
+
+  onHeaders(statusCode, rawHeaders, resume, statusMessage) {
+    if (this.controller === null) this.controller = new LegacyController(null);
+    if (this.controller instanceof LegacyController) this.controller.resumer = resume;
+    this.onResponseStart(this.controller, statusCode, rawHeaderObject(rawHeaders ?? []), statusMessage);
+    return !this.paused;
+  }
+
+  onData(chunk) {
+    this.onResponseData(this.controller, chunk);
+    return !this.paused;
+  }
+
+  onComplete(trailers) {
+    this.onResponseEnd(this.controller, rawHeaderObject(trailers ?? []));
+  }
+
+  onError(err) {
+    this.onResponseError(this.controller, err);
+  }
+
   // The request is over, once.
   end() {
     this.finished = true;
@@ -131,6 +159,35 @@ class ResponseHandler {
     if (this.finished) return;
     this.end();
     this.controller.abort(errors.undiciError('ABORTED'));
+  }
+}
+
+// The newer API's controller of a request driven through the older one: `abort(reason)` as
+// onConnect gave it, resume() the `resume` onHeaders gave (a pause is onData's false).
+class LegacyController {
+  constructor(abort) {
+    this.abortRequest = abort;
+    this.resumer = null;
+    this.paused = false;
+    this.aborted = false;
+    this.reason = null;
+  }
+
+  abort(reason) {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    if (typeof this.abortRequest === 'function') this.abortRequest(reason);
+  }
+
+  pause() {
+    this.paused = true;
+  }
+
+  resume() {
+    if (!this.paused) return;
+    this.paused = false;
+    if (typeof this.resumer === 'function') this.resumer();
   }
 }
 
