@@ -120,6 +120,8 @@ declare namespace Agent {
     timeout?: Duration | undefined;
     /** Maximum lifetime of a connection; it is closed at the first release after this. Default: none. */
     socketActiveTTL?: Duration | undefined;
+    /** Most requests an HTTP/1.1 connection carries: it is closed once that many are done, not reused (an HTTP/2 session is not limited by it). Default: `0`, no limit. */
+    maxRequestsPerSocket?: number | undefined;
     /**
      * Environment variables that name an HTTP proxy (`HTTP_PROXY` / `http_proxy` for `Agent`,
      * `HTTPS_PROXY` / `https_proxy` for `HttpsAgent`; `NO_PROXY` / `no_proxy` for the hosts
@@ -564,6 +566,8 @@ declare namespace Agent {
     keepAliveTimeoutThreshold?: number | undefined;
     /** undici's: `socketActiveTTL`. */
     clientTtl?: number | null | undefined;
+    /** undici's: `maxRequestsPerSocket` (`null`: no limit). */
+    maxRequestsPerClient?: number | null | undefined;
     /** undici's: the largest response head (bytes); a longer one fails with `HPE_HEADER_OVERFLOW`. */
     maxHeaderSize?: number | undefined;
     /** undici's: TLS and socket options of the agents (`keepAliveInitialDelay` is `keepAliveMsecs`);
@@ -574,7 +578,6 @@ declare namespace Agent {
     pipelining?: number | undefined;
     /** undici's tuning, taken and changing nothing here (see the README). */
     keepAliveMaxTimeout?: number | undefined;
-    maxRequestsPerClient?: number | undefined;
     maxConcurrentStreams?: number | undefined;
     strictContentLength?: boolean | undefined;
     /** Taken and changing nothing, as undici 7's and 8's `Agent` take it: no redirect is

@@ -93,6 +93,31 @@ test('HTTPS through the dispatcher checks the server against the CA it was given
   assert.strictEqual(err.cause.code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
 });
 
+test("undici's maxRequestsPerClient: a connection carries at most that many requests, as the agents' maxRequestsPerSocket", async (t) => {
+  const on = [];
+  const server = await httpServer(t, (req, res) => {
+    on.push(server.connections.indexOf(req.socket));
+    res.end('ok');
+  });
+  const d = dispatcher(t, { maxRequestsPerClient: 2 });
+  assert.strictEqual(d.http.options.maxRequestsPerSocket, 2);
+  for (let i = 0; i < 3; i++) assert.strictEqual(await (await fetch(`${server.url}/`, { dispatcher: d })).text(), 'ok');
+  for (let i = 0; i < 2; i++) await (await undici.request(`${server.url}/`, { dispatcher: d })).body.text();
+  assert.deepStrictEqual(on, [0, 0, 1, 1, 2]);
+  await until(() => server.connections[1].destroyed, 5000, 'the second connection to close');
+  assert.strictEqual(d.http.getCurrentStatus().createSocketCount, 3);
+  // null (undici's default) and 0: no limit.
+  for (const none of [null, 0]) {
+    const unlimited = dispatcher(t, { maxRequestsPerClient: none });
+    const first = on.length;
+    for (let i = 0; i < 3; i++) await (await fetch(`${server.url}/`, { dispatcher: unlimited })).text();
+    assert.strictEqual(new Set(on.slice(first)).size, 1, `${none}: one connection`);
+  }
+  assert.throws(() => new Dispatcher({ maxRequestsPerClient: 2, maxRequestsPerSocket: 3 }), { code: 'ERR_INVALID_ARG_VALUE' });
+  assert.throws(() => new Dispatcher({ maxRequestsPerClient: -1 }), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => new Dispatcher({ maxRequestsPerClient: '2' }), { code: 'ERR_INVALID_ARG_TYPE' });
+});
+
 test("undici Agent's options mean what they mean there: connections, connect's TLS and socketPath, keepAliveTimeout, maxHeaderSize", async (t) => {
   // connect's TLS options: the CA verifies the server for real; with rejectUnauthorized: false,
   // a server no CA vouches for is taken, as undici takes it.

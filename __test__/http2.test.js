@@ -347,6 +347,14 @@ test('h2c: HTTP/2 by prior knowledge on a plain Agent', async (t) => {
   assert.strictEqual(await text(res), 'h2c 2.0 http');
 });
 
+test('maxRequestsPerSocket limits HTTP/1.1 connections only: a session carries any number of streams', async (t) => {
+  const server = await h2Server(t, (req, res) => res.end('hi'));
+  const agent = h2Agent(t, { maxRequestsPerSocket: 1 });
+  for (let i = 0; i < 3; i++) assert.strictEqual(await text(await agent.request(`${server.origin}/${i}`)), 'hi');
+  assert.strictEqual(server.sessions.length, 1);
+  assert.strictEqual(agent.getCurrentStatus().createSocketCount, 1);
+});
+
 test('a session the server closes is replaced by a new one for the next request', async (t) => {
   const server = await h2Server(t, (req, res) => res.end('hi'));
   const agent = h2Agent(t);

@@ -108,6 +108,67 @@ test('socketActiveTTL retires a connection at its first release after the TTL', 
   assert.strictEqual(agent.getCurrentStatus().createSocketCount, 3);
 });
 
+// Which of the server's connections each request came on (its index in `server.connections`).
+function connectionOf(server, req) {
+  return server.connections.indexOf(req.socket);
+}
+
+test('maxRequestsPerSocket retires a connection once it carried that many requests', async (t) => {
+  const on = [];
+  const server = await httpServer(t, (req, res) => {
+    on.push(connectionOf(server, req));
+    res.end('ok');
+  });
+  const agent = new Agent({ maxRequestsPerSocket: 2 });
+  t.after(() => agent.destroy());
+  const reused = [];
+  for (let i = 0; i < 5; i++) {
+    const { req, body } = await request(`${server.url}/`, { agent });
+    assert.strictEqual(body, 'ok');
+    reused.push(req.reusedSocket);
+  }
+  assert.deepStrictEqual(on, [0, 0, 1, 1, 2]);
+  assert.deepStrictEqual(reused, [false, true, false, true, false]);
+  // The first two closed after their second request; the third idles with one done.
+  await closed(server.connections[0]);
+  await closed(server.connections[1]);
+  const status = agent.getCurrentStatus();
+  assert.strictEqual(status.createSocketCount, 3);
+  assert.strictEqual(status.closeSocketCount, 2);
+  assert.deepStrictEqual(Object.values(status.freeSockets), [1]);
+  // The live value holds, as socketActiveTTL's does: 0 lifts the limit.
+  agent.options.maxRequestsPerSocket = 0;
+  for (let i = 0; i < 3; i++) await request(`${server.url}/`, { agent });
+  assert.deepStrictEqual(on.slice(5), [2, 2, 2]);
+});
+
+test('agent.request(): maxRequestsPerSocket retires a connection once it carried that many requests', async (t) => {
+  const on = [];
+  const server = await httpServer(t, (req, res) => {
+    on.push(connectionOf(server, req));
+    res.end('ok');
+  });
+  const agent = new Agent({ maxRequestsPerSocket: 3 });
+  t.after(() => agent.destroy());
+  for (let i = 0; i < 7; i++) {
+    assert.strictEqual(await (await agent.request(`${server.url}/`)).body.text(), 'ok');
+  }
+  assert.deepStrictEqual(on, [0, 0, 0, 1, 1, 1, 2]);
+  await closed(server.connections[0]);
+  await closed(server.connections[1]);
+  const status = agent.getCurrentStatus();
+  assert.strictEqual(status.createSocketCount, 3);
+  assert.strictEqual(status.closeSocketCount, 2);
+
+  // One request per connection: each closes after its response.
+  const once = new Agent({ maxRequestsPerSocket: 1 });
+  t.after(() => once.destroy());
+  for (let i = 0; i < 2; i++) await (await once.request(`${server.url}/`)).body.text();
+  assert.deepStrictEqual(on.slice(7), [3, 4]);
+  await closed(server.connections[3]);
+  assert.strictEqual(once.getCurrentStatus().createSocketCount, 2);
+});
+
 // The three ways a server spoils an idle keep-alive connection.
 for (const [what, spoil] of [
   ['a FIN', (socket) => socket.end()],

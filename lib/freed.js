@@ -9,7 +9,7 @@ const binding = require('./native');
 const errors = require('./errors');
 const hooks = require('./hooks');
 const { kId, kName, kOptions } = require('./socket');
-const { activeTtlLeft, keptIdle } = require('./release');
+const { useLeft, keptIdle } = require('./release');
 const { kPool, kServe, kCloseConn, kClosing, kReleased } = require('./internals');
 
 let debug = debuglog('hyperagent', (fn) => {
@@ -44,9 +44,9 @@ class Freed {
       return;
     }
     const req = socket._httpMessage;
-    const remaining = activeTtlLeft(this, id);
+    const remaining = useLeft(this, id);
     if (remaining <= 0) {
-      debug('connection %d of %s reached socketActiveTTL', id, socket[kName]);
+      debug('connection %d of %s reached socketActiveTTL or maxRequestsPerSocket', id, socket[kName]);
       socket.destroy();
       return;
     }

@@ -13,7 +13,7 @@ const binding = require('./native');
 const foreign = require('./foreign');
 const errors = require('./errors');
 const constants = require('./constants');
-const { activeTtlLeft, keptIdle } = require('./release');
+const { useLeft, keptIdle } = require('./release');
 const {
   kPool, kOpenings, kTls, kKeylog, kMake, kConnect, kReleased, MergedOptions, copyOwn, setRequestSocket,
 } = require('./internals');
@@ -162,9 +162,9 @@ function releaseForeign(agent, link) {
     return;
   }
   const req = stream._httpMessage;
-  const remaining = activeTtlLeft(agent, id);
+  const remaining = useLeft(agent, id);
   if (remaining <= 0) {
-    debug('connection %d of %s reached socketActiveTTL', id, link.name);
+    debug('connection %d of %s reached socketActiveTTL or maxRequestsPerSocket', id, link.name);
     stream.destroy();
     return;
   }

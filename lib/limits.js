@@ -27,6 +27,7 @@ function limitsOf(agent) {
     keepAlive: l.keepAlive,
     idleMs: defaultIdle(agent),
     activeTtlMs: agent.options.socketActiveTTL || undefined,
+    maxRequests: agent.options.maxRequestsPerSocket || undefined,
     // A promise-path connection that takes longer than this to open (TLS included) fails:
     // the agent's timeout, or without one undici's connect timeout, so that no open waits
     // forever on a peer that accepted and went quiet.

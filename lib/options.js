@@ -92,6 +92,10 @@ function normalize(input) {
   options.socketActiveTTL = options.socketActiveTTL
     ? duration(options.socketActiveTTL, 'options.socketActiveTTL')
     : 0;
+  // The most requests an HTTP/1.1 connection carries before it closes (0: no limit).
+  if (options.maxRequestsPerSocket !== undefined) {
+    numberOption(options.maxRequestsPerSocket, 'options.maxRequestsPerSocket', 0, 'an integer >= 0', true);
+  }
 
   if (options.maxSockets !== undefined) count(options.maxSockets, 'options.maxSockets', 1);
   // Node's agent validates these two itself: the same checks, in its words.

@@ -12,11 +12,12 @@ const { rawHeader } = require('./headers');
 // How long a socket may idle, as the agent's keepSocketAlive() found it.
 const kIdleFor = Symbol('hyperagent.idleFor');
 
-// How much longer connection `id` may live under socketActiveTTL (Infinity without one), by
-// the agent's rule in Rust, with the option's live value.
-function activeTtlLeft(agent, id) {
-  const ttl = agent.options.socketActiveTTL;
-  return ttl > 0 ? binding.ttlLeft(id, Number(ttl)) : Infinity;
+// How much longer connection `id`, whose request finished, may serve under socketActiveTTL
+// and maxRequestsPerSocket (0: no longer; Infinity without either), by the agent's rule in
+// Rust, with the options' live values.
+function useLeft(agent, id) {
+  const { socketActiveTTL: ttl, maxRequestsPerSocket: max } = agent.options;
+  return ttl > 0 || max > 0 ? binding.useLeft(id, Number(ttl) || 0, Number(max) || 0) : Infinity;
 }
 
 // How long the connection of a socket its request freed may idle (-1: it may not; at most
@@ -93,7 +94,7 @@ function defaultIdle(agent) {
 
 module.exports = {
   kIdleFor,
-  activeTtlLeft,
+  useLeft,
   keptIdle,
   idleTimeout,
   idleFor,

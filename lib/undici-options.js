@@ -15,6 +15,7 @@ const RENAMED = [
   ['keepAliveTimeout', 'freeSocketTimeout'],
   ['keepAliveTimeoutThreshold', 'agentKeepAliveTimeoutBuffer'],
   ['clientTtl', 'socketActiveTTL'],
+  ['maxRequestsPerClient', 'maxRequestsPerSocket'],
 ];
 
 // connect's fields that mean something else among the agents' options (`keepAlive` is TCP's
@@ -29,7 +30,7 @@ const CONNECT_RENAMED = new Map([
 // `pipelining: 0`, see fromUndici).
 // `maxRedirections` among them: undici 7 and 8 take it in an Agent's options and follow no
 // redirects for it (their redirect interceptor does; undici 6's Agent did).
-const TUNING = ['pipelining', 'keepAliveMaxTimeout', 'maxRequestsPerClient', 'maxConcurrentStreams', 'maxRedirections'];
+const TUNING = ['pipelining', 'keepAliveMaxTimeout', 'maxConcurrentStreams', 'maxRedirections'];
 
 // The agents' options of `options` (a Dispatcher's, without its own `http`, `https` and
 // timeouts), with undici's among them made the agents'; and undici's `maxHeaderSize` and
@@ -57,6 +58,8 @@ function fromUndici(options) {
       if (value === null || value === 0) value = Infinity;
       else numberOption(value, 'options.connections', 1, 'an integer >= 1, 0 or null', true);
     }
+    // undici's `maxRequestsPerClient: null`: no limit (0 too, as the agents read it).
+    if (name === 'maxRequestsPerClient' && value === null) continue;
     given(out, agentName, value, `options.${name}`);
   }
   // `pipelining: 0` is undici's way to turn keep-alive off: the agents' `keepAlive: false`

@@ -17,6 +17,7 @@ const agent = new hyperagent.Agent({
   freeSocketTimeout: '4s',
   timeout: 8000,
   socketActiveTTL: '10m',
+  maxRequestsPerSocket: 1000,
   agentKeepAliveTimeoutBuffer: 500,
   proxyEnv: process.env,
 });
@@ -168,6 +169,8 @@ const originStats: hyperagent.DispatcherStats | undefined = dispatcher.stats['ht
 void originStats?.running;
 void new hyperagent.Dispatcher({ connections: 10, keepAliveTimeout: 4e3, maxHeaderSize: 16384, connect: { ca: 'pem', rejectUnauthorized: true, timeout: 10e3 }, pipelining: 1 });
 void new hyperagent.Dispatcher({ maxResponseSize: 1024 });
+void new hyperagent.Dispatcher({ maxRequestsPerClient: 100 });
+void new hyperagent.Dispatcher({ maxRequestsPerClient: null });
 // @ts-expect-error: a number of bytes.
 void new hyperagent.Dispatcher({ maxResponseSize: '1k' });
 const viaAgent: hyperagent.Agent = dispatcher.http;

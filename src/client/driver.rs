@@ -31,7 +31,7 @@ use super::{Control, Event, HeaderLines, Sender, Spec, Stopper, Trailers, BODY_W
 use crate::error::Error;
 use crate::pool::moves::{self, Connections, Verdict};
 use crate::pool::place::Place;
-use crate::pool::{Grant, KeyId, ReleasePolicy};
+use crate::pool::{Grant, KeyId, ReleasePolicy, Wear};
 use crate::transport::connect::Peer;
 use crate::transport::tls::{NameCheck, TlsInfo};
 
@@ -141,9 +141,9 @@ pub trait Lanes: Connections {
     /// Whether requests waited for connection `conn` to come up as an HTTP/2 session (taken:
     /// true once).
     fn take_pending_session(&self, conn: u32) -> bool;
-    /// How old connection `conn` is, while it is established and in use (not connecting, not
-    /// idle, not gone).
-    fn in_use(&self, conn: u32) -> Option<Duration>;
+    /// How worn connection `conn` is (its age, and the requests it carried, the one ending now
+    /// included), while it is established and in use (not connecting, not idle, not gone).
+    fn in_use(&self, conn: u32) -> Option<Wear>;
     /// Connection `conn` keeps hyper's `sender` for its next request.
     fn keep(&self, conn: u32, sender: Sender);
     fn policy(&self) -> ReleasePolicy;
@@ -549,8 +549,8 @@ fn settle<L: Lanes>(lanes: &L, req: &Request<L::Face>, sender: Option<Sender>) -
         // The connection is the pool's again: an abort from now on does not close it.
         place => place.conn().unwrap_or(0),
     };
-    let age = lanes.in_use(conn);
-    let kept = match (sender, age) {
+    let wear = lanes.in_use(conn);
+    let kept = match (sender, wear) {
         (Some(sender), Some(_)) => {
             lanes.keep(conn, sender);
             true
@@ -566,7 +566,10 @@ fn settle<L: Lanes>(lanes: &L, req: &Request<L::Face>, sender: Option<Sender>) -
         lanes,
         conn,
         kept,
-        age.unwrap_or_default(),
+        wear.unwrap_or(Wear {
+            age: Duration::ZERO,
+            requests: 1,
+        }),
         hint,
         &lanes.policy(),
         Instant::now(),

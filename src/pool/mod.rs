@@ -36,7 +36,7 @@ use expiry::{Expiry, Handle};
 
 pub use expiry::Alarm;
 pub use keys::KeySnapshot;
-pub use release::{keep_alive_hint, Fate, ReleasePolicy};
+pub use release::{keep_alive_hint, Fate, ReleasePolicy, Wear};
 pub use stats::Stats;
 
 /// Which idle connection a checkout takes: the most recently used (LIFO, Node's default, keeps

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use super::conn::{Mode, State};
 use super::multiplex::Sessions;
 use super::{
-    Checkout, Fate, Fit, Grant, KeyId, Limits, Path, Pool, Release, ReleasePolicy, Waiter, WaiterId,
+    Checkout, Fate, Fit, Grant, KeyId, Limits, Path, Pool, Release, ReleasePolicy, Waiter,
+    WaiterId, Wear,
 };
 
 /// What the caller of a move is told to do next.
@@ -235,14 +236,14 @@ fn serve_promise<C: Connections + ?Sized>(
     }
 }
 
-/// The exchange on promise-path connection `id` (`age` old) is over: with its connection
-/// `kept` open by hyper, it goes back to the pool by the agent's `policy` (idle no longer than
-/// the server's Keep-Alive `hint` allows), or closes.
+/// The exchange on promise-path connection `id` (as `wear` as it is) is over: with its
+/// connection `kept` open by hyper, it goes back to the pool by the agent's `policy` (idle no
+/// longer than the server's Keep-Alive `hint` allows), or closes.
 pub fn settle<C: Connections + ?Sized>(
     conns: &C,
     id: u32,
     kept: bool,
-    age: Duration,
+    wear: Wear,
     hint: Option<Duration>,
     policy: &ReleasePolicy,
     now: Instant,
@@ -250,7 +251,7 @@ pub fn settle<C: Connections + ?Sized>(
     if !kept {
         return close(conns, id);
     }
-    match policy.settle(age, policy.idle_for(None, hint)) {
+    match policy.settle(wear, policy.idle_for(None, hint)) {
         Fate::Close => {
             conns.unkept(id);
             close(conns, id)

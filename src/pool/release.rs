@@ -3,7 +3,8 @@
 //! idle, or a socket's own free timeout), the server's `Keep-Alive: timeout=N` hint less
 //! `agentKeepAliveTimeoutBuffer` (the client gives up first, as Node's agent does), and
 //! `socketActiveTTL` (an older connection is not reused, and idles no longer than what is
-//! left of it). The promise path applies them in Rust; the drop-in path asks through the
+//! left of it), `maxRequestsPerSocket` (an HTTP/1.1 connection that carried that many requests
+//! is not reused). The promise path applies them in Rust; the drop-in path asks through the
 //! binding with the live values of its options, around Node's `keepSocketAlive()` hook.
 
 use std::time::Duration;
@@ -20,6 +21,17 @@ pub struct ReleasePolicy {
     /// `agentKeepAliveTimeoutBuffer`: how much sooner than a server's `Keep-Alive: timeout`
     /// hint a connection stops idling.
     pub hint_buffer: Duration,
+    /// `maxRequestsPerSocket` (undici's `maxRequestsPerClient`): the most requests an HTTP/1.1
+    /// connection carries; `None`: no limit.
+    pub max_requests: Option<u32>,
+}
+
+/// How worn a connection whose request just finished is: its `age`, and the `requests` it has
+/// carried, that one included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wear {
+    pub age: Duration,
+    pub requests: u32,
 }
 
 impl Default for ReleasePolicy {
@@ -29,6 +41,7 @@ impl Default for ReleasePolicy {
             idle: None,
             ttl: None,
             hint_buffer: Duration::from_secs(1),
+            max_requests: None,
         }
     }
 }
@@ -36,7 +49,7 @@ impl Default for ReleasePolicy {
 /// A freed connection's fate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fate {
-    /// `socketActiveTTL` is reached: it closes, and serves no waiter.
+    /// `socketActiveTTL` or `maxRequestsPerSocket` is reached: it closes, and serves no waiter.
     Close,
     /// Back to the pool: to a waiter, or idle for this long (`Duration::MAX`: no limit);
     /// `None`: it may serve a waiter but not idle.
@@ -84,17 +97,27 @@ impl ReleasePolicy {
         self.idle_for(None, None).unwrap_or(Duration::ZERO)
     }
 
-    /// The fate of a connection `age` old that may idle for `idle` (see [`Self::idle_for`]):
-    /// under `socketActiveTTL`, it closes once the TTL is reached, and idles no longer than
-    /// what is left of it.
-    pub fn settle(&self, age: Duration, idle: Option<Duration>) -> Fate {
+    /// Whether a connection that has carried `requests` has carried all `maxRequestsPerSocket`
+    /// allows: it takes no other.
+    pub fn spent(&self, requests: u32) -> bool {
+        self.max_requests.is_some_and(|max| requests >= max)
+    }
+
+    /// The fate of a connection as `wear` as it is that may idle for `idle` (see
+    /// [`Self::idle_for`]): it closes once it has carried `maxRequestsPerSocket` requests; under
+    /// `socketActiveTTL`, it closes once the TTL is reached, and idles no longer than what is
+    /// left of it.
+    pub fn settle(&self, wear: Wear, idle: Option<Duration>) -> Fate {
+        if self.spent(wear.requests) {
+            return Fate::Close;
+        }
         let Some(ttl) = self.ttl else {
             return Fate::Release(idle);
         };
-        if age >= ttl {
+        if wear.age >= ttl {
             return Fate::Close;
         }
-        Fate::Release(idle.map(|idle| idle.min(ttl - age)))
+        Fate::Release(idle.map(|idle| idle.min(ttl - wear.age)))
     }
 }
 
@@ -147,6 +170,11 @@ mod tests {
 
     const S: fn(u64) -> Duration = Duration::from_secs;
 
+    /// A connection `age` old whose first request just finished.
+    fn aged(age: Duration) -> Wear {
+        Wear { age, requests: 1 }
+    }
+
     fn policy(idle: Option<Duration>, ttl: Option<Duration>) -> ReleasePolicy {
         ReleasePolicy {
             idle,
@@ -184,20 +212,49 @@ mod tests {
             ..policy(Some(S(4)), None)
         };
         assert_eq!(p.idle_for(None, None), None);
-        assert_eq!(p.settle(S(1), None), Fate::Release(None));
+        assert_eq!(p.settle(aged(S(1)), None), Fate::Release(None));
     }
 
     #[test]
     fn active_ttl_closes_old_connections_and_caps_the_idle_time() {
         let p = policy(Some(S(4)), Some(S(10)));
-        assert_eq!(p.settle(S(10), Some(S(4))), Fate::Close);
-        assert_eq!(p.settle(S(11), None), Fate::Close);
-        assert_eq!(p.settle(S(8), Some(S(4))), Fate::Release(Some(S(2))));
-        assert_eq!(p.settle(S(1), Some(S(4))), Fate::Release(Some(S(4))));
-        assert_eq!(p.settle(S(1), None), Fate::Release(None));
+        assert_eq!(p.settle(aged(S(10)), Some(S(4))), Fate::Close);
+        assert_eq!(p.settle(aged(S(11)), None), Fate::Close);
+        assert_eq!(p.settle(aged(S(8)), Some(S(4))), Fate::Release(Some(S(2))));
+        assert_eq!(p.settle(aged(S(1)), Some(S(4))), Fate::Release(Some(S(4))));
+        assert_eq!(p.settle(aged(S(1)), None), Fate::Release(None));
         assert_eq!(
-            policy(None, None).settle(S(1_000_000), Some(S(4))),
+            policy(None, None).settle(aged(S(1_000_000)), Some(S(4))),
             Fate::Release(Some(S(4)))
+        );
+    }
+
+    #[test]
+    fn a_connection_that_carried_max_requests_closes() {
+        let p = ReleasePolicy {
+            max_requests: Some(3),
+            ..policy(Some(S(4)), Some(S(10)))
+        };
+        let wear = |requests| Wear {
+            age: S(1),
+            requests,
+        };
+        assert!(!p.spent(2));
+        assert!(p.spent(3));
+        assert_eq!(p.settle(wear(2), Some(S(4))), Fate::Release(Some(S(4))));
+        assert_eq!(p.settle(wear(3), Some(S(4))), Fate::Close);
+        assert_eq!(p.settle(wear(4), None), Fate::Close);
+        // Under both limits, the first reached closes it.
+        let old = Wear {
+            age: S(10),
+            requests: 1,
+        };
+        assert_eq!(p.settle(old, Some(S(4))), Fate::Close);
+        // No limit: any number.
+        assert!(!ReleasePolicy::default().spent(u32::MAX));
+        assert_eq!(
+            policy(None, None).settle(wear(u32::MAX), None),
+            Fate::Release(None)
         );
     }
 

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{Limits, ReleasePolicy, Scheduling};
+use super::{Limits, ReleasePolicy, Scheduling, Wear};
 
 /// How much sooner than a server's `Keep-Alive: timeout` a connection stops idling, unless the
 /// agent says (`agentKeepAliveTimeoutBuffer`, as Node's default).
@@ -54,14 +54,16 @@ impl Limits {
 impl ReleasePolicy {
     /// `keepAlive` (default on), `freeSocketTimeout` and `socketActiveTTL` (none unless
     /// positive and finite), `agentKeepAliveTimeoutBuffer` (1 s unless finite and not
-    /// negative).
+    /// negative), `maxRequestsPerSocket` (no limit unless at least 1 and finite).
     pub fn of_options(
         keep_alive: Option<bool>,
         idle_ms: Option<f64>,
         ttl_ms: Option<f64>,
         hint_buffer_ms: Option<f64>,
+        max_requests: Option<f64>,
     ) -> ReleasePolicy {
         ReleasePolicy {
+            max_requests: max_requests.and_then(request_count),
             keep_alive: keep_alive.unwrap_or(true),
             idle: duration_ms(idle_ms),
             ttl: duration_ms(ttl_ms),
@@ -72,6 +74,12 @@ impl ReleasePolicy {
                 }),
         }
     }
+}
+
+/// A count of requests: none (no limit) unless at least 1 and finite; a fraction is rounded
+/// up (Node compares counts with `<`), and more than `u32::MAX` is `u32::MAX`.
+fn request_count(n: f64) -> Option<u32> {
+    (n >= 1.0 && n.is_finite()).then(|| n.ceil().min(f64::from(u32::MAX)) as u32)
 }
 
 /// The largest drop-in request body kept for a replay: 0 turns replays off.
@@ -110,22 +118,23 @@ pub fn drop_in_idle(own_ms: f64, hint: Option<&[u8]>, buffer_ms: f64) -> Option<
     }
     let own = idle_ms(own_ms)?;
     let policy = ReleasePolicy {
-        keep_alive: true,
-        idle: None,
-        ttl: None,
         hint_buffer: Duration::from_micros((buffer_ms.max(0.0) * 1000.0) as u64),
+        ..ReleasePolicy::default()
     };
     policy.idle_for(Some(own), hint.and_then(super::keep_alive_hint))
 }
 
-/// What is left of `socketActiveTTL` (`ttl_ms`) for a connection of `age`, by the agent's rule
-/// (see [`ReleasePolicy::settle`]): zero once reached, None without a TTL.
-pub fn ttl_left(ttl_ms: f64, age: Duration) -> Option<Duration> {
+/// How much longer a drop-in connection as `wear` as it is may serve, by the agent's rule (see
+/// [`ReleasePolicy::settle`]) with `socketActiveTTL` (`ttl_ms`) and `maxRequestsPerSocket`
+/// (`max_requests`) as JavaScript reads them now: zero once either is reached, what is left of
+/// the TTL, None without a limit.
+pub fn use_left(ttl_ms: f64, max_requests: f64, wear: Wear) -> Option<Duration> {
     let policy = ReleasePolicy {
-        ttl: Some(duration_ms(Some(ttl_ms))?),
+        ttl: duration_ms(Some(ttl_ms)),
+        max_requests: request_count(max_requests),
         ..ReleasePolicy::default()
     };
-    match policy.settle(age, Some(Duration::MAX)) {
+    match policy.settle(wear, Some(Duration::MAX)) {
         super::Fate::Close => Some(Duration::ZERO),
         super::Fate::Release(Some(left)) if left != Duration::MAX => Some(left),
         super::Fate::Release(_) => None,
@@ -167,19 +176,39 @@ mod tests {
 
     #[test]
     fn the_release_policy_takes_nodes_defaults_where_the_agent_says_nothing() {
-        let default = ReleasePolicy::of_options(None, None, None, None);
+        let default = ReleasePolicy::of_options(None, None, None, None, None);
         assert!(default.keep_alive);
         assert_eq!((default.idle, default.ttl), (None, None));
         assert_eq!(default.hint_buffer, HINT_BUFFER);
-        let given =
-            ReleasePolicy::of_options(Some(false), Some(4000.0), Some(f64::INFINITY), Some(0.0));
+        assert_eq!(default.max_requests, None);
+        let given = ReleasePolicy::of_options(
+            Some(false),
+            Some(4000.0),
+            Some(f64::INFINITY),
+            Some(0.0),
+            Some(100.0),
+        );
         assert!(!given.keep_alive);
         assert_eq!(given.idle, Some(Duration::from_secs(4)));
         assert_eq!(given.ttl, None);
         assert_eq!(given.hint_buffer, Duration::ZERO);
+        assert_eq!(given.max_requests, Some(100));
         for ms in [-1.0, f64::NAN, f64::INFINITY] {
-            let odd = ReleasePolicy::of_options(None, None, None, Some(ms));
+            let odd = ReleasePolicy::of_options(None, None, None, Some(ms), None);
             assert_eq!(odd.hint_buffer, HINT_BUFFER, "{ms}");
+        }
+        for (n, max) in [
+            (0.0, None),
+            (0.5, None),
+            (-1.0, None),
+            (f64::NAN, None),
+            (f64::INFINITY, None),
+            (1.0, Some(1)),
+            (2.5, Some(3)),
+            (1e12, Some(u32::MAX)),
+        ] {
+            let policy = ReleasePolicy::of_options(None, None, None, None, Some(n));
+            assert_eq!(policy.max_requests, max, "{n}");
         }
     }
 
@@ -233,16 +262,25 @@ mod tests {
     }
 
     #[test]
-    fn what_is_left_of_a_ttl_is_none_without_one_and_zero_once_reached() {
-        assert_eq!(ttl_left(0.0, Duration::from_secs(1)), None);
-        assert_eq!(ttl_left(f64::INFINITY, Duration::from_secs(1)), None);
+    fn what_is_left_of_a_connections_use_is_none_without_limits_and_zero_once_one_is_reached() {
+        let wear = |secs, requests| Wear {
+            age: Duration::from_secs(secs),
+            requests,
+        };
+        assert_eq!(use_left(0.0, 0.0, wear(1, 1)), None);
+        assert_eq!(use_left(f64::INFINITY, f64::INFINITY, wear(1, 1)), None);
         assert_eq!(
-            ttl_left(5000.0, Duration::from_secs(1)),
+            use_left(5000.0, 0.0, wear(1, 1)),
             Some(Duration::from_secs(4))
         );
+        assert_eq!(use_left(1000.0, 0.0, wear(2, 1)), Some(Duration::ZERO));
+        // maxRequestsPerSocket: reached with the request that brings the count to it.
+        assert_eq!(use_left(0.0, 3.0, wear(1, 2)), None);
+        assert_eq!(use_left(0.0, 3.0, wear(1, 3)), Some(Duration::ZERO));
+        assert_eq!(use_left(5000.0, 3.0, wear(1, 3)), Some(Duration::ZERO));
         assert_eq!(
-            ttl_left(1000.0, Duration::from_secs(2)),
-            Some(Duration::ZERO)
+            use_left(5000.0, 3.0, wear(1, 2)),
+            Some(Duration::from_secs(4))
         );
     }
 }

@@ -40,6 +40,9 @@ pub struct PoolOptions {
     pub connect_timeout_ms: Option<f64>,
     /// `agentKeepAliveTimeoutBuffer` (ms, default 1000).
     pub hint_buffer_ms: Option<f64>,
+    /// `maxRequestsPerSocket`: the most requests an HTTP/1.1 connection carries; absent: no
+    /// limit.
+    pub max_requests: Option<f64>,
     /// The promise path tries HTTP/2 (`allowH2` over TLS, `h2c` over plain TCP).
     pub http2: Option<bool>,
 }
@@ -51,6 +54,7 @@ fn release_policy(opts: &PoolOptions) -> pool::ReleasePolicy {
         opts.idle_ms,
         opts.active_ttl_ms,
         opts.hint_buffer_ms,
+        opts.max_requests,
     )
 }
 

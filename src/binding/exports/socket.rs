@@ -10,7 +10,7 @@ use crate::binding::pool::PoolCell;
 use crate::binding::{conn, js, protocol, undefined};
 use crate::error::uv_errno;
 use crate::guard;
-use crate::pool::settings;
+use crate::pool::{settings, Wear};
 use crate::transport::Peer;
 
 /// See [`conn_stamp`].
@@ -118,13 +118,21 @@ pub fn idle_for(own_ms: f64, hint: Option<String>, buffer_ms: f64) -> f64 {
     settings::drop_in_idle(own_ms, hint, buffer_ms).map_or(0.0, settings::as_ms)
 }
 
-/// What is left of `socketActiveTTL` (`ttl_ms`, as JavaScript reads it now) for connection
-/// `id`, by the agent's rule (see `ReleasePolicy::settle`): 0 once reached, infinite without
-/// a TTL (or a connection).
+/// How much longer drop-in connection `id`, whose request just finished, may serve, by the
+/// agent's rule (see `ReleasePolicy::settle`) with `socketActiveTTL` (`ttl_ms`) and
+/// `maxRequestsPerSocket` (`max_requests`) as JavaScript reads them now: 0 once either is
+/// reached, infinite without a limit (or a connection).
 #[napi(catch_unwind)]
-pub fn ttl_left(id: u32, ttl_ms: f64) -> f64 {
+pub fn use_left(id: u32, ttl_ms: f64, max_requests: f64) -> f64 {
     conn(id)
-        .and_then(|conn| settings::ttl_left(ttl_ms, conn.created.elapsed()))
+        .and_then(|conn| {
+            let wear = Wear {
+                age: conn.created.elapsed(),
+                // Its requests finished before, and this one.
+                requests: conn.course.stamp().finished.saturating_add(1),
+            };
+            settings::use_left(ttl_ms, max_requests, wear)
+        })
         .map_or(f64::INFINITY, settings::as_ms)
 }
 

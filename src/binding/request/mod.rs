@@ -37,7 +37,7 @@ use crate::binding::conn::State;
 use crate::client::driver::{self, Face, Headed, Lanes, Request, Settled};
 use crate::client::{self, Event, HeaderLines, Sink, WriteResult};
 use crate::error::Error;
-use crate::pool::{Grant, KeyId, ReleasePolicy};
+use crate::pool::{Grant, KeyId, ReleasePolicy, Wear};
 use crate::transport::connect::Peer;
 use crate::transport::tls::{NameCheck, TlsInfo};
 
@@ -288,9 +288,13 @@ impl Lanes for Rc<PoolCell> {
         self.conn(conn).is_some_and(|c| c.h2_pending.take())
     }
 
-    fn in_use(&self, conn: u32) -> Option<Duration> {
+    fn in_use(&self, conn: u32) -> Option<Wear> {
         let conn = self.conn(conn)?;
-        (conn.course.state() == State::Active).then(|| conn.created.elapsed())
+        (conn.course.state() == State::Active).then(|| Wear {
+            age: conn.created.elapsed(),
+            // Its requests finished before (each counted as it went back), and this one.
+            requests: conn.course.stamp().finished.saturating_add(1),
+        })
     }
 
     fn keep(&self, conn: u32, sender: client::Sender) {

@@ -6,7 +6,7 @@ use crate::client::plan::{self, Source};
 use crate::pool::conn::{Mode, State};
 use crate::pool::moves::Ended;
 use crate::pool::multiplex::Sessions;
-use crate::pool::{Fit, Limits, Path, Pool};
+use crate::pool::{Fit, Limits, Path, Pool, Wear};
 
 type Log = Rc<RefCell<Vec<String>>>;
 
@@ -370,8 +370,11 @@ impl Lanes for Fake {
         self.pending.borrow_mut().remove(&conn)
     }
 
-    fn in_use(&self, conn: u32) -> Option<Duration> {
-        (self.state(conn) == Some(State::Active)).then_some(Duration::from_secs(1))
+    fn in_use(&self, conn: u32) -> Option<Wear> {
+        (self.state(conn) == Some(State::Active)).then_some(Wear {
+            age: Duration::from_secs(1),
+            requests: 1,
+        })
     }
 
     fn keep(&self, conn: u32, _: Sender) {

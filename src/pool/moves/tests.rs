@@ -264,7 +264,10 @@ fn a_promise_connection_settles_by_the_agents_policy() {
     };
     let (f, key) = Fake::new(10);
     let hint = Some(Duration::from_secs(5));
-    let age = Duration::from_secs(10);
+    let age = Wear {
+        age: Duration::from_secs(10),
+        requests: 1,
+    };
     let id = f.in_use(key);
     let now = Instant::now();
     assert_eq!(settle(&f, id, true, age, hint, &policy, now), Verdict::Idle);
@@ -277,7 +280,10 @@ fn a_promise_connection_settles_by_the_agents_policy() {
     f.take_log();
 
     let id = f.in_use(key);
-    let old = Duration::from_secs(60);
+    let old = Wear {
+        age: Duration::from_secs(60),
+        requests: 1,
+    };
     assert_eq!(
         settle(&f, id, true, old, None, &policy, now),
         Verdict::Nothing
@@ -317,6 +323,34 @@ fn a_promise_connection_settles_by_the_agents_policy() {
         f.take_log(),
         ["finished 5 None", "unkept 5", "end 5"],
         "the server's hint leaves no idle time"
+    );
+
+    let counted = ReleasePolicy {
+        max_requests: Some(3),
+        ..policy
+    };
+    let id = f.in_use(key);
+    let second = Wear { requests: 2, ..age };
+    assert_eq!(
+        settle(&f, id, true, second, None, &counted, now),
+        Verdict::Idle
+    );
+    assert_eq!(
+        f.take_log(),
+        [format!("finished {id} Some(30s)"), format!("park {id}")]
+    );
+    close(&f, id);
+    f.take_log();
+    let id = f.in_use(key);
+    let third = Wear { requests: 3, ..age };
+    assert_eq!(
+        settle(&f, id, true, third, None, &counted, now),
+        Verdict::Nothing
+    );
+    assert_eq!(
+        f.take_log(),
+        [format!("unkept {id}"), format!("end {id}")],
+        "its maxRequestsPerSocket-th request: closed, not reused"
     );
 }
 
