@@ -347,6 +347,22 @@ test('h2c: HTTP/2 by prior knowledge on a plain Agent', async (t) => {
   assert.strictEqual(await text(res), 'h2c 2.0 http');
 });
 
+test('a session past socketActiveTTL takes no new stream and does not hold the next session to one', async (t) => {
+  // The first response comes after the TTL: its session is past it from then on.
+  let first = true;
+  const server = await h2Server(t, (req, res) => {
+    const delay = first ? 250 : 0;
+    first = false;
+    setTimeout(() => res.end('hi'), delay);
+  });
+  const agent = h2Agent(t, { socketActiveTTL: 200 });
+  assert.strictEqual(await text(await agent.request(`${server.origin}/first`)), 'hi');
+  const bodies = await Promise.all(Array.from({ length: 6 }, (_, i) => agent.request(`${server.origin}/${i}`).then(text)));
+  assert.deepStrictEqual(bodies, Array(6).fill('hi'));
+  // One new session carries the six, rather than a connection each.
+  assert.strictEqual(server.sessions.length, 2);
+});
+
 test('maxRequestsPerSocket limits HTTP/1.1 connections only: a session carries any number of streams', async (t) => {
   const server = await h2Server(t, (req, res) => res.end('hi'));
   const agent = h2Agent(t, { maxRequestsPerSocket: 1 });

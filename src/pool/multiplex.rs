@@ -82,11 +82,15 @@ impl<C: Copy> Key<C> {
     /// The fewest streams any of its sessions takes at once. A new session's server has not
     /// said its own limit yet (its first requests would go out under the protocol's assumed
     /// 100, and be refused past the real one): the key's other sessions, to the same server,
-    /// have.
+    /// have. One that takes none (past `socketActiveTTL`, or closing) says nothing of the
+    /// server's limit: counted, it would hold every new session to one stream, each request
+    /// in flight opening a connection of its own until it idled out.
     fn limit(&self, room: &impl Fn(C) -> usize) -> usize {
         self.sessions
             .iter()
+            .filter(|s| !s.closing)
             .map(|s| room(s.conn))
+            .filter(|&n| n > 0)
             .min()
             .unwrap_or(usize::MAX)
     }
@@ -450,6 +454,39 @@ mod tests {
         assert_eq!(opened.streams, vec![4]);
         assert_eq!(opened.checkout, Some(5));
         assert_eq!(s.route(K, 6, per_conn), Route::Checkout);
+    }
+
+    #[test]
+    fn a_session_that_takes_no_stream_does_not_hold_the_keys_new_sessions_to_one() {
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        s.opened(K, 7, room(10));
+        assert_eq!(s.stream_done(K, 7, at(0)), None);
+        // 7 is past its TTL: it takes no stream; the first request opens a connection, the
+        // rest wait for it and all take streams on the new session.
+        let retired = |c: u32| if c == 7 { 0 } else { 10 };
+        assert_eq!(s.route(K, 2, retired), Route::Checkout);
+        s.connecting(K);
+        for req in 3..=6 {
+            assert_eq!(s.route(K, req, retired), Route::Wait);
+        }
+        let opened = s.opened(K, 8, retired);
+        assert_eq!(opened.streams, vec![3, 4, 5, 6]);
+        assert_eq!(opened.checkout, None);
+        assert_eq!(s.route(K, 9, retired), Route::Stream(8));
+        // So does one closing (a GOAWAY came), whatever its server said.
+        s.close_gracefully(K, 8);
+        let connecting_again = |c: u32| match c {
+            7 => 0,
+            8 => 2,
+            _ => 10,
+        };
+        assert_eq!(s.route(K, 10, connecting_again), Route::Checkout);
+        s.connecting(K);
+        assert_eq!(s.route(K, 11, connecting_again), Route::Wait);
+        assert_eq!(s.route(K, 12, connecting_again), Route::Wait);
+        let third = s.opened(K, 9, connecting_again);
+        assert_eq!(third.streams, vec![11, 12]);
     }
 
     #[test]
