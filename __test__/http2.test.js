@@ -363,6 +363,48 @@ test('a session past socketActiveTTL takes no new stream and does not hold the n
   assert.strictEqual(server.sessions.length, 2);
 });
 
+test('a session past socketActiveTTL closes once it carries no stream, freeing its slot', { timeout: 20_000 }, async (t) => {
+  // The first response's head comes after the TTL; its end waits for the test's word.
+  let endFirst = null;
+  let first = true;
+  const server = await h2Server(t, (req, res) => {
+    if (!first) return res.end('fresh');
+    first = false;
+    setTimeout(() => {
+      res.writeHead(200);
+      res.write('old ');
+      endFirst = () => res.end('session');
+    }, 250);
+  });
+  const agent = h2Agent(t, { socketActiveTTL: 200, maxSockets: 1, freeSocketTimeout: 60_000 });
+  const old = await agent.request(`${server.origin}/first`);
+  // Its session is past the TTL with a stream in flight: the next request waits for the slot
+  // rather than take a stream on it, and gets a session of its own once the old one closes.
+  const next = agent.request(`${server.origin}/next`);
+  await until(() => endFirst !== null, 5000, "the first response's head");
+  endFirst();
+  assert.strictEqual(await text(old), 'old session');
+  assert.strictEqual(await text(await next), 'fresh');
+  assert.strictEqual(server.sessions.length, 2);
+  assert.strictEqual(agent.getCurrentStatus().createSocketCount, 2);
+});
+
+test('an idle session past socketActiveTTL is closed by the next request, which takes its slot', { timeout: 20_000 }, async (t) => {
+  let first = true;
+  const server = await h2Server(t, (req, res) => {
+    const delay = first ? 250 : 0;
+    first = false;
+    setTimeout(() => res.end('hi'), delay);
+  });
+  // One slot, and an idle time that would keep the old session for a minute.
+  const agent = h2Agent(t, { socketActiveTTL: 200, maxSockets: 1, freeSocketTimeout: 60_000 });
+  assert.strictEqual(await text(await agent.request(`${server.origin}/first`)), 'hi');
+  assert.strictEqual(await text(await agent.request(`${server.origin}/second`)), 'hi');
+  assert.strictEqual(server.sessions.length, 2);
+  const old = server.sessions[0];
+  if (!old.closed) await once(old, 'close');
+});
+
 test('maxRequestsPerSocket limits HTTP/1.1 connections only: a session carries any number of streams', async (t) => {
   const server = await h2Server(t, (req, res) => res.end('hi'));
   const agent = h2Agent(t, { maxRequestsPerSocket: 1 });

@@ -300,6 +300,25 @@ impl<C: Copy + PartialEq> Sessions<C> {
         }
     }
 
+    /// Marks the sessions of `key` that `retired` says are past their time (`socketActiveTTL`)
+    /// as taking no new stream; those of them that carry none are returned, to be closed now
+    /// (the others close once their last stream ends, as after a GOAWAY).
+    pub fn retire(&mut self, key: KeyId, retired: impl Fn(C) -> bool) -> Vec<C> {
+        let Some(k) = self.keys.get_mut(&key) else {
+            return Vec::new();
+        };
+        let mut spent = Vec::new();
+        for s in k.sessions.iter_mut().filter(|s| !s.closing) {
+            if retired(s.conn) {
+                s.closing = true;
+                if s.open == 0 {
+                    spent.push(s.conn);
+                }
+            }
+        }
+        spent
+    }
+
     /// Whether `conn` is a session of `key` (its streams are counted here).
     pub fn is_session(&self, key: KeyId, conn: C) -> bool {
         self.keys

@@ -21,6 +21,9 @@ pub trait Waiting {
     fn sessions(&self) -> RefMut<'_, Sessions<u32>>;
     /// How many streams session `conn` takes at once now (0 when it is gone).
     fn room(&self, conn: u32) -> usize;
+    /// Whether session `conn` is past its time (`socketActiveTTL`): it takes no new stream,
+    /// and closes once it carries none.
+    fn retired(&self, conn: u32) -> bool;
     /// Takes request `req` out of its wait for a stream: true if it was still waiting (it
     /// may have been aborted meanwhile).
     fn claim(&self, req: u64) -> bool;
@@ -39,8 +42,10 @@ pub trait Waiting {
 }
 
 /// Sends request `req` of `key` where the sessions say: a stream now, a wait for one (or for
-/// the connection being set up), or the pool's checkout.
+/// the connection being set up), or the pool's checkout. Sessions past their time close first
+/// if they carry no stream: their slots serve the request instead.
 pub fn route<W: Waiting + ?Sized>(w: &W, key: KeyId, req: u64) {
+    retire(w, key);
     let routed = w.sessions().route(key, req, |c| w.room(c));
     match routed {
         Route::Stream(conn) => w.stream_on(req, conn),
@@ -50,8 +55,14 @@ pub fn route<W: Waiting + ?Sized>(w: &W, key: KeyId, req: u64) {
 }
 
 /// A stream of session `conn` ended: a waiting request takes its place. A session left with no
-/// stream closes if it takes no more (GOAWAY), or idles until the pool's timer.
+/// stream closes if it takes no more (GOAWAY, or past its time), or idles until the pool's
+/// timer.
 pub fn stream_done<W: Waiting + ?Sized>(w: &W, key: KeyId, conn: u32, now: Instant) {
+    // One past its time serves no waiter (they wait on for another session, or are routed
+    // again once none is left), and closes with its last stream.
+    if w.retired(conn) {
+        w.sessions().close_gracefully(key, conn);
+    }
     // Bounded: each turn takes a waiter off the queue; one that is gone gives its stream back.
     loop {
         let next = w.sessions().stream_done(key, conn, now);
@@ -124,6 +135,15 @@ pub fn session_closed<W: Waiting + ?Sized>(w: &W, key: KeyId, conn: u32) -> bool
     true
 }
 
+/// Closes the sessions of `key` past their time that carry no stream (see
+/// [`Sessions::retire`]); those that still do take no new one.
+fn retire<W: Waiting + ?Sized>(w: &W, key: KeyId) {
+    let spent = w.sessions().retire(key, |c| w.retired(c));
+    for conn in spent {
+        session_closed(w, key, conn);
+    }
+}
+
 fn reroute<W: Waiting + ?Sized>(w: &W, key: KeyId, waiting: Vec<u64>) {
     for req in waiting {
         if w.claim(req) {
@@ -148,6 +168,8 @@ mod tests {
         sessions: RefCell<Sessions<u32>>,
         /// Streams each session takes at once.
         room: usize,
+        /// Sessions past their time.
+        retired: RefCell<HashSet<u32>>,
         waiting: RefCell<HashSet<u64>>,
         log: RefCell<Vec<String>>,
     }
@@ -184,8 +206,16 @@ mod tests {
             self.sessions.borrow_mut()
         }
 
-        fn room(&self, _conn: u32) -> usize {
-            self.room
+        fn room(&self, conn: u32) -> usize {
+            if self.retired.borrow().contains(&conn) {
+                0
+            } else {
+                self.room
+            }
+        }
+
+        fn retired(&self, conn: u32) -> bool {
+            self.retired.borrow().contains(&conn)
         }
 
         fn claim(&self, req: u64) -> bool {
@@ -280,6 +310,39 @@ mod tests {
         assert!(session_closed(&f, KEY, 7));
         assert_eq!(f.take_log(), ["close 7", "3 to checkout"]);
         assert!(!session_closed(&f, KEY, 7), "once");
+    }
+
+    #[test]
+    fn a_session_past_its_time_takes_no_stream_and_closes_once_it_carries_none() {
+        let f = Fake::new(10);
+        f.connecting(1);
+        let now = Instant::now();
+        session_opened(&f, KEY, 7, now);
+        route(&f, KEY, 2);
+        assert_eq!(f.take_log(), ["2 on 7"]);
+        // 7 is past its time with two streams: a request goes to the checkout, and 7 serves
+        // no waiter; it closes with its last stream.
+        f.retired.borrow_mut().insert(7);
+        route(&f, KEY, 3);
+        assert_eq!(f.take_log(), ["3 to checkout"]);
+        assert!(
+            !f.sessions.borrow_mut().wait(KEY, 4),
+            "no session to wait on"
+        );
+        stream_done(&f, KEY, 7, now);
+        assert_eq!(f.take_log(), Vec::<String>::new());
+        stream_done(&f, KEY, 7, now);
+        assert_eq!(f.take_log(), ["close 7"]);
+
+        // One idle when its time passes closes at the next request, which takes its slot.
+        let f = Fake::new(10);
+        f.connecting(1);
+        session_opened(&f, KEY, 8, now);
+        stream_done(&f, KEY, 8, now);
+        assert_eq!(f.take_log(), ["8 idles"]);
+        f.retired.borrow_mut().insert(8);
+        route(&f, KEY, 2);
+        assert_eq!(f.take_log(), ["close 8", "2 to checkout"]);
     }
 
     #[test]

@@ -37,6 +37,15 @@ impl<L: Lanes> Waiting for Streams<'_, L> {
         })
     }
 
+    fn retired(&self, conn: u32) -> bool {
+        let policy = self.0.policy();
+        policy.ttl.is_some()
+            && self
+                .0
+                .session(conn)
+                .is_some_and(|(age, _)| policy.outlived(age))
+    }
+
     fn claim(&self, req: u64) -> bool {
         let Some(req) = self.get(req) else {
             return false;
