@@ -226,3 +226,20 @@ test('queued agent.request()s get their turn from every kind of freed slot: a dr
   server.releaseAll();
   assert.deepStrictEqual([await holder, await after], ['ok /p6', 'ok /p7']);
 });
+
+test('a limit set after the program assigned options of another type still reaches the pool', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent({ socketActiveTTL: 60000, maxRequestsPerSocket: 5 });
+  t.after(() => agent.destroy());
+  // Read as the drop-in path reads them: a string of a number is that number, anything else none.
+  agent.options.socketActiveTTL = '60000';
+  agent.options.maxRequestsPerSocket = 'none';
+  agent.agentKeepAliveTimeoutBuffer = 'soon';
+  agent.keepAliveMsecs = undefined;
+  agent.maxFreeSockets = '10';
+  agent.maxSockets = 2;
+  assert.strictEqual(agent.maxSockets, 2);
+  assert.strictEqual(await (await agent.request(`${server.url}/`)).body.text(), 'hello /');
+  const { body } = await request(`${server.url}/again`, { agent });
+  assert.strictEqual(body, 'hello /again');
+});

@@ -4,36 +4,44 @@
 // them, and the accessors through which a program changes them at any time.
 
 const binding = require('./native');
-const { defaultIdle } = require('./release');
+const { defaultIdle, hintBuffer } = require('./release');
 const { kPool, kLimits, kServe, kTls } = require('./internals');
 
 const PROTOCOL = binding.protocol();
 const BASE = PROTOCOL.verdictBase;
 const GRANT = PROTOCOL.grant;
 
+// What crosses to Rust must be of the type it takes, whatever a program assigned since (Node's
+// agents let it assign any value to these): a number is read as JavaScript's comparisons read
+// it ('5000' is 5000; what is no number is NaN, which the pool reads as no limit).
+function num(value) {
+  return typeof value === 'number' ? value : Number(value);
+}
+
 function limitsOf(agent) {
   const l = agent[kLimits];
+  const timeout = num(agent.options.timeout);
   return {
-    maxSockets: l.maxSockets,
-    maxFreeSockets: l.maxFreeSockets,
+    maxSockets: num(l.maxSockets),
+    maxFreeSockets: num(l.maxFreeSockets),
     // Node compares counts with `<`: a fraction allows the next whole number.
-    maxTotalSockets: Math.ceil(l.maxTotalSockets),
+    maxTotalSockets: Math.ceil(num(l.maxTotalSockets)),
     lifo: l.scheduling !== 'fifo',
     noDelay: agent.options.noDelay !== false,
-    keepAliveMsecs: l.keepAlive ? agent.keepAliveMsecs : undefined,
-    replayLimit: agent.options.replay ? agent.options.replayLimit : 0,
+    keepAliveMsecs: l.keepAlive ? num(agent.keepAliveMsecs) : undefined,
+    replayLimit: agent.options.replay ? num(agent.options.replayLimit) : 0,
     // What becomes of a promise-path connection when its exchange ends: Rust applies these
     // (the drop-in path asks Rust's same rule with its options' live values, in idleFor).
-    keepAlive: l.keepAlive,
-    idleMs: defaultIdle(agent),
-    activeTtlMs: agent.options.socketActiveTTL || undefined,
-    maxRequests: agent.options.maxRequestsPerSocket || undefined,
+    keepAlive: Boolean(l.keepAlive),
+    idleMs: num(defaultIdle(agent)),
+    activeTtlMs: num(agent.options.socketActiveTTL) || undefined,
+    maxRequests: num(agent.options.maxRequestsPerSocket) || undefined,
     // A promise-path connection that takes longer than this to open (TLS included) fails:
     // the agent's timeout, or without one undici's connect timeout, so that no open waits
     // forever on a peer that accepted and went quiet.
-    connectTimeoutMs: agent.options.timeout > 0 ? agent.options.timeout : OPEN_TIMEOUT_MS,
-    hintBufferMs: agent.agentKeepAliveTimeoutBuffer,
-    http2: agent[kTls] ? agent.options.allowH2 : agent.options.h2c,
+    connectTimeoutMs: timeout > 0 ? timeout : OPEN_TIMEOUT_MS,
+    hintBufferMs: hintBuffer(agent.agentKeepAliveTimeoutBuffer),
+    http2: Boolean(agent[kTls] ? agent.options.allowH2 : agent.options.h2c),
   };
 }
 
