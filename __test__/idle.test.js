@@ -106,6 +106,7 @@ test('socketActiveTTL retires a connection at its first release after the TTL', 
     await closed(server.connections[i]);
   }
   assert.strictEqual(agent.getCurrentStatus().createSocketCount, 3);
+  assert.strictEqual(agent.getCurrentStatus().requestCount, 3);
 });
 
 // Which of the server's connections each request came on (its index in `server.connections`).
@@ -135,6 +136,8 @@ test('maxRequestsPerSocket retires a connection once it carried that many reques
   const status = agent.getCurrentStatus();
   assert.strictEqual(status.createSocketCount, 3);
   assert.strictEqual(status.closeSocketCount, 2);
+  // Every completed request counts, as agentkeepalive counts them, closed after it or not.
+  assert.strictEqual(status.requestCount, 5);
   assert.deepStrictEqual(Object.values(status.freeSockets), [1]);
   // The live value holds, as socketActiveTTL's does: 0 lifts the limit.
   agent.options.maxRequestsPerSocket = 0;
@@ -159,6 +162,7 @@ test('agent.request(): maxRequestsPerSocket retires a connection once it carried
   const status = agent.getCurrentStatus();
   assert.strictEqual(status.createSocketCount, 3);
   assert.strictEqual(status.closeSocketCount, 2);
+  assert.strictEqual(status.requestCount, 7);
 
   // One request per connection: each closes after its response.
   const once = new Agent({ maxRequestsPerSocket: 1 });
@@ -377,4 +381,5 @@ test('agent.request(): socketActiveTTL retires a connection at its first release
     await closed(server.connections[i]);
   }
   assert.strictEqual(agent.getCurrentStatus().createSocketCount, 3);
+  assert.strictEqual(agent.getCurrentStatus().requestCount, 3);
 });

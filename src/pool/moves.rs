@@ -253,11 +253,19 @@ pub fn settle<C: Connections + ?Sized>(
     }
     match policy.settle(wear, policy.idle_for(None, hint)) {
         Fate::Close => {
+            retired(conns);
             conns.unkept(id);
             close(conns, id)
         }
         Fate::Release(idle) => release(conns, id, idle, now),
     }
+}
+
+/// A request completed and its connection closes rather than go back, past `socketActiveTTL`
+/// or at `maxRequestsPerSocket`: it counts among the completed requests, as one whose
+/// connection goes back does (agentkeepalive counts every request that frees its socket).
+pub fn retired<C: Connections + ?Sized>(conns: &C) {
+    conns.pool().stats.request_count += 1;
 }
 
 /// Connection `id` closes (its socket was destroyed, its request aborted), connecting, in use

@@ -13,7 +13,8 @@ pub struct Stats {
     pub error_socket_count: u64,
     /// Connections closed by a timeout, idle (`freeSocketTimeout`) or active (`timeout`).
     pub timeout_socket_count: u64,
-    /// Requests that completed and gave their connection back.
+    /// Requests that completed and gave their connection back (to be kept, or closed at
+    /// `socketActiveTTL` or `maxRequestsPerSocket`).
     pub request_count: u64,
     /// Requests sent again on a fresh connection after a reused one died before answering.
     pub replay_count: u64,

@@ -2,6 +2,7 @@
 //! bytes in and out, release to the pool, socket options and what the socket shows.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -10,7 +11,7 @@ use crate::binding::pool::PoolCell;
 use crate::binding::{conn, js, protocol, undefined};
 use crate::error::uv_errno;
 use crate::guard;
-use crate::pool::{settings, Wear};
+use crate::pool::{moves, settings, Wear};
 use crate::transport::Peer;
 
 /// See [`conn_stamp`].
@@ -121,19 +122,26 @@ pub fn idle_for(own_ms: f64, hint: Option<String>, buffer_ms: f64) -> f64 {
 /// How much longer drop-in connection `id`, whose request just finished, may serve, by the
 /// agent's rule (see `ReleasePolicy::settle`) with `socketActiveTTL` (`ttl_ms`) and
 /// `maxRequestsPerSocket` (`max_requests`) as JavaScript reads them now: 0 once either is
-/// reached, infinite without a limit (or a connection).
+/// reached, infinite without a limit (or a connection). At 0 the connection closes (its
+/// socket is destroyed) rather than go back: its request is counted here (see
+/// `moves::retired`), as `release` counts one whose connection goes back.
 #[napi(catch_unwind)]
 pub fn use_left(id: u32, ttl_ms: f64, max_requests: f64) -> f64 {
-    conn(id)
-        .and_then(|conn| {
-            let wear = Wear {
-                age: conn.created.elapsed(),
-                // Its requests finished before, and this one.
-                requests: conn.course.stamp().finished.saturating_add(1),
-            };
-            settings::use_left(ttl_ms, max_requests, wear)
-        })
-        .map_or(f64::INFINITY, settings::as_ms)
+    let Some(conn) = conn(id) else {
+        return f64::INFINITY;
+    };
+    let wear = Wear {
+        age: conn.created.elapsed(),
+        // Its requests finished before, and this one.
+        requests: conn.course.stamp().finished.saturating_add(1),
+    };
+    let left = settings::use_left(ttl_ms, max_requests, wear);
+    if left == Some(Duration::ZERO) {
+        if let Some(cell) = PoolCell::of(&conn) {
+            moves::retired(&cell);
+        }
+    }
+    left.map_or(f64::INFINITY, settings::as_ms)
 }
 
 /// The request on connection `id` finished. `idle_ms`: how long it may idle (negative: it may

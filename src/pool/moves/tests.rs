@@ -343,6 +343,7 @@ fn a_promise_connection_settles_by_the_agents_policy() {
     f.take_log();
     let id = f.in_use(key);
     let third = Wear { requests: 3, ..age };
+    let counted_before = f.pool().stats.request_count;
     assert_eq!(
         settle(&f, id, true, third, None, &counted, now),
         Verdict::Nothing
@@ -351,6 +352,11 @@ fn a_promise_connection_settles_by_the_agents_policy() {
         f.take_log(),
         [format!("unkept {id}"), format!("end {id}")],
         "its maxRequestsPerSocket-th request: closed, not reused"
+    );
+    assert_eq!(
+        f.pool().stats.request_count,
+        counted_before + 1,
+        "a completed request, counted"
     );
 }
 
