@@ -405,6 +405,53 @@ test('an idle session past socketActiveTTL is closed by the next request, which 
   if (!old.closed) await once(old, 'close');
 });
 
+// An http.request through `agent`: its body, as text.
+function dropInGet(agent, url) {
+  return new Promise((resolve, reject) => {
+    https.get(url, { agent }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => (body += chunk));
+      res.on('end', () => resolve(body));
+    }).on('error', reject);
+  });
+}
+
+test("an idle session gives its slot to a request that maxSockets or maxTotalSockets holds back", { timeout: 20_000 }, async (t) => {
+  const server = await h2Server(t, (req, res) => res.end(`hi ${req.httpVersion}`));
+  const other = await h2Server(t, (req, res) => res.end(`other ${req.httpVersion}`));
+  // An idle time that would hold the slot for a minute.
+  const agent = h2Agent(t, { maxSockets: 1, freeSocketTimeout: 60_000 });
+  assert.strictEqual(await text(await agent.request(`${server.origin}/`)), 'hi 2.0');
+  // http.request speaks HTTP/1.1 on a connection of its own: the idle session makes room.
+  assert.strictEqual(await dropInGet(agent, `${server.origin}/`), 'hi 1.1');
+  assert.strictEqual(server.sessions.length, 1);
+  await until(() => server.sessions[0].closed || server.sessions[0].destroyed, 5000, 'the idle session to close');
+
+  const total = h2Agent(t, { maxTotalSockets: 1, freeSocketTimeout: 60_000 });
+  assert.strictEqual(await text(await total.request(`${server.origin}/`)), 'hi 2.0');
+  assert.strictEqual(await text(await total.request(`${other.origin}/`)), 'other 2.0');
+  assert.strictEqual(total.getCurrentStatus().closeSocketCount, 1);
+});
+
+test('a session whose last stream ends gives its slot to a request waiting for one', { timeout: 20_000 }, async (t) => {
+  let answer = null;
+  const server = await h2Server(t, (req, res) => {
+    if (req.httpVersion === '2.0') answer = () => res.end('h2');
+    else res.end('h1');
+  });
+  const agent = h2Agent(t, { maxSockets: 1, freeSocketTimeout: 60_000 });
+  const first = agent.request(`${server.origin}/`);
+  await until(() => answer !== null, 5000, 'the HTTP/2 request');
+  // The session carries a stream: the http.request waits for the slot...
+  const second = dropInGet(agent, `${server.origin}/`);
+  await until(() => Object.keys(agent.getCurrentStatus().requests).length === 1, 5000, 'the http.request to wait');
+  // ... which the session gives up once its stream ends, rather than idle with it.
+  answer();
+  assert.strictEqual(await text(await first), 'h2');
+  assert.strictEqual(await second, 'h1');
+});
+
 test('maxRequestsPerSocket limits HTTP/1.1 connections only: a session carries any number of streams', async (t) => {
   const server = await h2Server(t, (req, res) => res.end('hi'));
   const agent = h2Agent(t, { maxRequestsPerSocket: 1 });

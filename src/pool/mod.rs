@@ -253,6 +253,25 @@ impl<C> Pool<C> {
         self.expiry.len()
     }
 
+    /// How many checkouts wait for a slot, across keys.
+    pub fn waiting(&self) -> usize {
+        self.waiters.len()
+    }
+
+    /// Whether `key` has all the connections `maxSockets` allows it (busy or idle).
+    pub fn key_full(&self, key: KeyId) -> bool {
+        self.keys[key.0 as usize].count() >= self.limits.max_sockets
+    }
+
+    /// Whether a slot of `key` freed now would go to a waiter: one of `key`, or of a key under
+    /// `maxSockets` (the freed slot keeps the total under `maxTotalSockets`).
+    pub fn wants_slot_of(&self, key: KeyId) -> bool {
+        self.waiters.values().any(|&(k, _)| {
+            let count = self.keys[k.0 as usize].count() - usize::from(k == key);
+            count < self.limits.max_sockets
+        })
+    }
+
     /// Takes an idle connection of `key`, or a slot for a new one, or queues `who`.
     ///
     /// `fit` judges each idle candidate, in scheduling order: [`Fit::Take`] hands it out;

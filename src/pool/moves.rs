@@ -115,7 +115,44 @@ pub fn checkout<C: Connections + ?Sized>(conns: &C, key: KeyId, who: Waiter) -> 
     for (id, _) in discard {
         conns.end_idle(id, false);
     }
-    out
+    match out {
+        Checkout::Queued(w) if room_from_session(conns, key, w) => Checkout::Connect,
+        out => out,
+    }
+}
+
+/// Checkout `w` of `key` was queued for want of a slot while an HTTP/2 session idles: the
+/// session idle longest closes and its slot goes to `w`, as an idle connection's would (the
+/// pool closes those itself). It is one of `key` when `key` has all `maxSockets` allows (a
+/// session carries no `http.request`, and an `agent.request()` of its key that reaches the
+/// checkout found it past its time), or of any key when `maxTotalSockets` holds `w` back.
+/// Only for the one waiter: an older one would take the slot. True when `w` got the slot
+/// (counted, as a `Checkout::Connect`).
+fn room_from_session<C: Connections + ?Sized>(conns: &C, key: KeyId, w: WaiterId) -> bool {
+    let own = {
+        let pool = conns.pool();
+        if pool.waiting() != 1 {
+            return false;
+        }
+        pool.key_full(key)
+    };
+    let idle = conns.sessions().idle_longest(|k| !own || k == key);
+    let Some((of, conn)) = idle else {
+        return false;
+    };
+    // Idle, and none waits for its key's streams: nothing to route again.
+    conns.sessions().closed(of, conn);
+    match closed_in_use(conns, conn) {
+        Some(grant) if grant.waiter == w => true,
+        // `w` was the only waiter: the slot can only be its own, or stay free.
+        grant => {
+            debug_assert!(
+                grant.is_none(),
+                "a slot went to a waiter other than the only one"
+            );
+            false
+        }
+    }
 }
 
 /// A checkout for `http.request`: a new connection is opened at once, for the caller to bind

@@ -319,6 +319,22 @@ impl<C: Copy + PartialEq> Sessions<C> {
         spent
     }
 
+    /// The session idle longest (carrying no stream, not closing) among the keys `of` takes
+    /// that have no request waiting for a stream: one whose slot may serve a checkout instead.
+    pub fn idle_longest(&self, of: impl Fn(KeyId) -> bool) -> Option<(KeyId, C)> {
+        self.keys
+            .iter()
+            .filter(|(&key, k)| of(key) && k.waiting.is_empty())
+            .flat_map(|(&key, k)| {
+                k.sessions
+                    .iter()
+                    .filter(|s| s.open == 0 && !s.closing)
+                    .filter_map(move |s| Some((s.idle_since?, key, s.conn)))
+            })
+            .min_by_key(|&(since, _, _)| since)
+            .map(|(_, key, conn)| (key, conn))
+    }
+
     /// Whether `conn` is a session of `key` (its streams are counted here).
     pub fn is_session(&self, key: KeyId, conn: C) -> bool {
         self.keys

@@ -24,6 +24,8 @@ pub trait Waiting {
     /// Whether session `conn` is past its time (`socketActiveTTL`): it takes no new stream,
     /// and closes once it carries none.
     fn retired(&self, conn: u32) -> bool;
+    /// Whether a slot of `key` freed now would serve a checkout waiting in the pool.
+    fn slot_wanted(&self, key: KeyId) -> bool;
     /// Takes request `req` out of its wait for a stream: true if it was still waiting (it
     /// may have been aborted meanwhile).
     fn claim(&self, req: u64) -> bool;
@@ -55,7 +57,8 @@ pub fn route<W: Waiting + ?Sized>(w: &W, key: KeyId, req: u64) {
 }
 
 /// A stream of session `conn` ended: a waiting request takes its place. A session left with no
-/// stream closes if it takes no more (GOAWAY, or past its time), or idles until the pool's
+/// stream closes if it takes no more (GOAWAY, or past its time) or if its slot serves a
+/// checkout waiting in the pool (as an idle connection's would), or idles until the pool's
 /// timer.
 pub fn stream_done<W: Waiting + ?Sized>(w: &W, key: KeyId, conn: u32, now: Instant) {
     // One past its time serves no waiter (they wait on for another session, or are routed
@@ -74,6 +77,9 @@ pub fn stream_done<W: Waiting + ?Sized>(w: &W, key: KeyId, conn: u32, now: Insta
     let idleness = w.sessions().idleness(key, conn);
     match idleness {
         Some(Idleness::Spent) => {
+            session_closed(w, key, conn);
+        }
+        Some(Idleness::Idle) if w.slot_wanted(key) => {
             session_closed(w, key, conn);
         }
         Some(Idleness::Idle) => w.idles(conn),
@@ -170,6 +176,8 @@ mod tests {
         room: usize,
         /// Sessions past their time.
         retired: RefCell<HashSet<u32>>,
+        /// A checkout waits in the pool for a slot.
+        slot_wanted: std::cell::Cell<bool>,
         waiting: RefCell<HashSet<u64>>,
         log: RefCell<Vec<String>>,
     }
@@ -216,6 +224,10 @@ mod tests {
 
         fn retired(&self, conn: u32) -> bool {
             self.retired.borrow().contains(&conn)
+        }
+
+        fn slot_wanted(&self, _key: KeyId) -> bool {
+            self.slot_wanted.get()
         }
 
         fn claim(&self, req: u64) -> bool {
@@ -343,6 +355,21 @@ mod tests {
         f.retired.borrow_mut().insert(8);
         route(&f, KEY, 2);
         assert_eq!(f.take_log(), ["close 8", "2 to checkout"]);
+    }
+
+    #[test]
+    fn a_session_left_idle_closes_when_a_checkout_waits_for_its_slot() {
+        let f = Fake::new(10);
+        f.connecting(1);
+        let now = Instant::now();
+        session_opened(&f, KEY, 7, now);
+        route(&f, KEY, 2);
+        f.take_log();
+        f.slot_wanted.set(true);
+        stream_done(&f, KEY, 7, now);
+        assert_eq!(f.take_log(), Vec::<String>::new(), "a stream still open");
+        stream_done(&f, KEY, 7, now);
+        assert_eq!(f.take_log(), ["close 7"]);
     }
 
     #[test]

@@ -46,6 +46,10 @@ impl<L: Lanes> Waiting for Streams<'_, L> {
                 .is_some_and(|(age, _)| policy.outlived(age))
     }
 
+    fn slot_wanted(&self, key: KeyId) -> bool {
+        self.0.pool().wants_slot_of(key)
+    }
+
     fn claim(&self, req: u64) -> bool {
         let Some(req) = self.get(req) else {
             return false;

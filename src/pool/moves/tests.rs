@@ -92,11 +92,17 @@ impl Fake {
 
     /// An HTTP/2 session of `key`, its one stream ended at `at`: idle since then.
     fn idle_session(&self, key: KeyId, at: Instant) -> u32 {
+        let id = self.busy_session(key);
+        self.sessions.borrow_mut().stream_done(key, id, at);
+        id
+    }
+
+    /// An HTTP/2 session of `key` carrying one stream.
+    fn busy_session(&self, key: KeyId) -> u32 {
         let id = self.in_use(key);
         let mut sessions = self.sessions.borrow_mut();
         sessions.connecting(key);
         sessions.opened(key, id, |_| 10);
-        sessions.stream_done(key, id, at);
         id
     }
 
@@ -577,8 +583,11 @@ fn destroy_closes_the_sessions() {
 fn an_idle_session_closes_when_its_time_runs_out_and_its_slot_serves_a_waiter() {
     let (f, key) = Fake::new(1);
     let t0 = Instant::now();
-    let s = f.idle_session(key, t0);
+    // The waiter came while the session was busy; the session then idled (the streams' layer
+    // closes it at once for a waiter, see `streams::stream_done`; expiry is the backstop).
+    let s = f.busy_session(key);
     let w = f.queued(key);
+    f.sessions.borrow_mut().stream_done(key, s, t0);
     let idle = Duration::from_secs(4);
     assert_eq!(expire(&f, t0 + Duration::from_secs(3), idle), vec![]);
     assert!(f.take_log().is_empty(), "not yet");
@@ -589,6 +598,47 @@ fn an_idle_session_closes_when_its_time_runs_out_and_its_slot_serves_a_waiter() 
     );
     assert_eq!(f.take_log(), [format!("end {s}")]);
     assert_eq!(f.sessions.borrow().usage(key).sessions, 0);
+}
+
+#[test]
+fn a_checkout_held_back_takes_the_slot_of_an_idle_session() {
+    // Its own key at maxSockets: an http.request takes the slot of the key's idle session.
+    let (f, key) = Fake::new(1);
+    let t0 = Instant::now();
+    let s = f.idle_session(key, t0);
+    let new = s + 1;
+    assert_eq!(checkout_drop_in(&f, key), Verdict::Connect(new));
+    assert_eq!(f.take_log(), [format!("end {s}"), format!("open {new}")]);
+    assert_eq!(f.sessions.borrow().usage(key).sessions, 0);
+    assert_eq!(f.counts(), (1, 0));
+
+    // maxTotalSockets: a checkout of another key takes the slot of the session idle longest.
+    let (f, a) = Fake::new(10);
+    f.pool.borrow_mut().set_limits(Limits {
+        max_sockets: 10,
+        max_total_sockets: 2,
+        ..Limits::default()
+    });
+    let b = f.pool.borrow_mut().key("b:80:");
+    let c = f.pool.borrow_mut().key("c:80:");
+    let older = f.idle_session(a, t0);
+    let younger = f.idle_session(b, t0 + Duration::from_secs(1));
+    f.requests.borrow_mut().insert(9);
+    assert_eq!(checkout(&f, c, Waiter::Promise(9)), Checkout::Connect);
+    assert_eq!(f.take_log(), [format!("end {older}")]);
+    assert_eq!(f.sessions.borrow().usage(b).sessions, 1, "{younger} stays");
+
+    // A session still carrying a stream gives nothing: the checkout waits.
+    let (f, key) = Fake::new(1);
+    f.busy_session(key);
+    assert!(matches!(checkout_drop_in(&f, key), Verdict::Queued(_)));
+    // Nor one of another key while only this key's own limit holds the checkout back.
+    let (f, a) = Fake::new(1);
+    let b = f.pool.borrow_mut().key("b:80:");
+    f.idle_session(b, t0);
+    f.in_use(a);
+    assert!(matches!(checkout_drop_in(&f, a), Verdict::Queued(_)));
+    assert_eq!(f.sessions.borrow().usage(b).sessions, 1);
 }
 
 #[test]
@@ -611,8 +661,9 @@ fn expiry_closes_idle_connections_and_idle_sessions_in_one_pass() {
 fn an_expired_sessions_slot_serves_a_waiting_promise_request() {
     let (f, key) = Fake::new(1);
     let t0 = Instant::now();
-    let s = f.idle_session(key, t0);
+    let s = f.busy_session(key);
     f.promise_waiter(key, 7);
+    f.sessions.borrow_mut().stream_done(key, s, t0);
     let idle = Duration::from_secs(4);
     assert_eq!(
         expire_sessions(&f, t0 + Duration::from_secs(1), idle),
