@@ -264,12 +264,15 @@ impl<C> Pool<C> {
     }
 
     /// Whether a slot of `key` freed now would go to a waiter: one of `key`, or of a key under
-    /// `maxSockets` (the freed slot keeps the total under `maxTotalSockets`).
+    /// `maxSockets`, the total then under `maxTotalSockets`.
     pub fn wants_slot_of(&self, key: KeyId) -> bool {
-        self.waiters.values().any(|&(k, _)| {
-            let count = self.keys[k.0 as usize].count() - usize::from(k == key);
-            count < self.limits.max_sockets
-        })
+        self.total <= self.limits.max_total_sockets
+            && self.waiters.values().any(|&(k, _)| {
+                let count = self.keys[k.0 as usize]
+                    .count()
+                    .saturating_sub(usize::from(k == key));
+                count < self.limits.max_sockets
+            })
     }
 
     /// Takes an idle connection of `key`, or a slot for a new one, or queues `who`.

@@ -765,3 +765,29 @@ fn a_freed_slot_tells_whose_it_is() {
         })
     );
 }
+
+#[test]
+fn a_freed_slot_is_wanted_by_a_waiter_its_key_or_the_total_holds_back() {
+    let mut pool: Pool<u32> = Pool::new(limits(1, 256, usize::MAX, Scheduling::Lifo));
+    let a = pool.key("a:80:");
+    let b = pool.key("b:80:");
+    assert_eq!(checkout(&mut pool, a), Checkout::Connect);
+    assert!(!pool.wants_slot_of(a), "nobody waits");
+    assert!(matches!(checkout(&mut pool, a), Checkout::Queued(_)));
+    assert_eq!(pool.waiting(), 1);
+    assert!(pool.key_full(a) && !pool.key_full(b));
+    assert!(pool.wants_slot_of(a), "the waiter of a takes a's slot");
+    assert!(
+        !pool.wants_slot_of(b),
+        "a slot of b leaves a at its maxSockets"
+    );
+
+    // Under maxTotalSockets, a slot of any key serves a waiter of another.
+    let mut pool: Pool<u32> = Pool::new(limits(5, 256, 1, Scheduling::Lifo));
+    let a = pool.key("a:80:");
+    let b = pool.key("b:80:");
+    assert_eq!(checkout(&mut pool, a), Checkout::Connect);
+    assert!(matches!(checkout(&mut pool, b), Checkout::Queued(_)));
+    assert!(!pool.key_full(b));
+    assert!(pool.wants_slot_of(a));
+}
