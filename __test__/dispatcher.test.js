@@ -1072,6 +1072,12 @@ test('bad arguments are refused at once with Node-style codes', (t) => {
   d.dispatch({ origin: 'ftp://x', path: '/', method: 'GET' }, { onError: (e) => errs.push(e.code) });
   d.dispatch({ origin: 'http://x', path: 1, method: 'GET' }, { onError: (e) => errs.push(e.code) });
   assert.deepStrictEqual(errs, ['ERR_INVALID_ARG_VALUE', 'ERR_INVALID_ARG_TYPE']);
+  // A path that is none is said to be the dispatch options' own, through request() too.
+  const notAPath = { code: 'ERR_INVALID_ARG_VALUE', message: /'opts\.path' must start with a slash. Received 'aaa'/ };
+  let refused = null;
+  d.dispatch({ origin: 'http://x', path: 'aaa', method: 'GET' }, { onError: (e) => (refused = e) });
+  assert.throws(() => { throw refused; }, notAPath);
+  return assert.rejects(d.request({ origin: 'http://x', path: 'aaa', method: 'GET' }), notAPath);
 });
 
 test("undici's error classes know our errors; close() ends destroyed; callbacks and error callbacks are checked", async (t) => {

@@ -591,6 +591,11 @@ class Dispatcher extends EventEmitter {
     const { origin, path, method } = given;
     if (typeof path !== 'string') throw errors.invalidArgType('opts.path', 'of type string', path);
     if (typeof method !== 'string') throw errors.invalidArgType('opts.method', 'of type string', method);
+    // A CONNECT's path is the authority it tunnels to; any other must be a path (undici's
+    // absolute URL in the path, for a forward proxy, is not taken: the agents' proxies are).
+    if (path.charCodeAt(0) !== 0x2f && method.toUpperCase() !== 'CONNECT') {
+      throw errors.invalidArgValue('opts.path', path, 'must start with a slash');
+    }
     // An application calls a few origins over and over: each string's route is kept.
     if (typeof origin === 'string') {
       let route = this[kRoutes].get(origin);
