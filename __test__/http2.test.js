@@ -405,6 +405,18 @@ test('an idle session past socketActiveTTL is closed by the next request, which 
   if (!old.closed) await once(old, 'close');
 });
 
+test('an idle session closes when it reaches socketActiveTTL, not a free timeout later', { timeout: 20_000 }, async (t) => {
+  const server = await h2Server(t, (req, res) => res.end('hi'));
+  const agent = h2Agent(t, { socketActiveTTL: 300, freeSocketTimeout: 60_000 });
+  assert.strictEqual(await text(await agent.request(`${server.origin}/1`)), 'hi');
+  const session = server.sessions[0];
+  if (!session.closed) await once(session, 'close');
+  await until(() => agent.getCurrentStatus().closeSocketCount === 1, 5000, 'the close counted');
+  // The next request opens a session of its own.
+  assert.strictEqual(await text(await agent.request(`${server.origin}/2`)), 'hi');
+  assert.strictEqual(server.sessions.length, 2);
+});
+
 // An http.request through `agent`: its body, as text.
 function dropInGet(agent, url) {
   return new Promise((resolve, reject) => {

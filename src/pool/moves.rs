@@ -90,6 +90,10 @@ pub trait Connections {
     /// Serves waiting `agent.request()` `req` on connection `handoff` (of its path), or on a
     /// new connection in the slot it was given; false when the request is gone.
     fn serve(&self, req: u32, handoff: Option<u32>) -> bool;
+    /// When HTTP/2 session `id` reaches `socketActiveTTL` (see
+    /// [`ReleasePolicy::session_end`](super::release::ReleasePolicy::session_end)); `None`: no
+    /// end, or no such session.
+    fn session_end(&self, id: u32) -> Option<Instant>;
 }
 
 /// What a connection was when it was closed.
@@ -367,7 +371,7 @@ pub fn grant_all<C: Connections + ?Sized>(
 }
 
 /// The idle connections and HTTP/2 sessions whose time ran out at `now` close (a session may
-/// idle for `session_idle`); the slots they free go to waiters (those of `http.request` are
+/// idle for `session_idle`, and not past its `socketActiveTTL`); the slots they free go to waiters (those of `http.request` are
 /// returned).
 pub fn expire<C: Connections + ?Sized>(
     conns: &C,
@@ -383,7 +387,8 @@ pub fn expire<C: Connections + ?Sized>(
     grant_all(conns, grants)
 }
 
-/// The HTTP/2 sessions idle for `idle` at `now` close; the slots they free go to waiters (those
+/// The HTTP/2 sessions idle for `idle` at `now`, or idle past their `socketActiveTTL`, close;
+/// the slots they free go to waiters (those
 /// of `http.request` are returned).
 pub fn expire_sessions<C: Connections + ?Sized>(
     conns: &C,
@@ -394,13 +399,16 @@ pub fn expire_sessions<C: Connections + ?Sized>(
     grant_all(conns, grants)
 }
 
-/// Closes the sessions idle for `idle` at `now`: the grants of the slots they free.
+/// Closes the sessions idle for `idle` at `now`, or idle past their end: the grants of the
+/// slots they free.
 fn expired_sessions<C: Connections + ?Sized>(
     conns: &C,
     now: Instant,
     idle: Duration,
 ) -> Vec<Grant> {
-    let expired = conns.sessions().expire(now, idle);
+    let expired = conns
+        .sessions()
+        .expire(now, idle, |id| conns.session_end(id));
     expired
         .into_iter()
         .filter_map(|(_, id)| closed_in_use(conns, id))

@@ -58,6 +58,23 @@ struct Session<C> {
     idle_since: Option<Instant>,
 }
 
+impl<C: Copy> Session<C> {
+    /// When this session, carrying no stream, closes: once it has idled `idle`, or at the end
+    /// `end` gives it (past `socketActiveTTL` it takes no new stream, and would otherwise idle
+    /// on, unused); `None` while it carries streams.
+    fn idle_deadline(
+        &self,
+        idle: Duration,
+        end: &impl Fn(C) -> Option<Instant>,
+    ) -> Option<Instant> {
+        let idled = self.idle_since?.checked_add(idle);
+        match (idled, end(self.conn)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 struct Key<C> {
     sessions: Vec<Session<C>>,
     /// Connects under way that may become sessions.
@@ -259,23 +276,33 @@ impl<C: Copy + PartialEq> Sessions<C> {
         })
     }
 
-    /// When the first idle session's time runs out, for sessions that may idle `idle`.
-    pub fn next_deadline(&self, idle: Duration) -> Option<Instant> {
+    /// When the first idle session's time runs out, for sessions that may idle `idle` and live
+    /// until `end` gives (`socketActiveTTL`; `None`: no end).
+    pub fn next_deadline(
+        &self,
+        idle: Duration,
+        end: impl Fn(C) -> Option<Instant>,
+    ) -> Option<Instant> {
         self.keys
             .values()
             .flat_map(|k| k.sessions.iter())
-            .filter_map(|s| s.idle_since?.checked_add(idle))
+            .filter_map(|s| s.idle_deadline(idle, &end))
             .min()
     }
 
-    /// Takes out the sessions idle for `idle` or longer at `now`, for them to be closed.
-    pub fn expire(&mut self, now: Instant, idle: Duration) -> Vec<(KeyId, C)> {
+    /// Takes out the sessions idle for `idle` or longer at `now`, or idle past the end `end`
+    /// gives them, for them to be closed.
+    pub fn expire(
+        &mut self,
+        now: Instant,
+        idle: Duration,
+        end: impl Fn(C) -> Option<Instant>,
+    ) -> Vec<(KeyId, C)> {
         let mut out = Vec::new();
         for (&key, k) in &mut self.keys {
             k.sessions.retain(|s| {
                 let expired = s
-                    .idle_since
-                    .and_then(|since| since.checked_add(idle))
+                    .idle_deadline(idle, &end)
                     .is_some_and(|deadline| deadline <= now);
                 if expired {
                     out.push((key, s.conn));
@@ -442,7 +469,7 @@ mod tests {
         assert_eq!(opened.checkout, None);
         // The next ones take streams at once; a session in use does not expire.
         assert_eq!(s.route(K, 6, room(10)), Route::Stream(7));
-        assert_eq!(s.next_deadline(Duration::ZERO), None);
+        assert_eq!(s.next_deadline(Duration::ZERO, |_| None), None);
         assert_eq!(
             s.usage(K),
             Usage {
@@ -538,10 +565,32 @@ mod tests {
         assert_eq!(s.idleness(K, 7), Some(Idleness::Idle));
         // Idle from then on: its time runs out as a pooled connection's.
         let idle = Duration::from_secs(4);
-        assert_eq!(s.next_deadline(idle), Some(at(5)));
-        assert!(s.expire(at(4), idle).is_empty());
-        assert_eq!(s.expire(at(5), idle), vec![(K, 7)]);
+        assert_eq!(s.next_deadline(idle, |_| None), Some(at(5)));
+        assert!(s.expire(at(4), idle, |_| None).is_empty());
+        assert_eq!(s.expire(at(5), idle, |_| None), vec![(K, 7)]);
         assert!(s.keys.is_empty());
+    }
+
+    #[test]
+    fn an_idle_session_closes_at_its_end_when_that_comes_before_its_idle_time() {
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        s.opened(K, 7, room(10));
+        s.connecting(K);
+        s.opened(K, 8, room(10));
+        let idle = Duration::from_secs(60);
+        // Session 7 ends (socketActiveTTL) at 3 s, 8 at 100 s; neither counts while busy.
+        let end = |c: u32| Some(at(if c == 7 { 3 } else { 100 }));
+        assert_eq!(s.next_deadline(idle, end), None);
+        assert_eq!(s.stream_done(K, 7, at(1)), None);
+        assert_eq!(s.stream_done(K, 8, at(1)), None);
+        assert_eq!(s.next_deadline(idle, end), Some(at(3)));
+        assert!(s.expire(at(2), idle, end).is_empty());
+        assert_eq!(s.expire(at(3), idle, end), vec![(K, 7)]);
+        // 8 idles out before its end; without an end, its idle time alone counts.
+        assert_eq!(s.next_deadline(idle, end), Some(at(61)));
+        assert_eq!(s.next_deadline(idle, |_| None), Some(at(61)));
+        assert_eq!(s.expire(at(61), idle, end), vec![(K, 8)]);
     }
 
     #[test]

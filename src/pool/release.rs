@@ -7,7 +7,7 @@
 //! is not reused). The promise path applies them in Rust; the drop-in path asks through the
 //! binding with the live values of its options, around Node's `keepSocketAlive()` hook.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The agent's options that decide a freed connection's fate.
 #[derive(Clone, Copy, Debug)]
@@ -90,6 +90,13 @@ impl ReleasePolicy {
         }
     }
 
+    /// When an HTTP/2 session opened at `created` reaches `socketActiveTTL`: it takes no new
+    /// stream from then on, and closes then if it carries none (rather than idle on, unused,
+    /// for `freeSocketTimeout`). `None` without a TTL.
+    pub fn session_end(&self, created: Instant) -> Option<Instant> {
+        created.checked_add(self.ttl?)
+    }
+
     /// How long an HTTP/2 session may carry no stream: as long as a pooled connection may idle
     /// (`freeSocketTimeout`; a server's hint is a connection's, not a session's), and not at
     /// all with keep-alive off.
@@ -136,7 +143,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_session_takes_streams_until_its_ttl_and_idles_as_a_connection_would() {
+    fn a_session_takes_streams_until_its_ttl_ends_and_idles_as_a_connection_would() {
         let policy = ReleasePolicy {
             idle: Some(Duration::from_secs(4)),
             ttl: Some(Duration::from_secs(60)),
@@ -145,6 +152,9 @@ mod tests {
         assert_eq!(policy.session_room(Duration::from_secs(59), 100), 100);
         assert_eq!(policy.session_room(Duration::from_secs(60), 100), 0);
         assert_eq!(policy.session_idle(), Duration::from_secs(4));
+        let t0 = Instant::now();
+        assert_eq!(policy.session_end(t0), Some(t0 + Duration::from_secs(60)));
+        assert_eq!(ReleasePolicy::default().session_end(t0), None, "no TTL");
         let off = ReleasePolicy {
             keep_alive: false,
             ..policy

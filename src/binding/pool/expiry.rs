@@ -26,7 +26,7 @@ impl PoolCell {
         let sessions = self
             .sessions
             .borrow()
-            .next_deadline(self.policy.get().session_idle());
+            .next_deadline(self.policy.get().session_idle(), |id| self.session_end(id));
         let deadlines = [st.pool.next_deadline(), sessions];
         let Some(ms) = st.alarm.set_for(deadlines, Instant::now()) else {
             return;

@@ -148,6 +148,11 @@ impl PoolCell {
         conn::by_id(id).filter(|c| c.pool_id == self.id)
     }
 
+    /// When HTTP/2 session `id` reaches the agent's `socketActiveTTL` (`None`: no TTL).
+    pub fn session_end(&self, id: u32) -> Option<Instant> {
+        self.policy.get().session_end(self.conn(id)?.created)
+    }
+
     /// Takes connection `id` out of the thread's table (it is closing); the agent's watchers
     /// hear of its end if they heard of its opening.
     pub fn remove_conn(&self, id: u32) -> Option<Rc<Conn>> {
@@ -396,6 +401,10 @@ impl Connections for Rc<PoolCell> {
     fn serve(&self, req: u32, handoff: Option<u32>) -> bool {
         debug!("serve waiting request {req}");
         (self.serve)(self, req, handoff)
+    }
+
+    fn session_end(&self, id: u32) -> Option<Instant> {
+        PoolCell::session_end(self, id)
     }
 }
 

@@ -319,6 +319,10 @@ impl Connections for Fake {
     fn serve(&self, req: u32, handoff: Option<u32>) -> bool {
         serve(self, req, handoff)
     }
+
+    fn session_end(&self, _id: u32) -> Option<Instant> {
+        None
+    }
 }
 
 impl Lanes for Fake {

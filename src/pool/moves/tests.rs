@@ -26,6 +26,8 @@ struct Fake {
     /// The `agent.request()`s still there to be served.
     requests: RefCell<HashSet<u32>>,
     sessions: RefCell<Sessions<u32>>,
+    /// When sessions reach their `socketActiveTTL` (none: no TTL).
+    session_ends: RefCell<HashMap<u32, Instant>>,
     log: RefCell<Vec<String>>,
 }
 
@@ -42,6 +44,7 @@ impl Fake {
             next: Cell::new(1),
             requests: RefCell::new(HashSet::new()),
             sessions: RefCell::new(Sessions::default()),
+            session_ends: RefCell::new(HashMap::new()),
             log: RefCell::new(Vec::new()),
         };
         (fake, key)
@@ -207,6 +210,10 @@ impl Connections for Fake {
         }
         r.detached = true;
         Some(r.key)
+    }
+
+    fn session_end(&self, id: u32) -> Option<Instant> {
+        self.session_ends.borrow().get(&id).copied()
     }
 
     fn serve(&self, req: u32, handoff: Option<u32>) -> bool {
@@ -595,6 +602,28 @@ fn an_idle_session_closes_when_its_time_runs_out_and_its_slot_serves_a_waiter() 
         expire(&f, t0 + idle, idle),
         vec![w],
         "the caller connects for it"
+    );
+    assert_eq!(f.take_log(), [format!("end {s}")]);
+    assert_eq!(f.sessions.borrow().usage(key).sessions, 0);
+}
+
+#[test]
+fn an_idle_session_past_its_ttl_closes_before_its_idle_time_runs_out() {
+    let (f, key) = Fake::new(1);
+    let t0 = Instant::now();
+    let s = f.busy_session(key);
+    let w = f.queued(key);
+    f.session_ends
+        .borrow_mut()
+        .insert(s, t0 + Duration::from_secs(1));
+    f.sessions.borrow_mut().stream_done(key, s, t0);
+    let idle = Duration::from_secs(60);
+    assert_eq!(expire(&f, t0, idle), vec![]);
+    assert!(f.take_log().is_empty(), "not yet");
+    assert_eq!(
+        expire(&f, t0 + Duration::from_secs(1), idle),
+        vec![w],
+        "its slot goes to the waiter"
     );
     assert_eq!(f.take_log(), [format!("end {s}")]);
     assert_eq!(f.sessions.borrow().usage(key).sessions, 0);
