@@ -7,7 +7,7 @@ const net = require('node:net');
 const util = require('node:util');
 const { once } = require('node:events');
 const { Agent } = require('..');
-const { httpServer, request, requestError, closed } = require('./helpers');
+const { httpServer, request, requestError, closed, until } = require('./helpers');
 
 async function closedPort() {
   const server = net.createServer().listen(0, '127.0.0.1');
@@ -362,6 +362,81 @@ test('a localAddress that is not an IP address throws ERR_INVALID_IP_ADDRESS at 
   assert.deepStrictEqual(agent.getCurrentStatus().requests, {});
   // An agent's own option says so when it is made.
   assert.throws(() => new Agent({ localAddress: 'abc' }), expected);
+});
+
+test('a host that is not a string throws ERR_INVALID_ARG_TYPE at once, as dns.lookup throws it', (t) => {
+  const agent = new Agent({ host: 5 });
+  t.after(() => agent.destroy());
+  let expected;
+  try {
+    http.get({ port: 80, agent: new http.Agent({ host: 5 }) });
+  } catch (err) {
+    expected = err;
+  }
+  assert.throws(() => http.get({ port: 80, agent }), { code: 'ERR_INVALID_ARG_TYPE', name: expected.name, message: expected.message });
+  assert.strictEqual(agent.totalSocketCount, 0);
+  assert.deepStrictEqual(agent.getCurrentStatus().requests, {});
+});
+
+test('a lookup that throws throws out of http.request(), as with Node\'s agent, and leaves nothing behind', { timeout: 20_000 }, async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const { port } = server.address();
+  // One slot: the request after the throw gets it back.
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const thrown = new Error('no lookup today');
+  const lookup = () => {
+    throw thrown;
+  };
+  assert.throws(() => http.get({ host: 'example.test', port, agent: new http.Agent(), lookup }), thrown);
+  assert.throws(() => http.get({ host: 'example.test', port, agent, lookup }), thrown);
+  assert.strictEqual((await request(`http://127.0.0.1:${port}/`, { agent })).body, 'ok');
+  // The request the caller never got emits nothing it could not listen to, the agent's end
+  // included.
+  agent.destroy();
+  await new Promise((resolve) => setImmediate(resolve));
+});
+
+test('a lookup that throws for a queued request fails that request with what it threw', { timeout: 20_000 }, async (t) => {
+  let finish = null;
+  const server = await httpServer(t, (req, res) => {
+    // Its connection closes: the queued request gets the slot, and connects.
+    if (req.url === '/hold') finish = () => res.setHeader('connection', 'close').end('held');
+    else res.end('ok');
+  });
+  const { port } = server.address();
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  // Both of one origin, looked up by lookups of their own.
+  const held = request(`http://example.test:${port}/hold`, { agent, lookup: (host, options, cb) => cb(null, [{ address: '127.0.0.1', family: 4 }]) });
+  const thrown = new Error('no lookup today');
+  const queued = requestError(`http://example.test:${port}/`, { agent, lookup: () => { throw thrown; } });
+  await until(() => finish !== null, 5000, 'the held request');
+  finish();
+  assert.strictEqual((await held).body, 'held');
+  assert.strictEqual(await queued, thrown);
+  assert.strictEqual((await request(`http://127.0.0.1:${port}/`, { agent })).body, 'ok');
+});
+
+test('a lookup that answers with no address fails with ERR_INVALID_IP_ADDRESS, at once or later, on both paths', { timeout: 20_000 }, async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const { port } = server.address();
+  const answers = [
+    [null, [{}]],
+    [null, [null]],
+    [null, undefined, 4],
+    [null, [{ address: '127.0.0.1', family: 4 }, 7]],
+  ];
+  for (const answer of answers) {
+    for (const later of [false, true]) {
+      const lookup = (host, options, cb) => (later ? setImmediate(() => cb(...answer)) : cb(...answer));
+      const agent = new Agent({ lookup });
+      t.after(() => agent.destroy());
+      const err = await requestError(`http://example.test:${port}/`, { agent });
+      assert.strictEqual(err.code, 'ERR_INVALID_IP_ADDRESS', `${util.inspect(answer)}, later: ${later}`);
+      await assert.rejects(agent.request(`http://example.test:${port}/`), { code: 'ERR_INVALID_IP_ADDRESS' });
+    }
+  }
 });
 
 test('autoSelectFamily and autoSelectFamilyAttemptTimeout: bad values throw at once, as net.connect throws them', (t) => {

@@ -77,6 +77,25 @@ function enableKeylog(event) {
   this._logKeys();
 }
 
+// Opening `socket`'s connection for `req` threw (a `lookup` of the program's that throws, or
+// calls back at once with something that cannot be connected to). From addRequest (`sync`),
+// the throw goes on out of http.request(), as what Node's agent's connect throws does: the
+// connection closes, its slot serves the next request, and the request (which its caller never
+// got, so none can listen to it) goes with the socket; what it emits then goes nowhere.
+// Otherwise the throw is the request's error, as a lookup's error is.
+function connectThrew(agent, req, socket, thrown, sync) {
+  if (!sync) {
+    agent[kPool].countError();
+    socket._lookupFailed(thrown ?? new Error(`connecting threw ${thrown}`));
+    return;
+  }
+  req.on('error', noop);
+  socket.destroy();
+  throw thrown;
+}
+
+function noop() {}
+
 // One implementation for both agents: `Base` is http.Agent or https.Agent (so that
 // `instanceof` holds for the class users replace), `secure` turns on TLS.
 function defineAgent(Base, secure) {
@@ -141,8 +160,12 @@ class Agent extends Base {
     if (typeof options === 'string') options = { host: options, port, localAddress };
     options = mergeOptions(options, this.options);
     if (options.socketPath) options.path = options.socketPath;
-    // As net.connect does, before anything is queued or opened.
-    if (!options.path) options.port = validatePort(options.port ?? this.defaultPort);
+    // As net.connect does, before anything is queued or opened (and as dns.lookup refuses a
+    // host that is not a string; an empty one is localhost).
+    if (!options.path) {
+      options.port = validatePort(options.port ?? this.defaultPort);
+      if (options.host && typeof options.host !== 'string') throw errors.invalidArgType('hostname', 'of type string', options.host);
+    }
     if (options.localAddress && !net.isIP(options.localAddress)) throw errors.invalidIpAddress(options.localAddress);
     if (options.autoSelectFamily != null || options.autoSelectFamilyAttemptTimeout != null) checkAutoSelect(options);
     errors.checkLocalPort(options.localPort);
@@ -330,7 +353,11 @@ class Agent extends Base {
     }
     const socket = this[kMake](id, name, options);
     setRequestSocket(this, req, socket);
-    this[kConnect](socket, options);
+    try {
+      this[kConnect](socket, options);
+    } catch (thrown) {
+      connectThrew(this, req, socket, thrown, sync);
+    }
   }
 
   // The socket of new connection `id`, bound to it (not yet connecting).

@@ -116,11 +116,16 @@ function resolve(options, host, blockList, done) {
     return;
   }
   const lookup = user ? options.lookup : dns.lookup;
+  let called = false;
   lookup(host, { family: familyOf(options), hints: options.hints || 0, all: true }, (err, address, family) => {
+    // A program's lookup may call back more than once: the first answer is taken.
+    if (called) return undefined;
+    called = true;
     if (err) return done(err, undefined, family, true);
-    const addresses = Array.isArray(address) ? address.map((a) => a.address) : [address];
+    // What is not an entry of `all: true` ({ address, family }) is checked as an address.
+    const addresses = Array.isArray(address) ? address.map((a) => (a !== null && typeof a === 'object' ? a.address : a)) : [address];
     const bad = notAnAddress(addresses);
-    if (bad !== null) return done(errors.invalidIpAddress(bad), undefined, family, true);
+    if (bad >= 0) return done(errors.invalidIpAddress(addresses[bad]), undefined, family, true);
     const allowed = blockList === null ? addresses : addresses.filter((a) => blocked(blockList, [a]) === null);
     done(allowed.length > 0 ? null : blocked(blockList, addresses), allowed, family, true);
   });
@@ -133,12 +138,11 @@ function blocked(blockList, addresses) {
   return hit === undefined ? null : errors.ipBlocked(hit);
 }
 
-// What a lookup gave that is not an IP address (the first such, or undefined for none at all),
-// or null when all are.
+// Where in what a lookup gave the first that is not an IP address is (0 for none at all: an
+// error about `undefined`), or -1 when all are.
 function notAnAddress(addresses) {
-  if (addresses.length === 0) return undefined;
-  const bad = addresses.find((a) => typeof a !== 'string' || net.isIP(a) === 0);
-  return bad === undefined ? null : bad;
+  if (addresses.length === 0) return 0;
+  return addresses.findIndex((a) => typeof a !== 'string' || net.isIP(a) === 0);
 }
 
 function validatePort(port) {
