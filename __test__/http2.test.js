@@ -280,6 +280,31 @@ test('abort resets only its stream (CANCEL); the others on the connection comple
   assert.strictEqual(status.requestCount, 2, 'the two completed streams count as requests');
 });
 
+test('a body the server ends short of its content-length with RST_STREAM(NO_ERROR) fails, not passes as whole', async (t) => {
+  const { NGHTTP2_NO_ERROR } = http2.constants;
+  const server = await h2Server(t, (req, res) => {
+    res.writeHead(200, { 'content-length': '10' });
+    if (req.method === 'HEAD') return res.end();
+    if (req.url === '/whole') return res.end('0123456789');
+    res.write('ab', () => res.stream.close(NGHTTP2_NO_ERROR));
+  });
+  const agent = h2Agent(t);
+  const res = await agent.request(`${server.origin}/short`);
+  assert.strictEqual(res.statusCode, 200);
+  await assert.rejects(text(res), { code: 'ERR_HTTP2_STREAM_ERROR', message: /PROTOCOL_ERROR/ });
+  // A whole body and a HEAD response's length pass; the session goes on.
+  assert.strictEqual(await text(await agent.request(`${server.origin}/whole`)), '0123456789');
+  const head = await agent.request(`${server.origin}/head`, { method: 'HEAD' });
+  assert.strictEqual(head.headers['content-length'], '10');
+  assert.strictEqual(await text(head), '');
+  assert.strictEqual(server.sessions.length, 1);
+  // Through the Dispatcher, fetch's body fails with it as the cause.
+  const dispatcher = new Dispatcher({ allowH2: true, ca: CA });
+  t.after(() => dispatcher.destroy());
+  const response = await fetch(`${server.origin}/short`, { dispatcher });
+  await assert.rejects(response.text(), (err) => err.cause?.code === 'ERR_HTTP2_STREAM_ERROR');
+});
+
 test('trailers both ways, and a large upload streamed with its checksum', async (t) => {
   let sent = null;
   const server = await h2Server(t, (req, res) => {

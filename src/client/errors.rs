@@ -42,6 +42,16 @@ pub fn length_and_coding() -> Error {
     )
 }
 
+/// An HTTP/2 response body that ended short of its `content-length` (a malformed message, RFC
+/// 9113 §8.1.1), as h2 reports one that ends so with END_STREAM: a stream error of type
+/// PROTOCOL_ERROR, in Node's `http2` terms.
+pub fn cut_short() -> Error {
+    Error::tls(
+        "ERR_HTTP2_STREAM_ERROR",
+        "Stream closed with error code NGHTTP2_PROTOCOL_ERROR",
+    )
+}
+
 /// A 101 (Switching Protocols) to a request that asked for no upgrade.
 pub fn unasked_upgrade() -> Error {
     Error::tls(

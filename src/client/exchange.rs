@@ -15,6 +15,8 @@ use http_body_util::BodyExt;
 use hyper::body::{Body as _, Frame, Incoming};
 use tokio::sync::Notify;
 
+use crate::error::Error;
+
 use super::{
     errors, hyper_error, wake, Control, Event, Head, HeaderLines, Hyper, ReqBody, Scan, Sender,
     Sink, SourceClock, Spec,
@@ -73,6 +75,7 @@ fn run_exchange(
         }
         let gate = spec.expect_continue.clone();
         let has_body = !spec.body.is_end_stream();
+        let head_request = spec.method == Method::HEAD;
         // What the connection had received before this request: more when it fails means
         // that a response had begun (an informational one, or part of a head).
         let received = sender.wake.received.load(Ordering::Relaxed);
@@ -170,6 +173,11 @@ fn run_exchange(
             None => Cow::Borrowed(status.canonical_reason().unwrap_or("").as_bytes()),
         };
         let mut body = response.into_body();
+        // An HTTP/2 body owes the bytes its `content-length` declares (see `cut_short`).
+        let owed = matches!(sender.hyper, Hyper::H2(..))
+            && !head_request
+            && status != http::StatusCode::NO_CONTENT
+            && status != http::StatusCode::NOT_MODIFIED;
 
         // What is already here goes with the head. hyper hands a body over a frame at a time
         // (a chunked one: each chunk, then its end), decoding the next once the last is taken:
@@ -188,10 +196,10 @@ fn run_exchange(
             let took = std::future::poll_fn(|cx| {
                 Poll::Ready(match sender.hyper {
                     Hyper::H1(_) => wake::hold(&sender.wake, || {
-                        let took = take_arrived(&mut body, cx, &mut arrived);
+                        let took = take_arrived(&mut body, cx, &mut arrived, false);
                         (took, arrived.end.is_some())
                     }),
-                    Hyper::H2(..) => take_arrived(&mut body, cx, &mut arrived),
+                    Hyper::H2(..) => take_arrived(&mut body, cx, &mut arrived, owed),
                 })
             })
             .await;
@@ -241,13 +249,22 @@ fn run_exchange(
             if failed_later {
                 ctl.take().await;
             }
-            sink.post(Event::Error(hyper_error(&e, true)));
+            sink.post(Event::Error(e));
             sink.post(Event::Done(None));
             return;
         }
         // Boxed, as a body that did not come whole is rarer than one that did: its timer and
         // its loop would make every exchange's future larger.
-        if !ended && !Box::pin(stream_body(&mut body, &ctl, &*sink, spec.body_timeout)).await {
+        if !ended
+            && !Box::pin(stream_body(
+                &mut body,
+                &ctl,
+                &*sink,
+                spec.body_timeout,
+                owed,
+            ))
+            .await
+        {
             sink.post(Event::Done(None));
             return;
         }
@@ -381,7 +398,7 @@ struct Arrived {
     end: Option<HeaderLines>,
     /// The body failed right after the head (a malformed chunk, say): the response is
     /// answered, then its body fails.
-    failed: Option<hyper::Error>,
+    failed: Option<Error>,
 }
 
 impl Arrived {
@@ -393,8 +410,8 @@ impl Arrived {
 }
 
 /// Takes the frames of `body` that are here already into `out`, until it is full; whether it
-/// took any.
-fn take_arrived(body: &mut Incoming, cx: &mut Context<'_>, out: &mut Arrived) -> bool {
+/// took any. `owed`: the body must have its declared length (see [`cut_short`]).
+fn take_arrived(body: &mut Incoming, cx: &mut Context<'_>, out: &mut Arrived, owed: bool) -> bool {
     let mut took = false;
     while !out.full() {
         match Pin::new(&mut *body).poll_frame(cx) {
@@ -405,8 +422,9 @@ fn take_arrived(body: &mut Incoming, cx: &mut Context<'_>, out: &mut Arrived) ->
                 }
                 Err(trailers) => out.end = Some(trailers),
             },
+            Poll::Ready(None) if owed && cut_short(body) => out.failed = Some(errors::cut_short()),
             Poll::Ready(None) => out.end = Some(HeaderLines::default()),
-            Poll::Ready(Some(Err(e))) => out.failed = Some(e),
+            Poll::Ready(Some(Err(e))) => out.failed = Some(hyper_error(&e, true)),
             Poll::Pending => break,
         }
         took = true;
@@ -427,13 +445,23 @@ fn owned(data: Bytes) -> Bytes {
     }
 }
 
+/// Whether `body`, at its end, came short of its declared `content-length`. An HTTP/2 server's
+/// RST_STREAM with NO_ERROR ends a body as hyper reads it, as cleanly as END_STREAM (RFC 9113
+/// §8.1 lets a server stop a request's upload so once its response is complete), and h2 checks
+/// the length only at END_STREAM: a response cut short so would pass as whole.
+fn cut_short(body: &Incoming) -> bool {
+    body.size_hint().exact().is_some_and(|left| left > 0)
+}
+
 /// Streams the rest of the body as the consumer grants; false if it failed. Frames that are
-/// ready together (within the window) go as one event.
+/// ready together (within the window) go as one event. `owed`: the body must have its declared
+/// length (see [`cut_short`]).
 async fn stream_body(
     body: &mut Incoming,
     ctl: &Control,
     sink: &dyn Sink,
     timeout: Option<Duration>,
+    owed: bool,
 ) -> bool {
     loop {
         let window = ctl.take().await;
@@ -462,8 +490,9 @@ async fn stream_body(
                     }
                     Err(trailers) => break Some(Ok(trailers)),
                 },
+                None if owed && cut_short(body) => break Some(Err(errors::cut_short())),
                 None => break Some(Ok(HeaderLines::default())),
-                Some(Err(e)) => break Some(Err(e)),
+                Some(Err(e)) => break Some(Err(hyper_error(&e, true))),
             }
             if gathered >= window {
                 break None;
@@ -487,7 +516,7 @@ async fn stream_body(
                 return true;
             }
             Some(Err(e)) => {
-                sink.post(Event::Error(hyper_error(&e, true)));
+                sink.post(Event::Error(e));
                 return false;
             }
         }
