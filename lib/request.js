@@ -136,6 +136,9 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
     } else {
       const value = typeof trailersOption === 'function' ? trailersOption() : trailersOption;
       if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+        // Refused: what the promise comes to goes nowhere (a rejection of it unhandled would be
+        // the process's, on top of this request's error).
+        value.then(undefined, () => {});
         throw errors.invalidArgValue('options.trailers', trailersOption, 'must give the trailers at once for a body in memory');
       }
       trailers = trailerLines(value, 'options.trailers');

@@ -133,7 +133,9 @@ class ResponseBody extends Readable {
       return Promise.reject(this.errored ?? new TypeError(`Body is unusable: ${why}`));
     }
     this._used = true;
-    if (this.readableFlowing === null && !this.readableDidRead) {
+    // Chunks bypass the stream only while it has neither been read nor given an encoding (its
+    // decoder may hold the start of a character, and its chunks are strings).
+    if (this.readableFlowing === null && !this.readableDidRead && this.readableEncoding === null) {
       return new Promise((resolve, reject) => {
         const chunks = [];
         if (this._whole !== undefined) chunks.push(...this._takeWhole());
@@ -142,11 +144,13 @@ class ResponseBody extends Readable {
         this._pending.sinkAttached();
       });
     }
-    // Something already read from the stream: collect the rest of it (nothing, if it ended),
-    // failing if it errors or is destroyed before its end.
+    // Something already read from the stream, or an encoding set: collect the rest of it
+    // (nothing, if it ended), failing if it errors or is destroyed before its end. A chunk the
+    // encoding made a string is made bytes again.
     return new Promise((resolve, reject) => {
       const chunks = [];
-      this.on('data', (chunk) => chunks.push(chunk));
+      const encoding = this.readableEncoding;
+      this.on('data', (chunk) => chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, encoding) : chunk));
       finished(this, (err) => (err ? reject(err) : resolve(Buffer.concat(chunks))));
     });
   }

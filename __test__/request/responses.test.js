@@ -450,6 +450,37 @@ test('for await over a body that came whole acts as the stream iterator', async 
   assert.strictEqual(await (await agent.request(server.url)).body.text(), 'hello');
 });
 
+test('text() and arrayBuffer() of a body given an encoding read every byte of it', async (t) => {
+  // Two-byte characters, written in pieces of an odd size: characters split between chunks.
+  const whole = Buffer.from('é'.repeat(300_000));
+  const server = await httpServer(t, (req, res) => {
+    let at = 0;
+    const more = () => {
+      while (at < whole.length) {
+        const piece = whole.subarray(at, at + 32_769);
+        at += piece.length;
+        if (!res.write(piece)) return res.once('drain', more);
+      }
+      res.end();
+    };
+    more();
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const res = await agent.request(server.url);
+  res.body.setEncoding('utf8');
+  assert.strictEqual(await res.body.text(), whole.toString());
+  const hex = await agent.request(server.url);
+  hex.body.setEncoding('hex');
+  assert.deepStrictEqual(Buffer.from(await hex.body.arrayBuffer()), whole);
+  // Read in part first, then the rest whole.
+  const read = await agent.request(server.url);
+  read.body.setEncoding('latin1');
+  const first = await new Promise((resolve) => read.body.once('readable', () => resolve(read.body.read())));
+  const rest = Buffer.from(await read.body.arrayBuffer());
+  assert.deepStrictEqual(Buffer.concat([Buffer.from(first, 'latin1'), rest]), whole);
+});
+
 test("undici's onInfo hears each informational response before the promise resolves, as undici's does", async (t) => {
   const undici = require('../undici');
   const server = await httpServer(t, (req, res) => {

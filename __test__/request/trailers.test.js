@@ -90,6 +90,9 @@ test('bad trailers are refused at once with Node-style codes', async (t) => {
   assert.throws(() => agent.request(url, { method: 'POST', body: 'x', headers: { 'content-length': '1' }, trailers: { 'x-a': '1' } }), { code: 'ERR_INVALID_ARG_VALUE' });
   // A body in memory: the function must give them at once.
   assert.throws(() => agent.request(url, { method: 'POST', body: 'x', trailers: async () => ({ 'x-a': '1' }) }), { code: 'ERR_INVALID_ARG_VALUE' });
+  // One whose promise fails: the refusal is all the caller hears (no unhandled rejection).
+  assert.throws(() => agent.request(url, { method: 'POST', body: 'x', trailers: async () => { throw new Error('no sum'); } }), { code: 'ERR_INVALID_ARG_VALUE' });
+  await new Promise((resolve) => setImmediate(resolve));
   // A streamed body's function that gives something else fails the request.
   await assert.rejects(agent.request(url, { method: 'POST', body: Readable.from(['x']), trailers: () => 42 }), { code: 'ERR_INVALID_ARG_TYPE' });
 });
