@@ -313,6 +313,9 @@ test('bad options throw Node-style errors at construction', () => {
     [{ freeSocketTimeout: -1 }, 'ERR_OUT_OF_RANGE', /freeSocketTimeout/],
     [{ freeSocketTimeout: 'soon' }, 'ERR_INVALID_ARG_VALUE', /freeSocketTimeout/],
     [{ timeout: {} }, 'ERR_INVALID_ARG_TYPE', /timeout/],
+    // Node's timers take no Infinity (net's setTimeout refuses it).
+    [{ timeout: Infinity }, 'ERR_OUT_OF_RANGE', /"options.timeout" is out of range. It must be a non-negative finite number/],
+    [{ freeSocketTimeout: Infinity }, 'ERR_OUT_OF_RANGE', /"options.freeSocketTimeout" is out of range/],
     [{ socketActiveTTL: '1 fortnight' }, 'ERR_INVALID_ARG_VALUE', /socketActiveTTL/],
     [{ maxRequestsPerSocket: '2' }, 'ERR_INVALID_ARG_TYPE', /"options.maxRequestsPerSocket" property must be of type number/],
     [{ maxRequestsPerSocket: 1.5 }, 'ERR_OUT_OF_RANGE', /maxRequestsPerSocket/],
@@ -437,6 +440,52 @@ test('a lookup that answers with no address fails with ERR_INVALID_IP_ADDRESS, a
       await assert.rejects(agent.request(`http://example.test:${port}/`), { code: 'ERR_INVALID_IP_ADDRESS' });
     }
   }
+});
+
+test('options past what timers and the kernel take: cut to what they take, the requests served', { timeout: 20_000 }, async (t) => {
+  const server = await httpServer(t, (req, res) => setTimeout(() => res.end('ok'), 20));
+  const url = `http://127.0.0.1:${server.address().port}/`;
+  // A timeout past the longest timer is cut to it once, with Node's warning (a timer would
+  // otherwise fire at once); a keep-alive delay past the kernel's longest is cut to that.
+  const warned = once(process, 'warning');
+  const agent = new Agent({ timeout: 2 ** 31, keepAliveMsecs: 40_000_000 });
+  t.after(() => agent.destroy());
+  const [warning] = await warned;
+  assert.strictEqual(warning.name, 'TimeoutOverflowWarning');
+  assert.strictEqual(agent.options.timeout, 2 ** 31 - 1);
+  const { body, req } = await request(url, { agent });
+  // Not timed out by a timer cut to a millisecond: the response comes 20 ms later.
+  assert.strictEqual(body, 'ok');
+  assert.strictEqual(await (await agent.request(url)).body.text(), 'ok');
+  // A socket's timeout as net.Socket takes it.
+  assert.throws(() => req.socket.setTimeout(Infinity), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => req.socket.setTimeout(-1), { code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => req.socket.setTimeout('5'), { code: 'ERR_INVALID_ARG_TYPE' });
+  // A response head limit past what the pool counts is no limit.
+  assert.strictEqual(await (await agent.request(url, { maxResponseHeaderSize: 2 ** 32 })).body.text(), 'ok');
+});
+
+test('connection options written after the agent checked them are checked at agent.request()\'s first request', async (t) => {
+  const server = await httpServer(t, (req, res) => res.end('ok'));
+  const url = `http://127.0.0.1:${server.address().port}/`;
+  const cases = [
+    ['localAddress', 5, 'ERR_INVALID_IP_ADDRESS'],
+    ['localPort', '5', 'ERR_INVALID_ARG_TYPE'],
+    ['socketPath', 5, 'ERR_INVALID_ARG_TYPE'],
+  ];
+  for (const [name, value, code] of cases) {
+    const agent = new Agent();
+    t.after(() => agent.destroy());
+    agent.options[name] = value;
+    assert.throws(() => agent.request(url), { code }, name);
+  }
+  // A getName() that gives no string: its name as a string, as Node's agent keys it.
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  agent.getName = () => 5;
+  assert.strictEqual(await (await agent.request(url)).body.text(), 'ok');
+  assert.strictEqual((await request(url, { agent })).body, 'ok');
+  assert.deepStrictEqual(Object.keys(agent.freeSockets), ['5']);
 });
 
 test('autoSelectFamily and autoSelectFamilyAttemptTimeout: bad values throw at once, as net.connect throws them', (t) => {

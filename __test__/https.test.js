@@ -71,6 +71,31 @@ function getError(options) {
   );
 }
 
+test('TLS options of the wrong type are refused with Node\'s codes on both paths; maxCachedSessions is read as a number', async (t) => {
+  const server = await httpsServer(t);
+  const cases = [
+    [{ ciphers: 5 }, 'ERR_INVALID_ARG_TYPE', /"options.ciphers" property must be of type string/],
+    [{ minVersion: [] }, 'ERR_TLS_INVALID_PROTOCOL_VERSION', /^\[\] is not a valid minimum TLS protocol version$/],
+    [{ maxVersion: {} }, 'ERR_TLS_INVALID_PROTOCOL_VERSION', /^\{\} is not a valid maximum TLS protocol version$/],
+    [{ servername: ['x'] }, 'ERR_INVALID_ARG_TYPE', /"options.servername" property must be of type string/],
+  ];
+  for (const [options, code, message] of cases) {
+    // Node's agent refuses them at the request too (a servername with another message).
+    if (!options.servername) {
+      assert.throws(() => https.get({ host: '127.0.0.1', port: server.port, agent: new https.Agent(options) }), { code, message });
+    }
+    const agent = new HttpsAgent({ ca: CA, ...options });
+    t.after(() => agent.destroy());
+    assert.throws(() => https.get({ host: 'localhost', port: server.port, agent }), { code, message }, util.inspect(options));
+    assert.throws(() => agent.request(`https://localhost:${server.port}/`), { code, message }, util.inspect(options));
+    assert.strictEqual(agent.totalSocketCount, 0);
+  }
+  const agent = new HttpsAgent({ ca: CA, maxCachedSessions: '5' });
+  t.after(() => agent.destroy());
+  assert.strictEqual((await get({ host: 'localhost', port: server.port, path: '/a', agent })).body, 'secure /a');
+  assert.strictEqual(await (await agent.request(`https://localhost:${server.port}/b`)).body.text(), 'secure /b');
+});
+
 test('an HttpsAgent is an https.Agent and an http.Agent', (t) => {
   const agent = new HttpsAgent();
   t.after(() => agent.destroy());

@@ -14,14 +14,13 @@ const { NativeSocket, IdleConnection, kId, kName, kSocketNumber } = require('./s
 const foreign = require('./foreign');
 const { hostHeaderOf, normalizeServerName, NativeTlsSocket, keylogLines } = require('./tls');
 const { Keys } = require('./keys');
-const net = require('node:net');
 const errors = require('./errors');
 const { normalize } = require('./options');
 const constants = require('./constants');
 const slab = require('./slab');
 const {
   kProxy, proxyConfigOf, proxiedTo, proxyTarget, addressChoice, checkAutoSelect, familyOf, blockListOf,
-  resolve, validatePort,
+  resolve, validatePort, checkConnect,
 } = require('./connect');
 const { kIdleFor, idleTimeout, hintBuffer, defaultIdle } = require('./release');
 
@@ -166,10 +165,7 @@ class Agent extends Base {
       options.port = validatePort(options.port ?? this.defaultPort);
       if (options.host && typeof options.host !== 'string') throw errors.invalidArgType('hostname', 'of type string', options.host);
     }
-    if (options.localAddress && !net.isIP(options.localAddress)) throw errors.invalidIpAddress(options.localAddress);
-    if (options.autoSelectFamily != null || options.autoSelectFamilyAttemptTimeout != null) checkAutoSelect(options);
-    errors.checkLocalPort(options.localPort);
-    blockListOf(options);
+    checkConnect(options);
     if (this[kTls]) normalizeServerName(options, req);
     else if (!options.servername && options.servername !== '') hostHeaderOf(req);
     const name = this[kKeys].nameOf(options);

@@ -90,6 +90,18 @@ function checkAutoSelect(options) {
   if (wait < 1 || wait > 2147483647) throw errors.outOfRange(name, '>= 1 && <= 2147483647', wait);
 }
 
+// A connection's own options as net.connect checks them, before anything is queued or opened
+// (the drop-in path's request options, agent.request()'s agent options as they are at its
+// first request to an origin).
+function checkConnect(options) {
+  const { localAddress, socketPath } = options;
+  if (socketPath && typeof socketPath !== 'string') throw errors.invalidArgType('options.socketPath', 'of type string', socketPath);
+  if (localAddress && !net.isIP(localAddress)) throw errors.invalidIpAddress(localAddress);
+  if (options.autoSelectFamily != null || options.autoSelectFamilyAttemptTimeout != null) checkAutoSelect(options);
+  errors.checkLocalPort(options.localPort);
+  blockListOf(options);
+}
+
 // Node's `family` option as a connection takes it: 4, 6, or 0 for either.
 function familyOf(options) {
   return options.family === 4 || options.family === 6 ? options.family : 0;
@@ -154,6 +166,7 @@ function validatePort(port) {
 
 module.exports = {
   kProxy,
+  checkConnect,
   proxyConfigOf,
   proxiedTo,
   proxyLinesOf,

@@ -246,11 +246,17 @@ function invalidIpAddress(address) {
   return withCode(new TypeError(`Invalid IP address: ${address}`), 'ERR_INVALID_IP_ADDRESS');
 }
 
+// A TLS version option that is no version's name, as tls.createSecureContext refuses it.
+function invalidTlsVersion(value, which) {
+  return withCode(new TypeError(`${inspect(value)} is not a valid ${which} TLS protocol version`), 'ERR_TLS_INVALID_PROTOCOL_VERSION');
+}
+
 module.exports = {
   badPort,
   checkLocalPort,
   ipBlocked,
   invalidIpAddress,
+  invalidTlsVersion,
   invalidArgType,
   invalidArgValue,
   outOfRange,

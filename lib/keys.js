@@ -11,9 +11,9 @@ const https = require('node:https');
 const net = require('node:net');
 const { debuglog } = require('node:util');
 const errors = require('./errors');
-const { tlsOptions } = require('./tls');
+const { tlsOptions, checkServerName } = require('./tls');
 const { MAX_TARGET } = require('./request');
-const { proxiedTo, proxyLinesOf, proxyTarget, addressChoice, familyOf, blockListOf } = require('./connect');
+const { proxiedTo, proxyLinesOf, proxyTarget, addressChoice, familyOf, blockListOf, checkConnect } = require('./connect');
 
 let debug = debuglog('hyperagent', (fn) => {
   debug = fn;
@@ -31,6 +31,11 @@ const KEEP_EMPTY_KEYS = 128;
 // kept: past them a cache starts again.
 const MAX_URLS = 1024;
 const MAX_ORIGINS = 64;
+
+// A getName() override's name: a string, as Node's agent makes any value one (a property key).
+function nameString(name) {
+  return typeof name === 'string' ? name : String(name);
+}
 
 class Keys {
   constructor(agent, pool, secure) {
@@ -166,9 +171,12 @@ class Keys {
       const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
       const port = url.port ? Number(url.port) : agent.defaultPort;
       const o = { __proto__: null, ...agent.options, host, port };
+      // The agent's options may have been written to since it checked them.
+      checkConnect(o);
       if (servername !== undefined) o.servername = servername;
+      else if (this.secure) checkServerName(o.servername);
       if (this.secure && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
-      key = this.keyOf(agent.getName(o), o);
+      key = this.keyOf(nameString(agent.getName(o)), o);
       const proxy = o.socketPath ? null : proxiedTo(agent, o);
       this.pool.setTarget(key, proxy !== null ? proxyTarget(agent, this.secure, proxy, host, port, o.servername) : {
         host,
@@ -212,7 +220,7 @@ class Keys {
       keys = isNodeGetName(getName) ? probeNameKeys(getName) : null;
       nameKeysOf.set(getName, keys);
     }
-    if (keys === null) return getName.call(agent, options);
+    if (keys === null) return nameString(getName.call(agent, options));
     const names = (this.names ??= new Map());
     const short = `${options.host}:${options.port}`;
     const last = names.get(short);

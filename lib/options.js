@@ -34,6 +34,17 @@ function duration(value, name) {
   throw errors.invalidArgType(name, 'of type number or string', value);
 }
 
+// The longest timer Node keeps (a signed 32-bit count of milliseconds): net's setTimeout cuts
+// a longer socket timeout to it, with a TimeoutOverflowWarning.
+const TIMEOUT_MAX = 2 ** 31 - 1;
+
+// A duration a timer runs for: finite, as net's setTimeout requires.
+function timerDuration(value, name) {
+  const ms = duration(value, name);
+  if (!Number.isFinite(ms)) throw errors.outOfRange(name, 'a non-negative finite number', value);
+  return ms;
+}
+
 function count(value, name, min) {
   if (typeof value !== 'number') throw errors.invalidArgType(name, 'of type number', value);
   if (Number.isNaN(value) || value < min || (value !== Infinity && !Number.isInteger(value))) {
@@ -85,10 +96,16 @@ function normalize(input) {
   }
   options.freeSocketTimeout = options.freeSocketTimeout === undefined
     ? 4000
-    : duration(options.freeSocketTimeout, 'options.freeSocketTimeout');
-  options.timeout = options.timeout === undefined
+    : timerDuration(options.freeSocketTimeout, 'options.freeSocketTimeout');
+  // The sockets' timeout, cut to the longest timer once here (the sockets then take it as it
+  // is, rather than warn at each request).
+  const timeout = options.timeout === undefined
     ? Math.max(options.freeSocketTimeout * 2, 8000)
-    : duration(options.timeout, 'options.timeout');
+    : timerDuration(options.timeout, 'options.timeout');
+  if (timeout > TIMEOUT_MAX && options.timeout !== undefined) {
+    process.emitWarning(`${timeout} does not fit into a 32-bit signed integer.\nTimer duration was truncated to ${TIMEOUT_MAX}.`, 'TimeoutOverflowWarning');
+  }
+  options.timeout = Math.min(timeout, TIMEOUT_MAX);
   options.socketActiveTTL = options.socketActiveTTL
     ? duration(options.socketActiveTTL, 'options.socketActiveTTL')
     : 0;
@@ -148,4 +165,4 @@ function numberOption(value, name, min, range, integer = false) {
   return value;
 }
 
-module.exports = { normalize, duration, numberOption };
+module.exports = { normalize, duration, numberOption, TIMEOUT_MAX };

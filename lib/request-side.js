@@ -65,7 +65,8 @@ class RequestSide {
 
   // agent.request()'s `maxResponseHeaderSize`: the largest response head of the pool from now on.
   _setMaxHeaderSize(n) {
-    this[kPool].setMaxHeaderSize(n);
+    // Past what the pool counts (a u32 of bytes) is no limit the pool could reach either.
+    this[kPool].setMaxHeaderSize(Math.min(n, 2 ** 32 - 1));
   }
 
   // The agent.request() origins of its pool, with their connections and requests counted as

@@ -14,6 +14,7 @@ const { EventEmitter } = require('node:events');
 const native = require('./native');
 const errors = require('./errors');
 const constants = require('./constants');
+const { TIMEOUT_MAX } = require('./options');
 
 // What a write answers (declared in Rust: src/binding/protocol.rs): written, or pending (onWrite
 // follows); a negative errno otherwise.
@@ -42,6 +43,16 @@ const kSocketNumber = Symbol('hyperagent.socketNumber');
 // agentkeepalive's socket name (without a certificate's text, which a key may hold).
 function socketName(socket) {
   return `sock[${socket[kSocketNumber]}#${socket[kName]}]`.split('-----BEGIN', 1)[0];
+}
+
+// A socket timeout as net's setTimeout takes it: a number, finite and not negative; one past
+// the longest timer is cut to it, with Node's warning.
+function timerDuration(msecs) {
+  if (typeof msecs !== 'number') throw errors.invalidArgType('msecs', 'of type number', msecs);
+  if (!(msecs >= 0) || !Number.isFinite(msecs)) throw errors.outOfRange('msecs', 'a non-negative finite number', msecs);
+  if (msecs <= TIMEOUT_MAX) return msecs;
+  process.emitWarning(`${msecs} does not fit into a 32-bit signed integer.\nTimer duration was truncated to ${TIMEOUT_MAX}.`, 'TimeoutOverflowWarning');
+  return TIMEOUT_MAX;
 }
 
 function emitClose(socket, hadError) {
@@ -309,9 +320,7 @@ class NativeSocket extends Duplex {
   // next request; the Timeout object is kept (disarmed, it fires harmlessly once) so that
   // turning it back on with the same duration is a refresh, not a new timer.
   setTimeout(msecs, callback) {
-    if (typeof msecs !== 'number' || Number.isNaN(msecs) || msecs < 0) {
-      throw errors.invalidArgType('msecs', 'a non-negative number', msecs);
-    }
+    msecs = timerDuration(msecs);
     this.timeout = msecs;
     const timer = this[kTimer];
     if (msecs === 0) {

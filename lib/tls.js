@@ -79,6 +79,8 @@ function pfxList(pfx, passphrase) {
   });
 }
 
+// The most sessions a cache counts (Rust's u32).
+const MAX_SESSIONS = 2 ** 32 - 1;
 const UNSUPPORTED = ['secureContext', 'clientCertEngine', 'privateKeyEngine', 'privateKeyIdentifier'];
 const PROTOCOL_METHODS = {
   TLS_method: [undefined, undefined],
@@ -163,8 +165,8 @@ function tlsOptions(agent, options) {
       );
     }
   }
-  let minVersion = options.minVersion;
-  let maxVersion = options.maxVersion;
+  let minVersion = versionOption(options.minVersion, 'minimum');
+  let maxVersion = versionOption(options.maxVersion, 'maximum');
   if (options.secureProtocol !== undefined) {
     const versions = PROTOCOL_METHODS[options.secureProtocol];
     if (!versions) {
@@ -174,6 +176,7 @@ function tlsOptions(agent, options) {
     maxVersion ??= versions[1];
   }
   const ciphers = options.ciphers === undefined || options.ciphers === tls.DEFAULT_CIPHERS ? undefined : options.ciphers;
+  if (ciphers !== undefined && typeof ciphers !== 'string') throw errors.invalidArgType('options.ciphers', 'of type string', ciphers);
   const certs = toBuffers(options.cert, 'options.cert');
   const keys = privateKeys(options.key, options.passphrase);
   if ((certs ? certs.length : 0) !== keys.length) {
@@ -192,8 +195,25 @@ function tlsOptions(agent, options) {
     maxVersion: maxVersion ?? tls.DEFAULT_MAX_VERSION,
     ciphers,
     alpn: alpn(options.ALPNProtocols),
-    maxCachedSessions: agent.maxCachedSessions ?? 100,
+    maxCachedSessions: sessionCount(agent.maxCachedSessions),
   };
+}
+
+// A TLS version option: a string (Rust names the one it does not know), or none; anything
+// else is refused as tls.createSecureContext refuses it.
+function versionOption(value, which) {
+  if (value === undefined || value === null || typeof value === 'string') return value ?? undefined;
+  throw errors.invalidTlsVersion(value, which);
+}
+
+// https.Agent's maxCachedSessions, which it compares with its cache's size: a number as
+// comparisons read it, 100 when not set; what is no number (NaN, never reached) or beyond
+// what the cache counts is no limit.
+function sessionCount(value) {
+  if (value === undefined) return 100;
+  const n = Number(value);
+  if (!(n <= MAX_SESSIONS)) return MAX_SESSIONS;
+  return n > 0 ? Math.floor(n) : 0;
 }
 
 // The request's Host header, as Node's agent reads it for the server's name (over HTTP too): a
@@ -204,8 +224,16 @@ function hostHeaderOf(req) {
   return value;
 }
 
+// A `servername` given: a string, as tls.connect takes it.
+function checkServerName(value) {
+  if (value !== undefined && value !== null && typeof value !== 'string') {
+    throw errors.invalidArgType('options.servername', 'of type string', value);
+  }
+}
+
 // Node's: the SNI name from the Host header or the host, none for IP addresses.
 function normalizeServerName(options, req) {
+  checkServerName(options.servername);
   if (options.servername || options.servername === '') return;
   const hostHeader = hostHeaderOf(req);
   let servername = options.host;
@@ -499,4 +527,4 @@ class NativeTlsSocket extends NativeSocket {
   }
 }
 
-module.exports = { tlsOptions, hostHeaderOf, normalizeServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines };
+module.exports = { tlsOptions, hostHeaderOf, normalizeServerName, checkServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines };

@@ -402,6 +402,12 @@ mod tests {
         set_keep_alive(client.as_fd(), true, Duration::from_millis(2500)).unwrap();
         assert!(sock.keepalive().unwrap());
         assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(2));
+        // A delay past what the kernel takes is set to the most it takes.
+        set_keep_alive(client.as_fd(), true, Duration::from_secs(1 << 40)).unwrap();
+        assert_eq!(
+            sock.tcp_keepalive_time().unwrap(),
+            Duration::from_secs(32767)
+        );
         set_keep_alive(client.as_fd(), false, Duration::ZERO).unwrap();
         assert!(!sock.keepalive().unwrap());
         let (a, _b) = pair();

@@ -237,11 +237,10 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             stream
                 .set_nodelay(opts.no_delay)
                 .map_err(|e| Error::io(&e, "setsockopt"))?;
+            // As Node's `setKeepAlive`, whose failure no connection hears of.
             if let Some(delay) = opts.keep_alive {
                 let keepalive = socket2::TcpKeepalive::new().with_time(keepalive_time(delay));
-                socket2::SockRef::from(&stream)
-                    .set_tcp_keepalive(&keepalive)
-                    .map_err(|e| Error::io(&e, "setsockopt"))?;
+                let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
             }
             let local = stream.local_addr().ok();
             let remote = peer.unwrap_or(SocketAddr::new(IpAddr::from([0, 0, 0, 0]), port));
@@ -299,11 +298,14 @@ async fn connect_path(path: &str) -> std::io::Result<PathStream> {
 }
 
 /// The idle time before TCP keep-alive probes, as Node sets it (`socket.setKeepAlive`): whole
-/// seconds, rounded down, and at least one; the kernel refuses zero (`EINVAL`), and Node never
-/// fails a connection over `keepAliveMsecs`.
+/// seconds, rounded down, at least one and at most [`MAX_KEEPALIVE_SECS`]; the kernel refuses
+/// zero and more (`EINVAL`), and Node never fails a connection over `keepAliveMsecs`.
 pub fn keepalive_time(delay: Duration) -> Duration {
-    Duration::from_secs(delay.as_secs().max(1))
+    Duration::from_secs(delay.as_secs().clamp(1, MAX_KEEPALIVE_SECS))
 }
+
+/// The longest idle time before keep-alive probes Linux takes (its `MAX_TCP_KEEPIDLE`).
+const MAX_KEEPALIVE_SECS: u64 = 32767;
 
 #[cfg(test)]
 impl Target {

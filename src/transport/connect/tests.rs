@@ -13,7 +13,7 @@ fn closed_port() -> u16 {
 }
 
 #[test]
-fn keepalive_time_is_whole_seconds_at_least_one() {
+fn keepalive_time_is_whole_seconds_within_what_the_kernel_takes() {
     assert_eq!(
         keepalive_time(Duration::from_millis(1)),
         Duration::from_secs(1)
@@ -31,6 +31,12 @@ fn keepalive_time_is_whole_seconds_at_least_one() {
         keepalive_time(Duration::from_secs(60)),
         Duration::from_secs(60)
     );
+    // What the kernel takes at most (keepAliveMsecs of Infinity arrives as the longest Duration).
+    assert_eq!(
+        keepalive_time(Duration::from_secs(32768)),
+        Duration::from_secs(32767)
+    );
+    assert_eq!(keepalive_time(Duration::MAX), Duration::from_secs(32767));
 }
 
 #[tokio::test]
