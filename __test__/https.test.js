@@ -246,6 +246,29 @@ test('checkServerIdentity is called as Node calls it, and its verdict counts', a
   });
   assert.strictEqual(err, veto);
   assert.deepStrictEqual(calls, [['localhost', 'localhost']]);
+  // One that throws fails the request with what it threw, with rejectUnauthorized: false too.
+  const broke = new Error('checker broke');
+  for (const rejectUnauthorized of [true, false]) {
+    const thrown = await getError({
+      host: 'localhost',
+      port: server.port,
+      agent,
+      rejectUnauthorized,
+      checkServerIdentity: () => {
+        throw broke;
+      },
+    });
+    assert.strictEqual(thrown, broke);
+  }
+  const nothing = await getError({
+    host: 'localhost',
+    port: server.port,
+    agent,
+    checkServerIdentity: () => {
+      throw null; // eslint-disable-line no-throw-literal
+    },
+  });
+  assert.strictEqual(nothing.message, 'checkServerIdentity threw null');
 });
 
 test('a self-signed certificate passed as ca is trusted, as Node trusts it', async (t) => {

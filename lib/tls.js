@@ -405,7 +405,16 @@ class NativeTlsSocket extends NativeSocket {
     // unchecked, and, when the check is Node's own, on a new session too (TlsConfig's `named`
     // in Rust).
     if (!verifyError && !(info.nameKnown && (info.resumed || !customIdentityCheck(options)))) {
-      verifyError = identityError(options, legacyCertificate(this._peerChain(customIdentityCheck(options)), true));
+      try {
+        verifyError = identityError(options, legacyCertificate(this._peerChain(customIdentityCheck(options)), true));
+      } catch (thrown) {
+        // What a check of the program's threw fails the request (a null too: a reason is
+        // needed), whatever `rejectUnauthorized` says, as on agent.request()'s connections;
+        // thrown from here, it would reach no one and leave the request waiting.
+        native.forgetTlsSessions(this._connectionId);
+        this._failHandshake(thrown ?? new Error(`checkServerIdentity threw ${thrown}`));
+        return;
+      }
       if (verifyError === null) native.tlsNameVerified(this._connectionId);
     }
     if (verifyError) {
