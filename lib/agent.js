@@ -159,11 +159,11 @@ class Agent extends Base {
     if (typeof options === 'string') options = { host: options, port, localAddress };
     options = mergeOptions(options, this.options);
     if (options.socketPath) options.path = options.socketPath;
-    // As net.connect does, before anything is queued or opened (and as dns.lookup refuses a
-    // host that is not a string; an empty one is localhost).
+    // As net.connect does, before anything is queued or opened (a host that is not a string
+    // as Node 22 on refuses it, Node 20 from dns.lookup; an empty one is localhost).
     if (!options.path) {
       options.port = validatePort(options.port ?? this.defaultPort);
-      if (options.host && typeof options.host !== 'string') throw errors.invalidArgType('hostname', 'of type string', options.host);
+      if (options.host && typeof options.host !== 'string') throw errors.invalidArgType('options.host', 'of type string', options.host);
     }
     checkConnect(options);
     if (this[kTls]) normalizeServerName(options, req);

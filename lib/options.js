@@ -38,6 +38,13 @@ function duration(value, name) {
 // a longer socket timeout to it, with a TimeoutOverflowWarning.
 const TIMEOUT_MAX = 2 ** 31 - 1;
 
+// A timer's `ms`, cut to the longest timer as Node's timers cut it, with their warning.
+function timerMs(ms) {
+  if (ms <= TIMEOUT_MAX) return ms;
+  process.emitWarning(`${ms} does not fit into a 32-bit signed integer.\nTimer duration was truncated to ${TIMEOUT_MAX}.`, 'TimeoutOverflowWarning');
+  return TIMEOUT_MAX;
+}
+
 // A duration a timer runs for: finite, as net's setTimeout requires.
 function timerDuration(value, name) {
   const ms = duration(value, name);
@@ -99,13 +106,9 @@ function normalize(input) {
     : timerDuration(options.freeSocketTimeout, 'options.freeSocketTimeout');
   // The sockets' timeout, cut to the longest timer once here (the sockets then take it as it
   // is, rather than warn at each request).
-  const timeout = options.timeout === undefined
-    ? Math.max(options.freeSocketTimeout * 2, 8000)
-    : timerDuration(options.timeout, 'options.timeout');
-  if (timeout > TIMEOUT_MAX && options.timeout !== undefined) {
-    process.emitWarning(`${timeout} does not fit into a 32-bit signed integer.\nTimer duration was truncated to ${TIMEOUT_MAX}.`, 'TimeoutOverflowWarning');
-  }
-  options.timeout = Math.min(timeout, TIMEOUT_MAX);
+  options.timeout = options.timeout === undefined
+    ? Math.min(Math.max(options.freeSocketTimeout * 2, 8000), TIMEOUT_MAX)
+    : timerMs(timerDuration(options.timeout, 'options.timeout'));
   options.socketActiveTTL = options.socketActiveTTL
     ? duration(options.socketActiveTTL, 'options.socketActiveTTL')
     : 0;
@@ -165,4 +168,4 @@ function numberOption(value, name, min, range, integer = false) {
   return value;
 }
 
-module.exports = { normalize, duration, numberOption, TIMEOUT_MAX };
+module.exports = { normalize, duration, numberOption, timerMs };

@@ -14,7 +14,7 @@ const { EventEmitter } = require('node:events');
 const native = require('./native');
 const errors = require('./errors');
 const constants = require('./constants');
-const { TIMEOUT_MAX } = require('./options');
+const { timerMs } = require('./options');
 
 // What a write answers (declared in Rust: src/binding/protocol.rs): written, or pending (onWrite
 // follows); a negative errno otherwise.
@@ -50,9 +50,7 @@ function socketName(socket) {
 function timerDuration(msecs) {
   if (typeof msecs !== 'number') throw errors.invalidArgType('msecs', 'of type number', msecs);
   if (!(msecs >= 0) || !Number.isFinite(msecs)) throw errors.outOfRange('msecs', 'a non-negative finite number', msecs);
-  if (msecs <= TIMEOUT_MAX) return msecs;
-  process.emitWarning(`${msecs} does not fit into a 32-bit signed integer.\nTimer duration was truncated to ${TIMEOUT_MAX}.`, 'TimeoutOverflowWarning');
-  return TIMEOUT_MAX;
+  return timerMs(msecs);
 }
 
 function emitClose(socket, hadError) {

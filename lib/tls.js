@@ -175,7 +175,7 @@ function tlsOptions(agent, options) {
     minVersion ??= versions[0];
     maxVersion ??= versions[1];
   }
-  const ciphers = options.ciphers === undefined || options.ciphers === tls.DEFAULT_CIPHERS ? undefined : options.ciphers;
+  const ciphers = options.ciphers == null || options.ciphers === tls.DEFAULT_CIPHERS ? undefined : options.ciphers;
   if (ciphers !== undefined && typeof ciphers !== 'string') throw errors.invalidArgType('options.ciphers', 'of type string', ciphers);
   const certs = toBuffers(options.cert, 'options.cert');
   const keys = privateKeys(options.key, options.passphrase);
