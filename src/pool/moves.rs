@@ -371,8 +371,8 @@ pub fn grant_all<C: Connections + ?Sized>(
 }
 
 /// The idle connections and HTTP/2 sessions whose time ran out at `now` close (a session may
-/// idle for `session_idle`, and not past its `socketActiveTTL`); the slots they free go to waiters (those of `http.request` are
-/// returned).
+/// idle for `session_idle`, and not past its `socketActiveTTL`); the slots they free go to
+/// waiters (those of `http.request` are returned).
 pub fn expire<C: Connections + ?Sized>(
     conns: &C,
     now: Instant,
@@ -388,8 +388,7 @@ pub fn expire<C: Connections + ?Sized>(
 }
 
 /// The HTTP/2 sessions idle for `idle` at `now`, or idle past their `socketActiveTTL`, close;
-/// the slots they free go to waiters (those
-/// of `http.request` are returned).
+/// the slots they free go to waiters (those of `http.request` are returned).
 pub fn expire_sessions<C: Connections + ?Sized>(
     conns: &C,
     now: Instant,
