@@ -358,6 +358,49 @@ test('a fetch aborted before its answer or during its body ends, and frees its c
   await until(() => d.http.totalSocketCount === 0, 5000, 'the aborted connection to close');
 });
 
+test('a fetch aborted while its streamed upload waits for the server reads no more of its source', async (t) => {
+  // The server answers at once and reads none of the upload: the sending waits for the socket.
+  const server = await httpServer(t, (req, res) => {
+    req.pause();
+    res.writeHead(200);
+    res.write('head');
+  });
+  const d = dispatcher(t);
+  const ac = new AbortController();
+  let pulls = 0;
+  let afterAbort = null;
+  const body = new ReadableStream({
+    pull(controller) {
+      pulls++;
+      if (afterAbort !== null && ++afterAbort > 1000) {
+        // Bounded: a source read on after the abort ends here rather than for ever.
+        controller.close();
+        return;
+      }
+      controller.enqueue(new Uint8Array(16 * 1024));
+    },
+  });
+  const res = await fetch(server.url, { dispatcher: d, method: 'POST', body, duplex: 'half', signal: ac.signal });
+  // The upload runs until the socket takes no more: then no chunk is asked for over turns of
+  // the loop, as the sending waits for the socket.
+  let last = -1;
+  let still = 0;
+  await until(() => {
+    still = pulls === last ? still + 1 : 0;
+    last = pulls;
+    return pulls > 1 && still >= 20;
+  }, 10_000, 'the upload to stall');
+  // The response is being read as the abort comes.
+  const reading = res.body.pipeTo(new WritableStream());
+  afterAbort = 0;
+  ac.abort();
+  await assert.rejects(reading, { name: 'AbortError' });
+  await until(() => d.http.totalSocketCount === 0, 5000, 'the aborted connection to close');
+  // fetch's own source, once its request is aborted, reads all its stream at the next call
+  // for more: no such call was made.
+  assert.ok(afterAbort <= 1, `${afterAbort} chunks were read from the source after the abort`);
+});
+
 test('a fetch body left unread stops the server: back-pressure reaches the socket', async (t) => {
   const chunk = Buffer.alloc(64 * 1024, 1);
   const server = await streamingServer(t, chunk, 1024);

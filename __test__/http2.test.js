@@ -542,6 +542,48 @@ test('an idle session closes after freeSocketTimeout, and agent.destroy() closes
   await once(server.sessions[2], 'close');
 });
 
+test('a session whose upload waits for the server to read closes on agent.destroy() and with its Worker', { timeout: 20_000 }, async (t) => {
+  // The server answers and reads none of the upload: the stream's window stays shut, and the
+  // body's sending waits for it.
+  const server = await h2Server(t, (req, res) => {
+    req.pause();
+    res.writeHead(200);
+    res.write('head');
+  });
+  let pulled = 0;
+  async function* endless() {
+    // Bounded: a source read on without end would show here.
+    for (; pulled < 100_000; pulled++) yield Buffer.alloc(16 * 1024);
+  }
+  const agent = new HttpsAgent({ allowH2: true, ca: CA });
+  const res = await agent.request(`${server.origin}/up`, { method: 'POST', body: endless() });
+  const failed = new Promise((resolve) => res.body.on('error', resolve));
+  res.body.resume();
+  const closed = once(server.sessions[0], 'close');
+  agent.destroy();
+  assert.ok(await failed);
+  await closed;
+  assert.ok(pulled < 1000, `${pulled} chunks read`);
+
+  // The same upload from a Worker, through fetch: the connection closes when the Worker goes.
+  const { Worker } = require('node:worker_threads');
+  const worker = new Worker(`
+    const { parentPort, workerData } = require('node:worker_threads');
+    const { Dispatcher } = require(workerData.root);
+    const dispatcher = new Dispatcher({ allowH2: true, ca: workerData.ca });
+    const body = new ReadableStream({ pull(c) { c.enqueue(new Uint8Array(16 * 1024)); } });
+    fetch(workerData.url, { dispatcher, method: 'POST', body, duplex: 'half' })
+      .then((r) => { parentPort.postMessage(r.status); return r.body.pipeTo(new WritableStream()); })
+      .catch(() => {});
+  `, { eval: true, workerData: { root: path.join(__dirname, '..'), ca: CA, url: `${server.origin}/up` } });
+  t.after(() => worker.terminate());
+  const [status] = await once(worker, 'message');
+  assert.strictEqual(status, 200);
+  const inWorker = once(server.sessions[1], 'close');
+  await worker.terminate();
+  await inWorker;
+});
+
 test('requests waiting for a session fail with its connect error, and on agent.destroy()', async (t) => {
   // Nothing listens on this port once the server has closed.
   const server = await h2Server(t, (req, res) => res.end('hi'));

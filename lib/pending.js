@@ -383,7 +383,13 @@ class PendingRequest {
         const r = binding.bodyWrite(this.id, buf);
         if (r === 2) return;
         this.bodySent(buf);
-        if (r === 1 && !this.done) await new Promise((resolve) => { this.drain = resolve; });
+        if (r === 1 && !this.done) {
+          await new Promise((resolve) => { this.drain = resolve; });
+          // Stopped while it waited: the source is let go of without another chunk asked
+          // for. (fetch's own source, once its request is aborted, would read all its stream
+          // in one call for more, an endless one for ever.)
+          if (this.done) return;
+        }
       }
       if (this.declaredLength !== undefined && sent !== this.declaredLength) throw lengthMismatch(this.declaredLength, sent);
       this.source = null;

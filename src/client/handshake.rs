@@ -3,14 +3,15 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::client::conn::{http1, http2};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::AbortHandle;
 
 use crate::error::Error;
 
@@ -116,7 +117,8 @@ pub async fn handshake_h2<IO>(
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let wake = Arc::new(wake::ConnWake::default());
+    let spawned = Arc::new(Spawned::default());
+    let wake = Arc::new(wake::ConnWake::spawning(spawned.clone()));
     wake.max_streams
         .store(H2_INITIAL_STREAMS, Ordering::Relaxed);
     let io = Counted {
@@ -125,7 +127,7 @@ where
         backlog: false,
         gone: false,
     };
-    let (sender, mut conn) = http2::Builder::new(TokioExecutor::new())
+    let (sender, mut conn) = http2::Builder::new(StreamTasks(spawned.clone()))
         .initial_max_send_streams(H2_INITIAL_STREAMS)
         .initial_stream_window_size(H2_STREAM_WINDOW)
         .initial_connection_window_size(H2_CONNECTION_WINDOW)
@@ -137,6 +139,8 @@ where
         .handshake::<_, ReqBody>(TokioIo::new(io))
         .await
         .map_err(|e| hyper_error(&e, false))?;
+    // What hyper spawns from now on is a request's.
+    spawned.armed.store(true, Ordering::Relaxed);
     let limit = wake.clone();
     Ok((
         Sender {
@@ -154,6 +158,53 @@ where
             wake,
         },
     ))
+}
+
+/// The tasks hyper spawns for an HTTP/2 connection. During the handshake it spawns one, which
+/// holds the connection itself (its socket) and ends it gracefully, with a GOAWAY, once its
+/// request half and every request's tasks are gone. After it, it spawns tasks for requests: one
+/// that sends a request's streamed body and one that hands on its response. A body task waits
+/// for the server's flow-control window without looking at its body, and holds the connection
+/// open while it waits: a server that never reads the body kept the connection open for ever,
+/// after its exchange was stopped, after `agent.destroy()`, after its Worker was gone. So the
+/// requests' tasks are kept here, and when the connection is given up while hyper's side is
+/// still running ([`wake::ConnWake::cut`]) they are aborted: their streams are reset, and the
+/// connection's own task, with no request left, closes the connection.
+#[derive(Default)]
+pub(super) struct Spawned {
+    /// Set once the handshake is over: what is spawned from then on is a request's.
+    armed: AtomicBool,
+    requests: Mutex<Vec<AbortHandle>>,
+}
+
+impl Spawned {
+    /// Aborts the requests' tasks still running.
+    pub(super) fn abort(&self) {
+        let tasks = std::mem::take(&mut *self.requests.lock().unwrap_or_else(|e| e.into_inner()));
+        for task in tasks {
+            task.abort();
+        }
+    }
+}
+
+/// hyper's executor of an HTTP/2 connection: tokio's, keeping the requests' tasks in
+/// [`Spawned`].
+#[derive(Clone)]
+struct StreamTasks(Arc<Spawned>);
+
+impl<F> hyper::rt::Executor<F> for StreamTasks
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, fut: F) {
+        let task = tokio::spawn(fut);
+        if self.0.armed.load(Ordering::Relaxed) {
+            let mut requests = self.0.requests.lock().unwrap_or_else(|e| e.into_inner());
+            // Those over go as new ones come: the list holds the tasks running, and a few.
+            requests.retain(|t| !t.is_finished());
+            requests.push(task.abort_handle());
+        }
+    }
 }
 
 /// A connection's stream, counting the bytes read from it into its [`wake::ConnWake`]: an

@@ -1337,3 +1337,81 @@ fn a_headers_timeout_over_a_second_is_taken_out_of_the_exchange_and_a_shorter_on
     spec.headers_timeout = None;
     assert_eq!(spec.take_coarse_headers_timeout(), None);
 }
+
+/// An HTTP/2 connection given up while a request's body waits for the server's window (a
+/// server that answered and reads none of the upload: `agent.destroy()`, a Worker's end)
+/// closes: hyper's task that sends the body, waiting for the window, held it open for ever.
+#[tokio::test]
+async fn an_http2_connection_given_up_with_an_upload_waiting_for_its_window_closes() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (shut_tx, shut) = tokio::sync::oneshot::channel::<usize>();
+    let (ended_tx, ended) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        let mut conn = h2::server::handshake(sock).await.unwrap();
+        let (req, mut respond) = conn.accept().await.unwrap().unwrap();
+        // Kept, never released: the stream's window shuts once the first 64 KiB are in.
+        let _responding = respond
+            .send_response(http::Response::new(()), false)
+            .unwrap();
+        let mut body = req.into_body();
+        let serve = async move {
+            let mut received = 0;
+            let mut shut_tx = Some(shut_tx);
+            loop {
+                tokio::select! {
+                    data = body.data(), if shut_tx.is_some() => {
+                        received += data.unwrap().unwrap().len();
+                        if received >= 65_535 {
+                            let _ = shut_tx.take().unwrap().send(received);
+                        }
+                    }
+                    // The connection's end (a GOAWAY and a close, or an error).
+                    more = conn.accept() => {
+                        if !matches!(more, Some(Ok(_))) {
+                            return;
+                        }
+                    }
+                }
+            }
+        };
+        serve.await;
+        let _ = ended_tx.send(());
+    });
+    let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (sender, connection) = handshake_h2(tcp, 16 * 1024, false, Ping::default())
+        .await
+        .unwrap();
+    connection.spawn(|| {});
+    let (spec, writer, drained) = streamed_post(1 << 30, Duration::from_secs(300));
+    let (sink, mut rx) = sink();
+    let stream = sender.stream().expect("a stream of an HTTP/2 connection");
+    let task = tokio::spawn(exchange(stream, spec, Arc::new(Control::default()), sink));
+    // The body is written as fast as the connection takes it.
+    tokio::spawn(async move {
+        loop {
+            match writer.write(Bytes::from(vec![7u8; 16 * 1024])) {
+                WriteResult::Ready => {}
+                WriteResult::Full => drained.notified().await,
+                WriteResult::Closed => return,
+            }
+        }
+    });
+    assert!(matches!(
+        rx.recv().await,
+        Some(Event::Head { status: 200, .. })
+    ));
+    let received = tokio::time::timeout(Duration::from_secs(10), shut)
+        .await
+        .expect("the window to shut")
+        .unwrap();
+    assert!(received < 1 << 20, "{received} bytes went past the window");
+    // As the pool gives up a session (`agent.destroy()`): the connection, and its exchanges.
+    sender.stopper().stop();
+    task.abort();
+    tokio::time::timeout(Duration::from_secs(10), ended)
+        .await
+        .expect("the connection must close once given up")
+        .unwrap();
+}

@@ -52,6 +52,9 @@ pub(super) struct ConnWake {
     exchange_woken: AtomicBool,
     /// The exchange queued for the task to start.
     next: Mutex<Next>,
+    /// An HTTP/2 connection's requests' tasks, aborted when it is cut while hyper's side runs
+    /// (see [`super::handshake`]'s `Spawned`).
+    pub(super) spawned: Option<Arc<super::handshake::Spawned>>,
 }
 
 #[derive(Default)]
@@ -62,6 +65,14 @@ struct Next {
 }
 
 impl ConnWake {
+    /// An HTTP/2 connection's, whose requests' tasks are kept in `spawned`.
+    pub(super) fn spawning(spawned: Arc<super::handshake::Spawned>) -> ConnWake {
+        ConnWake {
+            spawned: Some(spawned),
+            ..ConnWake::default()
+        }
+    }
+
     /// Gives the connection up: its task stops polling it and drops it, which closes it
     /// without hyper's graceful end. That end first sends what hyper still holds of a request,
     /// and would wait, holding the connection and the request's body, for as long as the
@@ -254,6 +265,9 @@ pub(super) fn run(
         for _ in 0..ROUNDS {
             if conn.is_some() && wake.cut.load(Ordering::Acquire) {
                 conn = None;
+                if let Some(spawned) = &wake.spawned {
+                    spawned.abort();
+                }
                 if let Some(closed) = closed.take() {
                     closed();
                 }
