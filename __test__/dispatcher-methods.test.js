@@ -368,6 +368,53 @@ test('an upgrade dispatched goes on the agent\'s own connection: onUpgrade (and 
   assert.strictEqual(noNewer.code, 'ERR_INVALID_ARG_VALUE');
 });
 
+test('an upgrade sends a streamed body; a handler whose onUpgrade throws hears of it in its error callback alone', async (t) => {
+  const server = await upgradingServer(t);
+  // The upgrades of this test: the server answers 'got' once the body has come.
+  server.removeAllListeners('upgrade');
+  server.on('upgrade', (req, socket, head) => {
+    socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n');
+    let seen = String(head);
+    const check = () => { if (seen.includes('hello')) socket.end('got'); };
+    socket.on('data', (d) => { seen += d; check(); });
+    socket.on('error', () => {});
+    check();
+  });
+  const d = new Dispatcher({ connections: 1 });
+  t.after(() => d.destroy());
+  const upgrade = (body, handler) => new Promise((resolve, reject) => {
+    d.dispatch({ origin: server.url, path: '/b', method: 'GET', upgrade: 'echo', body }, {
+      onConnect() {},
+      onUpgrade: (statusCode, rawHeaders, socket) => resolve({ statusCode, socket }),
+      onError: reject,
+      ...handler,
+    });
+  });
+  // Every kind of body a dispatch takes, streamed ones too, goes out with its upgrade.
+  for (const body of [Readable.from(['hello']), (async function* () { yield 'hello'; })(), new Blob(['hello']), 'hello']) {
+    const { statusCode, socket } = await upgrade(body);
+    assert.strictEqual(statusCode, 101);
+    let answer = '';
+    for await (const chunk of socket) answer += chunk;
+    assert.strictEqual(answer, 'got');
+  }
+  // A body that fails fails the upgrade, and gives its connection up.
+  const failing = (async function* () { yield 'x'; throw new Error('source failed'); })();
+  await assert.rejects(upgrade(failing), { message: 'source failed' });
+  await assert.rejects(upgrade(5), { code: 'ERR_INVALID_ARG_TYPE' });
+  // The handler's throw goes to onError; the socket it was given closes without an 'error'
+  // nobody listens to (an uncaught exception would fail this test).
+  const thrown = new Error('onUpgrade threw');
+  const heard = await new Promise((resolve) => {
+    upgrade(undefined, { onUpgrade() { throw thrown; }, onError: resolve });
+  });
+  assert.strictEqual(heard, thrown);
+  await new Promise((resolve) => setImmediate(resolve));
+  // Its one connection is free for the next request.
+  const res = await d.request({ origin: server.url, path: '/', method: 'POST', body: 'abc' });
+  assert.strictEqual(await res.body.text(), 'got 3');
+});
+
 test('upgrade() and connect() as undici\'s: the socket with the server\'s headers, errors, an abort', async (t) => {
   const server = await upgradingServer(t);
   const d = dispatcher(t);
@@ -598,6 +645,36 @@ test('pipeline() as undici\'s: writes are the request body, reads what the handl
   const refused = d.pipeline({ origin: server.url, path: '/', method: 'POST' }, null);
   assert.strictEqual((await once(refused, 'error'))[0].code, 'ERR_INVALID_ARG_TYPE');
   await new Promise(setImmediate);
+  await until(() => Object.keys(d.http.getCurrentStatus().sockets).length === 0, 5000, 'connections back');
+});
+
+test('pipeline(): the response\'s error fails it whatever the handler made of the body, and a destroy() fails it as aborted', { timeout: 20_000 }, async (t) => {
+  // A response cut in the middle of its body: the server resets its connection.
+  const server = await httpServer(t, (req, res) => {
+    req.resume();
+    res.writeHead(200, { 'content-length': 100_000 });
+    res.write(Buffer.alloc(1000, 97), () => res.socket.resetAndDestroy());
+  });
+  const d = dispatcher(t);
+  // The usual transform: a pipe() from the body, which does not carry its error on.
+  const piped = d.pipeline({ origin: server.url, path: '/', method: 'POST' }, ({ body }) => body.pipe(new PassThrough()));
+  piped.resume();
+  piped.end('request body');
+  const [err] = await once(piped, 'error');
+  assert.strictEqual(err.code, 'ECONNRESET');
+
+  // Destroyed with no error before its end: its consumers hear that it did not end.
+  const slow = await httpServer(t, (req, res) => {
+    req.resume();
+    res.writeHead(200);
+    res.write('part');
+  });
+  const stopped = d.pipeline({ origin: slow.url, path: '/', method: 'GET' }, ({ body }) => body);
+  stopped.end();
+  await once(stopped, 'data');
+  stopped.destroy();
+  const [aborted] = await once(stopped, 'error');
+  assert.strictEqual(aborted.code, 'UND_ERR_ABORTED');
   await until(() => Object.keys(d.http.getCurrentStatus().sockets).length === 0, 5000, 'connections back');
 });
 

@@ -576,6 +576,22 @@ test("undici's dns, decompress and deduplicate interceptors compose on the dispa
   const gz = await undici.request(`${server.url}/gz`, { dispatcher: d.compose(undici.interceptors.decompress()) });
   assert.strictEqual(gz.headers['content-encoding'], undefined);
   assert.strictEqual(await gz.body.text(), 'plain text '.repeat(100));
+  // ... also from the controller's rawHeaders, which the interceptor edits in place and the
+  // handler after it reads (undici 8's fetch, Node 26's, reads a response's headers there).
+  const raw = await new Promise((resolve, reject) => {
+    d.compose(undici.interceptors.decompress()).dispatch({ origin: server.url, path: '/gz', method: 'GET' }, {
+      onRequestStart() {},
+      onResponseStart(controller) {
+        const names = controller.rawHeaders.filter((v, i) => i % 2 === 0).map(String);
+        resolve({ names, again: controller.rawHeaders === controller.rawHeaders });
+      },
+      onResponseData() {},
+      onResponseEnd() {},
+      onResponseError: (controller, err) => reject(err),
+    });
+  });
+  assert.ok(raw.names.length > 0 && !raw.names.includes('content-encoding'), raw.names.join());
+  assert.ok(raw.again, 'one array for the head');
   // deduplicate: identical GETs in flight together share one request.
   hits = 0;
   const deduplicating = d.compose(undici.interceptors.deduplicate());

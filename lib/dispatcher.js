@@ -520,7 +520,9 @@ class Dispatcher extends EventEmitter {
         if (response !== null) response.body.destroy(reason ?? undefined);
         else if (reason !== null) controller.abort(reason);
         if (ret !== null && typeof ret.destroy === 'function') ret.destroy(reason ?? undefined);
-        cb(err);
+        // Destroyed with no error before its end: it fails with undici's RequestAbortedError,
+        // as undici's pipeline does, so that its consumers hear that it did not end.
+        cb(reason ?? err);
       },
     });
     if (typeof handler !== 'function') {
@@ -556,6 +558,9 @@ class Dispatcher extends EventEmitter {
         duplex.destroy(err);
         return;
       }
+      // The response's error fails the duplex (and what the handler made of the body, which a
+      // pipe() from the body does not hear of), as undici's pipeline does.
+      res.body.on('error', (err) => duplex.destroy(err));
       ret.on('data', (chunk) => {
         if (!duplex.push(chunk) && typeof ret.pause === 'function') ret.pause();
       });

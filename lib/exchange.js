@@ -218,7 +218,9 @@ class Exchange {
           if (this.controlled) this.handler.onRequestUpgrade(this.controller, statusCode, rawHeaderObject(rawHeaders), socket);
           else this.handler.onUpgrade(statusCode, headerBytes(rawHeaders), socket);
         } catch (err) {
-          socket.destroy(err);
+          // The handler's error callback hears of it; the socket, which nobody may be
+          // listening to, closes without an 'error' of its own (as undici's).
+          socket.destroy();
           this.report(err);
         }
         this.release();
@@ -425,6 +427,10 @@ class Exchange {
 class Controller {
   constructor(exchange) {
     this.exchange = exchange;
+    // The head's and the trailers' lines as handed out (see rawHeaders), and what they are of.
+    this.raw = null;
+    this.rawOf = null;
+    this.rawTrailerLines = null;
   }
 
   pause() {
@@ -452,16 +458,35 @@ class Controller {
   }
 
   // The head's lines as Buffers (undici 8's handlers read them here: fetch takes a response's
-  // headers, and a WebSocket's handshake answer, from them).
+  // headers, and a WebSocket's handshake answer, from them). One array for a head, which an
+  // interceptor may edit in place or replace, as undici's decompress does (it takes out the
+  // content-encoding of a body it decodes) for the handlers after it to read.
   get rawHeaders() {
     const { response, headLines } = this.exchange;
-    if (response !== null) return response.rawHeaderBuffers();
-    return headLines === null ? null : headerBytes(headLines);
+    const of = response ?? headLines;
+    if (of === null) return null;
+    if (this.rawOf !== of) {
+      this.rawOf = of;
+      this.raw = response !== null ? response.rawHeaderBuffers() : headerBytes(headLines);
+    }
+    return this.raw;
+  }
+
+  set rawHeaders(value) {
+    const { response, headLines } = this.exchange;
+    this.rawOf = response ?? headLines;
+    this.raw = value;
   }
 
   get rawTrailers() {
     const res = this.exchange.response;
-    return res === null || !this.exchange.finished ? null : headerBytes(headerLines(res.trailers));
+    if (res === null || !this.exchange.finished) return null;
+    if (this.rawTrailerLines === null) this.rawTrailerLines = headerBytes(headerLines(res.trailers));
+    return this.rawTrailerLines;
+  }
+
+  set rawTrailers(value) {
+    this.rawTrailerLines = value;
   }
 }
 

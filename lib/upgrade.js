@@ -7,7 +7,9 @@
 
 const http = require('node:http');
 const https = require('node:https');
+const { pipeline, Readable } = require('node:stream');
 const { headerList } = require('./headers');
+const { bodyOf, dropBody } = require('./request-body');
 
 // Opens the upgrade or tunnel undici's dispatch options `opts` ask for through `agent` (of
 // `origin`). `on.upgraded(statusCode, rawHeaders, socket)` once it is open (the socket then
@@ -67,13 +69,35 @@ function openUpgrade(agent, origin, opts, on) {
     refused(res.statusCode, res.rawHeaders);
   });
   req.on('error', failed);
-  if (opts.body !== undefined && opts.body !== null && !tunnel) req.end(opts.body);
-  else req.end();
+  send(req, tunnel ? null : opts.body, (err) => {
+    req.destroy(err);
+    failed(err);
+  });
   return (reason) => {
     if (settled) return;
     req.destroy(reason);
     failed(reason);
   };
+}
+
+// Sends the request `req` with `body` (any body a dispatch takes: bytes, or a source streamed
+// into it); `fail(err)` if the body cannot be read or is of no kind a body may be.
+function send(req, body, fail) {
+  let kind;
+  try {
+    kind = bodyOf(body);
+  } catch (err) {
+    dropBody(body, err);
+    fail(err);
+    return;
+  }
+  if (kind.source === null) {
+    req.end(kind.bytes ?? undefined);
+    return;
+  }
+  pipeline(Readable.from(kind.source, { objectMode: false }), req, (err) => {
+    if (err) fail(err);
+  });
 }
 
 module.exports = { openUpgrade };
