@@ -376,6 +376,17 @@ class PendingRequest {
     let sent = 0;
     try {
       for await (const chunk of source) {
+        // A length of 0 sends the request whole with its head, before the source is read: a
+        // source with bytes in it can only stop the request (even one answered meanwhile),
+        // which fails with the mismatch, as undici's does; its bytes are not silently dropped.
+        if (this.declaredLength === 0) {
+          const size = chunkBytes(chunk).length;
+          if (size > 0) {
+            this.abort(lengthMismatch(0, size, true));
+            return;
+          }
+          continue;
+        }
         if (this.done) return;
         const buf = chunkBytes(chunk);
         sent += buf.length;
@@ -406,8 +417,12 @@ class PendingRequest {
       }
     } catch (err) {
       if (!this.done) {
-        // A source's own error, or a fault of the addon in bodyWrite (README, "Safety").
-        this.bodyError = errors.internalError(err);
+        // A source's own error, or a fault of the addon in bodyWrite (README, "Safety"). What
+        // is thrown that is no object (null, a string) becomes an Error saying so: undici's
+        // handlers, and request() above them, take an Error (a null one resolved undici's).
+        this.bodyError = err !== null && typeof err === 'object'
+          ? errors.internalError(err)
+          : new Error(`the request body's source threw ${typeof err === 'string' ? JSON.stringify(err) : String(err)}`);
         binding.bodyFail(this.id, err && err.message ? err.message : String(err));
       }
     }
