@@ -174,13 +174,27 @@ where
 pub(super) struct Spawned {
     /// Set once the handshake is over: what is spawned from then on is a request's.
     armed: AtomicBool,
-    requests: Mutex<Vec<AbortHandle>>,
+    requests: Mutex<Requests>,
+}
+
+#[derive(Default)]
+struct Requests {
+    tasks: Vec<AbortHandle>,
+    /// How many tasks the list holds before those over are taken out: twice as many as were
+    /// left running last time (and at least a few), so that each task costs a constant share.
+    prune_at: usize,
 }
 
 impl Spawned {
     /// Aborts the requests' tasks still running.
     pub(super) fn abort(&self) {
-        let tasks = std::mem::take(&mut *self.requests.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks = std::mem::take(
+            &mut self
+                .requests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .tasks,
+        );
         for task in tasks {
             task.abort();
         }
@@ -200,9 +214,11 @@ where
         let task = tokio::spawn(fut);
         if self.0.armed.load(Ordering::Relaxed) {
             let mut requests = self.0.requests.lock().unwrap_or_else(|e| e.into_inner());
-            // Those over go as new ones come: the list holds the tasks running, and a few.
-            requests.retain(|t| !t.is_finished());
-            requests.push(task.abort_handle());
+            if requests.tasks.len() >= requests.prune_at {
+                requests.tasks.retain(|t| !t.is_finished());
+                requests.prune_at = (requests.tasks.len() * 2).max(16);
+            }
+            requests.tasks.push(task.abort_handle());
         }
     }
 }
