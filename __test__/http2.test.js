@@ -280,6 +280,41 @@ test('abort resets only its stream (CANCEL); the others on the connection comple
   assert.strictEqual(status.requestCount, 2, 'the two completed streams count as requests');
 });
 
+test('an upload aborted midway resets its stream: the server never sees the cut body end as whole', async (t) => {
+  let got = null;
+  const server = await h2Server(t, (req, res) => {
+    let n = 0;
+    const seen = { ended: false, reset: null, bytes: 0 };
+    req.on('data', (c) => { n += c.length; if (n >= 3000) server.emit('midway'); });
+    // The stream's own end: END_STREAM came (the compatibility request ends at a reset too).
+    req.stream.on('end', () => { seen.ended = true; });
+    req.on('error', () => {});
+    req.stream.on('close', () => { seen.bytes = n; seen.reset = req.stream.rstCode; got = seen; });
+    res.writeHead(200);
+    res.write('head');
+  });
+  const agent = h2Agent(t);
+  const ac = new AbortController();
+  // A source slower than the connection: the body waits on it, not on the server's window.
+  let sent = 0;
+  async function* slow() {
+    for (; sent < 10_000; sent++) {
+      await new Promise(setImmediate);
+      yield Buffer.alloc(1000, 1);
+    }
+  }
+  const midway = once(server, 'midway');
+  const res = await agent.request(`${server.origin}/up`, { method: 'POST', body: slow(), signal: ac.signal });
+  res.body.on('error', () => {});
+  res.body.resume();
+  await midway;
+  ac.abort();
+  await until(() => got !== null, 5000, 'the stream to close at the server');
+  assert.strictEqual(got.ended, false, `the server saw the body end after ${got.bytes} bytes`);
+  assert.notStrictEqual(got.reset, 0);
+  assert.ok(sent < 10_000);
+});
+
 test('a body the server ends short of its content-length with RST_STREAM(NO_ERROR) fails, not passes as whole', async (t) => {
   const { NGHTTP2_NO_ERROR } = http2.constants;
   const server = await h2Server(t, (req, res) => {

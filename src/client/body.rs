@@ -24,6 +24,8 @@ pub struct BodyWriter {
     tx: Option<mpsc::Sender<Result<Bytes, std::io::Error>>>,
     /// Set when a write filled the channel: the body then reports the drain.
     full: Arc<AtomicBool>,
+    /// Set when the source has ended (see [`ChannelBody`]'s end).
+    ended: Arc<AtomicBool>,
     /// What was written, kept while the request may be sent again.
     recording: Option<Arc<Recording>>,
 }
@@ -187,6 +189,7 @@ impl BodyWriter {
         if let Some(rec) = &self.recording {
             rec.state().ended = true;
         }
+        self.ended.store(true, Ordering::Release);
         self.tx = None;
     }
 
@@ -206,6 +209,7 @@ struct ChannelBody {
     prefix: VecDeque<Bytes>,
     rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
     full: Arc<AtomicBool>,
+    ended: Arc<AtomicBool>,
     drained: Box<dyn Fn() + Send + Sync>,
     len: Option<u64>,
 }
@@ -228,7 +232,14 @@ impl Body for ChannelBody {
                 }
                 Poll::Ready(Some(chunk.map(Frame::data)))
             }
-            Poll::Ready(None) => Poll::Ready(None),
+            // The writer is gone. Without the source's end (the request was aborted, or its
+            // exchange is over), what was sent is not the whole body: an error, which makes
+            // hyper reset an HTTP/2 stream (a clean end would hand the server a cut body as
+            // whole) and close an HTTP/1.1 connection.
+            Poll::Ready(None) if self.ended.load(Ordering::Acquire) => Poll::Ready(None),
+            Poll::Ready(None) => Poll::Ready(Some(Err(std::io::Error::other(
+                "the request body was given up before its end",
+            )))),
             Poll::Pending => Poll::Pending,
         }
     }
@@ -248,10 +259,12 @@ pub fn channel_body(
 ) -> (ReqBody, BodyWriter) {
     let (tx, rx) = mpsc::channel(DEPTH);
     let full = Arc::new(AtomicBool::new(false));
+    let ended = Arc::new(AtomicBool::new(false));
     let body = ChannelBody {
         prefix: prefix.into(),
         rx,
         full: full.clone(),
+        ended: ended.clone(),
         drained: Box::new(drained),
         len,
     };
@@ -260,6 +273,7 @@ pub fn channel_body(
         BodyWriter {
             tx: Some(tx),
             full,
+            ended,
             recording: None,
         },
     )

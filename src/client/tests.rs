@@ -1415,3 +1415,26 @@ async fn an_http2_connection_given_up_with_an_upload_waiting_for_its_window_clos
         .expect("the connection must close once given up")
         .unwrap();
 }
+
+/// A streamed body whose writer goes without the source's end (its request aborted, or its
+/// exchange over) fails rather than ends: a clean end would hand an HTTP/2 server a cut body as
+/// whole, where the error resets the stream.
+#[tokio::test]
+async fn a_streamed_body_given_up_before_its_end_fails_and_one_ended_ends() {
+    for ended in [false, true] {
+        let (mut body, mut writer) = channel_body(Vec::new(), None, || {});
+        assert_eq!(writer.write(Bytes::from_static(b"ab")), WriteResult::Ready);
+        if ended {
+            writer.end();
+        }
+        drop(writer);
+        let first = body.frame().await.unwrap().unwrap();
+        assert_eq!(first.into_data().unwrap(), Bytes::from_static(b"ab"));
+        let last = body.frame().await;
+        if ended {
+            assert!(last.is_none(), "an ended body ends");
+        } else {
+            assert!(matches!(last, Some(Err(_))), "a body given up fails");
+        }
+    }
+}
