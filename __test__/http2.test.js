@@ -619,6 +619,34 @@ test('a session whose upload waits for the server to read closes on agent.destro
   await inWorker;
 });
 
+test('an upload aborted while the server holds its window shut frees its stream; the next requests go on', { timeout: 20_000 }, async (t) => {
+  let upload = null;
+  const server = await h2Server(t, (req, res) => {
+    if (req.url !== '/up') return res.end('ok');
+    // Reads none of the upload: the stream's window stays shut.
+    req.pause();
+    upload = once(req.stream, 'close');
+    res.writeHead(200);
+    res.write('head');
+  });
+  const agent = h2Agent(t);
+  const ac = new AbortController();
+  async function* endless() {
+    for (let i = 0; i < 100_000; i++) yield Buffer.alloc(16 * 1024);
+  }
+  const res = await agent.request(`${server.origin}/up`, { method: 'POST', body: endless(), signal: ac.signal });
+  res.body.on('error', () => {});
+  res.body.resume();
+  // The upload stalls: the server has a window's worth and reads no more.
+  await until(() => upload !== null, 5000, 'the upload at the server');
+  ac.abort();
+  // Its stream closes at the server while the agent lives (its session takes no new stream,
+  // and closes once its last ends); other requests are served meanwhile.
+  assert.strictEqual(await text(await agent.request(`${server.origin}/x`)), 'ok');
+  await upload;
+  assert.strictEqual(await text(await agent.request(`${server.origin}/y`)), 'ok');
+});
+
 test('requests waiting for a session fail with its connect error, and on agent.destroy()', async (t) => {
   // Nothing listens on this port once the server has closed.
   const server = await h2Server(t, (req, res) => res.end('hi'));

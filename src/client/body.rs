@@ -26,6 +26,8 @@ pub struct BodyWriter {
     full: Arc<AtomicBool>,
     /// Set when the source has ended (see [`ChannelBody`]'s end).
     ended: Arc<AtomicBool>,
+    /// Set while the connection waits on the source (it asked for more, and none had come).
+    asked: Arc<AtomicBool>,
     /// What was written, kept while the request may be sent again.
     recording: Option<Arc<Recording>>,
 }
@@ -184,6 +186,13 @@ impl BodyWriter {
         self.full.load(Ordering::Acquire)
     }
 
+    /// The connection holds the body back: the source has not ended, and the connection has
+    /// not asked it for more since the last chunk it took (it waits to send that one, for an
+    /// HTTP/2 server's window, say). Dropping the writer then reaches nobody until it asks.
+    pub fn held_back(&self) -> bool {
+        !self.ended.load(Ordering::Acquire) && !self.asked.load(Ordering::Acquire)
+    }
+
     /// The source ended: the body ends after what was written.
     pub fn end(&mut self) {
         if let Some(rec) = &self.recording {
@@ -210,6 +219,7 @@ struct ChannelBody {
     rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
     full: Arc<AtomicBool>,
     ended: Arc<AtomicBool>,
+    asked: Arc<AtomicBool>,
     drained: Box<dyn Fn() + Send + Sync>,
     len: Option<u64>,
 }
@@ -225,7 +235,9 @@ impl Body for ChannelBody {
         if let Some(chunk) = self.prefix.pop_front() {
             return Poll::Ready(Some(Ok(Frame::data(chunk))));
         }
-        match self.rx.poll_recv(cx) {
+        let polled = self.rx.poll_recv(cx);
+        self.asked.store(polled.is_pending(), Ordering::Release);
+        match polled {
             Poll::Ready(Some(chunk)) => {
                 if self.full.swap(false, Ordering::AcqRel) {
                     (self.drained)();
@@ -260,11 +272,15 @@ pub fn channel_body(
     let (tx, rx) = mpsc::channel(DEPTH);
     let full = Arc::new(AtomicBool::new(false));
     let ended = Arc::new(AtomicBool::new(false));
+    // Not held back before the connection first asks: a request aborted that early has sent
+    // nothing the server may be holding back.
+    let asked = Arc::new(AtomicBool::new(true));
     let body = ChannelBody {
         prefix: prefix.into(),
         rx,
         full: full.clone(),
         ended: ended.clone(),
+        asked: asked.clone(),
         drained: Box::new(drained),
         len,
     };
@@ -274,6 +290,7 @@ pub fn channel_body(
             tx: Some(tx),
             full,
             ended,
+            asked,
             recording: None,
         },
     )

@@ -582,6 +582,11 @@ fn settle<L: Lanes>(lanes: &L, req: &Request<L::Face>, sender: Option<Sender>) -
 /// the verdict of the close (a waiter of `http.request` may connect).
 pub fn abort<L: Lanes>(lanes: &L, req: &Request<L::Face>) -> Verdict {
     req.stop();
+    let held_back = req
+        .attempt
+        .borrow_mut()
+        .writer()
+        .is_some_and(|w| w.held_back());
     req.attempt.borrow_mut().over();
     let place = req.place.take();
     req.finish();
@@ -595,7 +600,12 @@ pub fn abort<L: Lanes>(lanes: &L, req: &Request<L::Face>) -> Verdict {
             lanes.sessions().cancel(req.key, u64::from(req.id));
             Verdict::Nothing
         }
-        // A stream is reset alone (its task stopped): the session goes on.
+        // A stream is reset alone (its task stopped): the session goes on, unless the
+        // connection held the request's body back, which would keep the stream open.
+        Place::Stream(conn) if held_back => {
+            route::stream_abandoned(lanes, req.key, conn);
+            Verdict::Nothing
+        }
         Place::Stream(conn) => {
             route::stream_done(lanes, req.key, conn);
             Verdict::Nothing

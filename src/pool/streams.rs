@@ -87,6 +87,16 @@ pub fn stream_done<W: Waiting + ?Sized>(w: &W, key: KeyId, conn: u32, now: Insta
     }
 }
 
+/// A stream of session `conn` was given up (its request aborted) while the connection held its
+/// request's body back: hyper's task that sends the body waits for the server's window without
+/// looking at the body again, and holds the stream open while it waits, for as long as the
+/// server reads none of it. The session takes no new stream and closes once its last ends,
+/// which stops that task (see `client::handshake`'s `Spawned`).
+pub fn stream_abandoned<W: Waiting + ?Sized>(w: &W, key: KeyId, conn: u32, now: Instant) {
+    w.sessions().close_gracefully(key, conn);
+    stream_done(w, key, conn, now);
+}
+
 /// The connect of `conn` came up speaking HTTP/2: the requests that waited for it take streams
 /// on it as it has room; one more, if any waits still, opens the next connection.
 pub fn session_opened<W: Waiting + ?Sized>(w: &W, key: KeyId, conn: u32, now: Instant) {
@@ -270,6 +280,23 @@ mod tests {
         assert_eq!(f.take_log(), ["2 on 7", "3 to checkout"]);
         stream_done(&f, KEY, 7, now);
         assert_eq!(f.take_log(), ["4 on 7"]);
+    }
+
+    #[test]
+    fn a_stream_abandoned_with_its_body_held_back_closes_its_session_once_its_last_stream_ends() {
+        let f = Fake::new(3);
+        f.connecting(3);
+        let now = Instant::now();
+        session_opened(&f, KEY, 7, now);
+        assert_eq!(f.take_log(), ["2 on 7", "3 on 7"]);
+        stream_abandoned(&f, KEY, 7, now);
+        assert!(f.take_log().is_empty(), "two streams still run");
+        // A new request takes no stream on it.
+        route(&f, KEY, 4);
+        assert_eq!(f.take_log(), ["4 to checkout"]);
+        stream_done(&f, KEY, 7, now);
+        stream_done(&f, KEY, 7, now);
+        assert_eq!(f.take_log(), ["close 7"]);
     }
 
     #[test]

@@ -142,6 +142,12 @@ pub fn stream_done<L: Lanes>(lanes: &L, key: KeyId, conn: u32) {
     streams::stream_done(&Streams(lanes), key, conn, Instant::now());
 }
 
+/// A stream of session `conn` given up while the connection held its request's body back: the
+/// session closes once its streams end (see `crate::pool::streams::stream_abandoned`).
+pub fn stream_abandoned<L: Lanes>(lanes: &L, key: KeyId, conn: u32) {
+    streams::stream_abandoned(&Streams(lanes), key, conn, Instant::now());
+}
+
 /// The connect of `conn` came up speaking HTTP/2: the requests that waited for it take streams
 /// on it.
 pub fn session_opened<L: Lanes>(lanes: &L, key: KeyId, conn: u32) {
