@@ -417,10 +417,10 @@ class PendingRequest {
       }
     } catch (err) {
       if (!this.done) {
-        // A source's own error, or a fault of the addon in bodyWrite (README, "Safety"). What
-        // is thrown that is no object (null, a string) becomes an Error saying so: undici's
-        // handlers, and request() above them, take an Error (a null one resolved undici's).
-        this.bodyError = err !== null && typeof err === 'object'
+        // A source's own error, or a fault of the addon in bodyWrite (README, "Safety"). A
+        // falsy one (null, 0, '') becomes an Error saying so: undici's request() above a
+        // dispatch takes a falsy error for none, and resolved with no response.
+        this.bodyError = err
           ? errors.internalError(err)
           : new Error(`the request body's source threw ${typeof err === 'string' ? JSON.stringify(err) : String(err)}`);
         binding.bodyFail(this.id, err && err.message ? err.message : String(err));

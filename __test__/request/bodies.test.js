@@ -326,13 +326,16 @@ test('a content-length given with a body is held to; a failing body source rejec
     yield 'abc';
     throw thrown;
   })()), (err) => err === thrown);
-  // One that throws what is no Error: an Error that says what was thrown.
-  for (const [value, said] of [[null, 'null'], [0, '0'], ['oops', '"oops"']]) {
-    await assert.rejects(post(undefined, (async function* gen() {
-      yield 'abc';
-      throw value;
-    })()), (err) => err instanceof Error && err.message === `the request body's source threw ${said}`);
+  // One that throws a falsy value: an Error that says what was thrown (a falsy rejection
+  // reads as none to undici's request()); another value is the rejection as it was thrown.
+  const thrower = (value) => (async function* gen() {
+    yield 'abc';
+    throw value;
+  })();
+  for (const [value, said] of [[null, 'null'], [0, '0'], ['', '""']]) {
+    await assert.rejects(post(undefined, thrower(value)), (err) => err instanceof Error && err.message === `the request body's source threw ${said}`);
   }
+  await assert.rejects(post(undefined, thrower('oops')), (err) => err === 'oops');
   const destroyed = new Error('readable broke');
   await assert.rejects(post(undefined, new Readable({ read() { this.destroy(destroyed); } })), (err) => err === destroyed);
   // Only the matching requests reached the server whole (a length of 0 may have, before it
