@@ -385,6 +385,7 @@ class PendingRequest {
             this.abort(lengthMismatch(0, size, true));
             return;
           }
+          if (this.done) return;
           continue;
         }
         if (this.done) return;

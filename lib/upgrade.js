@@ -69,7 +69,9 @@ function openUpgrade(agent, origin, opts, on) {
     refused(res.statusCode, res.rawHeaders);
   });
   req.on('error', failed);
+  // A body that fails once the upgrade is open leaves the socket, now the caller's, alone.
   send(req, tunnel ? null : opts.body, (err) => {
+    if (settled) return;
     req.destroy(err);
     failed(err);
   });
