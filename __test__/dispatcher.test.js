@@ -19,7 +19,7 @@ const { Readable, Writable } = require('node:stream');
 const { pipeline } = require('node:stream/promises');
 const undici = require('./undici');
 const { Dispatcher, Agent, setGlobalDispatcher, getGlobalDispatcher } = require('..');
-const { httpServer, sha256, received, dispatcher, trailingServer, streamingServer, rawServer, readRequest, listen, until, runChild, collected } = require('./helpers');
+const { httpServer, sha256, received, dispatcher, trailingServer, streamingServer, rawServer, readRequest, listen, until, stalled, runChild, collected } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
@@ -381,15 +381,8 @@ test('a fetch aborted while its streamed upload waits for the server reads no mo
     },
   });
   const res = await fetch(server.url, { dispatcher: d, method: 'POST', body, duplex: 'half', signal: ac.signal });
-  // The upload runs until the socket takes no more: then no chunk is asked for over turns of
-  // the loop, as the sending waits for the socket.
-  let last = -1;
-  let still = 0;
-  await until(() => {
-    still = pulls === last ? still + 1 : 0;
-    last = pulls;
-    return pulls > 1 && still >= 20;
-  }, 10_000, 'the upload to stall');
+  // The upload runs until the socket takes no more.
+  await stalled(() => pulls);
   // The response is being read as the abort comes.
   const reading = res.body.pipeTo(new WritableStream());
   afterAbort = 0;

@@ -153,6 +153,20 @@ async function until(predicate, ms = 5000, what = 'condition') {
   }
 }
 
+// Resolves once `count()` (how many chunks a body source has given) has moved past 1 and then
+// stayed the same over 20 turns of the loop: the sending waits for the connection, which takes
+// no more of the body.
+function stalled(count, ms = 10_000) {
+  let last = -1;
+  let still = 0;
+  return until(() => {
+    const now = count();
+    still = now === last ? still + 1 : 0;
+    last = now;
+    return now > 1 && still >= 20;
+  }, ms, 'the upload to stall');
+}
+
 // Resets a raw server's connection (an RST): a TLS socket's through the TCP socket under it,
 // as a TLS socket cannot reset itself.
 function reset(socket) {
@@ -267,4 +281,4 @@ function slowSource(gap) {
   });
 }
 
-module.exports = { sha256, received, dispatcher, trailingServer, listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, closed, reset, runChild, collected, slowSource };
+module.exports = { sha256, received, dispatcher, trailingServer, listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, stalled, closed, reset, runChild, collected, slowSource };
