@@ -399,6 +399,37 @@ test('an unread body stalls only its own stream, within its window', async (t) =
   big.body.destroy();
 });
 
+test('a stream reset as its response comes: listeners put on the body after the await hear of it', { timeout: 30000 }, async (t) => {
+  // The head, some of the body and the reset come in one flight, and reach JavaScript
+  // together at times: the body fails as its promise resolves. Its error and 'close' wait for
+  // the code that awaited it, as undici's do.
+  const server = await h2Server(t, (stream) => {
+    stream.on('error', () => {});
+    stream.respond({ ':status': 200, 'content-length': '100000' });
+    stream.write(Buffer.alloc(35000, 'x'), () => stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR));
+  }, { plain: true, streams: true });
+  const agent = new Agent({ h2c: true });
+  t.after(() => agent.destroy());
+  let resolved = 0;
+  for (let i = 0; i < 100; i++) {
+    // The reset may come before the head has been taken: then the request itself fails.
+    const res = await agent.request(server.origin).catch((err) => err);
+    if (res instanceof Error) {
+      assert.strictEqual(res.code, 'ERR_HTTP2_STREAM_ERROR');
+      continue;
+    }
+    resolved++;
+    const { body } = res;
+    assert.strictEqual(body.closed, false, `request ${i}: closed before its listeners came`);
+    const heard = [];
+    body.on('data', () => {});
+    body.on('error', (err) => heard.push(err.code));
+    await new Promise((resolve) => body.on('close', resolve));
+    assert.deepStrictEqual(heard, ['ERR_HTTP2_STREAM_ERROR'], `request ${i}`);
+  }
+  assert.ok(resolved > 50, `${resolved} of 100 responses came`);
+});
+
 test('h2c: HTTP/2 by prior knowledge on a plain Agent', async (t) => {
   const server = await h2Server(t, (req, res) => res.end(`h2c ${req.httpVersion} ${req.headers[':scheme']}`), { plain: true });
   const agent = new Agent({ h2c: true });

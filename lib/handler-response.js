@@ -62,8 +62,12 @@ class ResponseHandler {
   onResponseData(controller, chunk) {
     const body = this.response?.body;
     if (this.finished || body === undefined || body.destroyed) return;
-    if (body._sink !== null) body._sink.chunks.push(chunk);
-    else if (!body.push(chunk)) this.pause();
+    if (body._sink !== null) {
+      body._sink.chunks.push(chunk);
+    } else {
+      body._entered = true;
+      if (!body.push(chunk)) this.pause();
+    }
   }
 
   onResponseEnd(controller, trailers) {

@@ -10,7 +10,7 @@ const errors = require('./errors');
 const { headerObject, trailerLines } = require('./headers');
 const { chunkBytes, lengthMismatch, dropBody } = require('./request-body');
 const undiciChannels = require('./undici-channels');
-const { pushChunk, chunkList, ResponseBody, withExtras, Response } = require('./response');
+const { pushChunk, pushHead, chunkList, ResponseBody, withExtras, Response } = require('./response');
 
 // Event kinds from Rust (declared in src/binding/protocol.rs `kind`).
 const PROTOCOL = binding.protocol();
@@ -155,7 +155,7 @@ class PendingRequest {
     if (this.extras !== null) withExtras(this.response, this.extras);
     // All of it is here: it enters the stream only if the stream is read.
     if (trailers !== null && verdict !== undefined) body._whole = chunk;
-    else if (chunk !== null) pushChunk(body, chunk);
+    else if (chunk !== null) pushHead(body, chunk);
     if (trailers !== null) this.onEnd(trailers);
     this.tellHead(chunk);
     this.resolve(this.response);

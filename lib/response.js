@@ -15,6 +15,17 @@ const noop = () => {};
 const DUMP_LIMIT = 128 * 1024;
 // Body bytes from Rust: a Buffer, or an array of them (large reads, each shared as it was read).
 function pushChunk(body, chunk) {
+  body._entered = true;
+  body._head = null;
+  if (Array.isArray(chunk)) for (const c of chunk) body.push(c);
+  else body.push(chunk);
+}
+
+// The same for the bytes that came with the head, which are kept as they came: an encoding set
+// on the body before it is read decodes them in the stream, and text()/arrayBuffer()/... take
+// them from here instead.
+function pushHead(body, chunk) {
+  body._head = chunk;
   if (Array.isArray(chunk)) for (const c of chunk) body.push(c);
   else body.push(chunk);
 }
@@ -40,6 +51,10 @@ class ResponseBody extends Readable {
     this._whole = undefined;
     // `body.body`, once asked for.
     this._web = null;
+    // The bytes pushed with the head (see pushHead), and whether any others have gone into the
+    // stream since (through its decoder, if it has an encoding).
+    this._head = null;
+    this._entered = false;
   }
 
   // As undici's body: the bytes as a web ReadableStream, made when first asked for; it reads
@@ -91,11 +106,14 @@ class ResponseBody extends Readable {
   // has its bytes already is settled, and ignores this). As Node's IncomingMessage, an error
   // is emitted only if something listens by then: a body that fails before its reader comes
   // (the response awaited, its body read later) does not throw from the event loop; the error
-  // stays (`body.errored`) for text(), for await or stream.finished to report.
+  // stays (`body.errored`) for text(), for await or stream.finished to report. The error (and
+  // 'close') wait for the loop's next turn, as undici's body has them: a response that failed
+  // as it came (an HTTP/2 stream reset right after its head) is awaited first, and the
+  // listeners put on its body after the await hear of the failure.
   _destroy(err, cb) {
     if (this._sink !== null) this._sink.reject(err || errors.abortError());
     this._pending.bodyDestroyed();
-    if (err) process.nextTick(() => cb(this.listenerCount('error') > 0 ? err : undefined));
+    if (err) setImmediate(() => cb(this.listenerCount('error') > 0 ? err : undefined));
     else cb();
   }
 
@@ -133,25 +151,37 @@ class ResponseBody extends Readable {
       return Promise.reject(this.errored ?? new TypeError(`Body is unusable: ${why}`));
     }
     this._used = true;
-    // Chunks bypass the stream only while it has neither been read nor given an encoding (its
-    // decoder may hold the start of a character, and its chunks are strings).
-    if (this.readableFlowing === null && !this.readableDidRead && this.readableEncoding === null) {
+    // Chunks bypass the stream while it has handed none out and flows to no 'data' listener
+    // (paused or not). With an encoding set, only while the bytes in it are those that came
+    // with the head: what a decoder made of bytes, strings, may not give them back (invalid
+    // UTF-8, an odd length in UTF-16), so those are taken as they came.
+    const encoded = this.readableEncoding !== null;
+    if (this.readableFlowing !== true && !this.readableDidRead && !(encoded && this._entered)) {
       return new Promise((resolve, reject) => {
         const chunks = [];
-        if (this._whole !== undefined) chunks.push(...this._takeWhole());
-        else if (this.readableLength > 0) chunks.push(this.read());
+        if (this._whole !== undefined) {
+          chunks.push(...this._takeWhole());
+        } else if (encoded) {
+          chunks.push(...chunkList(this._head));
+          // The same bytes, decoded: dropped.
+          if (this.readableLength > 0) this.read();
+        } else if (this.readableLength > 0) {
+          chunks.push(this.read());
+        }
         this._sink = { chunks, resolve, reject };
         this._pending.sinkAttached();
       });
     }
-    // Something already read from the stream, or an encoding set: collect the rest of it
-    // (nothing, if it ended), failing if it errors or is destroyed before its end. A chunk the
-    // encoding made a string is made bytes again.
+    // Something already read from the stream, or bytes decoded by its encoding: collect the
+    // rest of it (nothing, if it ended), failing if it errors or is destroyed before its end.
+    // A chunk the encoding made a string is made bytes again. A stream paused (or unpiped) is
+    // resumed, as undici's body methods resume it: a 'data' listener alone would not.
     return new Promise((resolve, reject) => {
       const chunks = [];
       const encoding = this.readableEncoding;
       this.on('data', (chunk) => chunks.push(typeof chunk === 'string' ? Buffer.from(chunk, encoding) : chunk));
       finished(this, (err) => (err ? reject(err) : resolve(Buffer.concat(chunks))));
+      this.resume();
     });
   }
 
@@ -409,4 +439,4 @@ class Response {
   }
 }
 
-module.exports = { pushChunk, chunkList, ResponseBody, withExtras, Response };
+module.exports = { pushChunk, pushHead, chunkList, ResponseBody, withExtras, Response };

@@ -6,7 +6,7 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const crypto = require('node:crypto');
-const { Readable } = require('node:stream');
+const { Readable, Writable } = require('node:stream');
 const { finished } = require('node:stream/promises');
 const { AsyncLocalStorage } = require('node:async_hooks');
 const { once } = require('node:events');
@@ -479,6 +479,62 @@ test('text() and arrayBuffer() of a body given an encoding read every byte of it
   const first = await new Promise((resolve) => read.body.once('readable', () => resolve(read.body.read())));
   const rest = Buffer.from(await read.body.arrayBuffer());
   assert.deepStrictEqual(Buffer.concat([Buffer.from(first, 'latin1'), rest]), whole);
+});
+
+test('arrayBuffer(), bytes() and blob() of a body given an encoding are its bytes, whatever the encoding made of them', async (t) => {
+  // Not UTF-8, and of an odd length: a decoder replaces the bytes it cannot read, and UTF-16
+  // drops a last lone byte. A small body (with its head) and one of many chunks.
+  const small = Buffer.from([0x61, 0xff, 0xfe, 0x80, 0x62]);
+  const large = crypto.randomBytes(300_001);
+  const server = await httpServer(t, (req, res) => {
+    if (req.url === '/small') return res.end(small);
+    res.write(large.subarray(0, 1000));
+    return res.end(large.subarray(1000));
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (const [path, whole] of [['/small', small], ['/large', large]]) {
+    for (const encoding of ['utf8', 'utf16le', 'ascii']) {
+      for (const method of ['arrayBuffer', 'bytes', 'blob']) {
+        const { body } = await agent.request(`${server.url}${path}`);
+        body.setEncoding(encoding);
+        let got = await body[method]();
+        if (method === 'blob') got = await got.arrayBuffer();
+        assert.ok(Buffer.from(got).equals(whole), `${path} ${encoding} ${method}`);
+      }
+    }
+  }
+});
+
+test('text() and the like read a body that was paused or unpiped, as undici\'s resume it', { timeout: 20000 }, async (t) => {
+  const whole = 'p'.repeat(200_000);
+  const server = await httpServer(t, (req, res) => res.end(whole));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  // Paused before anything was read.
+  let res = await agent.request(server.url);
+  res.body.pause();
+  assert.strictEqual(await res.body.text(), whole);
+  // Paused after a chunk.
+  res = await agent.request(server.url);
+  const [first] = await once(res.body, 'data');
+  res.body.pause();
+  assert.strictEqual(first.toString() + (await res.body.text()), whole);
+  // Piped, then unpiped: text() has what the pipe did not take.
+  res = await agent.request(server.url);
+  let piped = '';
+  const sink = new Writable({
+    write(chunk, encoding, cb) {
+      piped += chunk;
+      cb();
+    },
+  });
+  res.body.pipe(sink);
+  await new Promise((resolve) => setImmediate(resolve));
+  res.body.unpipe(sink);
+  assert.strictEqual(piped + (await res.body.text()), whole);
+  // Each connection went back to the pool.
+  assert.strictEqual(await (await agent.request(server.url)).body.text(), whole);
 });
 
 test("undici's onInfo hears each informational response before the promise resolves, as undici's does", async (t) => {
