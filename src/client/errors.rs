@@ -111,6 +111,40 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
     Error::tls("ERR_HYPERAGENT_HTTP", format!("HTTP error: {err}"))
 }
 
+/// What a request that failed with `err` on a connection reports: hyper's error, or, when that
+/// names no cause (the connection closed before it took the request), the TLS error the
+/// connection ended with, if one did (a TLS 1.3 server's alert for a missing client
+/// certificate comes after the handshake, and ends the connection before its first request).
+pub fn request_error(err: &hyper::Error, conn: &super::wake::ConnWake) -> Error {
+    if std::error::Error::source(err).is_none() {
+        if let Some(failure) = conn.failure() {
+            return failure;
+        }
+    }
+    hyper_error(err, false)
+}
+
+/// The TLS error (an alert from the server, a record rustls refused) that `err` of hyper's
+/// side of a connection carries, if it carries one.
+pub fn tls_failure(err: &hyper::Error) -> Option<Error> {
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        let io = cause.downcast_ref::<std::io::Error>().or_else(|| {
+            cause
+                .downcast_ref::<h2::Error>()
+                .and_then(h2::Error::get_io)
+        });
+        if let Some(io) = io {
+            if io.get_ref().is_some_and(|e| e.is::<rustls::Error>()) {
+                return Some(crate::transport::tls::read_error(io));
+            }
+            return None;
+        }
+        source = cause.source();
+    }
+    None
+}
+
 /// Node's words for a connection that ended too early (`in_body`: after the response head).
 fn hang_up(in_body: bool) -> Error {
     Error::tls(

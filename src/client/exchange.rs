@@ -62,7 +62,7 @@ fn run_exchange(
 ) -> impl Future<Output = ()> + Send {
     async move {
         if let Err(e) = sender.hyper.ready().await {
-            let err = hyper_error(&e, false).with_request_sent(false);
+            let err = errors::request_error(&e, &sender.wake).with_request_sent(false);
             // Not sent at all. An HTTP/2 connection that takes no more streams (a GOAWAY came,
             // or it closed) is one the protocol lets any request go again from, as a refusal.
             sink.post(if sender.is_multiplexed() {
@@ -119,7 +119,7 @@ fn run_exchange(
             // processed at all. On HTTP/2, where other streams' bytes arrive too, the protocol
             // says which requests were not processed; a stream the server reset otherwise was.
             Err(e) => {
-                let err = hyper_error(&e, false);
+                let err = errors::request_error(&e, &sender.wake);
                 let answering = match sender.hyper {
                     Hyper::H1(_) => sender.wake.received.load(Ordering::Relaxed) != received,
                     Hyper::H2(..) => errors::is_stream_reset(&e),

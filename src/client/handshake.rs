@@ -68,9 +68,10 @@ where
             wake: wake.clone(),
         },
         Connection {
-            hyper: Box::pin(async move {
-                let _ = conn.await;
-            }),
+            hyper: {
+                let wake = wake.clone();
+                Box::pin(async move { wake.ended(conn.await) })
+            },
             wake,
         },
     ))
@@ -153,7 +154,7 @@ where
                 limit
                     .max_streams
                     .store(conn.current_max_send_streams(), Ordering::Relaxed);
-                polled.map(|_| ())
+                polled.map(|result| limit.ended(result))
             })),
             wake,
         },

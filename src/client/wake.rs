@@ -55,6 +55,9 @@ pub(super) struct ConnWake {
     /// An HTTP/2 connection's requests' tasks, aborted when it is cut while hyper's side runs
     /// (see [`super::handshake`]'s `Spawned`).
     pub(super) spawned: Option<Arc<super::handshake::Spawned>>,
+    /// The TLS error hyper's side ended with (an alert from the server), which a request it
+    /// never took fails with rather than hyper's "closed" (see [`ConnWake::failure`]).
+    failure: Mutex<Option<crate::error::Error>>,
 }
 
 #[derive(Default)]
@@ -71,6 +74,21 @@ impl ConnWake {
             spawned: Some(spawned),
             ..ConnWake::default()
         }
+    }
+
+    /// Notes how hyper's side of the connection ended, when a TLS error ended it.
+    pub(super) fn ended(&self, result: Result<(), hyper::Error>) {
+        if let Some(err) = result.err().as_ref().and_then(super::errors::tls_failure) {
+            *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(err);
+        }
+    }
+
+    /// The TLS error hyper's side of the connection ended with, if a TLS error ended it.
+    pub(super) fn failure(&self) -> Option<crate::error::Error> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Gives the connection up: its task stops polling it and drops it, which closes it

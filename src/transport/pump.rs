@@ -85,6 +85,8 @@ pub struct Remote {
     wake: Notify,
     reading: AtomicBool,
     dead: AtomicBool,
+    /// The pump ended with an error, posted to the sink.
+    failed: AtomicBool,
 }
 
 /// The result of [`Remote::write`].
@@ -108,6 +110,7 @@ impl Remote {
             wake: Notify::new(),
             reading: AtomicBool::new(true),
             dead: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
         }
     }
 
@@ -161,6 +164,12 @@ impl Remote {
         self.dead.load(Ordering::Acquire)
     }
 
+    /// The pump ended with an error, which its sink has been given ([`Event::Error`]): a write
+    /// it refuses is to fail with that error, not one of its own.
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
     /// Nothing queued, nothing shut: the connection can carry another request.
     pub fn is_clean(&self) -> bool {
         let out = self.out();
@@ -194,14 +203,11 @@ where
             }
             .await;
             if let Err(e) = written {
+                remote.failed.store(true, Ordering::Release);
                 remote.dead.store(true, Ordering::Release);
                 // A peer that refused us (a TLS 1.3 server asking for a client certificate,
                 // say) closed with an alert: what is already received names the real cause.
-                let received = tokio::select! {
-                    biased;
-                    r = poll_fn(|cx| poll_read_owned(&mut rd, cx)) => r.err(),
-                    _ = std::future::ready(()) => None,
-                };
+                let received = refusal(&mut rd).await;
                 let err = match received {
                     Some(r) if r.get_ref().is_some_and(|i| i.is::<rustls::Error>()) => {
                         stream_error(&r, "read")
@@ -232,6 +238,7 @@ where
                 }
                 Ok(data) => sink.post(Event::Data(data)),
                 Err(e) => {
+                    remote.failed.store(true, Ordering::Release);
                     remote.dead.store(true, Ordering::Release);
                     sink.post(Event::Error(stream_error(&e, "read")));
                     return;
@@ -240,6 +247,33 @@ where
         }
     }
     remote.dead.store(true, Ordering::Release);
+}
+
+/// How long a connection a write found closed may take to give what it received before.
+const REFUSAL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+/// The most reads that wait takes.
+const REFUSAL_READS: usize = 64;
+
+/// The error that ends what a connection a write found closed or reset had received (a TLS
+/// alert sent before the peer closed: its bytes come before the reset), or None when it ends
+/// cleanly. Waited for, not only taken if it is there: the reset can reach the write before
+/// the runtime has seen that the bytes before it are readable. Bounded, for a write error
+/// that leaves the connection open for reading.
+async fn refusal<R: AsyncRead + Unpin>(rd: &mut R) -> Option<std::io::Error> {
+    let reads = async {
+        for _ in 0..REFUSAL_READS {
+            match poll_fn(|cx| poll_read_owned(rd, cx)).await {
+                Ok(data) if data.is_empty() => return None,
+                Ok(_) => {}
+                Err(e) => return Some(e),
+            }
+        }
+        None
+    };
+    tokio::time::timeout(REFUSAL_WAIT, reads)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// How an I/O error of the pumped stream reads in Node's terms (TLS alerts keep their names).
@@ -273,6 +307,70 @@ pub(crate) mod tests {
     ) -> (tokio::task::JoinHandle<()>, UnboundedReceiver<Event>) {
         let (tx, rx) = unbounded_channel();
         (tokio::spawn(pump(stream, remote.clone(), Chan(tx))), rx)
+    }
+
+    /// A connection the peer refused with a TLS alert and then reset: a write fails, and the
+    /// alert, read before the reset, is not readable at the first poll after the write (the
+    /// runtime has yet to see it), only at the next.
+    #[derive(Default)]
+    struct Refused {
+        wrote: bool,
+        polled_since: bool,
+    }
+
+    impl AsyncRead for Refused {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            _buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            if !self.wrote {
+                return Poll::Pending;
+            }
+            if !std::mem::replace(&mut self.polled_since, true) {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let alert = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);
+            Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                alert,
+            )))
+        }
+    }
+
+    impl AsyncWrite for Refused {
+        fn poll_write(
+            mut self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            _buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            self.wrote = true;
+            Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()))
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_the_peer_refused_fails_with_the_alert_it_sent_before() {
+        let remote = Arc::new(Remote::new());
+        let (task, mut rx) = start(Refused::default(), &remote);
+        assert_eq!(remote.write(&[b"GET / HTTP/1.1\r\n\r\n"]), Write::Done);
+        let Some(Event::Error(err)) = rx.recv().await else {
+            panic!("an error expected")
+        };
+        assert_eq!(err.code(), "ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED");
+        task.await.unwrap();
+        // A later write is refused; the consumer is to fail with the error it was sent.
+        assert_eq!(remote.write(&[b"x"]), Write::Closed);
+        assert!(remote.has_failed());
     }
 
     #[tokio::test]

@@ -399,6 +399,12 @@ impl Conn {
                     if self.try_replay() {
                         return write::DONE;
                     }
+                    // It ended with an error the socket is yet to hear of (a TLS alert the
+                    // server sent before it closed, say): that error fails the request, as the
+                    // read that would have followed the write does in Node.
+                    if remote.has_failed() {
+                        return write::DONE;
+                    }
                     uv_errno(libc::EPIPE)
                 }
             };

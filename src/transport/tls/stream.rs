@@ -227,10 +227,11 @@ fn handshake_error(err: &std::io::Error, verify: Option<VerifyFailure>) -> Error
             "ERR_SSL_UNSUPPORTED_PROTOCOL",
             format!("the server and hyperagent share no TLS version or cipher suite ({why:?})"),
         ),
-        Some(other) => Error::tls(
-            "ERR_SSL_PROTOCOL_ERROR",
-            format!("TLS handshake failed: {other}"),
-        ),
+        // Anything else the server sent that is not TLS as the handshake needs it (a plain
+        // HTTP server's answer, a record too long, a message out of turn): as Node reports
+        // such a failure, `EPROTO` on the handshake's write, with OpenSSL's reason where it has
+        // one of the same meaning.
+        Some(other) => Error::os(libc::EPROTO, "write").with_detail(protocol_reason(other)),
         // The connection ended or broke before the handshake finished.
         None => {
             let mut e = Error::io(err, "read");
@@ -245,6 +246,22 @@ fn handshake_error(err: &std::io::Error, verify: Option<VerifyFailure>) -> Error
             }
             e
         }
+    }
+}
+
+/// OpenSSL's reason for a handshake that met `err`, where it has one of the same meaning;
+/// rustls's words otherwise.
+fn protocol_reason(err: &rustls::Error) -> String {
+    use rustls::InvalidMessage as M;
+    match err {
+        // A record's header that is not TLS: what OpenSSL checks first is the version.
+        rustls::Error::InvalidMessage(M::InvalidContentType | M::UnknownProtocolVersion) => {
+            "wrong version number".to_owned()
+        }
+        rustls::Error::InvalidMessage(M::MessageTooLarge) => "packet length too long".to_owned(),
+        rustls::Error::InappropriateMessage { .. }
+        | rustls::Error::InappropriateHandshakeMessage { .. } => "unexpected message".to_owned(),
+        other => format!("TLS handshake failed: {other}"),
     }
 }
 
