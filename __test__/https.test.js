@@ -334,6 +334,30 @@ test('mutual TLS: the client certificate is presented when the server asks', asy
   assert.strictEqual(enc.body, 'hyperagent client');
 });
 
+test("a name a checkServerIdentity of the program's let pass is checked by Node's own check on the next new session", async (t) => {
+  // A certificate for example.com, asked for as localhost. On Node 20 a request's own
+  // checkServerIdentity is not part of the pool name: both requests below share a key.
+  const server = await httpsServer(t, { cert: 'wrong-host.pem', key: 'wrong-host-key.pem' }, (req, res) => {
+    res.setHeader('connection', 'close');
+    res.end('ok');
+  });
+  const agent = new HttpsAgent({ ca: CA, maxCachedSessions: 0 });
+  t.after(() => agent.destroy());
+  const base = { host: 'localhost', port: server.port, agent };
+  assert.strictEqual((await get({ ...base, checkServerIdentity: () => undefined })).body, 'ok');
+  // A new connection and a full handshake, checked by Node's own function: refused, as Node's
+  // agent refuses it.
+  assert.strictEqual((await getError(base)).code, 'ERR_TLS_CERT_ALTNAME_INVALID');
+  await assert.rejects(agent.request(`https://localhost:${server.port}/`), { code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
+  // The program's check an agent's own, passing on agent.request(); then the agent's options
+  // without it (read by each http.request()), so that Node's own checks the next session.
+  const lenient = new HttpsAgent({ ca: CA, maxCachedSessions: 0, checkServerIdentity: () => undefined });
+  t.after(() => lenient.destroy());
+  assert.strictEqual(await (await lenient.request(`https://localhost:${server.port}/`)).body.text(), 'ok');
+  delete lenient.options.checkServerIdentity;
+  assert.strictEqual((await getError({ ...base, agent: lenient })).code, 'ERR_TLS_CERT_ALTNAME_INVALID');
+});
+
 test('mutual TLS: a server that wants a certificate it did not get is heard, on every path', async (t) => {
   const server = await httpsServer(t, { tls: { ca: CA, requestCert: true, rejectUnauthorized: true } });
   server.on('tlsClientError', () => {});

@@ -16,8 +16,9 @@ const { pushChunk, pushHead, chunkList, ResponseBody, withExtras, Response } = r
 const PROTOCOL = binding.protocol();
 const EVENT = Object.fromEntries(PROTOCOL.events.map((name, kind) => [name, kind]));
 const { HEAD, DATA, END, ERROR, DRAIN, DONE, VERIFY, LOOKUP, ANSWERED, INFO } = EVENT;
-// Answers to VERIFY: the server's name is right, or `rejectUnauthorized: false` lets it pass.
-const { nameRight: NAME_RIGHT, nameLetPass: NAME_LET_PASS } = PROTOCOL;
+// Answers to VERIFY: the server's name is right, `rejectUnauthorized: false` lets it pass, or a
+// `checkServerIdentity` of the program's lets it pass.
+const { nameRight: NAME_RIGHT, nameLetPass: NAME_LET_PASS, namePassed: NAME_PASSED } = PROTOCOL;
 
 // diagnostics_channel events of agent.request(), as undici publishes its own.
 const channels = {
@@ -117,7 +118,7 @@ class PendingRequest {
   }
 
   // A new TLS connection (`info`, of pool key `key`): the exchange starts only if the server's
-  // name passes (1 or 2, see Agent#_checkServerName); otherwise the request fails with the
+  // name passes (1, 2 or 3, see Agent#_checkServerName); otherwise the request fails with the
   // check's error, and its connection closes without a byte of the request sent.
   onVerify(info, key) {
     let verdict;
@@ -128,7 +129,7 @@ class PendingRequest {
       this.abort(thrown ?? new Error(`checkServerIdentity threw ${thrown}`));
       return 0;
     }
-    if (verdict === NAME_RIGHT || verdict === NAME_LET_PASS) return verdict;
+    if (verdict === NAME_RIGHT || verdict === NAME_LET_PASS || verdict === NAME_PASSED) return verdict;
     this.abort(verdict);
     return 0;
   }

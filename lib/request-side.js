@@ -8,7 +8,7 @@ const binding = require('./native');
 const errors = require('./errors');
 const hooks = require('./hooks');
 const { request, callOptions } = require('./request');
-const { serverNameError, rejectsUnauthorized } = require('./tls');
+const { serverNameError, customIdentityCheck, rejectsUnauthorized } = require('./tls');
 const { resolve, blockListOf } = require('./connect');
 const { kPool, kPoolId, kKeys, kServe, kWatchers } = require('./internals');
 
@@ -51,7 +51,9 @@ class RequestSide {
   _checkServerName(key, info) {
     const options = this[kKeys].optionsOf(key);
     const err = serverNameError(options, info);
-    if (err === null) return PROTOCOL.nameRight;
+    // A check of the program's that lets the name pass is remembered as such (see
+    // lib/tls.js): Node's own check, on a later new session of the key, checks again.
+    if (err === null) return customIdentityCheck(options) ? PROTOCOL.namePassed : PROTOCOL.nameRight;
     return rejectsUnauthorized(options) ? err : PROTOCOL.nameLetPass;
   }
 

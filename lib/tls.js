@@ -354,10 +354,10 @@ function identityError(options, peerCertificate) {
 }
 
 // agent.request()'s new TLS connection (its session's `info`, as a socket's): the error of its
-// server's name check, or null. A certificate found right before is taken unchecked when the
-// check is Node's own, as on the drop-in path.
+// server's name check, or null. A certificate Node's own check found right before is taken
+// unchecked when the check is Node's own, as on the drop-in path.
 function serverNameError(options, info) {
-  if (info.nameKnown && !customIdentityCheck(options)) return null;
+  if (info.nameKnownByNode && !customIdentityCheck(options)) return null;
   const cert = info.peerChain.length === 0 ? {} : legacyCertificate(verifiedChain(info.peerChain, options.ca, customIdentityCheck(options)), true);
   return identityError(options, cert);
 }
@@ -402,9 +402,10 @@ class NativeTlsSocket extends NativeSocket {
     let verifyError = info.authorizationError ? errors.systemError(info.authorizationError) : null;
     // As Node: the name is checked after the handshake, unless the chain already failed or the
     // session was resumed. Only a certificate whose name was found right before is taken
-    // unchecked, and, when the check is Node's own, on a new session too (TlsConfig's `named`
-    // in Rust).
-    if (!verifyError && !(info.nameKnown && (info.resumed || !customIdentityCheck(options)))) {
+    // unchecked, and, when the check is Node's own and found it so, on a new session too
+    // (TlsConfig's `named` in Rust).
+    const known = info.resumed ? info.nameKnown : info.nameKnownByNode && !customIdentityCheck(options);
+    if (!verifyError && !known) {
       try {
         verifyError = identityError(options, legacyCertificate(this._peerChain(customIdentityCheck(options)), true));
       } catch (thrown) {
@@ -415,7 +416,9 @@ class NativeTlsSocket extends NativeSocket {
         this._failHandshake(thrown ?? new Error(`checkServerIdentity threw ${thrown}`));
         return;
       }
-      if (verifyError === null) native.tlsNameVerified(this._connectionId);
+      // A check of the program's that let the name pass is remembered as such: it stands for a
+      // session resumed later (Node checks none), not for Node's own check on a new one.
+      if (verifyError === null) native.tlsNameVerified(this._connectionId, !customIdentityCheck(options));
     }
     if (verifyError) {
       this.authorizationError = verifyError.code || verifyError.message;
@@ -536,4 +539,4 @@ class NativeTlsSocket extends NativeSocket {
   }
 }
 
-module.exports = { tlsOptions, hostHeaderOf, normalizeServerName, checkServerName, serverNameError, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines };
+module.exports = { tlsOptions, hostHeaderOf, normalizeServerName, checkServerName, serverNameError, customIdentityCheck, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines };

@@ -102,6 +102,7 @@ pub struct Protocol {
     /// Answers to a `VERIFY` event (`protocol::name`).
     pub name_right: f64,
     pub name_let_pass: f64,
+    pub name_passed: f64,
     pub write_done: i32,
     pub write_pending: i32,
     /// The request function's arguments, by name, in the order it takes them (see `protocol::arg`).
@@ -134,6 +135,7 @@ pub fn protocol() -> Protocol {
         informational: flags::INFORMATIONAL,
         name_right: name::RIGHT,
         name_let_pass: name::LET_PASS,
+        name_passed: name::PASSED,
         write_done: write::DONE,
         write_pending: write::PENDING,
         request_args: arg::NAMES.iter().map(|n| n.to_string()).collect(),

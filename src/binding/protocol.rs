@@ -93,6 +93,8 @@ pub mod name {
     pub const RIGHT: f64 = 1.0;
     /// It is not, but `rejectUnauthorized: false` lets it pass.
     pub const LET_PASS: f64 = 2.0;
+    /// A `checkServerIdentity` of the program's let it pass.
+    pub const PASSED: f64 = 3.0;
 
     /// What JavaScript's answer says (none: it threw).
     pub fn check(answer: Option<f64>) -> crate::transport::tls::NameCheck {
@@ -100,6 +102,7 @@ pub mod name {
         match answer {
             Some(RIGHT) => NameCheck::Right,
             Some(LET_PASS) => NameCheck::LetPass,
+            Some(PASSED) => NameCheck::Passed,
             _ => NameCheck::Wrong,
         }
     }

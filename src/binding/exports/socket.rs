@@ -305,11 +305,11 @@ pub fn forget_tls_sessions(id: u32) {
 }
 
 /// Remembers that the server of connection `id` has the right name (its session, resumed
-/// later, needs no check).
+/// later, needs no check), as Node's own check found it (`by_node`) or one of the program's.
 #[napi(catch_unwind)]
-pub fn tls_name_verified(id: u32) {
+pub fn tls_name_verified(id: u32, by_node: bool) {
     if let Some(conn) = conn(id) {
-        conn.with_tls(|config, info| config.name_verified(info));
+        conn.with_tls(|config, info| config.name_verified(info, by_node));
     }
 }
 

@@ -473,6 +473,12 @@ pub fn tls_info(env: sys::napi_env, info: &TlsInfo) -> sys::napi_value {
     set(env, obj, "peerChain", array(env, &chain));
     set(env, obj, "resumed", boolean(env, info.resumed));
     set(env, obj, "nameKnown", boolean(env, info.name_known));
+    set(
+        env,
+        obj,
+        "nameKnownByNode",
+        boolean(env, info.name_known_by_node),
+    );
     let auth = match &info.authorization_error {
         Some(failure) => {
             let e = object(env);

@@ -96,8 +96,10 @@ pub struct TlsConfig {
     /// resumed with another is: a session cached by a connection whose name was then refused
     /// (a ticket can arrive after the check) must not skip the check. JavaScript also takes a
     /// known certificate unchecked on a new session when the check is Node's own function
-    /// (its verdict depends only on the certificate and the name, the pool key's).
-    named: std::sync::Mutex<Vec<Vec<u8>>>,
+    /// (its verdict depends only on the certificate and the name, the pool key's): only one
+    /// that Node's own check found right (the flag), not one a check of the program's let
+    /// pass.
+    named: std::sync::Mutex<Vec<(Vec<u8>, bool)>>,
     reject: bool,
 }
 
@@ -380,23 +382,28 @@ impl TlsConfig {
         info.authorization_error.is_none() && !(info.name_known && info.resumed)
     }
 
-    /// Remembers that the server of the session `info` was found to have the right name.
-    pub fn name_verified(&self, info: &TlsInfo) {
+    /// Remembers that the server of the session `info` was found to have the right name, by
+    /// Node's own check (`by_node`) or by a check of the program's.
+    pub fn name_verified(&self, info: &TlsInfo, by_node: bool) {
         let Some(leaf) = info.peer_chain.first() else {
             return;
         };
         let mut named = self.named.lock().unwrap_or_else(|e| e.into_inner());
-        if !named.contains(leaf) {
-            if named.len() >= NAMED_LEAVES {
-                named.remove(0);
-            }
-            named.push(leaf.clone());
+        if let Some(entry) = named.iter_mut().find(|(l, _)| l == leaf) {
+            entry.1 |= by_node;
+            return;
         }
+        if named.len() >= NAMED_LEAVES {
+            named.remove(0);
+        }
+        named.push((leaf.clone(), by_node));
     }
 
-    fn name_known(&self, leaf: Option<&Vec<u8>>) -> bool {
+    /// Whether `leaf` was found named right before, and whether by Node's own check.
+    fn name_known(&self, leaf: Option<&Vec<u8>>) -> (bool, bool) {
         let named = self.named.lock().unwrap_or_else(|e| e.into_inner());
-        leaf.is_some_and(|leaf| named.contains(leaf))
+        leaf.and_then(|leaf| named.iter().find(|(l, _)| l == leaf))
+            .map_or((false, false), |&(_, by_node)| (true, by_node))
     }
 
     /// Applies what the check of the name of the server of session `info` found (see
@@ -405,7 +412,8 @@ impl TlsConfig {
     /// next connection is checked anew (as Node's https.Agent evicts them).
     pub fn name_checked(&self, info: &TlsInfo, check: NameCheck) {
         match check {
-            NameCheck::Right => self.name_verified(info),
+            NameCheck::Right => self.name_verified(info, true),
+            NameCheck::Passed => self.name_verified(info, false),
             NameCheck::LetPass => {}
             NameCheck::Wrong => self.forget_sessions(&info.server),
         }
@@ -444,6 +452,8 @@ pub struct TlsInfo {
     /// The server's certificate is one whose name was found right before (see
     /// [`TlsConfig::name_verified`]).
     pub name_known: bool,
+    /// ... by Node's own check: a new session with it needs no check by that function.
+    pub name_known_by_node: bool,
     /// Why the server's name did not check out, when `rejectUnauthorized` is false and the
     /// connection went on (the check runs in JavaScript, after the handshake).
     pub name_error: Option<String>,
@@ -453,7 +463,11 @@ pub struct TlsInfo {
 /// handshake, as Node's `tls.connect` runs it) found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NameCheck {
+    /// Right, as Node's own check found it.
     Right,
+    /// A check of the program's let it pass: right for a session resumed with it (Node checks
+    /// none), not for Node's own check on a new one.
+    Passed,
     /// Wrong, but `rejectUnauthorized: false` lets the connection go on.
     LetPass,
     /// Wrong (or the check could not run): the connection fails.

@@ -194,7 +194,7 @@ where
         .map(|certs| certs.iter().map(|c| c.to_vec()).collect())
         .unwrap_or_default();
     let resumed = conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
-    let name_known = config.name_known(peer_chain.first());
+    let (name_known, name_known_by_node) = config.name_known(peer_chain.first());
     let info = TlsInfo {
         protocol: match conn.protocol_version() {
             Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
@@ -208,6 +208,7 @@ where
         servername,
         server,
         name_known,
+        name_known_by_node,
         name_error: None,
     };
     Ok((ClientStream(stream), info))

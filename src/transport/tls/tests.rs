@@ -173,6 +173,27 @@ async fn sessions_resume_on_the_next_connection() {
 }
 
 #[tokio::test]
+async fn a_name_a_programs_check_let_pass_stands_for_resumption_not_for_nodes_own_check() {
+    let port = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(3)
+        .await;
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    let first = connect(port, &config, Some("localhost")).await.unwrap();
+    config.name_checked(&first, NameCheck::Passed);
+    assert!(NameCheck::Passed.goes_on());
+    let resumed = connect(port, &config, Some("localhost")).await.unwrap();
+    assert!(resumed.resumed && resumed.name_known && !resumed.name_known_by_node);
+    assert!(
+        !TlsConfig::needs_name_check(&resumed),
+        "a resumed session is not checked"
+    );
+    // Node's own check finding it right later is remembered too.
+    config.name_checked(&resumed, NameCheck::Right);
+    let again = connect(port, &config, Some("localhost")).await.unwrap();
+    assert!(again.name_known && again.name_known_by_node);
+}
+
+#[tokio::test]
 async fn a_right_name_is_remembered_and_a_wrong_one_drops_the_servers_sessions() {
     let port = Server::new("localhost-chain.pem", "localhost-key.pem")
         .start(3)
@@ -186,6 +207,10 @@ async fn a_right_name_is_remembered_and_a_wrong_one_drops_the_servers_sessions()
     assert!(
         !TlsConfig::needs_name_check(&resumed),
         "its certificate's name was found right"
+    );
+    assert!(
+        resumed.name_known_by_node,
+        "Node's own check found it right"
     );
     config.name_checked(&resumed, NameCheck::Wrong);
     assert!(!NameCheck::Wrong.goes_on() && NameCheck::LetPass.goes_on());
