@@ -334,6 +334,28 @@ test('mutual TLS: the client certificate is presented when the server asks', asy
   assert.strictEqual(enc.body, 'hyperagent client');
 });
 
+test('a ca array or Buffer changed in place is trusted as it now is, as Node names it anew', async (t) => {
+  const server = await httpsServer(t, {}, (req, res) => {
+    res.setHeader('connection', 'close');
+    res.end('ok');
+  });
+  const agent = new HttpsAgent({ maxCachedSessions: 0 });
+  t.after(() => agent.destroy());
+  const base = { host: 'localhost', port: server.port, agent };
+  const trust = [CA];
+  assert.strictEqual((await get({ ...base, ca: trust })).body, 'ok');
+  trust[0] = fixture('other-ca.pem');
+  assert.strictEqual((await getError({ ...base, ca: trust })).code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
+  // One Buffer, its bytes those of the test CA, then of the other (padded with line feeds).
+  const other = fixture('other-ca.pem');
+  const bytes = Buffer.alloc(Math.max(CA.length, other.length), 10);
+  CA.copy(bytes);
+  assert.strictEqual((await get({ ...base, ca: bytes })).body, 'ok');
+  bytes.fill(10);
+  other.copy(bytes);
+  assert.strictEqual((await getError({ ...base, ca: bytes })).code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
+});
+
 test("a name a checkServerIdentity of the program's let pass is checked by Node's own check on the next new session", async (t) => {
   // A certificate for example.com, asked for as localhost. On Node 20 a request's own
   // checkServerIdentity is not part of the pool name: both requests below share a key.

@@ -224,10 +224,10 @@ class Keys {
     const names = (this.names ??= new Map());
     const short = `${options.host}:${options.port}`;
     const last = names.get(short);
-    if (last !== undefined && sameValues(options, keys, last.values)) return last.name;
+    if (last !== undefined && sameValues(options, keys, last.values, last.copies)) return last.name;
     const name = getName.call(agent, options);
     if (names.size >= MAX_URLS) names.clear();
-    names.set(short, { name, values: keys.map((k) => options[k]) });
+    names.set(short, { name, values: keys.map((k) => options[k]), copies: keys.map((k) => copyOf(options[k])) });
     return name;
   }
 }
@@ -235,8 +235,32 @@ class Keys {
 // The option names Node's getName() reads, per getName function (see Keys#nameOf).
 const nameKeysOf = new WeakMap();
 
-function sameValues(options, keys, values) {
-  for (let i = 0; i < keys.length; i++) if (options[keys[i]] !== values[i]) return false;
+function sameValues(options, keys, values, copies) {
+  for (let i = 0; i < keys.length; i++) {
+    const value = options[keys[i]];
+    if (value !== values[i] || !unchanged(value, copies[i])) return false;
+  }
+  return true;
+}
+
+// What a value the name read was, for a value a program can change in place (the bytes of a
+// Buffer, the items of an array: a `ca` bundle, say), whose name getName() would read anew;
+// undefined for the others (a string cannot change, and getName() reads no more of an object
+// than its identity gives).
+function copyOf(value) {
+  if (ArrayBuffer.isView(value)) return Buffer.from(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  if (Array.isArray(value)) return value.map((item) => [item, copyOf(item)]);
+  return undefined;
+}
+
+// Whether `value` is as `copy` (see copyOf) has it.
+function unchanged(value, copy) {
+  if (copy === undefined) return true;
+  if (Buffer.isBuffer(copy)) return copy.equals(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  if (value.length !== copy.length) return false;
+  for (let i = 0; i < copy.length; i++) {
+    if (value[i] !== copy[i][0] || !unchanged(value[i], copy[i][1])) return false;
+  }
   return true;
 }
 
