@@ -334,6 +334,25 @@ test('mutual TLS: the client certificate is presented when the server asks', asy
   assert.strictEqual(enc.body, 'hyperagent client');
 });
 
+test("secureOptions turns TLS 1.2 or 1.3 off as OpenSSL's flags do; both off is refused at once", async (t) => {
+  const { SSL_OP_NO_TLSv1_2: NO_TLS12, SSL_OP_NO_TLSv1_3: NO_TLS13 } = require('node:crypto').constants;
+  const server = await httpsServer(t, {}, (req, res) => res.end(req.socket.getProtocol()));
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  const base = { host: 'localhost', port: server.port, agent };
+  assert.strictEqual((await get({ ...base, secureOptions: NO_TLS13 })).body, 'TLSv1.2');
+  assert.strictEqual((await get({ ...base, secureOptions: NO_TLS12 })).body, 'TLSv1.3');
+  // A server of TLS 1.2 only shares no version with TLS 1.3 alone.
+  const older = await httpsServer(t, { tls: { maxVersion: 'TLSv1.2' } });
+  assert.strictEqual((await getError({ ...base, port: older.port, secureOptions: NO_TLS12 })).code, 'EPROTO');
+  assert.throws(() => https.get({ ...base, secureOptions: NO_TLS12 | NO_TLS13 }), { code: 'ERR_SSL_NO_PROTOCOLS_AVAILABLE' });
+  assert.throws(() => https.get({ ...base, secureOptions: '1' }), { code: 'ERR_INVALID_ARG_TYPE' });
+  // agent.request() with the agent's own.
+  const only12 = new HttpsAgent({ ca: CA, secureOptions: NO_TLS13 });
+  t.after(() => only12.destroy());
+  assert.strictEqual(await (await only12.request(`https://localhost:${server.port}/`)).body.text(), 'TLSv1.2');
+});
+
 test('a ca array or Buffer changed in place is trusted as it now is, as Node names it anew', async (t) => {
   const server = await httpsServer(t, {}, (req, res) => {
     res.setHeader('connection', 'close');

@@ -175,6 +175,19 @@ function tlsOptions(agent, options) {
     minVersion ??= versions[0];
     maxVersion ??= versions[1];
   }
+  // Of OpenSSL's flags, those that turn TLS 1.2 or 1.3 off narrow the versions (no TLS before
+  // 1.2 is spoken, so the flags for those have nothing to do; the others have no effect here).
+  const { secureOptions } = options;
+  if (secureOptions !== undefined && secureOptions !== null) {
+    if (typeof secureOptions !== 'number') throw errors.invalidArgType('options.secureOptions', 'of type number', secureOptions);
+    const { SSL_OP_NO_TLSv1_2: NO_TLS12, SSL_OP_NO_TLSv1_3: NO_TLS13 } = crypto.constants;
+    // Both off: OpenSSL's error for what would then be left, at once.
+    if ((secureOptions & NO_TLS12) && (secureOptions & NO_TLS13)) {
+      throw errors.noTlsVersions();
+    }
+    if (secureOptions & NO_TLS12) minVersion = 'TLSv1.3';
+    if (secureOptions & NO_TLS13) maxVersion = 'TLSv1.2';
+  }
   const ciphers = options.ciphers == null || options.ciphers === tls.DEFAULT_CIPHERS ? undefined : options.ciphers;
   if (ciphers !== undefined && typeof ciphers !== 'string') throw errors.invalidArgType('options.ciphers', 'of type string', ciphers);
   const certs = toBuffers(options.cert, 'options.cert');
