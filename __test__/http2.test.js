@@ -24,10 +24,10 @@ const { NGHTTP2_REFUSED_STREAM, NGHTTP2_INTERNAL_ERROR, NGHTTP2_CANCEL } = http2
 // An HTTP/2 server (TLS with HTTP/1.1 too, or h2c) that counts its sessions and closes them
 // when the test ends. `handler` takes requests of the compatibility API, or with `streams`
 // the streams themselves (that API's request reads a stream on ahead of its consumer).
-async function h2Server(t, handler, { plain = false, settings, streams = false } = {}) {
+async function h2Server(t, handler, { plain = false, settings, streams = false, maxSessionMemory } = {}) {
   const server = plain
-    ? http2.createServer({ settings })
-    : http2.createSecureServer({ ...TLS, allowHTTP1: !streams, settings });
+    ? http2.createServer({ settings, maxSessionMemory })
+    : http2.createSecureServer({ ...TLS, allowHTTP1: !streams, settings, maxSessionMemory });
   server.sessions = [];
   server.on('session', (s) => server.sessions.push(s));
   server.on(streams ? 'stream' : 'request', handler);
@@ -428,6 +428,58 @@ test('a stream reset as its response comes: listeners put on the body after the 
     assert.deepStrictEqual(heard, ['ERR_HTTP2_STREAM_ERROR'], `request ${i}`);
   }
   assert.ok(resolved > 50, `${resolved} of 100 responses came`);
+});
+
+test('unread bodies hold their own streams only: a request among twenty of them is answered', { timeout: 30000 }, async (t) => {
+  // Twenty 2 MiB bodies left unread, each holding its stream's window (1 MiB): 20 MiB a
+  // connection's window of 16 MiB could not hold.
+  const big = Buffer.alloc(2 * 1024 * 1024, 'u');
+  let session = null;
+  let window = 0;
+  const server = await h2Server(t, (stream, headers) => {
+    stream.on('error', () => {});
+    if (session === null) {
+      session = stream.session;
+      window = session.state.remoteWindowSize;
+    }
+    stream.respond({ ':status': 200 });
+    stream.end(headers[':path'] === '/small' ? 'small' : big);
+  }, { plain: true, streams: true, maxSessionMemory: 100 });
+  const agent = new Agent({ h2c: true });
+  t.after(() => agent.destroy());
+  const unread = [];
+  for (let i = 0; i < 20; i++) unread.push(await agent.request(`${server.origin}/big`));
+  // The server has sent more than 16 MiB: every stream its window's worth.
+  const sent = () => window - session.state.remoteWindowSize;
+  await until(() => sent() >= 18 * 1024 * 1024, 10_000, 'the windows to fill');
+  const small = await agent.request(`${server.origin}/small`);
+  assert.strictEqual(await small.body.text(), 'small');
+  for (const res of unread) assert.strictEqual((await res.body.arrayBuffer()).byteLength, big.length);
+});
+
+test("trailers past the head's limit fail the response, as a head past it does, over HTTP/2 too", async (t) => {
+  // Fifty fields of 800 bytes: 40 KB, past the default limit (16 KiB).
+  const fields = {};
+  for (let i = 0; i < 50; i++) fields[`x-trailer-${i}`] = 'v'.repeat(800);
+  const server = await h2Server(t, (stream, headers) => {
+    stream.on('error', () => {});
+    if (headers[':path'] === '/head') {
+      stream.respond({ ':status': 200, 'x-big': 'h'.repeat(17_000) });
+      return stream.end('body');
+    }
+    stream.respond({ ':status': 200 }, { waitForTrailers: true });
+    stream.on('wantTrailers', () => stream.sendTrailers(fields));
+    return stream.end('body');
+  }, { plain: true, streams: true });
+  const agent = new Agent({ h2c: true });
+  t.after(() => agent.destroy());
+  const res = await agent.request(`${server.origin}/trailers`);
+  await assert.rejects(res.body.text(), { code: 'HPE_HEADER_OVERFLOW' });
+  await assert.rejects(agent.request(`${server.origin}/head`), { code: 'HPE_HEADER_OVERFLOW' });
+  // Within a larger limit, all of them.
+  const whole = await agent.request(`${server.origin}/trailers`, { maxResponseHeaderSize: 64 * 1024 });
+  assert.strictEqual(await whole.body.text(), 'body');
+  assert.strictEqual(Object.keys(whole.trailers).filter((k) => k.startsWith('x-trailer-')).length, 50);
 });
 
 test('h2c: HTTP/2 by prior knowledge on a plain Agent', async (t) => {

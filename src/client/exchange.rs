@@ -186,6 +186,7 @@ fn run_exchange(
         // hyper's side of its channel is gone, and the wake-ups that taking its chunks sends
         // to the connection's task would find nothing to do.
         let mut arrived = Arrived::default();
+        let limit = spec.max_head_size;
         // A failure found once the connection's task has run again (the connection cut after
         // the head's chunk, say) waits, as it would had the body streamed, for the consumer to
         // ask for more: the response reaches the consumer, and its listeners, first.
@@ -196,10 +197,10 @@ fn run_exchange(
             let took = std::future::poll_fn(|cx| {
                 Poll::Ready(match sender.hyper {
                     Hyper::H1(_) => wake::hold(&sender.wake, || {
-                        let took = take_arrived(&mut body, cx, &mut arrived, false);
+                        let took = take_arrived(&mut body, cx, &mut arrived, false, limit);
                         (took, arrived.end.is_some())
                     }),
-                    Hyper::H2(..) => take_arrived(&mut body, cx, &mut arrived, owed),
+                    Hyper::H2(..) => take_arrived(&mut body, cx, &mut arrived, owed, limit),
                 })
             })
             .await;
@@ -262,6 +263,7 @@ fn run_exchange(
                 &*sink,
                 spec.body_timeout,
                 owed,
+                limit,
             ))
             .await
         {
@@ -410,17 +412,25 @@ impl Arrived {
 }
 
 /// Takes the frames of `body` that are here already into `out`, until it is full; whether it
-/// took any. `owed`: the body must have its declared length (see [`cut_short`]).
-fn take_arrived(body: &mut Incoming, cx: &mut Context<'_>, out: &mut Arrived, owed: bool) -> bool {
+/// took any. `owed`: the body must have its declared length (see [`cut_short`]); `limit`: the
+/// most its trailers may take, as the head.
+fn take_arrived(
+    body: &mut Incoming,
+    cx: &mut Context<'_>,
+    out: &mut Arrived,
+    owed: bool,
+    limit: usize,
+) -> bool {
     let mut took = false;
     while !out.full() {
         match Pin::new(&mut *body).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => match into_data_or_trailers(frame) {
+            Poll::Ready(Some(Ok(frame))) => match into_data_or_trailers(frame, limit) {
                 Ok(data) => {
                     out.gathered += data.len();
                     out.chunks.push(owned(data));
                 }
-                Err(trailers) => out.end = Some(trailers),
+                Err(Ok(trailers)) => out.end = Some(trailers),
+                Err(Err(e)) => out.failed = Some(e),
             },
             Poll::Ready(None) if owed && cut_short(body) => out.failed = Some(errors::cut_short()),
             Poll::Ready(None) => out.end = Some(HeaderLines::default()),
@@ -455,13 +465,14 @@ fn cut_short(body: &Incoming) -> bool {
 
 /// Streams the rest of the body as the consumer grants; false if it failed. Frames that are
 /// ready together (within the window) go as one event. `owed`: the body must have its declared
-/// length (see [`cut_short`]).
+/// length (see [`cut_short`]); `limit`: the most its trailers may take.
 async fn stream_body(
     body: &mut Incoming,
     ctl: &Control,
     sink: &dyn Sink,
     timeout: Option<Duration>,
     owed: bool,
+    limit: usize,
 ) -> bool {
     loop {
         let window = ctl.take().await;
@@ -481,14 +492,14 @@ async fn stream_body(
         // What follows the first frame at once joins it, up to the window.
         let outcome = loop {
             match next {
-                Some(Ok(frame)) => match into_data_or_trailers(frame) {
+                Some(Ok(frame)) => match into_data_or_trailers(frame, limit) {
                     Ok(data) => {
                         gathered += data.len();
                         if !data.is_empty() {
                             chunks.push(data);
                         }
                     }
-                    Err(trailers) => break Some(Ok(trailers)),
+                    Err(trailers) => break Some(trailers),
                 },
                 None if owed && cut_short(body) => break Some(Err(errors::cut_short())),
                 None => break Some(Ok(HeaderLines::default())),
@@ -523,13 +534,26 @@ async fn stream_body(
     }
 }
 
-fn into_data_or_trailers(frame: Frame<Bytes>) -> Result<Bytes, HeaderLines> {
+/// A body's frame: its data, or its trailers, which fail as a head would when they take more
+/// than `limit` (as Node's parser counts them with the head): h2 keeps of a trailer block over
+/// its own limit the fields that fit and drops the others without a word.
+fn into_data_or_trailers(
+    frame: Frame<Bytes>,
+    limit: usize,
+) -> Result<Bytes, Result<HeaderLines, Error>> {
     match frame.into_data() {
         Ok(data) => Ok(data),
-        Err(frame) => Err(frame
-            .into_trailers()
-            .map(|t| HeaderLines::of(&t))
-            .unwrap_or_default()),
+        Err(frame) => Err(match frame.into_trailers() {
+            Ok(map) => {
+                let (lines, scan) = HeaderLines::scan(&map);
+                if scan.bytes + 4 * scan.lines + 2 > limit {
+                    Err(errors::header_overflow())
+                } else {
+                    Ok(lines)
+                }
+            }
+            Err(_) => Ok(HeaderLines::default()),
+        }),
     }
 }
 

@@ -77,6 +77,16 @@ where
     ))
 }
 
+/// The header list h2 decodes at most: past it, h2 fails a head (as a stream error) and keeps
+/// of trailers the fields that fit, dropping the others without a word. Above the limit on a
+/// head, which the exchange checks itself for heads and trailers alike (with Node's error), so
+/// that what h2 drops is past what the exchange would have refused anyway (but for a single
+/// field larger than this margin); still a bound on what a server makes it decode.
+fn h2_header_list_limit(max_header_size: usize) -> u32 {
+    let limit = max_header_size.saturating_mul(4).max(256 * 1024);
+    u32::try_from(limit).unwrap_or(u32::MAX)
+}
+
 /// The most streams an HTTP/2 connection opens at once until the server's settings say
 /// otherwise: the first requests on a new connection do not wait for its SETTINGS frame.
 const H2_INITIAL_STREAMS: usize = 100;
@@ -84,7 +94,10 @@ const H2_INITIAL_STREAMS: usize = 100;
 /// waits (HTTP/2's flow control is the back-pressure of its streams). The connection's window
 /// holds several streams' worth, so that one unread body does not stop the others.
 const H2_STREAM_WINDOW: u32 = 1024 * 1024;
-const H2_CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
+/// The connection's window: as large as HTTP/2 allows, so that unread bodies, each holding its
+/// stream's window, never hold the others back (what a connection buffers is bounded by its
+/// streams' windows).
+const H2_CONNECTION_WINDOW: u32 = (1 << 31) - 1;
 
 /// When an HTTP/2 connection is asked for a PING: after `after` with nothing from it, idle or
 /// not; one whose answer does not come within `timeout` is closed (its streams fail, and the
@@ -132,7 +145,7 @@ where
         .initial_max_send_streams(H2_INITIAL_STREAMS)
         .initial_stream_window_size(H2_STREAM_WINDOW)
         .initial_connection_window_size(H2_CONNECTION_WINDOW)
-        .max_header_list_size(u32::try_from(max_header_size).unwrap_or(u32::MAX))
+        .max_header_list_size(h2_header_list_limit(max_header_size))
         .timer(TokioTimer::new())
         .keep_alive_interval(ping.after)
         .keep_alive_timeout(ping.timeout)
