@@ -353,6 +353,27 @@ test("secureOptions turns TLS 1.2 or 1.3 off as OpenSSL's flags do; both off is 
   assert.strictEqual(await (await only12.request(`https://localhost:${server.port}/`)).body.text(), 'TLSv1.2');
 });
 
+test('a ca value is read as Node reads it: its certificates up to the first that does not read', async (t) => {
+  const server = await httpsServer(t, {}, (req, res) => res.end('ok'));
+  const agent = new HttpsAgent();
+  t.after(() => agent.destroy());
+  const base = { host: 'localhost', port: server.port, agent };
+  const text = CA.toString();
+  const truncated = text.slice(0, text.length >> 1);
+  const url = `https://localhost:${server.port}/`;
+  // The certificates before a broken one are trusted; text or a key adds nothing.
+  for (const ca of [text + truncated, [CA, 'nope'], [fixture('ca-key.pem'), CA]]) {
+    assert.strictEqual((await get({ ...base, ca })).body, 'ok');
+    const own = new HttpsAgent({ ca });
+    t.after(() => own.destroy());
+    assert.strictEqual(await (await own.request(url)).body.text(), 'ok');
+  }
+  // Nothing read: no trust, and the server is refused, as with Node's agent.
+  for (const ca of [truncated + text, 'nope', fixture('ca-key.pem')]) {
+    assert.strictEqual((await getError({ ...base, ca })).code, 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY');
+  }
+});
+
 test('a ca array or Buffer changed in place is trusted as it now is, as Node names it anew', async (t) => {
   const server = await httpsServer(t, {}, (req, res) => {
     res.setHeader('connection', 'close');
@@ -869,7 +890,11 @@ test('unsupported and bad TLS options fail at once with clear errors', (t) => {
     code: 'ERR_HYPERAGENT_UNSUPPORTED',
     message: /'secureContext'/,
   });
-  assert.throws(() => https.get({ host: 'localhost', port: 1, agent, ca: 'not a certificate' }), /certificate/);
+  // A client certificate that does not read, as Node refuses it (a ca that does not read adds
+  // nothing to the trust, as in Node: see the ca tests).
+  assert.throws(() => https.get({ host: 'localhost', port: 1, agent, cert: 'not a certificate', key: fixture('client-key.pem') }), {
+    code: 'ERR_OSSL_PEM_NO_START_LINE',
+  });
   // A list that selects no suite fails as OpenSSL fails it in Node.
   for (const ciphers of ['RC4-MD5', '!ALL']) {
     assert.throws(() => https.get({ host: 'localhost', port: 1, agent, ciphers }), {

@@ -91,7 +91,7 @@ mod tests {
     fn bad_tls_options_leave_the_key_without_a_configuration() {
         let mut origins = Origins::default();
         let opts = TlsOptions {
-            ca: Some(vec![b"not a certificate".to_vec()]),
+            min_version: Some("TLSv9".into()),
             ..TlsOptions::default()
         };
         assert!(origins.set_tls(KeyId(1), &opts).is_err());

@@ -159,7 +159,7 @@ impl Trust {
     pub fn from_ca(blobs: &[Vec<u8>]) -> Result<Trust, Error> {
         let mut certs = Vec::new();
         for blob in blobs {
-            certs.extend(certificates(blob, "ca")?);
+            certs.extend(ca_certificates(blob));
         }
         Ok(Trust::of(certs))
     }
@@ -194,7 +194,20 @@ impl Trust {
     }
 }
 
-/// Certificates in a `ca`/`cert` value: PEM (any number) or a single DER certificate.
+/// The certificates of a `ca` value as Node reads one (OpenSSL's PEM reader): a single DER
+/// certificate, or its PEM certificates in order up to the first that does not read. What is
+/// not a certificate (text, a key) is passed over, and a value with none is no error: it adds
+/// nothing to the trust, and a server it alone would have vouched for fails verification.
+fn ca_certificates(blob: &[u8]) -> Vec<CertificateDer<'static>> {
+    if blob.first() == Some(&0x30) {
+        return vec![CertificateDer::from(blob.to_vec())];
+    }
+    CertificateDer::pem_slice_iter(blob)
+        .map_while(Result::ok)
+        .collect()
+}
+
+/// Certificates in a `cert` value: PEM (any number) or a single DER certificate.
 fn certificates(blob: &[u8], option: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
     if blob.first() == Some(&0x30) {
         return Ok(vec![CertificateDer::from(blob.to_vec())]);
