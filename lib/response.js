@@ -140,6 +140,16 @@ class ResponseBody extends Readable {
     }
   }
 
+  // Takes what the stream holds, into `into` if given. One read() at a time: on Node 26, a
+  // read() with no size gives the first chunk held, not all of them (as Node 20 to 24 do).
+  _drain(into) {
+    while (this.readableLength > 0) {
+      const chunk = this.read();
+      if (chunk === null) break;
+      if (into !== undefined) into.push(chunk);
+    }
+  }
+
   // The whole body as one Buffer.
   _consume() {
     if (this._used) return Promise.reject(new TypeError('Body is unusable: it has already been read'));
@@ -164,9 +174,9 @@ class ResponseBody extends Readable {
         } else if (encoded) {
           chunks.push(...chunkList(this._head));
           // The same bytes, decoded: dropped.
-          if (this.readableLength > 0) this.read();
-        } else if (this.readableLength > 0) {
-          chunks.push(this.read());
+          this._drain();
+        } else {
+          this._drain(chunks);
         }
         this._sink = { chunks, resolve, reject };
         this._pending.sinkAttached();

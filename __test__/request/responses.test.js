@@ -12,7 +12,7 @@ const { AsyncLocalStorage } = require('node:async_hooks');
 const { once } = require('node:events');
 const hyperagent = require('../..');
 const { Agent } = hyperagent;
-const { httpServer, rawServer } = require('../helpers');
+const { httpServer, rawServer, until } = require('../helpers');
 const { chunks, continueServer, continueAndEcho } = require('./helpers');
 
 test('chunked responses stream, and trailers arrive at the end', async (t) => {
@@ -479,6 +479,26 @@ test('text() and arrayBuffer() of a body given an encoding read every byte of it
   const first = await new Promise((resolve) => read.body.once('readable', () => resolve(read.body.read())));
   const rest = Buffer.from(await read.body.arrayBuffer());
   assert.deepStrictEqual(Buffer.concat([Buffer.from(first, 'latin1'), rest]), whole);
+});
+
+test('text() and the like take every chunk the body holds already (Node 26 reads them one at a time)', async (t) => {
+  // Three pieces, the last two after the head: they wait in the stream, read ahead.
+  const pieces = ['a', 'b', 'c'].map((c) => c.repeat(4000));
+  const server = await httpServer(t, (req, res) => {
+    res.write(pieces[0]);
+    setImmediate(() => {
+      res.write(pieces[1]);
+      setImmediate(() => res.end(pieces[2]));
+    });
+  });
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  for (const method of ['text', 'arrayBuffer']) {
+    const { body } = await agent.request(server.url);
+    await until(() => body.readableLength >= 12000, 5000, 'the pieces to be read ahead');
+    const got = await body[method]();
+    assert.strictEqual(Buffer.from(got).toString(), pieces.join(''), method);
+  }
 });
 
 test('arrayBuffer(), bytes() and blob() of a body given an encoding are its bytes, whatever the encoding made of them', async (t) => {
