@@ -248,15 +248,20 @@ function sameValues(options, keys, values, copies) {
 // undefined for the others (a string cannot change, and getName() reads no more of an object
 // than its identity gives).
 function copyOf(value) {
-  if (ArrayBuffer.isView(value)) return Buffer.from(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  if (ArrayBuffer.isView(value)) return Buffer.from(bytesOf(value));
   if (Array.isArray(value)) return value.map((item) => [item, copyOf(item)]);
   return undefined;
+}
+
+// The bytes of a view: itself when it is one of bytes (a Buffer), no copy.
+function bytesOf(view) {
+  return view instanceof Uint8Array ? view : Buffer.from(view.buffer, view.byteOffset, view.byteLength);
 }
 
 // Whether `value` is as `copy` (see copyOf) has it.
 function unchanged(value, copy) {
   if (copy === undefined) return true;
-  if (Buffer.isBuffer(copy)) return copy.equals(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  if (Buffer.isBuffer(copy)) return copy.equals(bytesOf(value));
   if (value.length !== copy.length) return false;
   for (let i = 0; i < copy.length; i++) {
     if (value[i] !== copy[i][0] || !unchanged(value[i], copy[i][1])) return false;
