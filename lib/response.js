@@ -17,8 +17,7 @@ const DUMP_LIMIT = 128 * 1024;
 function pushChunk(body, chunk) {
   body._entered = true;
   body._head = null;
-  if (Array.isArray(chunk)) for (const c of chunk) body.push(c);
-  else body.push(chunk);
+  pushInto(body, chunk);
 }
 
 // The same for the bytes that came with the head, which are kept as they came: an encoding set
@@ -26,6 +25,10 @@ function pushChunk(body, chunk) {
 // them from here instead.
 function pushHead(body, chunk) {
   body._head = chunk;
+  pushInto(body, chunk);
+}
+
+function pushInto(body, chunk) {
   if (Array.isArray(chunk)) for (const c of chunk) body.push(c);
   else body.push(chunk);
 }

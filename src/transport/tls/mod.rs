@@ -156,12 +156,13 @@ impl Trust {
     }
 
     /// The trust of a `ca` option's blobs (PEM, any number of certificates each, or DER).
-    pub fn from_ca(blobs: &[Vec<u8>]) -> Result<Trust, Error> {
-        let mut certs = Vec::new();
-        for blob in blobs {
-            certs.extend(ca_certificates(blob));
-        }
-        Ok(Trust::of(certs))
+    pub fn from_ca(blobs: &[Vec<u8>]) -> Trust {
+        Trust::of(
+            blobs
+                .iter()
+                .flat_map(|blob| ca_certificates(blob))
+                .collect(),
+        )
     }
 
     /// Node's default trust, as `tls.getCACertificates('default')` lists it (PEM): Node's
@@ -208,17 +209,17 @@ fn ca_certificates(blob: &[u8]) -> Vec<CertificateDer<'static>> {
 }
 
 /// Certificates in a `cert` value: PEM (any number) or a single DER certificate.
-fn certificates(blob: &[u8], option: &str) -> Result<Vec<CertificateDer<'static>>, Error> {
+fn cert_chain(blob: &[u8]) -> Result<Vec<CertificateDer<'static>>, Error> {
     if blob.first() == Some(&0x30) {
         return Ok(vec![CertificateDer::from(blob.to_vec())]);
     }
     let certs: Vec<_> = CertificateDer::pem_slice_iter(blob)
         .collect::<Result<_, _>>()
-        .map_err(|e| config_error("ERR_OSSL_PEM_BAD_BASE64_DECODE", format!("{option}: {e}")))?;
+        .map_err(|e| config_error("ERR_OSSL_PEM_BAD_BASE64_DECODE", format!("cert: {e}")))?;
     if certs.is_empty() {
         return Err(config_error(
             "ERR_OSSL_PEM_NO_START_LINE",
-            format!("{option}: no certificate found"),
+            "cert: no certificate found",
         ));
     }
     Ok(certs)
@@ -248,7 +249,7 @@ impl TlsConfig {
             mut roots,
             certs: mut trusted,
         } = match (&opts.ca, &opts.default_trust) {
-            (Some(blobs), _) => Trust::from_ca(blobs)?,
+            (Some(blobs), _) => Trust::from_ca(blobs),
             (None, Some(trust)) => (**trust).clone(),
             (None, None) => builtin_trust(),
         };
@@ -340,7 +341,7 @@ impl TlsConfig {
             }
             (None, []) => builder.with_no_client_auth(),
             (None, [(cert, key), ..]) => {
-                let chain = certificates(cert, "cert")?;
+                let chain = cert_chain(cert)?;
                 let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| {
                     config_error(
                         "ERR_OSSL_UNSUPPORTED",
