@@ -541,6 +541,28 @@ test('a pfx that cannot be read fails at once, with Node\'s errors', (t) => {
   assert.throws(() => promise.request('https://localhost:1/'), { code: 'ERR_OSSL_PKCS12_MAC_VERIFY_FAILURE' });
 });
 
+test("an encrypted key's passphrase is checked and read as Node's secure context reads it", (t) => {
+  const agent = new HttpsAgent();
+  t.after(() => agent.destroy());
+  const base = { host: 'localhost', port: 1, agent, cert: fixture('client.pem'), key: fixture('client-key-encrypted.pem') };
+  // None, or null: the empty passphrase, which does not decrypt this key.
+  for (const passphrase of [undefined, null]) {
+    assert.throws(() => https.get({ ...base, passphrase }), { code: 'ERR_OSSL_BAD_DECRYPT' }, String(passphrase));
+  }
+  assert.throws(() => https.get({ ...base, passphrase: 'wrong' }), { code: 'ERR_OSSL_BAD_DECRYPT' });
+  // Anything but a string, also a Buffer, is refused, for the top-level passphrase or a key's own.
+  const notString = { code: 'ERR_INVALID_ARG_TYPE', message: /"options\.passphrase" property must be of type string/ };
+  assert.throws(() => https.get({ ...base, passphrase: Buffer.from('secret') }), notString);
+  assert.throws(() => https.get({ ...base, passphrase: 42 }), notString);
+  assert.throws(() => https.get({ ...base, key: [{ pem: base.key, passphrase: Buffer.from('secret') }] }), notString);
+  // An unencrypted key is not read with the passphrase, but it is still checked.
+  assert.throws(() => https.get({ ...base, key: fixture('client-key.pem'), passphrase: Buffer.from('x') }), notString);
+  // The promise path throws the same, at once.
+  const promise = new HttpsAgent({ cert: base.cert, key: base.key });
+  t.after(() => promise.destroy());
+  assert.throws(() => promise.request('https://localhost:1/'), { code: 'ERR_OSSL_BAD_DECRYPT' });
+});
+
 test('crl: a revoked server certificate fails as in Node, on both paths', async (t) => {
   const server = await httpsServer(t);
   const base = { host: 'localhost', port: server.port };

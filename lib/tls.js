@@ -36,7 +36,12 @@ function privateKeys(keyOption, passphrase) {
       ? entry.pem
       : entry;
     const pass = entry && typeof entry === 'object' && entry.passphrase !== undefined ? entry.passphrase : passphrase;
-    const key = crypto.createPrivateKey({ key: pem, format: 'pem', passphrase: pass });
+    // A key's passphrase is a string, as Node's secure context checks it. None is an empty one,
+    // which an encrypted key refuses with Node's `ERR_OSSL_BAD_DECRYPT`.
+    if (pass !== undefined && pass !== null && typeof pass !== 'string') {
+      throw errors.invalidArgType('options.passphrase', 'of type string', pass);
+    }
+    const key = crypto.createPrivateKey({ key: pem, format: 'pem', passphrase: pass ?? '' });
     return Buffer.from(key.export({ type: 'pkcs8', format: 'pem' }));
   });
 }
