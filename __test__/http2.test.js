@@ -561,6 +561,41 @@ test('an idle session closes when it reaches socketActiveTTL, not a free timeout
   assert.strictEqual(server.sessions.length, 2);
 });
 
+test('a session that fails counts one socket error, whatever its streams in flight met; one closed cleanly counts none', async (t) => {
+  let opened = 0;
+  const sockets = [];
+  const server = await h2Server(t, (stream) => {
+    stream.respond({ ':status': 200 });
+    stream.write('part');
+    // Its fifth stream's head is out: the server resets the session's connection.
+    if (++opened === 5) setImmediate(() => sockets[0].resetAndDestroy());
+  }, { streams: true, plain: true });
+  server.on('connection', (socket) => sockets.push(socket));
+  const agent = new Agent({ h2c: true });
+  t.after(() => agent.destroy());
+  const results = await Promise.allSettled([1, 2, 3, 4, 5].map(async (i) => text(await agent.request(`${server.origin}/${i}`))));
+  for (const r of results) assert.strictEqual(r.status, 'rejected');
+  await until(() => agent.getCurrentStatus().closeSocketCount === 1, 5000, 'the session closed');
+  let status = agent.getCurrentStatus();
+  assert.deepStrictEqual([status.createSocketCount, status.errorSocketCount, status.timeoutSocketCount], [1, 1, 0]);
+
+  // A session its server ends with GOAWAY, no error, then a close: not the connection's fault.
+  const clean = await h2Server(t, (req, res) => res.end('hi'));
+  const other = h2Agent(t);
+  assert.strictEqual(await text(await other.request(`${clean.origin}/`)), 'hi');
+  clean.sessions[0].close();
+  await until(() => other.getCurrentStatus().closeSocketCount === 1, 5000, 'the session closed');
+  status = other.getCurrentStatus();
+  assert.deepStrictEqual([status.createSocketCount, status.errorSocketCount, status.timeoutSocketCount], [1, 0, 0]);
+
+  // A GOAWAY with an error code is the session's error, as Node's http2 client has it.
+  assert.strictEqual(await text(await other.request(`${clean.origin}/`)), 'hi');
+  clean.sessions[1].goaway(http2.constants.NGHTTP2_PROTOCOL_ERROR);
+  await until(() => other.getCurrentStatus().closeSocketCount === 2, 5000, 'the session closed');
+  status = other.getCurrentStatus();
+  assert.deepStrictEqual([status.createSocketCount, status.errorSocketCount, status.timeoutSocketCount], [2, 1, 0]);
+});
+
 // An http.request through `agent`: its body, as text.
 function dropInGet(agent, url) {
   return new Promise((resolve, reject) => {

@@ -164,6 +164,56 @@ test('empty pool keys are forgotten, as Node deletes a name once its lists are e
   assert.deepStrictEqual(status.requests, {});
 });
 
+// From Node 22 on, a free socket of Node's agent (and so of agentkeepalive's) that its server
+// resets closes without an error; agentkeepalive counts it as a close alone. So do both paths,
+// over HTTP and HTTPS, for a reset as for a close.
+test('an idle connection its server resets or closes counts as a close, not a socket error', async (t) => {
+  const fs = require('node:fs');
+  const path = require('node:path');
+  const http = require('node:http');
+  const https = require('node:https');
+  const { HttpsAgent } = require('..');
+  const { rawServer, readRequest, reset } = require('./helpers');
+  const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
+  const tlsOptions = { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') };
+  // Each connection answers one request and is kept.
+  const served = [];
+  const onConnection = async (socket) => {
+    await readRequest(socket);
+    socket.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+    served.push(socket);
+  };
+  const plain = await rawServer(t, onConnection);
+  const secure = await rawServer(t, onConnection, tlsOptions);
+  const counts = async (agent, how, { promise = false, tls = false } = {}) => {
+    t.after(() => agent.destroy());
+    const url = `${tls ? 'https' : 'http'}://localhost:${(tls ? secure : plain).port}/`;
+    if (promise) {
+      assert.strictEqual(await (await agent.request(url)).body.text(), 'ok');
+    } else {
+      await new Promise((resolve, reject) => {
+        (tls ? https : http).get(url, { agent }, (res) => res.resume().on('end', resolve)).on('error', reject);
+      });
+    }
+    // Idle in the pool, the server ends it.
+    await until(() => Object.keys(agent.getCurrentStatus().freeSockets).length === 1, 5000, 'the connection idle');
+    const socket = served.pop();
+    if (how === 'reset') reset(socket);
+    else socket.end();
+    await until(() => agent.getCurrentStatus().closeSocketCount === 1, 5000, 'the end heard');
+    const s = agent.getCurrentStatus();
+    return [s.createSocketCount, s.closeSocketCount, s.errorSocketCount, s.timeoutSocketCount, Object.keys(s.freeSockets).length];
+  };
+  const ca = fixture('ca.pem');
+  for (const how of ['reset', 'close']) {
+    const expected = [1, 1, 0, 0, 0];
+    assert.deepStrictEqual(await counts(new Agent(), how), expected, `drop-in, ${how}`);
+    assert.deepStrictEqual(await counts(new Agent(), how, { promise: true }), expected, `agent.request(), ${how}`);
+    assert.deepStrictEqual(await counts(new HttpsAgent({ ca }), how, { tls: true }), expected, `drop-in HTTPS, ${how}`);
+    assert.deepStrictEqual(await counts(new HttpsAgent({ ca }), how, { promise: true, tls: true }), expected, `agent.request() HTTPS, ${how}`);
+  }
+});
+
 // An upgrade takes its socket out of the pool ('agentRemove'): from then on it is the user's,
 // as a net.Socket is through Node's agent. agentkeepalive stops watching it there: its idle
 // timeout only emits 'timeout', and its close or error counts nowhere.

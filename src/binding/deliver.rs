@@ -108,9 +108,9 @@ fn complete(item: Completion) {
                 crate::client::driver::connected(&cell, conn, req, result);
             }
         }
-        Completion::HyperClosed { pool, conn } => {
+        Completion::HyperClosed { pool, conn, end } => {
             if let Some(cell) = PoolCell::get(pool) {
-                request::hyper_closed(&cell, conn);
+                request::hyper_closed(&cell, conn, end);
             }
         }
         Completion::HyperLookup {

@@ -66,7 +66,11 @@ pub enum Completion {
         result: Result<Facts, Error>,
     },
     /// A promise-path connection ended.
-    HyperClosed { pool: u32, conn: u32 },
+    HyperClosed {
+        pool: u32,
+        conn: u32,
+        end: crate::pool::ConnEnd,
+    },
     /// A promise-path connection waits for the user's `lookup` to give its addresses.
     HyperLookup {
         pool: u32,

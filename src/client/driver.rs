@@ -514,13 +514,13 @@ fn again<L: Lanes>(lanes: &L, req: &Rc<Request<L::Face>>, drain: bool) {
 }
 
 /// Counts a failure of `req`'s connection, when it is established and in use (see
-/// `Stats::count_failure`).
+/// `Stats::count_failure`). A stream's failure is not its session's: a session counts how it
+/// ended when it closes (see `connect::closed`).
 fn count_failure<L: Lanes>(lanes: &L, req: &Request<L::Face>, err: &Error) {
-    let established = req
-        .place
-        .get()
-        .conn()
-        .is_some_and(|conn| lanes.in_use(conn).is_some());
+    let established = match req.place.get() {
+        Place::Conn(conn) => lanes.in_use(conn).is_some(),
+        _ => false,
+    };
     if established {
         lanes.pool().stats.count_failure(err);
     }

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::pool::ConnEnd;
 
 /// No response head within the headers timeout.
 pub fn headers_timeout(t: Duration) -> Error {
@@ -122,6 +123,29 @@ pub fn request_error(err: &hyper::Error, conn: &super::wake::ConnWake) -> Error 
         }
     }
     hyper_error(err, false)
+}
+
+/// How a connection whose hyper side ended with `err` counts (see `Stats::count_end`): a
+/// timeout (an HTTP/2 PING not answered); a fault of the connection (a reset, a TLS alert, an
+/// HTTP/2 GOAWAY with an error code, the server's or its own); or its close (a message it cut
+/// short by closing).
+pub fn conn_end(err: &hyper::Error) -> ConnEnd {
+    if err.is_timeout() {
+        return ConnEnd::TimedOut;
+    }
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
+            if h2.is_go_away() && h2.reason().is_some_and(|r| r != h2::Reason::NO_ERROR) {
+                return ConnEnd::Failed;
+            }
+        }
+        source = cause.source();
+    }
+    match tls_failure(err).is_some() || hyper_error(err, false).is_socket_fault() {
+        true => ConnEnd::Failed,
+        false => ConnEnd::Closed,
+    }
 }
 
 /// The TLS error (an alert from the server, a record rustls refused) that `err` of hyper's

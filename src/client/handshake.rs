@@ -33,9 +33,9 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Runs the connection in a task of its own, which calls `closed` when it ends; the
-    /// exchanges [`Sender::start`] queues run in it too.
-    pub fn spawn(self, closed: impl FnOnce() + Send + 'static) {
+    /// Runs the connection in a task of its own, which calls `closed` with how it ended when
+    /// it ends; the exchanges [`Sender::start`] queues run in it too.
+    pub fn spawn(self, closed: impl FnOnce(crate::pool::ConnEnd) + Send + 'static) {
         tokio::spawn(wake::run(self.hyper, self.wake, closed));
     }
 }

@@ -10,6 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
 use super::*;
+use crate::pool::ConnEnd;
 
 struct Chan(Mutex<UnboundedSender<Event>>);
 
@@ -92,7 +93,7 @@ async fn reply_then_close(reply: &'static [u8]) -> (u16, tokio::task::JoinHandle
 async fn connect(port: u16) -> Sender {
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (sender, connection) = handshake(tcp, 16 * 1024).await.unwrap();
-    connection.spawn(|| {});
+    connection.spawn(|_| {});
     sender
 }
 
@@ -909,7 +910,7 @@ impl AsyncWrite for AnsweredThenReset {
 async fn upload_answered_then_reset(answer: &'static [u8]) -> UnboundedReceiver<Event> {
     let io = AnsweredThenReset::new(answer);
     let (sender, connection) = handshake(io, 16 * 1024).await.unwrap();
-    connection.spawn(|| {});
+    connection.spawn(|_| {});
     let (sink, rx) = sink();
     let spec = upload(Bytes::from(vec![7u8; 1024 * 1024]));
     let ended = exchange(sender, spec, Arc::new(Control::default()), sink);
@@ -991,7 +992,7 @@ async fn a_connection_answered_before_its_upload_ended_comes_back_once_it_has_go
         let (sender, connection) = handshake(Vectored(client, Arc::default()), 16 * 1024)
             .await
             .unwrap();
-        connection.spawn(|| {});
+        connection.spawn(|_| {});
         let spec = upload(Bytes::from(vec![7u8; body_len]));
         let (sink, mut rx) = sink();
         tokio::spawn(exchange(sender, spec, Arc::new(Control::default()), sink));
@@ -1049,7 +1050,7 @@ async fn a_connection_whose_exchange_is_given_up_mid_upload_closes_at_once() {
         .await
         .unwrap();
     let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
-    connection.spawn(move || {
+    connection.spawn(move |_| {
         let _ = closed_tx.send(());
     });
     let body_len = 16 * WINDOW;
@@ -1084,7 +1085,7 @@ async fn an_idle_connection_let_go_of_ends_gracefully() {
         .await
         .unwrap();
     let (closed_tx, closed_rx) = tokio::sync::oneshot::channel();
-    connection.spawn(move || {
+    connection.spawn(move |_| {
         let _ = closed_tx.send(());
     });
     let (sink, mut rx) = sink();
@@ -1120,12 +1121,12 @@ async fn an_idle_connection_let_go_of_ends_gracefully() {
 }
 
 /// A connection to `port`, and what tells when hyper's side of it has ended.
-async fn connect_told(port: u16) -> (Sender, tokio::sync::oneshot::Receiver<()>) {
+async fn connect_told(port: u16) -> (Sender, tokio::sync::oneshot::Receiver<ConnEnd>) {
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (sender, connection) = handshake(tcp, 16 * 1024).await.unwrap();
     let (tx, ended) = tokio::sync::oneshot::channel();
-    connection.spawn(move || {
-        let _ = tx.send(());
+    connection.spawn(move |end| {
+        let _ = tx.send(end);
     });
     (sender, ended)
 }
@@ -1188,7 +1189,11 @@ async fn an_exchange_for_an_ended_connection_comes_back() {
     let srv = tokio::spawn(async move { drop(listener.accept().await.unwrap()) });
     let (sender, ended) = connect_told(port).await;
     srv.await.unwrap();
-    ended.await.unwrap();
+    assert_eq!(
+        ended.await.unwrap(),
+        ConnEnd::Closed,
+        "its server closed it"
+    );
     let (sink, mut rx) = sink();
     let Err(queued) = sender.start(get("/"), Arc::new(Control::default()), sink) else {
         panic!("an ended connection's task takes no exchange")
@@ -1196,6 +1201,29 @@ async fn an_exchange_for_an_ended_connection_comes_back() {
     queued.start().await;
     assert!(matches!(rx.recv().await, Some(Event::Unsent(_))));
     assert!(matches!(rx.recv().await, Some(Event::Done(None))));
+}
+
+/// A connection its server resets ended failed (the pool counts it as a socket error); one
+/// its server closes ended closed (see `an_exchange_for_an_ended_connection_comes_back`).
+#[tokio::test]
+async fn a_connection_its_server_resets_ends_failed() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let srv = tokio::spawn(async move {
+        let (sock, _) = listener.accept().await.unwrap();
+        // Closed with a reset: no linger.
+        socket2::SockRef::from(&sock)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(sock);
+    });
+    let (_sender, ended) = connect_told(port).await;
+    srv.await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(10), ended)
+        .await
+        .expect("hyper's side ends with the reset")
+        .unwrap();
+    assert_eq!(end, ConnEnd::Failed);
 }
 
 /// hyper's side ending while the exchange in its task still runs (the server gone in the
@@ -1256,14 +1284,14 @@ const QUICK_PING: Ping = Ping {
     timeout: Duration::from_millis(200),
 };
 
-async fn h2_connect(port: u16) -> (Sender, tokio::sync::oneshot::Receiver<()>) {
+async fn h2_connect(port: u16) -> (Sender, tokio::sync::oneshot::Receiver<ConnEnd>) {
     let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let (sender, connection) = handshake_h2(tcp, 16 * 1024, false, QUICK_PING)
         .await
         .unwrap();
     let (closed_tx, closed) = tokio::sync::oneshot::channel();
-    connection.spawn(move || {
-        let _ = closed_tx.send(());
+    connection.spawn(move |end| {
+        let _ = closed_tx.send(end);
     });
     (sender, closed)
 }
@@ -1310,10 +1338,11 @@ async fn a_quiet_http2_connection_that_does_not_answer_a_ping_closes() {
     let (alive, mut alive_closed) = h2_connect(h2_server(true).await).await;
     let (dead, dead_closed) = h2_connect(h2_server(false).await).await;
     // Bounded: the silent one is found within a PING's wait and its timeout (300 ms).
-    tokio::time::timeout(Duration::from_secs(10), dead_closed)
+    let end = tokio::time::timeout(Duration::from_secs(10), dead_closed)
         .await
         .expect("the silent connection closed")
         .unwrap();
+    assert_eq!(end, ConnEnd::TimedOut, "the pool counts it as a timeout");
     assert!(dead.is_closed());
     // By then the answering one has been asked (and answered) at least once.
     assert!(alive_closed.try_recv().is_err());
@@ -1383,7 +1412,7 @@ async fn an_http2_connection_given_up_with_an_upload_waiting_for_its_window_clos
     let (sender, connection) = handshake_h2(tcp, 16 * 1024, false, Ping::default())
         .await
         .unwrap();
-    connection.spawn(|| {});
+    connection.spawn(|_| {});
     let (spec, writer, drained) = streamed_post(1 << 30, Duration::from_secs(300));
     let (sink, mut rx) = sink();
     let stream = sender.stream().expect("a stream of an HTTP/2 connection");

@@ -20,11 +20,12 @@
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, Wake, Waker};
 
 use super::Queued;
+use crate::pool::ConnEnd;
 
 /// A future the task polls, boxed.
 type Boxed = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -58,6 +59,8 @@ pub(super) struct ConnWake {
     /// The TLS error hyper's side ended with (an alert from the server), which a request it
     /// never took fails with rather than hyper's "closed" (see [`ConnWake::failure`]).
     failure: Mutex<Option<crate::error::Error>>,
+    /// How hyper's side ended (a [`ConnEnd`]'s number; see [`ConnWake::end`]).
+    end: AtomicU8,
 }
 
 #[derive(Default)]
@@ -76,10 +79,24 @@ impl ConnWake {
         }
     }
 
-    /// Notes how hyper's side of the connection ended, when a TLS error ended it.
+    /// Notes how hyper's side of the connection ended (see [`super::errors::conn_end`]), and
+    /// with which TLS error, when one ended it.
     pub(super) fn ended(&self, result: Result<(), hyper::Error>) {
-        if let Some(err) = result.err().as_ref().and_then(super::errors::tls_failure) {
+        let Err(err) = result else { return };
+        self.end
+            .store(super::errors::conn_end(&err) as u8, Ordering::Release);
+        if let Some(err) = super::errors::tls_failure(&err) {
             *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(err);
+        }
+    }
+
+    /// How hyper's side of the connection ended: closed, unless [`ConnWake::ended`] heard of
+    /// an error (a connection cut was closed by the pool).
+    fn end(&self) -> ConnEnd {
+        match self.end.load(Ordering::Acquire) {
+            e if e == ConnEnd::Failed as u8 => ConnEnd::Failed,
+            e if e == ConnEnd::TimedOut as u8 => ConnEnd::TimedOut,
+            _ => ConnEnd::Closed,
         }
     }
 
@@ -246,7 +263,7 @@ const ROUNDS: usize = 8;
 
 /// Runs a connection: `conn` (hyper's side of it) and the exchanges queued to it (see
 /// [`ConnWake::queue`]), each polled with a waker of its own that reaches the task. `closed`
-/// is called when hyper's side ends (or is cut); an exchange still running then (it will
+/// is called when hyper's side ends (or is cut), with how it ended; an exchange still running then (it will
 /// find the connection gone) runs on, and the task ends with it.
 ///
 /// hyper's connection asks for the next request only from its write step, and only once its
@@ -262,7 +279,7 @@ const ROUNDS: usize = 8;
 pub(super) fn run(
     conn: Boxed,
     wake: Arc<ConnWake>,
-    closed: impl FnOnce() + Send + 'static,
+    closed: impl FnOnce(ConnEnd) + Send + 'static,
 ) -> impl Future<Output = ()> + Send {
     let conn_waker = Waker::from(wake.clone());
     let exchange_waker = Waker::from(Arc::new(ExchangeWake(wake.clone())));
@@ -287,7 +304,7 @@ pub(super) fn run(
                     spawned.abort();
                 }
                 if let Some(closed) = closed.take() {
-                    closed();
+                    closed(wake.end());
                 }
             }
             // A queued exchange marks the exchange's side.
@@ -308,7 +325,7 @@ pub(super) fn run(
             }
             if poll_conn && ended(&mut conn, &conn_waker) {
                 if let Some(closed) = closed.take() {
-                    closed();
+                    closed(wake.end());
                 }
             }
             // Only this task's stream sets it.

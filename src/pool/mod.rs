@@ -37,7 +37,7 @@ use expiry::{Expiry, Handle};
 pub use expiry::Alarm;
 pub use keys::KeySnapshot;
 pub use release::{keep_alive_hint, Fate, ReleasePolicy, Wear};
-pub use stats::Stats;
+pub use stats::{ConnEnd, Stats};
 
 /// Which idle connection a checkout takes: the most recently used (LIFO, Node's default, keeps
 /// the set of warm connections small) or the least recently used (FIFO, spreads load).

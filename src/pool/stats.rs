@@ -20,7 +20,37 @@ pub struct Stats {
     pub replay_count: u64,
 }
 
+/// How a connection's own end came: of an HTTP/2 session, which its streams' failures do not
+/// count (see [`Stats::count_end`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConnEnd {
+    /// Closed by its peer (a FIN, a TLS close_notify, an HTTP/2 GOAWAY without error), or by
+    /// the pool.
+    #[default]
+    Closed,
+    /// An error ended it: a reset, a TLS alert, an HTTP/2 GOAWAY with an error code.
+    Failed,
+    /// A timeout ended it: an HTTP/2 PING that was not answered in time.
+    TimedOut,
+}
+
 impl Stats {
+    /// Counts the end of an HTTP/2 session as one socket's, as Node's http2 session errs: an
+    /// error in `errorSocketCount`; a timeout in `timeoutSocketCount` too, as for a connection
+    /// in use (see [`Stats::count_failure`]). An idle HTTP/1.1 connection's end counts
+    /// nothing: agentkeepalive's free socket that its server resets closes without an error
+    /// from Node 22 on.
+    pub fn count_end(&mut self, end: ConnEnd) {
+        match end {
+            ConnEnd::Closed => {}
+            ConnEnd::Failed => self.error_socket_count += 1,
+            ConnEnd::TimedOut => {
+                self.timeout_socket_count += 1;
+                self.error_socket_count += 1;
+            }
+        }
+    }
+
     /// Counts a failure of an established connection as agentkeepalive counts its socket's: an
     /// error of the connection itself (a reset, a TLS alert) in `errorSocketCount`; a timeout
     /// (headers or body) in `timeoutSocketCount` and `errorSocketCount`, as agentkeepalive's
@@ -68,5 +98,24 @@ mod tests {
             (stats.error_socket_count, stats.timeout_socket_count),
             (3, 2)
         );
+    }
+
+    #[test]
+    fn the_end_of_a_connection_no_exchange_used_counts_by_its_kind() {
+        let mut stats = Stats::default();
+        stats.count_end(ConnEnd::Closed);
+        assert_eq!(stats, Stats::default());
+        stats.count_end(ConnEnd::Failed);
+        assert_eq!(
+            (stats.error_socket_count, stats.timeout_socket_count),
+            (1, 0)
+        );
+        stats.count_end(ConnEnd::TimedOut);
+        assert_eq!(
+            (stats.error_socket_count, stats.timeout_socket_count),
+            (2, 1)
+        );
+        // Neither closes it: the pool counts that where it lets the connection go.
+        assert_eq!(stats.close_socket_count, 0);
     }
 }

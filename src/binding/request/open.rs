@@ -22,7 +22,7 @@ use crate::client::{self, Control, Event, Sink};
 use crate::error::Error;
 use crate::pool::origins::Destination;
 use crate::pool::place::Place;
-use crate::pool::KeyId;
+use crate::pool::{ConnEnd, KeyId};
 use crate::runtime::spawn_soon;
 use crate::transport::establish::Secure;
 
@@ -226,10 +226,11 @@ impl Progress for Told {
         });
     }
 
-    fn closed(&self) {
+    fn closed(&self, end: ConnEnd) {
         self.inbox.post(Completion::HyperClosed {
             pool: self.pool,
             conn: self.conn,
+            end,
         });
     }
 }
@@ -261,8 +262,8 @@ pub fn hyper_lookup(
     }
 }
 
-/// hyper's connection task ended (the server closed it, or it failed).
-pub fn hyper_closed(pool: &Rc<PoolCell>, conn_id: u32) {
+/// hyper's connection task ended (the server closed it, or it failed, as `end` says).
+pub fn hyper_closed(pool: &Rc<PoolCell>, conn_id: u32, end: ConnEnd) {
     if let Some(conn) = pool.conn(conn_id) {
         let idle = conn.course.state() == State::Idle;
         if idle {
@@ -270,7 +271,7 @@ pub fn hyper_closed(pool: &Rc<PoolCell>, conn_id: u32) {
             conn.end_told
                 .set(crate::binding::protocol::connection::DISCONNECT_OTHER_SIDE);
         }
-        driver::closed(pool, conn_id, idle);
+        driver::closed(pool, conn_id, idle, end);
     }
 }
 

@@ -15,7 +15,7 @@ use crate::client::Event;
 use crate::error::Error;
 use crate::pool::moves;
 use crate::pool::place::Place;
-use crate::pool::KeyId;
+use crate::pool::{ConnEnd, KeyId};
 use crate::transport::tls::NameCheck;
 
 /// Opens a new connection for `req`, whose slot is counted, and connects it; when it may speak
@@ -149,14 +149,16 @@ fn verify_server<L: Lanes>(
     }
 }
 
-/// The task of promise-path connection `conn` ended (its server closed it, or it failed): a
-/// session's slot goes back and its waiters are routed again; an `idle` connection leaves the
-/// pool, its slot free for a waiter.
-pub fn closed<L: Lanes>(lanes: &L, conn: u32, idle: bool) {
+/// The task of promise-path connection `conn` ended (its server closed it, or it failed, as
+/// `end` says): a session's slot goes back and its waiters are routed again, and how it ended
+/// counts (its streams' failures do not: see `driver::count_failure`); an `idle` connection
+/// leaves the pool, its slot free for a waiter.
+pub fn closed<L: Lanes>(lanes: &L, conn: u32, idle: bool, end: ConnEnd) {
     let Some(key) = lanes.key_of(conn) else {
         return;
     };
     if session_closed(lanes, key, conn) {
+        lanes.pool().stats.count_end(end);
         return;
     }
     if idle {

@@ -6,7 +6,7 @@ use crate::client::plan::{self, Source};
 use crate::pool::conn::{Mode, State};
 use crate::pool::moves::Ended;
 use crate::pool::multiplex::Sessions;
-use crate::pool::{Fit, Limits, Path, Pool, Wear};
+use crate::pool::{ConnEnd, Fit, Limits, Path, Pool, Wear};
 
 type Log = Rc<RefCell<Vec<String>>>;
 
@@ -847,18 +847,31 @@ fn the_close_of_a_connection_frees_what_it_held() {
     // An idle one leaves the pool.
     let (f, key) = Fake::new(10);
     let idle = f.idle(key);
-    closed(&f, idle, true);
+    closed(&f, idle, true, ConnEnd::Failed);
     assert_eq!(f.take_log(), [format!("end idle {idle}")]);
     let idle: usize = f.pool.borrow().snapshot().iter().map(|k| k.idle).sum();
     assert_eq!(idle, 0);
+    // Its reset counts as a close alone, as Node's free socket's from Node 22 on.
+    let stats = f.pool.borrow().stats;
+    assert_eq!((stats.close_socket_count, stats.error_socket_count), (1, 0));
 
-    // A session: its slot goes back, and no request is routed to it any more.
+    // A session: its slot goes back, and no request is routed to it any more. Its end is
+    // counted once, whatever its streams met: an unanswered PING's timeout here.
     let (f, key) = Fake::new(10);
-    let (_req, session) = f.on_session(key, "GET");
-    closed(&f, session, false);
-    assert_eq!(f.take_log(), [format!("end {session}")]);
+    let (req, session) = f.on_session(key, "GET");
+    on_event(&f, &req, Event::Error(reset()));
+    closed(&f, session, false, ConnEnd::TimedOut);
+    assert_eq!(
+        f.take_log(),
+        ["error ECONNRESET".to_string(), format!("end {session}")]
+    );
     let busy: usize = f.pool.borrow().snapshot().iter().map(|k| k.busy).sum();
     assert_eq!(busy, 0);
+    let stats = f.pool.borrow().stats;
+    assert_eq!(
+        (stats.error_socket_count, stats.timeout_socket_count),
+        (1, 1)
+    );
     let next = f.request(key, "GET", 0.0);
     route(&f, &next);
     assert_eq!(next.place(), Place::Conn(session + 1));

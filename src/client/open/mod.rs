@@ -144,8 +144,8 @@ where
 pub trait Progress: Send + Sync + 'static {
     /// It opened, with its facts, or failed to (its exchange does not run then).
     fn opened(&self, result: Result<Facts, Error>);
-    /// Its task ended: the server closed it, or it failed.
-    fn closed(&self);
+    /// Its task ended: the server closed it, or it failed, as `end` says.
+    fn closed(&self, end: crate::pool::ConnEnd);
 }
 
 /// An open connection's facts, as [`Progress::opened`] gives them.
@@ -209,7 +209,7 @@ pub async fn open_and_exchange<L>(
         }
     }
     let closed = progress.clone();
-    connection.spawn(move || closed.closed());
+    connection.spawn(move |end| closed.closed(end));
     super::exchange(sender, spec, ctl, sink).await;
 }
 

@@ -293,7 +293,7 @@ impl Progress for Ear {
         let _ = self.0.lock().unwrap().send(Heard::Opened(result));
     }
 
-    fn closed(&self) {
+    fn closed(&self, _end: crate::pool::ConnEnd) {
         let _ = self.0.lock().unwrap().send(Heard::Closed);
     }
 }
