@@ -101,7 +101,7 @@ mod tests {
     }
 
     #[test]
-    fn the_end_of_a_connection_no_exchange_used_counts_by_its_kind() {
+    fn the_end_of_a_session_counts_by_its_kind() {
         let mut stats = Stats::default();
         stats.count_end(ConnEnd::Closed);
         assert_eq!(stats, Stats::default());
