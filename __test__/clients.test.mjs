@@ -148,3 +148,27 @@ for (const secure of [false, true]) {
     });
   }
 }
+
+// got times the phases of a new connection by its socket's events: 'lookup' ends the lookup
+// and starts the connect, 'connect' ends that and starts TLS, 'secureConnect' ends TLS. A phase
+// whose event never comes fails the request once its limit is past, however the rest went.
+for (const secure of [false, true]) {
+  const scheme = secure ? 'https' : 'http';
+  test(`got's phase timeouts over ${scheme}: a response slower than the lookup limit still comes`, async (t) => {
+    // Answers once the lookup limit (100 ms) is well past.
+    const slow = (req, res) => setTimeout(() => res.end('late'), 400);
+    const server = await helpers.listen(t, secure
+      ? https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, slow)
+      : http.createServer(slow));
+    const agent = secure ? new HttpsAgent({ ca: CA }) : new Agent();
+    t.after(() => agent.destroy());
+    const res = await got(`${scheme}://localhost:${server.address().port}/`, {
+      agent: { http: agent, https: agent },
+      timeout: { lookup: 100, connect: 5000, secureConnect: 5000, response: 5000 },
+      retry: { limit: 0 },
+    });
+    assert.strictEqual(res.body, 'late');
+    assert.ok(res.timings.lookup >= res.timings.socket && res.timings.connect >= res.timings.lookup, JSON.stringify(res.timings));
+    if (secure) assert.ok(res.timings.secureConnect >= res.timings.connect, JSON.stringify(res.timings));
+  });
+}

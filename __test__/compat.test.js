@@ -735,6 +735,44 @@ test('a socket\'s \'close\' says whether it closed with an error, as net.Socket\
   assert.deepStrictEqual(seen.ours, [[false], 'gone', [true], [false]]);
 });
 
+test("a socket tells its connect's steps as Node's does: 'lookup' for a name, 'connect', 'ready', then 'secureConnect' over TLS", async (t) => {
+  const plain = await httpServer(t);
+  const secure = await httpsServer(t);
+  const ca = tlsFixture('ca.pem');
+  // The events of the socket of each of two requests, in order (a reused socket has none).
+  const steps = async (agent, url) => {
+    const logs = [];
+    for (let i = 0; i < 2; i++) {
+      const log = [];
+      await new Promise((resolve, reject) => {
+        const req = (url.startsWith('https:') ? https : http).get(url, { agent }, (res) => res.resume().on('end', resolve));
+        req.on('error', reject);
+        req.on('socket', (socket) => {
+          socket.on('lookup', (...args) => log.push(['lookup', ...args]));
+          for (const name of ['connect', 'ready', 'secureConnect']) socket.on(name, () => log.push([name]));
+        });
+      });
+      logs.push(log);
+    }
+    return logs;
+  };
+  const cases = {
+    'http, a name': [false, `http://localhost:${plain.port}/`],
+    'http, an address': [false, `http://127.0.0.1:${plain.port}/`],
+    'https, a name': [true, `https://localhost:${secure.address().port}/`],
+    'https, an address': [true, `https://127.0.0.1:${secure.address().port}/`],
+  };
+  for (const [name, [tls, url]] of Object.entries(cases)) {
+    const node = tls ? new https.Agent({ keepAlive: true, ca }) : new http.Agent({ keepAlive: true });
+    const ours = tls ? new HttpsAgent({ ca }) : new Agent();
+    t.after(() => node.destroy());
+    t.after(() => ours.destroy());
+    const expected = await steps(node, url);
+    assert.deepStrictEqual(expected[0].map(([event]) => event).filter((e) => e !== 'lookup'), tls ? ['connect', 'ready', 'secureConnect'] : ['connect', 'ready'], name);
+    assert.deepStrictEqual(await steps(ours, url), expected, name);
+  }
+});
+
 test('a response, its request and its socket close in the order Node\'s agent closes them', async (t) => {
   const server = await httpServer(t, (req, res) => {
     if (req.url === '/close') res.setHeader('connection', 'close');

@@ -67,6 +67,7 @@ binding.init(
   slab.setSlab,
   (target, lines) => target._onKeylog(lines),
   (agent, kind, key, desc) => agent._onConnection(kind, key, desc),
+  (socket, host, addresses) => socket._onStep(host, addresses),
 );
 
 // An HttpsAgent's first 'keylog' listener: its handshakes report their keys from then on.

@@ -9,6 +9,7 @@
 // checkout: when its request frees it, the connection goes back to Rust's pool and this object
 // is left inert, holding nothing.
 
+const net = require('node:net');
 const { Duplex } = require('node:stream');
 const { EventEmitter } = require('node:events');
 const native = require('./native');
@@ -35,6 +36,10 @@ const kFree = Symbol('hyperagent.free');
 const kTimerMs = Symbol('hyperagent.timerMs');
 const kSelf = Symbol('hyperagent.self');
 const kOpening = Symbol('hyperagent.opening');
+// Emitted (an internal event) when Rust has reported the connect and the socket is open.
+const kOpened = Symbol('hyperagent.opened');
+// Its 'connect' was emitted when its TCP connection came up, before its TLS handshake.
+const kTcpTold = Symbol('hyperagent.tcpTold');
 // An upgrade or a CONNECT took the socket over ('agentRemove'): it is the user's now.
 const kLeft = Symbol('hyperagent.left');
 // Its number among its agent's sockets (agentkeepalive's CURRENT_ID), for its name.
@@ -86,6 +91,7 @@ class NativeSocket extends Duplex {
     // Its connection is being opened in Rust (until Rust reports the connect, which for TLS is
     // before the server's name is checked here).
     this[kOpening] = false;
+    this[kTcpTold] = false;
     this.connecting = false;
     this.timeout = 0;
     this._hadError = false;
@@ -186,6 +192,23 @@ class NativeSocket extends Duplex {
     this[kOpening] = false;
   }
 
+  // A step of its connect, told as net tells it, before the connect's outcome: the addresses
+  // Rust resolved the host name to ('lookup' for each, as net emits it with autoSelectFamily,
+  // and once for the one it connects to without), or (`addresses` null) a TLS socket's TCP
+  // connection, up before its handshake ('connect', which a TLSSocket emits then).
+  _onStep(host, addresses) {
+    if (!this[kOpening] || this.destroyed) return;
+    if (addresses === null) {
+      this[kTcpTold] = true;
+      this.emit('connect');
+      return;
+    }
+    for (const address of addresses) {
+      this.emit('lookup', null, address, net.isIP(address), host);
+      if (!this[kOpening] || this.destroyed) return;
+    }
+  }
+
   _onConnect(desc) {
     this._opened();
     if (desc !== null) {
@@ -197,7 +220,8 @@ class NativeSocket extends Duplex {
     this.connecting = false;
     this._refreshTimer();
     if (!this[kRef]) native.setRef(this[kId], false);
-    this.emit('connect');
+    this.emit(kOpened);
+    if (!this[kTcpTold]) this.emit('connect');
     this.emit('ready');
     const queued = this[kQueued];
     if (queued !== null) {
@@ -276,7 +300,7 @@ class NativeSocket extends Duplex {
 
   _final(cb) {
     if (this.connecting) {
-      this.once('connect', () => this._final(cb));
+      this.once(kOpened, () => this._final(cb));
       return;
     }
     const id = this[kId];

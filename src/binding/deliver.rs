@@ -128,6 +128,16 @@ fn complete(item: Completion) {
                 cell.emit_keylog(conn, &lines);
             }
         }
+        Completion::Step {
+            pool,
+            conn,
+            link,
+            step,
+        } => {
+            if let Some(cell) = PoolCell::get(pool) {
+                cell.emit_step(conn, link, step);
+            }
+        }
         Completion::Connection {
             pool,
             key,

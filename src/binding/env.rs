@@ -52,6 +52,9 @@ pub struct Callbacks {
     /// `onConnection(agent, kind, key, error)`: an `agent.request()` connection opened, closed
     /// or failed to open (see `PoolCell::watch_connections`).
     pub on_connection: Ref,
+    /// `onStep(socket, host | null, addresses | null)`: a step of a drop-in socket's connect (see
+    /// `PoolCell::emit_step`).
+    pub on_step: Ref,
 }
 
 /// The most completions a batch's vector is kept for the next batch with room for.
@@ -135,6 +138,7 @@ pub fn init(env: sys::napi_env, callbacks: Callbacks, hooks: Hooks) -> napi::Res
             callbacks.set_slab,
             callbacks.on_keylog,
             callbacks.on_connection,
+            callbacks.on_step,
         ] {
             r.delete(env);
         }
@@ -357,6 +361,7 @@ fn teardown() {
         cb.set_slab,
         cb.on_keylog,
         cb.on_connection,
+        cb.on_step,
     ] {
         r.delete(ctx.env);
     }

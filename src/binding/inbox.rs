@@ -20,7 +20,7 @@ use crate::client::open::Facts;
 use crate::error::Error;
 use crate::mailbox::{Mailbox, Signal};
 use crate::pool::KeyId;
-use crate::transport::carry::Carried;
+use crate::transport::carry::{Carried, Step};
 use crate::transport::pump::{Event, Sink};
 
 /// Work finished on tokio, to be applied on the JavaScript thread.
@@ -36,6 +36,13 @@ pub enum Completion {
         pool: u32,
         conn: u32,
         lines: Vec<u8>,
+    },
+    /// A step of drop-in connection `conn`'s connect (its link `link`), before its outcome.
+    Step {
+        pool: u32,
+        conn: u32,
+        link: u32,
+        step: Step,
     },
     /// An `agent.request()` connection of key `key` opened, closed or failed to open (a
     /// `protocol::connection` kind), told to the agent's watchers on a later turn, never in the

@@ -53,6 +53,7 @@ pub fn init(
     set_slab: Unknown,
     on_keylog: Unknown,
     on_connection: Unknown,
+    on_step: Unknown,
 ) -> Result<()> {
     let raw = env.raw();
     // SAFETY: js invariant 1: arguments of this call; each reference is deleted once, by
@@ -72,6 +73,7 @@ pub fn init(
             set_slab: r(&set_slab),
             on_keylog: r(&on_keylog),
             on_connection: r(&on_connection),
+            on_step: r(&on_step),
         },
         deliver::HOOKS,
     )?;

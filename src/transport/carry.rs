@@ -4,7 +4,7 @@
 //! through a proxy reached over TLS, stays on tokio and is pumped ([`pump`]) to a sink. On
 //! Windows every connection is pumped, a plain one too (see [`open`]).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 #[cfg(unix)]
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -32,20 +32,50 @@ pub enum Link {
     Pumped(Arc<Remote>, Option<Box<TlsInfo>>),
 }
 
-/// Establishes a connection to `target` (TLS with `secure`, all by `deadline`; `on_keys` as
-/// [`establish`] has it) and tells `ready` how its bytes are reached. A pumped one is pumped
-/// here, to `sink`, once `ready` has been told: this returns when its pump stops.
+/// What a connect tells its socket as it goes, before its outcome: what a `net.Socket` (or a
+/// `tls.TLSSocket`) emits then.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A name resolved to these addresses (`'lookup'`, for each).
+    Resolved { host: String, ips: Vec<IpAddr> },
+    /// The TCP connection of a TLS one is up, its handshake next (`'connect'`).
+    Connected,
+    /// The handshake's key log lines, whether it succeeded or not (`'keylog'`; see
+    /// [`establish`]).
+    Keys(Vec<u8>),
+}
+
+/// Establishes a connection to `target` (TLS with `secure`, all by `deadline`) and tells
+/// `ready` how its bytes are reached; `on_step` hears of its steps before then (see [`Step`]).
+/// A pumped one is pumped here, to `sink`, once `ready` has been told: this returns when its
+/// pump stops.
 pub async fn open(
     target: Target,
     opts: ConnectOptions,
     secure: Option<Secure<'_>>,
     deadline: Deadline,
-    on_keys: impl FnOnce(Vec<u8>),
+    on_step: impl Fn(Step),
     sink: impl Sink,
     ready: impl FnOnce(Result<Carried, Error>),
 ) {
+    let handshake = secure.is_some();
+    let resolved = |host: &str, ips: &[IpAddr]| {
+        on_step(Step::Resolved {
+            host: host.to_owned(),
+            ips: ips.to_vec(),
+        })
+    };
+    let connected = || {
+        if handshake {
+            on_step(Step::Connected);
+        }
+    };
+    let on_keys = |lines| on_step(Step::Keys(lines));
     // Boxed: the caller's future stays small.
-    let established = Box::pin(establish(target, opts, secure, deadline, || {}, on_keys)).await;
+    let established = Box::pin(establish(
+        target, opts, secure, deadline, resolved, connected, on_keys,
+    ))
+    .await;
     let (stream, info, local, remote): (Box<dyn Stream>, _, _, _) = match established {
         Err(err) => return ready(Err(err)),
         // Plain HTTP through a proxy reached over TLS: tokio keeps the session to the proxy.
@@ -124,7 +154,8 @@ mod tests {
     use crate::transport::tls::tests::{chain, key, options};
     use crate::transport::tls::TlsConfig;
 
-    /// Opens `target`, returning what `ready` was told, the pump's events and its task.
+    /// Opens `target`, returning what `ready` was told, the pump's events, its task and the
+    /// steps the connect told before `ready`.
     async fn carry(
         target: Target,
         config: Option<&'static TlsConfig>,
@@ -132,9 +163,12 @@ mod tests {
         Result<Carried, Error>,
         tokio::sync::mpsc::UnboundedReceiver<Event>,
         tokio::task::JoinHandle<()>,
+        Vec<Step>,
     ) {
         let (tx, rx) = unbounded_channel();
         let (told, outcome) = oneshot::channel();
+        let steps = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let heard = steps.clone();
         let task = tokio::spawn(async move {
             let secure = config.map(|config| Secure {
                 config,
@@ -150,13 +184,15 @@ mod tests {
                 Default::default(),
                 secure,
                 None,
-                |_| {},
+                |step| heard.lock().unwrap().push(step),
                 Chan(tx),
                 ready,
             )
             .await;
         });
-        (outcome.await.unwrap(), rx, task)
+        let carried = outcome.await.unwrap();
+        let steps = std::mem::take(&mut *steps.lock().unwrap());
+        (carried, rx, task, steps)
     }
 
     #[tokio::test]
@@ -183,9 +219,11 @@ mod tests {
             tls
         });
 
-        let (carried, rx, task) = carry(Target::tcp("127.0.0.1", port), None).await;
+        let (carried, rx, task, steps) = carry(Target::tcp("127.0.0.1", port), None).await;
         let carried = carried.unwrap();
         assert!(matches!(carried.remote, Peer::Tcp(a) if a.port() == port));
+        // An IP address is not looked up, and a plain socket's connect is its outcome.
+        assert_eq!(steps, []);
         #[cfg(unix)]
         {
             let Link::Fd(fd) = carried.link else {
@@ -219,10 +257,22 @@ mod tests {
 
         let config: &'static TlsConfig =
             Box::leak(Box::new(TlsConfig::new(&options(&["ca.pem"])).unwrap()));
-        let (carried, mut rx, task) = carry(Target::tcp("127.0.0.1", port), Some(config)).await;
+        let (carried, mut rx, task, steps) =
+            carry(Target::tcp("localhost", port), Some(config)).await;
         let Link::Pumped(remote, Some(info)) = carried.unwrap().link else {
             panic!("a TLS session is pumped");
         };
+        // The name's address, then the TCP connection, before the handshake's outcome.
+        assert_eq!(
+            steps,
+            [
+                Step::Resolved {
+                    host: "localhost".into(),
+                    ips: vec![IpAddr::from([127, 0, 0, 1])]
+                },
+                Step::Connected
+            ]
+        );
         assert_eq!(info.servername.as_deref(), Some("localhost"));
         remote.write(&[b"ping"]);
         let Some(Event::Data(got)) = rx.recv().await else {
@@ -247,7 +297,7 @@ mod tests {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = closed.local_addr().unwrap().port();
         drop(closed);
-        let (carried, mut rx, task) = carry(Target::tcp("127.0.0.1", port), None).await;
+        let (carried, mut rx, task, _) = carry(Target::tcp("127.0.0.1", port), None).await;
         assert_eq!(carried.err().expect("refused").code(), "ECONNREFUSED");
         task.await.unwrap();
         assert!(rx.recv().await.is_none());

@@ -14,7 +14,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::connect::{connect, ConnectOptions, Connected, PathStream, Peer, Socket, Target};
+use super::connect::Target;
+use super::connect::{connect_telling, ConnectOptions, Connected, PathStream, Peer, Socket};
 use super::tls::{self, ClientStream, TlsConfig, TlsInfo};
 use crate::error::Error;
 
@@ -56,7 +57,8 @@ pub struct Secure<'a> {
 pub type Deadline = Option<(tokio::time::Instant, Duration)>;
 
 /// Connects to `target` and, with `secure`, runs the TLS handshake, all by `deadline` (failing
-/// with the socket timeout's error after it). `connected` runs once the socket is connected
+/// with the socket timeout's error after it). `resolved` gets the addresses of a name it
+/// resolved itself (see [`connect_telling`]); `connected` runs once the socket is connected
 /// (before any handshake); `on_keys` gets the handshake's key log lines, if any, whether it
 /// succeeded or not (Node reports a failed handshake's lines too).
 pub async fn establish(
@@ -64,10 +66,11 @@ pub async fn establish(
     opts: ConnectOptions,
     secure: Option<Secure<'_>>,
     deadline: Deadline,
+    resolved: impl FnOnce(&str, &[std::net::IpAddr]),
     connected: impl FnOnce(),
     on_keys: impl FnOnce(Vec<u8>),
 ) -> Result<Established, Error> {
-    let conn = within(deadline, connect(target, opts)).await?;
+    let conn = within(deadline, connect_telling(target, opts, resolved)).await?;
     connected();
     let Some(secure) = secure else {
         return Ok(Established::Plain(conn));

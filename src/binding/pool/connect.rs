@@ -15,7 +15,7 @@ use crate::pool::conn::ConnectEnd;
 use crate::pool::course::Heard;
 use crate::pool::moves;
 use crate::runtime::runtime;
-use crate::transport::carry::{self, Carried, Link};
+use crate::transport::carry::{self, Carried, Link, Step};
 use crate::transport::establish::Secure;
 use crate::transport::pump::Event;
 use crate::transport::Target;
@@ -76,9 +76,17 @@ impl PoolCell {
                 // `http.request` speaks HTTP/1.1 only.
                 offer_h2: false,
             });
-            // The keys reach the socket before the connect's outcome, as Node emits 'keylog'
-            // during the handshake (a failed one's too).
-            let on_keys = |lines| post_keys(&inbox, pool, id, lines);
+            // The steps reach the socket before the connect's outcome, as Node emits 'lookup',
+            // 'connect' and 'keylog' (a failed handshake's too) before it.
+            let on_step = |step| match step {
+                Step::Keys(lines) => post_keys(&inbox, pool, id, lines),
+                step => inbox.post(Completion::Step {
+                    pool,
+                    conn: id,
+                    link,
+                    step,
+                }),
+            };
             let sink = PumpSink {
                 inbox: inbox.clone(),
                 pool,
@@ -95,7 +103,7 @@ impl PoolCell {
             // Boxed: made here on tokio's thread, while the spawned future, which the
             // JavaScript thread allocates for every connect, stays small.
             Box::pin(carry::open(
-                target, opts, secure, deadline, on_keys, sink, ready,
+                target, opts, secure, deadline, on_step, sink, ready,
             ))
             .await;
         });

@@ -1,12 +1,13 @@
 //! What the agent hears of its pool outside any JavaScript call: connections opened, closed
-//! or failed (undici's dispatcher events), and TLS key log lines.
+//! or failed (undici's dispatcher events), a drop-in connect's steps, and TLS key log lines.
 
 use super::PoolCell;
-use crate::binding::conn::{self, Mode};
+use crate::binding::conn::{self, Mode, State};
 use crate::binding::inbox::Completion;
 use crate::binding::js;
 use crate::error::Error;
 use crate::pool::KeyId;
+use crate::transport::carry::Step;
 
 impl PoolCell {
     /// Starts or stops telling the agent's watchers of its `agent.request()` connections.
@@ -52,6 +53,31 @@ impl PoolCell {
             error,
         ];
         js::make_callback(env, None, agent, func, &args);
+    }
+
+    /// Tells the socket of drop-in connection `id` a step of its first connect (a replay's
+    /// connect is not its socket's): the addresses its name resolved to, or, with none, that
+    /// its TCP connection is up before its TLS handshake. A step of another link, or one that
+    /// comes once the connect is over or its socket gone, is dropped.
+    pub fn emit_step(&self, id: u32, link: u32, step: Step) {
+        let Some(conn) = self.conn(id) else { return };
+        if conn.course.link() != link || conn.course.state() != State::Connecting {
+            return;
+        }
+        let env = self.env();
+        let args = match step {
+            Step::Resolved { host, ips } => {
+                let items: Vec<_> = ips
+                    .iter()
+                    .map(|ip| js::string(env, &ip.to_string()))
+                    .collect();
+                [js::string(env, &host), js::array(env, &items)]
+            }
+            Step::Connected => [js::null(env), js::null(env)],
+            // Posted as the connection's key log (see `emit_keylog`).
+            Step::Keys(_) => return,
+        };
+        conn.call_owner(&self.ctx, self.ctx.callbacks.on_step, &args);
     }
 
     /// Hands the key log lines of connection `id`'s handshake to JavaScript: to its socket (a

@@ -83,7 +83,16 @@ where
             *addresses = Some(lookup.await?);
         }
         let mark = || connected.store(true, Ordering::Relaxed);
-        let established = Box::pin(establish(target, opts, secure, None, mark, on_keys)).await?;
+        let established = Box::pin(establish(
+            target,
+            opts,
+            secure,
+            None,
+            |_, _| {},
+            mark,
+            on_keys,
+        ))
+        .await?;
         // Boxed, as the connect's steps are: the caller's future stays small.
         macro_rules! speak {
             ($io:expr, $h2:expr, $secure:expr) => {

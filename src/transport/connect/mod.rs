@@ -171,6 +171,17 @@ pub struct Connected {
 
 /// Resolves and connects.
 pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, Error> {
+    connect_telling(target, opts, |_, _| {}).await
+}
+
+/// Resolves and connects, telling `resolved` the name and the addresses it will try when it
+/// resolved the name itself (not for an IP address, nor for addresses it was given), in the
+/// resolver's order, before it connects to them: a `net.Socket` emits `'lookup'` for each then.
+pub async fn connect_telling(
+    target: Target,
+    opts: ConnectOptions,
+    resolved: impl FnOnce(&str, &[IpAddr]),
+) -> Result<Connected, Error> {
     match target {
         Target::Unix { path } => {
             let stream = connect_path(&path)
@@ -196,9 +207,10 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             // An IP literal needs no resolver, nor the trip to a blocking thread; as in
             // net.connect, it is tried whatever `localAddress` (a bind of the other family then
             // fails with EINVAL), where a name's addresses are those of the local one's family.
-            let (ips, named) = match (addresses, dns::lookup_literal(&host)) {
-                (Some(ips), _) => (ips, true),
-                (None, Some(ips)) => (ips, false),
+            // `looked_up`: resolved here.
+            let (ips, named, looked_up) = match (addresses, dns::lookup_literal(&host)) {
+                (Some(ips), _) => (ips, true, false),
+                (None, Some(ips)) => (ips, false, false),
                 (None, None) => {
                     let lookup_host = host.clone();
                     let mut ips = tokio::task::spawn_blocking(move || {
@@ -207,7 +219,7 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
                     .await
                     .map_err(|_| Error::dns(eai::FAIL, &host))??;
                     choice.order.apply(&mut ips);
-                    (ips, true)
+                    (ips, true, true)
                 }
             };
             let mut ips: Vec<IpAddr> = ips
@@ -221,6 +233,9 @@ pub async fn connect(target: Target, opts: ConnectOptions) -> Result<Connected, 
             }
             if choice.attempt_delay.is_none() {
                 ips.truncate(1);
+            }
+            if looked_up {
+                resolved(&host, &ips);
             }
             let addrs = interleave(
                 ips.into_iter()

@@ -914,6 +914,7 @@ async fn establish_connects_then_shakes_hands_reporting_keys_and_the_connect() {
         Default::default(),
         Some(secure),
         None,
+        |_, _| {},
         || connected.store(true, Ordering::Relaxed),
         |lines| keys = lines,
     )
@@ -945,6 +946,7 @@ async fn establish_connects_then_shakes_hands_reporting_keys_and_the_connect() {
         Default::default(),
         None,
         None,
+        |_, _| {},
         || {},
         |_| {},
     )
@@ -980,6 +982,7 @@ async fn establish_fails_at_its_deadline_when_the_handshake_never_comes() {
         Default::default(),
         Some(secure),
         deadline,
+        |_, _| {},
         || {},
         |_| {},
     )
