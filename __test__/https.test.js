@@ -541,6 +541,74 @@ test('a pfx that cannot be read fails at once, with Node\'s errors', (t) => {
   assert.throws(() => promise.request('https://localhost:1/'), { code: 'ERR_OSSL_PKCS12_MAC_VERIFY_FAILURE' });
 });
 
+test("a TLS socket answers TLSSocket's questions as Node's does; what rustls cannot do fails with a code", async (t) => {
+  const server = await httpsServer(t, { tls: { ca: CA, requestCert: true, rejectUnauthorized: false } });
+  // Its server speaks P-256 alone.
+  const p256 = await httpsServer(t, { tls: { ecdhCurve: 'prime256v1' } });
+  const client = { cert: fixture('client.pem'), key: fixture('client-key.pem') };
+  const answers = (agent, port, options = {}) => new Promise((resolve, reject) => {
+    https.get({ host: 'localhost', port, agent, ...options }, (res) => {
+      const socket = res.socket;
+      try {
+        const x509 = socket.getX509Certificate();
+        const seen = {
+          certificate: socket.getCertificate(),
+          x509: x509 && x509.fingerprint256,
+          ephemeral: socket.getEphemeralKeyInfo(),
+          disabled: socket.disableRenegotiation(),
+        };
+        socket.renegotiate({}, (err) => {
+          seen.renegotiate = err.code;
+          res.resume().on('end', () => {
+            socket.destroy();
+            seen.destroyed = [socket.getCertificate(), socket.getEphemeralKeyInfo()];
+            resolve(seen);
+          });
+        });
+      } catch (err) {
+        res.destroy();
+        reject(err);
+      }
+    }).on('error', reject);
+  });
+  // The key exchange is rustls's, which has no post-quantum group (Node 24's OpenSSL speaks
+  // X25519MLKEM768 to Node's server), in Node 20's and 24's words (Node 22 gives {} for it).
+  const x25519 = { type: 'ECDH', name: 'X25519', size: 253 };
+  const cases = [
+    ['no certificate', server.port, {}, x25519],
+    ['a client certificate', server.port, client, x25519],
+    ['P-256', p256.port, {}, { type: 'ECDH', name: 'prime256v1', size: 256 }],
+  ];
+  for (const [name, port, options, ephemeral] of cases) {
+    const node = new https.Agent({ ca: CA });
+    const ours = new HttpsAgent({ ca: CA });
+    t.after(() => ours.destroy());
+    const expected = await answers(node, port, options);
+    const seen = await answers(ours, port, options);
+    assert.deepStrictEqual(seen.ephemeral, ephemeral, name);
+    assert.deepStrictEqual({ ...seen, ephemeral: null }, { ...expected, ephemeral: null }, name);
+  }
+  // Past what rustls lets a socket do: Node's errors for bad arguments, a code for the rest.
+  const agent = new HttpsAgent({ ca: CA });
+  t.after(() => agent.destroy());
+  await new Promise((resolve, reject) => {
+    https.get({ host: 'localhost', port: server.port, agent }, (res) => {
+      const socket = res.socket;
+      res.resume().on('end', resolve);
+      try {
+        assert.strictEqual(socket.setMaxSendFragment(1024), false);
+        assert.throws(() => socket.setMaxSendFragment('1024'), { code: 'ERR_INVALID_ARG_TYPE' });
+        assert.throws(() => socket.renegotiate(null), { code: 'ERR_INVALID_ARG_TYPE' });
+        for (const method of ['exportKeyingMaterial', 'getFinished', 'getPeerFinished', 'getSharedSigalgs']) {
+          assert.throws(() => socket[method](16, 'EXPORTER-test'), { code: 'ERR_HYPERAGENT_UNSUPPORTED' }, method);
+        }
+      } catch (err) {
+        reject(err);
+      }
+    }).on('error', reject);
+  });
+});
+
 test("an encrypted key's passphrase is checked and read as Node's secure context reads it", (t) => {
   const agent = new HttpsAgent();
   t.after(() => agent.destroy());

@@ -257,7 +257,19 @@ function invalidTlsVersion(value, which) {
   return withCode(new TypeError(`${inspect(value)} is not a valid ${which} TLS protocol version`), 'ERR_TLS_INVALID_PROTOCOL_VERSION');
 }
 
+// What a TLS socket of rustls cannot do that an OpenSSL one of Node can (`what` names it).
+function tlsUnsupported(what) {
+  return hyperagentError('UNSUPPORTED', `${what} is not available on hyperagent's TLS sockets (rustls)`);
+}
+
+// OpenSSL's refusal to renegotiate TLS 1.3, as Node reports it.
+function noRenegotiation() {
+  return withCode(new Error('error:0A00010A:SSL routines::wrong ssl version'), 'ERR_SSL_WRONG_SSL_VERSION');
+}
+
 module.exports = {
+  tlsUnsupported,
+  noRenegotiation,
   badPort,
   checkLocalPort,
   ipBlocked,

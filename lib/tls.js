@@ -540,8 +540,17 @@ class NativeTlsSocket extends NativeSocket {
     return chain;
   }
 
+  // The client certificate configured for the connection (sent or not, as OpenSSL keeps it),
+  // in Node's legacy shape; {} without one, null once destroyed.
   getCertificate() {
-    return null;
+    if (this.destroyed) return null;
+    const info = this[kInfo];
+    return info && info.localCert ? legacyCertificate([new crypto.X509Certificate(info.localCert)], false) : {};
+  }
+
+  getX509Certificate() {
+    const info = this[kInfo];
+    return info && info.localCert ? new crypto.X509Certificate(info.localCert) : undefined;
   }
 
   getSession() {
@@ -552,9 +561,55 @@ class NativeTlsSocket extends NativeSocket {
     return undefined;
   }
 
+  // The handshake's key exchange, as Node words it ({ type, name, size }); {} when there was
+  // none (a TLS 1.2 resumption), null once destroyed.
   getEphemeralKeyInfo() {
-    return {};
+    if (this.destroyed) return null;
+    const info = this[kInfo];
+    return info ? { ...info.ephemeral } : {};
   }
+
+  getSharedSigalgs() {
+    throw errors.tlsUnsupported('getSharedSigalgs()');
+  }
+
+  // rustls never renegotiates: there is nothing to turn off.
+  disableRenegotiation() {}
+
+  // rustls does not renegotiate: false, and the callback hears why (over TLS 1.3, OpenSSL's
+  // error, as Node's socket gives it there).
+  renegotiate(options, callback) {
+    if (options === null || typeof options !== 'object') throw errors.invalidArgType('options', 'of type object', options);
+    if (callback !== undefined && typeof callback !== 'function') throw errors.invalidArgType('callback', 'of type function', callback);
+    if (this.destroyed) return false;
+    if (callback) {
+      const err = this.getProtocol() === 'TLSv1.3' ? errors.noRenegotiation() : errors.tlsUnsupported('renegotiate()');
+      process.nextTick(callback, err);
+    }
+    return false;
+  }
+
+  // rustls's record size is its configuration's: false, as Node's answer to a size it cannot
+  // set.
+  setMaxSendFragment(size) {
+    if (typeof size !== 'number') throw errors.invalidArgType('size', 'of type number', size);
+    return false;
+  }
+
+  exportKeyingMaterial() {
+    throw errors.tlsUnsupported('exportKeyingMaterial()');
+  }
+
+  getFinished() {
+    throw errors.tlsUnsupported('getFinished()');
+  }
+
+  getPeerFinished() {
+    throw errors.tlsUnsupported('getPeerFinished()');
+  }
+
+  // OpenSSL's trace of the handshake: rustls has none to print.
+  enableTrace() {}
 }
 
 module.exports = { tlsOptions, hostHeaderOf, normalizeServerName, checkServerName, serverNameError, customIdentityCheck, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines };

@@ -499,6 +499,21 @@ pub fn tls_info(env: sys::napi_env, info: &TlsInfo) -> sys::napi_value {
         None => null(env),
     };
     set(env, obj, "nameError", name_error);
+    let ephemeral = object(env);
+    let kx = info
+        .key_exchange
+        .and_then(crate::transport::tls::ephemeral_key);
+    if let Some((kind, name, size)) = kx {
+        set(env, ephemeral, "type", string(env, kind));
+        set(env, ephemeral, "name", string(env, name));
+        set(env, ephemeral, "size", number(env, f64::from(size)));
+    }
+    set(env, obj, "ephemeral", ephemeral);
+    let local = match &info.local_cert {
+        Some(der) => buffer_copy(env, der),
+        None => null(env),
+    };
+    set(env, obj, "localCert", local);
     obj
 }
 

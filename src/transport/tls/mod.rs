@@ -29,7 +29,7 @@ use crate::error::Error;
 use stream::{alpn_with_h2, TaskKeyLog};
 use verify::{revocation_verifier, NodeVerifier};
 
-pub use names::{alert_error, cipher_names, handshake_alert_error};
+pub use names::{alert_error, cipher_names, ephemeral_key, handshake_alert_error};
 pub use stream::{handshake, handshake_offering, logging_keys, read_error, ClientStream};
 pub use verify::VerifyFailure;
 
@@ -101,6 +101,8 @@ pub struct TlsConfig {
     /// pass.
     named: std::sync::Mutex<Vec<(Vec<u8>, bool)>>,
     reject: bool,
+    /// The client certificate's leaf (DER), when one is configured: `getCertificate()`.
+    local_cert: Option<Arc<[u8]>>,
 }
 
 /// How many leaf certificates a configuration remembers as named right (one server has one,
@@ -332,9 +334,11 @@ impl TlsConfig {
                 reject: opts.reject_unauthorized,
                 revocation,
             }));
+        let mut local_cert = None;
         let mut config = match (pfx.into_iter().next(), opts.identities.as_slice()) {
             (Some(id), _) => {
                 let weak = id.chain.first().is_some_and(verify::weak_rsa);
+                local_cert = id.chain.first().map(|c| Arc::from(c.as_ref()));
                 builder
                     .with_client_auth_cert(id.chain, id.key)
                     .map_err(|e| identity_error(weak, "pfx", &e))?
@@ -349,6 +353,7 @@ impl TlsConfig {
                     )
                 })?;
                 let weak = chain.first().is_some_and(verify::weak_rsa);
+                local_cert = chain.first().map(|c| Arc::from(c.as_ref()));
                 builder
                     .with_client_auth_cert(chain, key)
                     .map_err(|e| identity_error(weak, "cert/key", &e))?
@@ -368,7 +373,13 @@ impl TlsConfig {
             sessions,
             named: std::sync::Mutex::new(Vec::new()),
             reject: opts.reject_unauthorized,
+            local_cert,
         })
+    }
+
+    /// The client certificate's leaf (DER), when one is configured.
+    pub fn local_cert(&self) -> Option<Arc<[u8]>> {
+        self.local_cert.clone()
     }
 
     /// `rejectUnauthorized`: a chain (or, where Rust checks it, a name) that fails ends the
@@ -471,6 +482,10 @@ pub struct TlsInfo {
     /// Why the server's name did not check out, when `rejectUnauthorized` is false and the
     /// connection went on (the check runs in JavaScript, after the handshake).
     pub name_error: Option<String>,
+    /// The group of the handshake's ephemeral key exchange (none for a TLS 1.2 resumption).
+    pub key_exchange: Option<rustls::NamedGroup>,
+    /// The client certificate's leaf (DER), when one is configured (sent or not).
+    pub local_cert: Option<Arc<[u8]>>,
 }
 
 /// What the check of a server's name in JavaScript (`checkServerIdentity`, after the

@@ -1,7 +1,8 @@
-//! Names in Node's vocabulary: cipher suites as OpenSSL and IANA call them, TLS alerts as
-//! OpenSSL reports them (`ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE`, ...).
+//! Names in Node's vocabulary: cipher suites as OpenSSL and IANA call them, key exchange
+//! groups as `getEphemeralKeyInfo()` gives them, TLS alerts as OpenSSL reports them
+//! (`ERR_SSL_SSLV3_ALERT_HANDSHAKE_FAILURE`, ...).
 
-use rustls::{AlertDescription, CipherSuite};
+use rustls::{AlertDescription, CipherSuite, NamedGroup};
 
 use crate::error::Error;
 
@@ -62,6 +63,19 @@ pub fn cipher_names(suite: CipherSuite) -> (&'static str, &'static str) {
         .map_or(("unknown", "unknown"), |&(_, openssl, iana)| {
             (openssl, iana)
         })
+}
+
+/// A key exchange group as Node's `getEphemeralKeyInfo()` describes it: its type, OpenSSL's
+/// name and its size in bits. None for a group Node has no such words for (it gives `{}`).
+pub fn ephemeral_key(group: NamedGroup) -> Option<(&'static str, &'static str, u32)> {
+    Some(match group {
+        NamedGroup::X25519 => ("ECDH", "X25519", 253),
+        NamedGroup::X448 => ("ECDH", "X448", 448),
+        NamedGroup::secp256r1 => ("ECDH", "prime256v1", 256),
+        NamedGroup::secp384r1 => ("ECDH", "secp384r1", 384),
+        NamedGroup::secp521r1 => ("ECDH", "secp521r1", 521),
+        _ => return None,
+    })
 }
 
 /// A fatal alert from the server on an established connection, as Node reports it: OpenSSL's
@@ -159,6 +173,19 @@ fn alert_names(alert: AlertDescription) -> (&'static str, &'static str, u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_exchange_groups_have_node_s_words() {
+        assert_eq!(
+            ephemeral_key(NamedGroup::X25519),
+            Some(("ECDH", "X25519", 253))
+        );
+        assert_eq!(
+            ephemeral_key(NamedGroup::secp256r1),
+            Some(("ECDH", "prime256v1", 256))
+        );
+        assert_eq!(ephemeral_key(NamedGroup::FFDHE2048), None);
+    }
 
     #[test]
     fn suites_have_both_names() {

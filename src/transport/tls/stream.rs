@@ -210,6 +210,8 @@ where
         name_known,
         name_known_by_node,
         name_error: None,
+        key_exchange: conn.negotiated_key_exchange_group().map(|g| g.name()),
+        local_cert: config.local_cert(),
     };
     Ok((ClientStream(stream), info))
 }
