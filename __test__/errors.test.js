@@ -39,14 +39,20 @@ test('a refused connection fails the request with ECONNREFUSED, as net reports i
   assert.deepStrictEqual(status.sockets, {});
 });
 
-test('an unknown host fails with ENOTFOUND and the hostname', async (t) => {
+test("an unknown host fails with ENOTFOUND and the hostname, its socket's 'lookup' first, as net's", async (t) => {
   const agent = new Agent();
   t.after(() => agent.destroy());
-  const err = await requestError('http://no-such-host.invalid/', { agent });
+  const heard = [];
+  const err = await new Promise((resolve) => {
+    const req = http.get('http://no-such-host.invalid/', { agent });
+    req.on('socket', (socket) => socket.on('lookup', (...args) => heard.push(args)));
+    req.on('error', resolve);
+  });
   assert.strictEqual(err.code, 'ENOTFOUND');
   assert.strictEqual(err.syscall, 'getaddrinfo');
   assert.strictEqual(err.hostname, 'no-such-host.invalid');
   assert.strictEqual(err.message, 'getaddrinfo ENOTFOUND no-such-host.invalid');
+  assert.deepStrictEqual(heard, [[err, undefined, undefined, 'no-such-host.invalid']]);
 });
 
 test('a localAddress of the other family fails at bind with EINVAL, as net reports it, on both paths', async (t) => {

@@ -214,7 +214,10 @@ class NativeSocket extends Duplex {
     if (desc !== null) {
       this[kConnectError] = true;
       this[kId] = 0;
-      this.destroy(errors.systemError(desc));
+      const err = errors.systemError(desc);
+      // A name that did not resolve: its 'lookup' hears the error first, as net's does.
+      if (err.syscall === 'getaddrinfo') this.emit('lookup', err, undefined, undefined, err.hostname);
+      this.destroy(err);
       return;
     }
     this.connecting = false;
