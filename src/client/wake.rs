@@ -263,8 +263,8 @@ const ROUNDS: usize = 8;
 
 /// Runs a connection: `conn` (hyper's side of it) and the exchanges queued to it (see
 /// [`ConnWake::queue`]), each polled with a waker of its own that reaches the task. `closed`
-/// is called when hyper's side ends (or is cut), with how it ended; an exchange still running then (it will
-/// find the connection gone) runs on, and the task ends with it.
+/// is called with how hyper's side ended when it ends (or is cut); an exchange still running
+/// then (it will find the connection gone) runs on, and the task ends with it.
 ///
 /// hyper's connection asks for the next request only from its write step, and only once its
 /// write queue is empty; when the last of a backlog goes out in the flush that ends its poll

@@ -20,13 +20,11 @@ pub struct Stats {
     pub replay_count: u64,
 }
 
-/// How a connection's own end came: of an HTTP/2 session, which its streams' failures do not
-/// count (see [`Stats::count_end`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How a connection ended, as an HTTP/2 session's end counts (see [`Stats::count_end`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConnEnd {
     /// Closed by its peer (a FIN, a TLS close_notify, an HTTP/2 GOAWAY without error), or by
     /// the pool.
-    #[default]
     Closed,
     /// An error ended it: a reset, a TLS alert, an HTTP/2 GOAWAY with an error code.
     Failed,
