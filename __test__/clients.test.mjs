@@ -172,3 +172,21 @@ for (const secure of [false, true]) {
     if (secure) assert.ok(res.timings.secureConnect >= res.timings.connect, JSON.stringify(res.timings));
   });
 }
+
+// got's send phase ends when the body is written; a server that reads none of a large body
+// makes it time out, which got reports as its TimeoutError only when the request's 'error'
+// comes before the cancelled write's callback.
+test("got's send timeout is got's TimeoutError, as with Node's agent", async (t) => {
+  const server = await helpers.listen(t, http.createServer(() => {}));
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const err = await got.post(`http://127.0.0.1:${server.address().port}/`, {
+    agent: { http: agent },
+    body: Buffer.alloc(32 * 1024 * 1024),
+    timeout: { send: 300 },
+    retry: { limit: 0 },
+  }).then(() => null, (e) => e);
+  assert.ok(err, 'the request fails');
+  assert.strictEqual(err.name, 'TimeoutError', err.stack);
+  assert.strictEqual(err.event, 'send');
+});

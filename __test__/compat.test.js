@@ -750,6 +750,10 @@ test("a socket tells its connect's steps as Node's does: 'lookup' for a name, 'c
         req.on('socket', (socket) => {
           socket.on('lookup', (...args) => log.push(['lookup', ...args]));
           for (const name of ['connect', 'ready', 'secureConnect']) socket.on(name, () => log.push([name]));
+          // What a check of the peer on 'connect' reads (an allowlist of addresses, say).
+          socket.on('connect', () => log.push([
+            socket.connecting, socket.remoteAddress, typeof socket.remotePort, typeof socket.localPort, Object.keys(socket.address()),
+          ]));
         });
       });
       logs.push(log);
@@ -768,9 +772,33 @@ test("a socket tells its connect's steps as Node's does: 'lookup' for a name, 'c
     t.after(() => node.destroy());
     t.after(() => ours.destroy());
     const expected = await steps(node, url);
-    assert.deepStrictEqual(expected[0].map(([event]) => event).filter((e) => e !== 'lookup'), tls ? ['connect', 'ready', 'secureConnect'] : ['connect', 'ready'], name);
+    assert.deepStrictEqual(expected[0].map(([event]) => event).filter((e) => typeof e === 'string' && e !== 'lookup'), tls ? ['connect', 'ready', 'secureConnect'] : ['connect', 'ready'], name);
     assert.deepStrictEqual(await steps(ours, url), expected, name);
   }
+});
+
+test('a write under way when its request is destroyed hears ECANCELED after the error and before the close, as from Node 22 on', async (t) => {
+  // Reads nothing: a large upload stalls.
+  const server = await listen(t, http.createServer(() => {}));
+  const story = (agent) => new Promise((resolve) => {
+    const log = [];
+    const req = http.request({ host: '127.0.0.1', port: server.address().port, method: 'POST', agent });
+    req.on('error', (err) => log.push(`error ${err.message}`));
+    req.on('close', () => {
+      log.push('close');
+      resolve(log);
+    });
+    req.write(Buffer.alloc(32 * 1024 * 1024), (err) => log.push(`write ${err ? err.code : 'ok'}`));
+    // The write is under way once it has stalled: the socket holds the rest.
+    const stalled = () => (req.socket && req.socket.writableLength > 0 && !req.socket.connecting ? req.destroy(new Error('boom')) : setImmediate(stalled));
+    stalled();
+  });
+  const ours = new Agent();
+  t.after(() => ours.destroy());
+  const seen = await story(ours);
+  assert.deepStrictEqual(seen, ['error boom', 'write ECANCELED', 'close']);
+  // Node 20's write hears nothing wrong; from Node 22 on, it is cancelled.
+  if (Number(process.versions.node.split('.')[0]) >= 22) assert.deepStrictEqual(await story(new http.Agent()), seen);
 });
 
 test('a response, its request and its socket close in the order Node\'s agent closes them', async (t) => {

@@ -8,7 +8,7 @@ const { debuglog } = require('node:util');
 const binding = require('./native');
 const errors = require('./errors');
 const hooks = require('./hooks');
-const { kId, kName, kOptions } = require('./socket');
+const { kId, kName, kOptions, kConnecting } = require('./socket');
 const { useLeft, keptIdle } = require('./release');
 const { kPool, kServe, kCloseConn, kClosing, kReleased } = require('./internals');
 
@@ -39,7 +39,7 @@ class Freed {
   _releaseFreed(socket) {
     const id = socket[kId];
     if (id === 0) return;
-    if (!socket.writable || socket.destroyed || socket.readableLength > 0 || socket.connecting) {
+    if (!socket.writable || socket.destroyed || socket.readableLength > 0 || socket[kConnecting]) {
       socket.destroy();
       return;
     }

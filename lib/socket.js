@@ -20,6 +20,7 @@ const { timerMs } = require('./options');
 // What a write answers (declared in Rust: src/binding/protocol.rs): written, or pending (onWrite
 // follows); a negative errno otherwise.
 const { writeDone: WRITE_DONE, writePending: WRITE_PENDING } = native.protocol();
+const { ECANCELED } = require('node:os').constants.errno;
 
 const kId = Symbol('hyperagent.connectionId');
 const kAgent = Symbol('hyperagent.agent');
@@ -40,6 +41,9 @@ const kOpening = Symbol('hyperagent.opening');
 const kOpened = Symbol('hyperagent.opened');
 // Its 'connect' was emitted when its TCP connection came up, before its TLS handshake.
 const kTcpTold = Symbol('hyperagent.tcpTold');
+// It carries no bytes yet: writes wait (until Rust has reported the connect and, over TLS, the
+// server's name was found right). `connecting`, net's, turns false with the TCP connection.
+const kConnecting = Symbol('hyperagent.connecting');
 // An upgrade or a CONNECT took the socket over ('agentRemove'): it is the user's now.
 const kLeft = Symbol('hyperagent.left');
 // Its number among its agent's sockets (agentkeepalive's CURRENT_ID), for its name.
@@ -92,6 +96,7 @@ class NativeSocket extends Duplex {
     // before the server's name is checked here).
     this[kOpening] = false;
     this[kTcpTold] = false;
+    this[kConnecting] = false;
     this.connecting = false;
     this.timeout = 0;
     this._hadError = false;
@@ -117,6 +122,7 @@ class NativeSocket extends Duplex {
   _attach(id, connecting) {
     this[kId] = id;
     this[kOpening] = connecting;
+    this[kConnecting] = connecting;
     this.connecting = connecting;
   }
 
@@ -200,6 +206,7 @@ class NativeSocket extends Duplex {
     if (!this[kOpening] || this.destroyed) return;
     if (addresses === null) {
       this[kTcpTold] = true;
+      this.connecting = false;
       this.emit('connect');
       return;
     }
@@ -220,6 +227,7 @@ class NativeSocket extends Duplex {
       this.destroy(err);
       return;
     }
+    this[kConnecting] = false;
     this.connecting = false;
     this._refreshTimer();
     if (!this[kRef]) native.setRef(this[kId], false);
@@ -269,7 +277,7 @@ class NativeSocket extends Duplex {
   _read() {
     if (!this[kReading]) {
       this[kReading] = true;
-      if (this[kId] !== 0 && !this.connecting) native.readStart(this[kId]);
+      if (this[kId] !== 0 && !this[kConnecting]) native.readStart(this[kId]);
     }
   }
 
@@ -278,7 +286,7 @@ class NativeSocket extends Duplex {
   }
 
   _writev(chunks, cb) {
-    if (this.connecting) {
+    if (this[kConnecting]) {
       this[kQueued] = { chunks, cb };
       return;
     }
@@ -302,7 +310,7 @@ class NativeSocket extends Duplex {
   }
 
   _final(cb) {
-    if (this.connecting) {
+    if (this[kConnecting]) {
       this.once(kOpened, () => this._final(cb));
       return;
     }
@@ -322,12 +330,16 @@ class NativeSocket extends Duplex {
     // as one Rust reports; an error after it, one of an established socket.
     // One an upgrade took over counts nowhere, as agentkeepalive stops watching it.
     const failure = !err || this[kConnectError] || this[kLeft] ? null : this[kOpening] ? 'connect' : 'established';
+    this[kConnecting] = false;
     this.connecting = false;
     const pending = this[kWriteCb];
     this[kWriteCb] = null;
     this[kAgent]._socketClosed(this, id, failure, !this[kFree] && !this[kLeft]);
-    if (pending !== null) pending(err || errors.connResetError('socket closed'));
     cb(err);
+    // A write still under way is cancelled with the connection, and hears so when net's
+    // pending write does from Node 22 on: once its handle has closed, after 'error' (which cb
+    // queued) and what it led to, before 'close'.
+    if (pending !== null) setImmediate(pending, errors.errnoError(-ECANCELED, 'write'));
     // After 'error' (which cb queued) and after what the ticks of this turn do, as net.Socket
     // emits it once its handle has closed, in a later phase of the loop: a response destroyed
     // with its socket closes first, and its request after it.
@@ -386,12 +398,12 @@ class NativeSocket extends Duplex {
   }
 
   setNoDelay(noDelay = true) {
-    if (this[kId] !== 0 && !this.connecting) native.setNoDelay(this[kId], Boolean(noDelay));
+    if (this[kId] !== 0 && !this[kConnecting]) native.setNoDelay(this[kId], Boolean(noDelay));
     return this;
   }
 
   setKeepAlive(enable = false, initialDelay = 0) {
-    if (this[kId] !== 0 && !this.connecting) {
+    if (this[kId] !== 0 && !this[kConnecting]) {
       native.setKeepAlive(this[kId], Boolean(enable), Math.max(0, ~~initialDelay));
     }
     return this;
@@ -424,6 +436,7 @@ class NativeSocket extends Duplex {
     return this.destroy();
   }
 
+  // Its ends: known once its TCP connection is up.
   _info() {
     if (this[kInfo] === null && this[kId] !== 0 && !this.connecting) {
       this[kInfo] = native.info(this[kId]) || null;
@@ -463,13 +476,13 @@ class NativeSocket extends Duplex {
 
   get bytesRead() {
     const id = this[kId];
-    const info = id !== 0 && !this.connecting ? native.info(id) : null;
+    const info = id !== 0 && !this[kConnecting] ? native.info(id) : null;
     return info ? info.bytesRead : 0;
   }
 
   get bytesWritten() {
     const id = this[kId];
-    const info = id !== 0 && !this.connecting ? native.info(id) : null;
+    const info = id !== 0 && !this[kConnecting] ? native.info(id) : null;
     return info ? info.bytesWritten : 0;
   }
 
@@ -588,4 +601,4 @@ class IdleConnection extends EventEmitter {
   }
 }
 
-module.exports = { NativeSocket, IdleConnection, kId, kName, kOptions, kAgent, kSocketNumber };
+module.exports = { NativeSocket, IdleConnection, kId, kName, kOptions, kAgent, kSocketNumber, kConnecting };

@@ -38,8 +38,11 @@ pub enum Link {
 pub enum Step {
     /// A name resolved to these addresses (`'lookup'`, for each).
     Resolved { host: String, ips: Vec<IpAddr> },
-    /// The TCP connection of a TLS one is up, its handshake next (`'connect'`).
-    Connected,
+    /// The TCP connection of a TLS one is up, with these ends, its handshake next (`'connect'`).
+    Connected {
+        local: Option<SocketAddr>,
+        remote: Peer,
+    },
     /// The handshake's key log lines, whether it succeeded or not (`'keylog'`; see
     /// [`establish`]).
     Keys(Vec<u8>),
@@ -65,9 +68,12 @@ pub async fn open(
             ips: ips.to_vec(),
         })
     };
-    let connected = || {
+    let connected = |local, remote: &Peer| {
         if handshake {
-            on_step(Step::Connected);
+            on_step(Step::Connected {
+                local,
+                remote: remote.clone(),
+            });
         }
     };
     let on_keys = |lines| on_step(Step::Keys(lines));
@@ -262,16 +268,21 @@ mod tests {
         let Link::Pumped(remote, Some(info)) = carried.unwrap().link else {
             panic!("a TLS session is pumped");
         };
-        // The name's address, then the TCP connection, before the handshake's outcome.
+        // The name's address, then the TCP connection with its ends, before the handshake's
+        // outcome.
+        let [resolved, connected] = &steps[..] else {
+            panic!("two steps, got {steps:?}");
+        };
         assert_eq!(
-            steps,
-            [
-                Step::Resolved {
-                    host: "localhost".into(),
-                    ips: vec![IpAddr::from([127, 0, 0, 1])]
-                },
-                Step::Connected
-            ]
+            resolved,
+            &Step::Resolved {
+                host: "localhost".into(),
+                ips: vec![IpAddr::from([127, 0, 0, 1])]
+            }
+        );
+        assert!(
+            matches!(connected, Step::Connected { local: Some(_), remote: Peer::Tcp(a) } if a.port() == port),
+            "{connected:?}"
         );
         assert_eq!(info.servername.as_deref(), Some("localhost"));
         remote.write(&[b"ping"]);

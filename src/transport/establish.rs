@@ -58,8 +58,8 @@ pub type Deadline = Option<(tokio::time::Instant, Duration)>;
 
 /// Connects to `target` and, with `secure`, runs the TLS handshake, all by `deadline` (failing
 /// with the socket timeout's error after it). `resolved` gets the addresses of a name it
-/// resolved itself (see [`connect_telling`]); `connected` runs once the socket is connected
-/// (before any handshake); `on_keys` gets the handshake's key log lines, if any, whether it
+/// resolved itself (see [`connect_telling`]); `connected` gets the socket's two ends once it is
+/// connected (before any handshake); `on_keys` gets the handshake's key log lines, if any, whether it
 /// succeeded or not (Node reports a failed handshake's lines too).
 pub async fn establish(
     target: Target,
@@ -67,11 +67,11 @@ pub async fn establish(
     secure: Option<Secure<'_>>,
     deadline: Deadline,
     resolved: impl FnOnce(&str, &[std::net::IpAddr]),
-    connected: impl FnOnce(),
+    connected: impl FnOnce(Option<SocketAddr>, &Peer),
     on_keys: impl FnOnce(Vec<u8>),
 ) -> Result<Established, Error> {
     let conn = within(deadline, connect_telling(target, opts, resolved)).await?;
-    connected();
+    connected(conn.local, &conn.remote);
     let Some(secure) = secure else {
         return Ok(Established::Plain(conn));
     };

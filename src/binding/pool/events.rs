@@ -73,7 +73,12 @@ impl PoolCell {
                     .collect();
                 [js::string(env, &host), js::array(env, &items)]
             }
-            Step::Connected => [js::null(env), js::null(env)],
+            Step::Connected { local, remote } => {
+                // Its ends, which its socket reads from now on.
+                conn.local.set(local);
+                *conn.remote.borrow_mut() = Some(remote);
+                [js::null(env), js::null(env)]
+            }
             // Posted as the connection's key log (see `emit_keylog`).
             Step::Keys(_) => return,
         };

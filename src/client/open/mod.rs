@@ -82,7 +82,7 @@ where
         if let (Some(lookup), Target::Tcp { addresses, .. }) = (lookup, &mut target) {
             *addresses = Some(lookup.await?);
         }
-        let mark = || connected.store(true, Ordering::Relaxed);
+        let mark = |_, _: &_| connected.store(true, Ordering::Relaxed);
         let established = Box::pin(establish(
             target,
             opts,

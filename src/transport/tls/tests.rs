@@ -915,7 +915,7 @@ async fn establish_connects_then_shakes_hands_reporting_keys_and_the_connect() {
         Some(secure),
         None,
         |_, _| {},
-        || connected.store(true, Ordering::Relaxed),
+        |_, _: &_| connected.store(true, Ordering::Relaxed),
         |lines| keys = lines,
     )
     .await
@@ -947,7 +947,7 @@ async fn establish_connects_then_shakes_hands_reporting_keys_and_the_connect() {
         None,
         None,
         |_, _| {},
-        || {},
+        |_, _: &_| {},
         |_| {},
     )
     .await
@@ -983,7 +983,7 @@ async fn establish_fails_at_its_deadline_when_the_handshake_never_comes() {
         Some(secure),
         deadline,
         |_, _| {},
-        || {},
+        |_, _: &_| {},
         |_| {},
     )
     .await
