@@ -749,7 +749,7 @@ test("a socket tells its connect's steps as Node's does: 'lookup' for a name, 'c
         req.on('error', reject);
         req.on('socket', (socket) => {
           socket.on('lookup', (...args) => log.push(['lookup', ...args]));
-          for (const name of ['connect', 'ready', 'secureConnect']) socket.on(name, () => log.push([name]));
+          for (const name of ['connect', 'ready', 'secureConnect']) socket.on(name, () => log.push([name, socket.secureConnecting]));
           // What a check of the peer on 'connect' reads (an allowlist of addresses, say).
           socket.on('connect', () => log.push([
             socket.connecting, socket.remoteAddress, typeof socket.remotePort, typeof socket.localPort, Object.keys(socket.address()),

@@ -201,13 +201,14 @@ class NativeSocket extends Duplex {
   // A step of its connect, told as net tells it, before the connect's outcome: the addresses
   // Rust resolved the host name to ('lookup' for each, as net emits it with autoSelectFamily,
   // and once for the one it connects to without), or (`addresses` null) a TLS socket's TCP
-  // connection, up before its handshake ('connect', which a TLSSocket emits then).
+  // connection, up before its handshake ('connect' and 'ready', which a TLSSocket emits then).
   _onStep(host, addresses) {
     if (!this[kOpening] || this.destroyed) return;
     if (addresses === null) {
       this[kTcpTold] = true;
       this.connecting = false;
       this.emit('connect');
+      this.emit('ready');
       return;
     }
     for (const address of addresses) {
@@ -232,8 +233,10 @@ class NativeSocket extends Duplex {
     this._refreshTimer();
     if (!this[kRef]) native.setRef(this[kId], false);
     this.emit(kOpened);
-    if (!this[kTcpTold]) this.emit('connect');
-    this.emit('ready');
+    if (!this[kTcpTold]) {
+      this.emit('connect');
+      this.emit('ready');
+    }
     const queued = this[kQueued];
     if (queued !== null) {
       this[kQueued] = null;

@@ -9,7 +9,7 @@ const net = require('node:net');
 const tls = require('node:tls');
 const debug = require('node:util').debuglog('hyperagent');
 const native = require('./native');
-const { NativeSocket, kOptions, kAgent } = require('./socket');
+const { NativeSocket, kOptions, kAgent, kConnecting } = require('./socket');
 const errors = require('./errors');
 
 const kInfo = Symbol('hyperagent.tlsInfo');
@@ -499,6 +499,11 @@ class NativeTlsSocket extends NativeSocket {
   _failHandshake(err) {
     this[kInfo] = null;
     this.destroy(err);
+  }
+
+  // TLSSocket's: true until its handshake is done (and, here, the server's name checked).
+  get secureConnecting() {
+    return this[kConnecting];
   }
 
   getProtocol() {
