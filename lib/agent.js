@@ -182,14 +182,14 @@ class Agent extends Base {
     }
     if (typeof verdict !== 'number') {
       debug('reuse connection %d for %s', verdict[kId], name);
-      this._reuse(verdict, req, true);
+      this._reuse(verdict, req);
       return;
     }
     const kind = verdict % BASE;
     const id = (verdict - kind) / BASE;
     if (kind === REUSE) {
       debug('reuse connection %d for %s (new socket)', id, name);
-      this._reuse(this._face(id, name, options), req, true);
+      this._reuse(this._face(id, name, options), req);
     } else if (kind === CONNECT) {
       debug('create connection %d for %s', id, name);
       this._open(id, name, req, options, true);
@@ -320,16 +320,18 @@ class Agent extends Base {
     return stamp.number;
   }
 
-  // A pooled connection serves `req` again; `sync`: called by addRequest (see reuseThrough).
-  _reuse(socket, req, sync = false) {
+  // A pooled connection serves `req` again: an idle one that addRequest takes, through the
+  // reuseSocket() hook (see reuseThrough), or (`handoff`) the one the request before it freed,
+  // which a request that waited takes without the hook, as Node's agent hands it over.
+  _reuse(socket, req, handoff = false) {
     if (socket instanceof foreign.ForeignLink) {
-      hooks.reuseForeign(this, socket, req, sync);
+      hooks.reuseForeign(this, socket, req, handoff);
       return;
     }
     socket._serve();
     const timeout = this.options.timeout;
     if (timeout > 0) socket.setTimeout(timeout);
-    if (hooks.reuseThrough(this, socket, req, sync)) setRequestSocket(this, req, socket);
+    if (handoff || hooks.reuseThrough(this, socket, req)) setRequestSocket(this, req, socket);
   }
 
   // Opens new connection `id` for `req`: in Rust, or through the program's hooks (Node calls
@@ -485,7 +487,7 @@ class Agent extends Base {
       // sockets can use (an agent.request() connection gives up its slot: a grant).
       if (kind === HANDOFF) {
         debug('hand connection %d to waiter %d', connId, waiterId);
-        this._reuse(this._face(connId, w.name, w.options), w.req);
+        this._reuse(this._face(connId, w.name, w.options), w.req, true);
       } else {
         const id = pool.openGranted(w.key);
         debug('create connection %d for waiter %d', id, waiterId);

@@ -125,31 +125,27 @@ function adoptForeign(agent, id, name, stream, options) {
   return link;
 }
 
-// A pooled connection of a hook's stream serves `req` again (`sync`: as for reuseThrough).
-function reuseForeign(agent, link, req, sync) {
+// A pooled connection of a hook's stream serves `req` again (`handoff`: as the agent's `_reuse`).
+function reuseForeign(agent, link, req, handoff) {
   link.free = false;
   const stream = link.stream;
   stream[constants.SOCKET_REQUEST_COUNT]++;
   const timeout = agent.options.timeout;
   if (timeout > 0 && typeof stream.setTimeout === 'function') stream.setTimeout(timeout);
-  if (reuseThrough(agent, stream, req, sync)) setRequestSocket(agent, req, stream);
+  if (handoff || reuseThrough(agent, stream, req)) setRequestSocket(agent, req, stream);
 }
 
-// Calls the agent's reuseSocket() (Node's hook) for `socket`, which is about to serve `req`
-// again; false if it threw. A throw costs the connection (it closes, and its slot serves the
-// next request) and the request: it is thrown out of http.request() when `sync` (addRequest),
-// as Node's agent throws it, and is the request's error otherwise, where Node's agent would
-// leave the request waiting for ever.
-function reuseThrough(agent, socket, req, sync) {
+// Calls the agent's reuseSocket() (Node's hook) for `socket`, an idle one addRequest is about
+// to give `req`: true. A throw costs the connection (it closes, and its slot serves the next
+// request) and goes on out of http.request(), as Node's agent throws it.
+function reuseThrough(agent, socket, req) {
   try {
     agent.reuseSocket(socket, req);
     return true;
   } catch (thrown) {
     debug('reuseSocket() threw; the connection closes');
     socket.destroy();
-    if (sync) throw thrown;
-    req.onSocket(null, thrown);
-    return false;
+    throw thrown;
   }
 }
 
