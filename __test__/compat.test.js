@@ -11,7 +11,7 @@ const http = require('node:http');
 const https = require('node:https');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
-const { httpServer, collected, listen, runChild, request } = require('./helpers');
+const { httpServer, collected, listen, runChild, request, until } = require('./helpers');
 
 const agents = {
   node: (options) => new http.Agent(options),
@@ -808,8 +808,8 @@ test('a write under way when its request is destroyed hears ECANCELED after the 
     });
     req.write(Buffer.alloc(32 * 1024 * 1024), (err) => log.push(`write ${err ? err.code : 'ok'}`));
     // The write is under way once it has stalled: the socket holds the rest.
-    const stalled = () => (req.socket && req.socket.writableLength > 0 && !req.socket.connecting ? req.destroy(new Error('boom')) : setImmediate(stalled));
-    stalled();
+    until(() => req.socket && req.socket.writableLength > 0 && !req.socket.connecting, 5000, 'the upload to stall')
+      .then(() => req.destroy(new Error('boom')), (err) => req.destroy(err));
   });
   const ours = new Agent();
   t.after(() => ours.destroy());
