@@ -341,6 +341,22 @@ test('a body the server ends short of its content-length with RST_STREAM(NO_ERRO
   await assert.rejects(response.text(), (err) => err.cause?.code === 'ERR_HTTP2_STREAM_ERROR');
 });
 
+test('a body the server resets before its end, with NO_ERROR or CANCEL and no content-length, fails, not passes as whole', async (t) => {
+  const { NGHTTP2_NO_ERROR, NGHTTP2_CANCEL } = http2.constants;
+  const server = await h2Server(t, (req, res) => {
+    const code = req.url === '/cancel' ? NGHTTP2_CANCEL : NGHTTP2_NO_ERROR;
+    res.writeHead(200);
+    res.write('part', () => res.stream.close(code));
+  });
+  const agent = h2Agent(t);
+  for (const path of ['/no-error', '/cancel']) {
+    const res = await agent.request(`${server.origin}${path}`);
+    assert.strictEqual(res.statusCode, 200);
+    await assert.rejects(text(res), { code: 'ERR_HTTP2_STREAM_ERROR' }, path);
+  }
+  assert.strictEqual(server.sessions.length, 1);
+});
+
 test('trailers both ways, and a large upload streamed with its checksum', async (t) => {
   let sent = null;
   const server = await h2Server(t, (req, res) => {

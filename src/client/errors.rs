@@ -53,6 +53,15 @@ pub fn cut_short() -> Error {
     )
 }
 
+/// An HTTP/2 response body its server ended with RST_STREAM (NO_ERROR or CANCEL, which hyper
+/// reads as an end) before END_STREAM: cut short, in Node's `http2` terms a stream error.
+pub fn reset_before_end() -> Error {
+    Error::tls(
+        "ERR_HTTP2_STREAM_ERROR",
+        "Stream closed before its end (RST_STREAM)",
+    )
+}
+
 /// A 101 (Switching Protocols) to a request that asked for no upgrade.
 pub fn unasked_upgrade() -> Error {
     Error::tls(

@@ -432,8 +432,10 @@ fn take_arrived(
                 Err(Ok(trailers)) => out.end = Some(trailers),
                 Err(Err(e)) => out.failed = Some(e),
             },
-            Poll::Ready(None) if owed && cut_short(body) => out.failed = Some(errors::cut_short()),
-            Poll::Ready(None) => out.end = Some(HeaderLines::default()),
+            Poll::Ready(None) => match owed.then(|| cut_short(body)).flatten() {
+                Some(err) => out.failed = Some(err),
+                None => out.end = Some(HeaderLines::default()),
+            },
             Poll::Ready(Some(Err(e))) => out.failed = Some(hyper_error(&e, true)),
             Poll::Pending => break,
         }
@@ -455,12 +457,17 @@ fn owned(data: Bytes) -> Bytes {
     }
 }
 
-/// Whether `body`, at its end, came short of its declared `content-length`. An HTTP/2 server's
-/// RST_STREAM with NO_ERROR ends a body as hyper reads it, as cleanly as END_STREAM (RFC 9113
-/// §8.1 lets a server stop a request's upload so once its response is complete), and h2 checks
-/// the length only at END_STREAM: a response cut short so would pass as whole.
-fn cut_short(body: &Incoming) -> bool {
-    body.size_hint().exact().is_some_and(|left| left > 0)
+/// Whether HTTP/2 `body`, at its end, was cut short: ended by the server's RST_STREAM before
+/// its END_STREAM, or short of its declared `content-length`. hyper ends a body at a reset with
+/// NO_ERROR or CANCEL as cleanly as at END_STREAM (RFC 9113 §8.1 lets a server stop a request's
+/// upload with NO_ERROR once its response is complete, which h2 tells by END_STREAM having
+/// come), and h2 checks the length only at END_STREAM: a response cut short so would pass as
+/// whole.
+fn cut_short(body: &Incoming) -> Option<Error> {
+    if body.size_hint().exact().is_some_and(|left| left > 0) {
+        return Some(errors::cut_short());
+    }
+    (!body.is_end_stream()).then(errors::reset_before_end)
 }
 
 /// Streams the rest of the body as the consumer grants; false if it failed. Frames that are
@@ -501,8 +508,10 @@ async fn stream_body(
                     }
                     Err(trailers) => break Some(trailers),
                 },
-                None if owed && cut_short(body) => break Some(Err(errors::cut_short())),
-                None => break Some(Ok(HeaderLines::default())),
+                None => match owed.then(|| cut_short(body)).flatten() {
+                    Some(err) => break Some(Err(err)),
+                    None => break Some(Ok(HeaderLines::default())),
+                },
                 Some(Err(e)) => break Some(Err(hyper_error(&e, true))),
             }
             if gathered >= window {
