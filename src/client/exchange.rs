@@ -173,7 +173,8 @@ fn run_exchange(
             None => Cow::Borrowed(status.canonical_reason().unwrap_or("").as_bytes()),
         };
         let mut body = response.into_body();
-        // An HTTP/2 body owes the bytes its `content-length` declares (see `cut_short`).
+        // An HTTP/2 body owes its END_STREAM and the bytes its `content-length` declares (see
+        // `cut_short`).
         let owed = matches!(sender.hyper, Hyper::H2(..))
             && !head_request
             && status != http::StatusCode::NO_CONTENT
@@ -412,8 +413,8 @@ impl Arrived {
 }
 
 /// Takes the frames of `body` that are here already into `out`, until it is full; whether it
-/// took any. `owed`: the body must have its declared length (see [`cut_short`]); `limit`: the
-/// most its trailers may take, as the head.
+/// took any. `owed`: the body must come whole (see [`cut_short`]); `limit`: the most its
+/// trailers may take, as the head.
 fn take_arrived(
     body: &mut Incoming,
     cx: &mut Context<'_>,
@@ -471,8 +472,8 @@ fn cut_short(body: &Incoming) -> Option<Error> {
 }
 
 /// Streams the rest of the body as the consumer grants; false if it failed. Frames that are
-/// ready together (within the window) go as one event. `owed`: the body must have its declared
-/// length (see [`cut_short`]); `limit`: the most its trailers may take.
+/// ready together (within the window) go as one event. `owed`: the body must come whole (see
+/// [`cut_short`]); `limit`: the most its trailers may take.
 async fn stream_body(
     body: &mut Incoming,
     ctl: &Control,
