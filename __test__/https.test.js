@@ -230,6 +230,52 @@ test('a wrong host name fails with ERR_TLS_CERT_ALTNAME_INVALID, reason, host an
   assert.strictEqual(err.cert.subjectaltname, 'DNS:example.com');
 });
 
+test('a name Node\'s own check refuses fails within the handshake: the server never sees it finish, nor the client certificate', async (t) => {
+  // The server asks for a client certificate (and takes any): each handshake's end says
+  // whether the client finished its side and sent its certificate.
+  const server = await httpsServer(t, {
+    cert: 'wrong-host.pem',
+    key: 'wrong-host-key.pem',
+    tls: { requestCert: true, rejectUnauthorized: false },
+  });
+  const ends = [];
+  server.on('secureConnection', (s) => ends.push(s.getPeerCertificate().subject ? 'finished, client certificate sent' : 'finished'));
+  server.on('tlsClientError', () => ends.push('not finished'));
+  const identity = { ca: CA, cert: fixture('client.pem'), key: fixture('client-key.pem') };
+  const url = `https://localhost:${server.port}/`;
+  const seen = async (attempt) => {
+    const before = ends.length;
+    const outcome = await attempt().then((r) => r.body, (err) => err);
+    await until(() => ends.length > before, 5000, 'the end of the server\'s handshake');
+    return { outcome, end: ends[before] };
+  };
+  const node = new https.Agent(identity);
+  const ours = new HttpsAgent(identity);
+  const lenient = new HttpsAgent({ ...identity, checkServerIdentity: () => undefined });
+  t.after(() => [node, ours, lenient].forEach((a) => a.destroy()));
+
+  const nodes = await seen(() => get({ host: 'localhost', port: server.port, agent: node }));
+  assert.strictEqual(nodes.end, 'not finished');
+  const expected = { code: 'ERR_TLS_CERT_ALTNAME_INVALID', host: 'localhost', reason: nodes.outcome.reason };
+  assert.match(expected.reason, /DNS:example\.com/);
+  for (const attempt of [
+    () => get({ host: 'localhost', port: server.port, agent: ours }),
+    () => ours.request(url),
+  ]) {
+    const { outcome, end } = await seen(attempt);
+    assert.strictEqual(end, 'not finished');
+    assert.deepStrictEqual({ code: outcome.code, host: outcome.host, reason: outcome.reason }, expected);
+    assert.strictEqual(outcome.cert.subjectaltname, 'DNS:example.com');
+  }
+  // A check of the program's decides after the handshake, as in Node: it may take the name.
+  for (const attempt of [
+    () => get({ host: 'localhost', port: server.port, agent: lenient }),
+    () => lenient.request(url).then(async (res) => ({ body: await res.body.text() })),
+  ]) {
+    assert.deepStrictEqual(await seen(attempt), { outcome: 'secure /', end: 'finished, client certificate sent' });
+  }
+});
+
 test('checkServerIdentity is called as Node calls it, and its verdict counts', async (t) => {
   const server = await httpsServer(t);
   const agent = new HttpsAgent({ ca: CA });

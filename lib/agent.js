@@ -12,7 +12,7 @@ const { debuglog } = require('node:util');
 const binding = require('./native');
 const { NativeSocket, IdleConnection, kId, kName, kSocketNumber } = require('./socket');
 const foreign = require('./foreign');
-const { hostHeaderOf, normalizeServerName, NativeTlsSocket, keylogLines } = require('./tls');
+const { hostHeaderOf, normalizeServerName, customIdentityCheck, NativeTlsSocket, keylogLines } = require('./tls');
 const { Keys } = require('./keys');
 const errors = require('./errors');
 const { normalize } = require('./options');
@@ -430,8 +430,11 @@ class Agent extends Base {
     const pool = this[kPool];
     const id = socket[kId];
     const servername = this[kTls] ? options.servername : undefined;
+    // Node's own check of the server's name applies (the program gave no check of its own): a
+    // name it surely refuses fails the handshake, as Node's fails it.
+    const nodeNameCheck = this[kTls] && !customIdentityCheck(options);
     if (options.path) {
-      pool.connect(id, { path: String(options.path), servername });
+      pool.connect(id, { path: String(options.path), servername, nodeNameCheck });
       return;
     }
     const host = options.host || 'localhost';
@@ -442,6 +445,7 @@ class Agent extends Base {
       // the request's connection options), and for HTTPS a tunnel opened through it.
       const to = proxyTarget(this, this[kTls], proxy, host, port, servername);
       socket[kTunnel] = to.tunnelRequest !== undefined;
+      to.nodeNameCheck = nodeNameCheck;
       pool.connect(id, to);
       return;
     }
@@ -451,7 +455,7 @@ class Agent extends Base {
     const blockList = blockListOf(options);
     const { attemptDelayMs, order } = addressChoice(options);
     if (typeof options.lookup !== 'function' && blockList === null) {
-      pool.connect(id, { host, port, family, localAddress, localPort, servername, attemptDelayMs, order });
+      pool.connect(id, { host, port, family, localAddress, localPort, servername, nodeNameCheck, attemptDelayMs, order });
       return;
     }
     // A user's lookup runs here, as net runs it, and so does the resolving of a host whose
@@ -466,7 +470,7 @@ class Agent extends Base {
         socket._lookupFailed(err);
         return;
       }
-      pool.connect(id, { host, port, family, localAddress, localPort, addresses, servername, attemptDelayMs, order });
+      pool.connect(id, { host, port, family, localAddress, localPort, addresses, servername, nodeNameCheck, attemptDelayMs, order });
     });
   }
 

@@ -11,7 +11,7 @@ const https = require('node:https');
 const net = require('node:net');
 const { debuglog } = require('node:util');
 const errors = require('./errors');
-const { tlsOptions, checkServerName } = require('./tls');
+const { tlsOptions, checkServerName, customIdentityCheck } = require('./tls');
 const { MAX_TARGET } = require('./request');
 const { proxiedTo, proxyLinesOf, proxyTarget, addressChoice, familyOf, blockListOf, checkConnect } = require('./connect');
 
@@ -178,7 +178,10 @@ class Keys {
       if (this.secure && !o.servername && o.servername !== '') o.servername = net.isIP(host) ? '' : host;
       key = this.keyOf(nameString(agent.getName(o)), o);
       const proxy = o.socketPath ? null : proxiedTo(agent, o);
-      this.pool.setTarget(key, proxy !== null ? proxyTarget(agent, this.secure, proxy, host, port, o.servername) : {
+      // Node's own check of the server's name applies: a name it surely refuses fails the
+      // handshake (see kConnect in agent.js).
+      const nodeNameCheck = this.secure && !customIdentityCheck(o);
+      this.pool.setTarget(key, proxy !== null ? { ...proxyTarget(agent, this.secure, proxy, host, port, o.servername), nodeNameCheck } : {
         host,
         port,
         family: familyOf(o),
@@ -186,6 +189,7 @@ class Keys {
         localPort: o.localPort || undefined,
         path: o.socketPath || undefined,
         servername: this.secure ? o.servername : undefined,
+        nodeNameCheck,
         jsLookup: (typeof o.lookup === 'function' || blockListOf(o) !== null) && !o.socketPath,
         ...addressChoice(o),
       });

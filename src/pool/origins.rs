@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::KeyId;
 use crate::error::Error;
+use crate::transport::establish::Identity;
 use crate::transport::tls::{TlsConfig, TlsOptions};
 use crate::transport::Target;
 
@@ -16,8 +17,8 @@ use crate::transport::Target;
 #[derive(Clone, Debug)]
 pub struct Destination {
     pub target: Target,
-    /// The TLS server name, when it is not the target's host.
-    pub servername: Option<String>,
+    /// The TLS server name (when it is not the target's host), and how it is checked.
+    pub identity: Identity,
     /// The user's `lookup` resolves the host, in JavaScript, as on the drop-in path.
     pub js_lookup: bool,
 }
@@ -72,7 +73,10 @@ mod tests {
                 key,
                 Destination {
                     target: Target::tcp("localhost", 443),
-                    servername: Some("example.com".into()),
+                    identity: Identity {
+                        servername: Some("example.com".into()),
+                        node_check: true,
+                    },
                     js_lookup: key == b,
                 },
             );
@@ -82,7 +86,12 @@ mod tests {
         origins.forget(&[a]);
         assert!(origins.tls(a).is_none() && origins.destination(a).is_none());
         assert_eq!(
-            origins.destination(b).unwrap().servername.as_deref(),
+            origins
+                .destination(b)
+                .unwrap()
+                .identity
+                .servername
+                .as_deref(),
             Some("example.com")
         );
     }

@@ -179,6 +179,7 @@ mod tests {
             let secure = config.map(|config| Secure {
                 config,
                 servername: Some("localhost"),
+                node_name_check: true,
                 keylog: Arc::new(AtomicBool::new(false)),
                 offer_h2: false,
             });

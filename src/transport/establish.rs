@@ -42,11 +42,23 @@ pub enum SecureStream {
     Proxied(Box<ClientStream<ClientStream<TcpStream>>>),
 }
 
+/// Whom a TLS connection is for, as JavaScript gives it for each connection.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// The `servername` (SNI and the certificate's name); none: the peer's address.
+    pub servername: Option<String>,
+    /// Node's own `checkServerIdentity` applies (the program gave none of its own).
+    pub node_check: bool,
+}
+
 /// The TLS side of a connection to establish.
 pub struct Secure<'a> {
     pub config: &'a TlsConfig,
     /// The `servername` (SNI and the certificate's name); none: the peer's address.
     pub servername: Option<&'a str>,
+    /// Node's own `checkServerIdentity` applies: a name it surely refuses fails the handshake
+    /// (see `tls::handshake_offering`).
+    pub node_name_check: bool,
     /// Whether the handshake's key material is kept (a 'keylog' listener), read as it comes.
     pub keylog: Arc<AtomicBool>,
     /// ALPN offers HTTP/2 (`h2`) ahead of HTTP/1.1.
@@ -91,7 +103,13 @@ pub async fn establish(
         ($io:expr, $variant:expr) => {{
             let handshake = within(
                 deadline,
-                tls::handshake_offering($io, secure.config, server, secure.offer_h2),
+                tls::handshake_offering(
+                    $io,
+                    secure.config,
+                    server,
+                    secure.offer_h2,
+                    secure.node_name_check,
+                ),
             );
             let (result, lines) = tls::logging_keys(secure.keylog, handshake).await;
             if !lines.is_empty() {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::target::{connect_target, ConnectTarget};
+use super::target::{connect_target, identity_of, ConnectTarget};
 use super::tls::{tls_options, ErrorInfo, TlsOptionsJs};
 use crate::binding::pool::PoolCell;
 use crate::binding::{conn, ctx, pool, protocol, request};
@@ -192,8 +192,8 @@ impl NativePool {
 
     #[napi(catch_unwind)]
     pub fn connect(&self, id: u32, target: ConnectTarget) -> Result<()> {
-        let servername = target.servername.clone();
-        self.cell.connect(id, connect_target(target)?, servername);
+        let identity = identity_of(&target);
+        self.cell.connect(id, connect_target(target)?, identity);
         Ok(())
     }
 
@@ -225,7 +225,7 @@ impl NativePool {
     #[napi(catch_unwind)]
     pub fn set_target(&self, key: u32, target: ConnectTarget) -> Result<()> {
         let destination = Destination {
-            servername: target.servername.clone(),
+            identity: identity_of(&target),
             js_lookup: target.js_lookup == Some(true),
             target: connect_target(target)?,
         };

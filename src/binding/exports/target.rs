@@ -8,6 +8,7 @@ use napi_derive::napi;
 
 use super::tls::proxy_tls_config;
 use crate::transport::dns::{parse_ip, Family};
+use crate::transport::establish::Identity;
 use crate::transport::{AddressChoice, Order, ProxyTls, Target, Tunnel};
 
 #[napi(object)]
@@ -23,6 +24,8 @@ pub struct ConnectTarget {
     pub addresses: Option<Vec<String>>,
     /// For TLS: the SNI name (empty or absent for none).
     pub servername: Option<String>,
+    /// For TLS: Node's own `checkServerIdentity` applies (the program gave none of its own).
+    pub node_name_check: Option<bool>,
     /// The promise path resolves the host through the user's `lookup` function (in
     /// JavaScript) before each connection.
     pub js_lookup: Option<bool>,
@@ -40,6 +43,14 @@ pub struct ConnectTarget {
     pub attempt_delay_ms: Option<u32>,
     /// `dns.getDefaultResultOrder()` for the resolver's answers.
     pub order: Option<String>,
+}
+
+/// Whom a TLS connection to `target` is for.
+pub fn identity_of(target: &ConnectTarget) -> Identity {
+    Identity {
+        servername: target.servername.clone(),
+        node_check: target.node_name_check == Some(true),
+    }
 }
 
 pub fn connect_target(target: ConnectTarget) -> Result<Target> {

@@ -16,20 +16,20 @@ use crate::pool::course::Heard;
 use crate::pool::moves;
 use crate::runtime::runtime;
 use crate::transport::carry::{self, Carried, Link, Step};
-use crate::transport::establish::Secure;
+use crate::transport::establish::{Identity, Secure};
 use crate::transport::pump::Event;
 use crate::transport::Target;
 
 impl PoolCell {
     /// Starts connecting `id` on tokio; the result arrives through the thread's inbox. For a
     /// TLS key the same task runs the handshake, then pumps the connection.
-    pub fn connect(self: &Rc<Self>, id: u32, target: Target, servername: Option<String>) {
+    pub fn connect(self: &Rc<Self>, id: u32, target: Target, identity: Identity) {
         let Some(conn) = self.conn(id) else { return };
         if conn.course.state() != State::Connecting {
             return;
         }
-        *conn.target.borrow_mut() = Some((target.clone(), servername.clone()));
-        self.spawn_connect(&conn, target, servername, None);
+        *conn.target.borrow_mut() = Some((target.clone(), identity.clone()));
+        self.spawn_connect(&conn, target, identity, None);
     }
 
     /// A drop-in connection died before answering a replayable request (see `crate::replay`):
@@ -41,14 +41,14 @@ impl PoolCell {
             self.key_name(conn.key)
         );
         moves::replaying(self, conn.key);
-        let Some((target, servername)) = conn.target.borrow().clone() else {
+        let Some((target, identity)) = conn.target.borrow().clone() else {
             return;
         };
         // Its socket is open as far as JavaScript knows (no connect timeout of its own runs):
         // the new connection must open within the promise path's bound, or the request fails
         // as the first attempt did, rather than wait on a peer (a proxy's tunnel) that never
         // answers.
-        self.spawn_connect(conn, target, servername, self.connect_timeout.get());
+        self.spawn_connect(conn, target, identity, self.connect_timeout.get());
     }
 
     /// Opens `conn`'s connection (TLS included); `bound` limits how long that may take.
@@ -56,7 +56,7 @@ impl PoolCell {
         self: &Rc<Self>,
         conn: &Rc<Conn>,
         target: Target,
-        servername: Option<String>,
+        identity: Identity,
         bound: Option<Duration>,
     ) {
         let id = conn.id;
@@ -71,7 +71,8 @@ impl PoolCell {
             let deadline = bound.map(|limit| (tokio::time::Instant::now() + limit, limit));
             let secure = tls.as_deref().map(|config| Secure {
                 config,
-                servername: servername.as_deref(),
+                servername: identity.servername.as_deref(),
+                node_name_check: identity.node_check,
                 keylog,
                 // `http.request` speaks HTTP/1.1 only.
                 offer_h2: false,

@@ -135,7 +135,7 @@ pub fn run_connect(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32, spec: 
     let destination = pool.origins.borrow().destination(req.key).cloned();
     let Some(Destination {
         target,
-        servername,
+        identity,
         js_lookup,
     }) = destination
     else {
@@ -179,7 +179,8 @@ pub fn run_connect(pool: &Rc<PoolCell>, req: &Rc<ReqState>, conn_id: u32, spec: 
         });
         let secure = tls.as_deref().map(|config| Secure {
             config,
-            servername: servername.as_deref(),
+            servername: identity.servername.as_deref(),
+            node_name_check: identity.node_check,
             keylog,
             offer_h2: http2,
         });

@@ -49,6 +49,7 @@ fn secure(config: &TlsConfig) -> Secure<'_> {
     Secure {
         config,
         servername: Some("localhost"),
+        node_name_check: true,
         keylog: Arc::new(AtomicBool::new(false)),
         offer_h2: false,
     }

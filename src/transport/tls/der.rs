@@ -108,10 +108,25 @@ pub fn may_issue(der: &[u8]) -> bool {
 }
 
 fn may_issue_inner(der: &[u8]) -> Option<bool> {
-    let (v1, mut rest) = tbs_fields(der)?;
+    let (v1, _) = tbs_fields(der)?;
     if v1 {
         return Some(parse(der)?.self_issued());
     }
+    let Some(constraints) = extension(der, BASIC_CONSTRAINTS)? else {
+        return Some(false);
+    };
+    let (0x30, constraints, _) = tlv(constraints)? else {
+        return None;
+    };
+    // cA BOOLEAN DEFAULT FALSE.
+    Some(matches!(tlv(constraints), Some((0x01, [flag], _)) if *flag != 0))
+}
+
+/// The value (the contents of its `extnValue` OCTET STRING) of the certificate's extension
+/// `oid`: `Some(None)` when it has none, `None` if it is not well formed or has the extension
+/// twice (which OpenSSL refuses to read).
+fn extension<'a>(der: &'a [u8], oid: &[u8]) -> Option<Option<&'a [u8]>> {
+    let (_, mut rest) = tbs_fields(der)?;
     // serial, signature algorithm, issuer, validity, subject, subjectPublicKeyInfo.
     for _ in 0..6 {
         rest = tlv(rest)?.2;
@@ -125,30 +140,57 @@ fn may_issue_inner(der: &[u8]) -> Option<bool> {
         let (0x30, mut extensions, _) = tlv(contents)? else {
             return None;
         };
-        while let Some((0x30, extension, after)) = tlv(extensions) {
-            extensions = after;
-            let (0x06, oid, mut value) = tlv(extension)? else {
+        let mut found = None;
+        while !extensions.is_empty() {
+            let (0x30, extension, after) = tlv(extensions)? else {
                 return None;
             };
-            if oid != BASIC_CONSTRAINTS {
+            extensions = after;
+            let (0x06, id, mut value) = tlv(extension)? else {
+                return None;
+            };
+            if id != oid {
                 continue;
             }
             // critical BOOLEAN DEFAULT FALSE, then extnValue OCTET STRING.
             if value.first() == Some(&0x01) {
                 value = tlv(value)?.2;
             }
-            let (0x04, constraints, _) = tlv(value)? else {
+            let (0x04, value, _) = tlv(value)? else {
                 return None;
             };
-            let (0x30, constraints, _) = tlv(constraints)? else {
+            if found.replace(value).is_some() {
                 return None;
-            };
-            // cA BOOLEAN DEFAULT FALSE.
-            return Some(matches!(tlv(constraints), Some((0x01, [flag], _)) if *flag != 0));
+            }
         }
-        return Some(false);
+        return Some(found);
     }
-    Some(false)
+    Some(None)
+}
+
+/// The DER of the OID subjectAltName (2.5.29.17), contents only.
+const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
+
+/// The `dNSName` entries of the certificate's subjectAltName, as their bytes, in order (none
+/// when it has no such extension); `None` if the certificate or the extension is not well
+/// formed.
+pub fn dns_names(der: &[u8]) -> Option<Vec<&[u8]>> {
+    let Some(value) = extension(der, SUBJECT_ALT_NAME)? else {
+        return Some(Vec::new());
+    };
+    let (0x30, mut names, _) = tlv(value)? else {
+        return None;
+    };
+    let mut dns = Vec::new();
+    while !names.is_empty() {
+        let (tag, name, after) = tlv(names)?;
+        names = after;
+        // dNSName: [2] IMPLICIT IA5String.
+        if tag == 0x82 {
+            dns.push(name);
+        }
+    }
+    Some(dns)
 }
 
 /// The contents of one TLV (a Name's value, without its SEQUENCE); `None` if not well formed.

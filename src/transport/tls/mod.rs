@@ -2,12 +2,15 @@
 //! `https.Agent`, OpenSSL's verification error codes, acceptance of a self-signed server
 //! certificate passed as `ca`, session resumption, and the details sockets expose afterwards.
 //!
-//! Names are not checked here: as in Node, the host name is checked after the handshake by
-//! `checkServerIdentity` (in JavaScript, with Node's own function by default), so the error,
-//! `ERR_TLS_CERT_ALTNAME_INVALID` with its `reason`, `host` and `cert`, is Node's exactly.
+//! Names are checked as in Node: by `checkServerIdentity` (in JavaScript, with Node's own
+//! function by default) after the handshake, so the error, `ERR_TLS_CERT_ALTNAME_INVALID` with
+//! its `reason`, `host` and `cert`, is Node's exactly. Where Node's own function applies, a
+//! name it surely refuses also fails the handshake itself, as Node's fails before its client
+//! has finished (see `identity`).
 
 mod ciphers;
 pub mod der;
+mod identity;
 mod names;
 mod pkcs12;
 mod stream;
@@ -524,6 +527,12 @@ pub fn check_name(info: &TlsInfo, server: &ServerName<'_>) -> Result<(), Error> 
     if named {
         return Ok(());
     }
+    Err(altname_error(server, info.peer_chain.first()))
+}
+
+/// `ERR_TLS_CERT_ALTNAME_INVALID` for `server`, refused for the certificate `leaf` (DER), which
+/// JavaScript words as Node's check does.
+fn altname_error(server: &ServerName<'_>, leaf: Option<&Vec<u8>>) -> Error {
     let (name, host) = match server {
         ServerName::DnsName(name) => (
             name.as_ref().to_owned(),
@@ -540,10 +549,10 @@ pub fn check_name(info: &TlsInfo, server: &ServerName<'_>) -> Result<(), Error> 
         format!("Hostname/IP does not match certificate's altnames: {host} is not in the cert's altnames"),
     );
     // JavaScript words it as Node's check does, from the certificate itself.
-    Err(match info.peer_chain.first() {
+    match leaf {
         Some(leaf) => err.with_name_check(name, leaf.clone()),
         None => err,
-    })
+    }
 }
 
 /// The name rustls checks sessions and SNI against: the `servername` when it is a DNS name

@@ -1,7 +1,7 @@
 //! The client side of a TLS connection: the handshake on a connected socket, the stream it
 //! gives, the key log Node's 'keylog' events carry, and TLS errors in Node's terms.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +14,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::error::Error;
 
-use super::verify::{VerifyFailure, VERIFY_FAILURE};
+use super::verify::{Verdict, VerifyFailure, VERDICT};
 use super::{alert_error, cipher_names, handshake_alert_error, TlsConfig, TlsInfo};
 
 tokio::task_local! {
@@ -156,15 +156,18 @@ pub async fn handshake<IO>(
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
-    handshake_offering(io, config, server, false).await
+    handshake_offering(io, config, server, false, false).await
 }
 
-/// Runs the client handshake on a connected socket, offering HTTP/2 in ALPN if `h2`.
+/// Runs the client handshake on a connected socket, offering HTTP/2 in ALPN if `h2`. With
+/// `node_name_check` (Node's own `checkServerIdentity` applies), a server name that check
+/// refuses fails the handshake (see [`identity`](super::identity)).
 pub async fn handshake_offering<IO>(
     io: IO,
     config: &TlsConfig,
     server: ServerName<'static>,
     h2: bool,
+    node_name_check: bool,
 ) -> Result<(ClientStream<IO>, TlsInfo), Error>
 where
     IO: AsyncRead + AsyncWrite + Unpin,
@@ -174,17 +177,20 @@ where
         ServerName::DnsName(name) => Some(name.as_ref().to_owned()),
         _ => None,
     };
-    let (result, failure) = VERIFY_FAILURE
-        .scope(Cell::new(None), async {
+    let (result, failure, wrong_name) = VERDICT
+        .scope(Verdict::new(node_name_check), async {
             let result = connector.connect(server.clone(), io).await;
-            (result, VERIFY_FAILURE.with(Cell::get))
+            VERDICT.with(|v| (result, v.failure.get(), v.wrong_name.take()))
         })
         .await;
     let stream = match result {
         Ok(stream) => stream,
         Err(err) => {
             config.forget_sessions(&server);
-            return Err(handshake_error(&err, failure));
+            return Err(match wrong_name {
+                Some(leaf) => super::altname_error(&server, Some(&leaf)),
+                None => handshake_error(&err, failure),
+            });
         }
     };
     let (_, conn) = stream.get_ref();

@@ -1,7 +1,6 @@
 //! Handshakes against a rustls server on loopback, with the committed fixture certificates
 //! (`__test__/fixtures/tls`), verified for real.
 
-use std::cell::Cell;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -45,6 +44,8 @@ struct Server {
     versions: &'static [&'static rustls::SupportedProtocolVersion],
     client_ca: Option<&'static str>,
     alpn: Vec<Vec<u8>>,
+    /// Whether each handshake it served succeeded, in the order they ended.
+    handshakes: tokio::sync::mpsc::UnboundedSender<bool>,
 }
 
 impl Server {
@@ -55,6 +56,7 @@ impl Server {
             versions: &BOTH,
             client_ca: None,
             alpn: Vec::new(),
+            handshakes: tokio::sync::mpsc::unbounded_channel().0,
         }
     }
 
@@ -83,14 +85,18 @@ impl Server {
         let acceptor = TlsAcceptor::from(Arc::new(config));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
+        let handshakes = self.handshakes;
         tokio::spawn(async move {
             for _ in 0..connections {
                 let Ok((tcp, _)) = listener.accept().await else {
                     return;
                 };
                 let acceptor = acceptor.clone();
+                let handshakes = handshakes.clone();
                 tokio::spawn(async move {
-                    if let Ok(mut tls) = acceptor.accept(tcp).await {
+                    let accepted = acceptor.accept(tcp).await;
+                    let _ = handshakes.send(accepted.is_ok());
+                    if let Ok(mut tls) = accepted {
                         let mut buf = [0u8; 4];
                         if tls.read_exact(&mut buf).await.is_ok() {
                             let _ = tls.write_all(b"pong").await;
@@ -444,9 +450,9 @@ fn verdict(
     leaf: &CertificateDer<'_>,
 ) -> (bool, Option<verify::VerifyFailure>) {
     let name = ServerName::try_from("localhost").unwrap();
-    verify::VERIFY_FAILURE.sync_scope(Cell::new(None), || {
+    verify::VERDICT.sync_scope(verify::Verdict::new(false), || {
         let result = verifier.verify_server_cert(leaf, &[], &name, &[], UnixTime::now());
-        (result.is_ok(), verify::VERIFY_FAILURE.with(Cell::get))
+        (result.is_ok(), verify::VERDICT.with(|v| v.failure.get()))
     })
 }
 
@@ -557,6 +563,45 @@ async fn reject_unauthorized_false_connects_and_reports_why() {
 }
 
 #[tokio::test]
+async fn a_name_nodes_own_check_refuses_fails_within_the_handshake() {
+    // Node's own check applies: the server never sees the handshake finish (as Node's client
+    // stops before its Finished), and the error is the check's, with what JavaScript needs to
+    // word it.
+    let (told, mut handshakes) = tokio::sync::mpsc::unbounded_channel();
+    let mut server = Server::new("wrong-host.pem", "wrong-host-key.pem");
+    server.handshakes = told;
+    let port = server.start(3).await;
+    let open = |config: TlsConfig, node_name_check: bool| async move {
+        let tcp = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let server = server_name(Some("localhost"), LOCALHOST);
+        handshake_offering(tcp, &config, server, false, node_name_check).await
+    };
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    let err = open(config, true).await.err().expect("a wrong name");
+    assert_eq!(err.code(), "ERR_TLS_CERT_ALTNAME_INVALID");
+    let (host, leaf) = err.name_check().expect("the name and the certificate");
+    assert_eq!(host, "localhost");
+    assert_eq!(leaf, chain("wrong-host.pem")[0].as_ref());
+    assert_eq!(handshakes.recv().await, Some(false));
+
+    // A check of the program's (which may take the name), or `rejectUnauthorized: false`: the
+    // handshake completes, and the name is JavaScript's to check.
+    let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
+    assert!(open(config, false).await.is_ok());
+    assert_eq!(handshakes.recv().await, Some(true));
+    let lenient = TlsOptions {
+        reject_unauthorized: false,
+        ..options(&["ca.pem"])
+    };
+    let info = open(TlsConfig::new(&lenient).unwrap(), true)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!(info.authorization_error, None);
+    assert_eq!(handshakes.recv().await, Some(true));
+}
+
+#[tokio::test]
 async fn names_are_left_to_check_server_identity() {
     // The chain is good; the name is wrong. Node checks names after the handshake, with
     // checkServerIdentity, and so does hyperagent.
@@ -608,7 +653,7 @@ async fn http2_is_offered_ahead_of_http1_when_asked() {
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
-    let (_, info) = handshake_offering(tcp, &config, server_name.clone(), true)
+    let (_, info) = handshake_offering(tcp, &config, server_name.clone(), true, false)
         .await
         .unwrap();
     assert_eq!(info.alpn.as_deref(), Some(&b"h2"[..]));
@@ -906,6 +951,7 @@ async fn establish_connects_then_shakes_hands_reporting_keys_and_the_connect() {
     let secure = Secure {
         config: &config,
         servername: Some("localhost"),
+        node_name_check: true,
         keylog: Arc::new(AtomicBool::new(true)),
         offer_h2: false,
     };
@@ -974,6 +1020,7 @@ async fn establish_fails_at_its_deadline_when_the_handshake_never_comes() {
     let secure = Secure {
         config: &config,
         servername: Some("localhost"),
+        node_name_check: false,
         keylog: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         offer_h2: false,
     };

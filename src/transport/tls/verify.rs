@@ -1,7 +1,7 @@
 //! Verification of a server's certificate chain as OpenSSL does it, with its error codes: the
 //! chain, revocation with `crl`, and a certificate trusted as given in `ca`.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -14,7 +14,7 @@ use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureSc
 
 use crate::error::Error;
 
-use super::{config_error, der};
+use super::{config_error, der, identity};
 
 /// Why a server's certificate chain was not trusted, in OpenSSL's words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,11 +81,30 @@ pub(super) fn weak_rsa(cert: &CertificateDer<'_>) -> bool {
         .is_some_and(|bits| bits < MIN_RSA_BITS)
 }
 
+/// What the verifier found of the handshake running in this task: the shared verifier writes
+/// it here, the handshake reads it (a per-connection verifier would defeat resumption).
+#[derive(Default)]
+pub(super) struct Verdict {
+    /// Node's own `checkServerIdentity` is the one that applies to this connection: a name
+    /// that it surely refuses fails the handshake (see [`identity`]).
+    pub(super) node_name_check: bool,
+    /// Why the chain was not trusted.
+    pub(super) failure: Cell<Option<VerifyFailure>>,
+    /// The server's certificate (DER), when Node's check refuses its name.
+    pub(super) wrong_name: RefCell<Option<Vec<u8>>>,
+}
+
+impl Verdict {
+    pub(super) fn new(node_name_check: bool) -> Self {
+        Verdict {
+            node_name_check,
+            ..Verdict::default()
+        }
+    }
+}
+
 tokio::task_local! {
-    /// Why the chain of the handshake running in this task was not trusted: the shared
-    /// verifier writes it here, the handshake reads it (a per-connection verifier would
-    /// defeat resumption).
-    pub(super) static VERIFY_FAILURE: Cell<Option<VerifyFailure>>;
+    pub(super) static VERDICT: Verdict;
 }
 
 /// Verifies chains as OpenSSL would and remembers why one failed. With
@@ -383,7 +402,19 @@ impl ServerCertVerifier for NodeVerifier {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         let failure = self.check(end_entity, intermediates, server_name, now);
-        let _ = VERIFY_FAILURE.try_with(|slot| slot.set(failure));
+        // A trusted chain whose name Node's own check refuses: Node stops the handshake with
+        // that check's error before finishing its side (`rejectUnauthorized: false` lets the
+        // connection go on, with the name left to JavaScript as its `authorizationError`).
+        let wrong_name = failure.is_none()
+            && self.reject
+            && VERDICT.try_with(|v| v.node_name_check).unwrap_or(false)
+            && matches!(server_name, ServerName::DnsName(name) if identity::node_refuses(end_entity, name.as_ref()));
+        let _ = VERDICT.try_with(|v| {
+            v.failure.set(failure);
+            if wrong_name {
+                *v.wrong_name.borrow_mut() = Some(end_entity.to_vec());
+            }
+        });
         match failure {
             // A key the handshake's signature cannot be checked with fails it whatever
             // `rejectUnauthorized` says.
@@ -392,6 +423,9 @@ impl ServerCertVerifier for NodeVerifier {
                     rustls::OtherError(Arc::new(VerifyError(f))),
                 )))
             }
+            _ if wrong_name => Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName,
+            )),
             _ => Ok(ServerCertVerified::assertion()),
         }
     }
