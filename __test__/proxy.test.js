@@ -15,7 +15,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
-const { httpServer, listen, runChild } = require('./helpers');
+const { httpServer, listen, runChild, until } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
@@ -77,6 +77,10 @@ async function proxyServer(t, { auth, cert } = {}) {
   });
   server.connections = 0;
   server.on('connection', () => server.connections++);
+  // Over TLS: how each handshake with it ended.
+  server.handshakes = [];
+  server.on('secureConnection', () => server.handshakes.push('finished'));
+  server.on('tlsClientError', () => server.handshakes.push('not finished'));
   await listen(t, server);
   server.seen = seen;
   server.url = cert ? `https://localhost:${server.address().port}` : `http://127.0.0.1:${server.address().port}`;
@@ -396,6 +400,9 @@ test('a proxy reached over TLS: plain HTTP inside its session, HTTPS through a t
     if (cert === 'wrong-host') assert.match(seen.node.message, /is not in the cert's altnames: DNS:example\.com$/);
     assert.deepStrictEqual([seen.dropIn, seen.promise], [seen.node, seen.node], cert);
     assert.strictEqual(proxy.seen.length, 0, `${cert}: nothing was asked of it`);
+    // Refused within the handshake, as Node's agent refuses it: the proxy never sees it finish.
+    await until(() => proxy.handshakes.length === 3, 5000, 'the ends of the proxy\'s handshakes');
+    assert.deepStrictEqual(proxy.handshakes, Array(3).fill('not finished'), cert);
   }
 });
 

@@ -43,13 +43,16 @@ const MAX_TUNNEL_HEAD: usize = 16 * 1024;
 
 /// The TLS session to a proxy reached over TLS; its certificate must name the proxy, unless
 /// `rejectUnauthorized` is off (then, as Node, the failure is only reported, and not here).
+/// Node reaches it with `tls.connect` and its own name check: a name that check refuses fails
+/// the handshake itself.
 pub(super) async fn proxy_session(
     stream: TcpStream,
     proxy: &ProxyTls,
     ip: IpAddr,
 ) -> Result<ClientStream<TcpStream>, Error> {
     let server = tls::server_name(Some(&proxy.host), ip);
-    let (secure, info) = tls::handshake(stream, &proxy.config, server.clone()).await?;
+    let (secure, info) =
+        tls::handshake_offering(stream, &proxy.config, server.clone(), false, true).await?;
     if proxy.config.rejects_unauthorized() {
         tls::check_name(&info, &server)?;
     }

@@ -33,7 +33,7 @@ use stream::{alpn_with_h2, TaskKeyLog};
 use verify::{revocation_verifier, NodeVerifier};
 
 pub use names::{alert_error, cipher_names, ephemeral_key, handshake_alert_error};
-pub use stream::{handshake, handshake_offering, logging_keys, read_error, ClientStream};
+pub use stream::{handshake_offering, logging_keys, read_error, ClientStream};
 pub use verify::VerifyFailure;
 
 /// `https.Agent` / `tls.connect` options, as bytes and strings (the binding converts them).

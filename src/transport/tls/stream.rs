@@ -147,18 +147,6 @@ pub(super) fn alpn_with_h2(given: &[Vec<u8>]) -> Vec<Vec<u8>> {
     offered
 }
 
-/// Runs the client handshake on a connected socket.
-pub async fn handshake<IO>(
-    io: IO,
-    config: &TlsConfig,
-    server: ServerName<'static>,
-) -> Result<(ClientStream<IO>, TlsInfo), Error>
-where
-    IO: AsyncRead + AsyncWrite + Unpin,
-{
-    handshake_offering(io, config, server, false, false).await
-}
-
 /// Runs the client handshake on a connected socket, offering HTTP/2 in ALPN if `h2`. With
 /// `node_name_check` (Node's own `checkServerIdentity` applies), a server name that check
 /// refuses fails the handshake (see [`identity`](super::identity)).

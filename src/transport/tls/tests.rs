@@ -121,6 +121,15 @@ pub(crate) fn options(ca: &[&str]) -> TlsOptions {
 
 const LOCALHOST: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
+/// A handshake offering no HTTP/2, its name left to JavaScript (a check of the program's).
+async fn handshake(
+    tcp: TcpStream,
+    config: &TlsConfig,
+    server: ServerName<'static>,
+) -> Result<(ClientStream<TcpStream>, TlsInfo), Error> {
+    handshake_offering(tcp, config, server, false, false).await
+}
+
 async fn connect(
     port: u16,
     config: &TlsConfig,
