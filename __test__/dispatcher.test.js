@@ -1439,6 +1439,51 @@ test("'disconnect' tells of the connections close() and destroy() close with und
   }
 });
 
+test("undici's errors of a Dispatcher read as undici's own: class name, stack header, instanceof", async (t) => {
+  // The server holds every request: each case fails the one in flight, or one after close().
+  const server = await httpServer(t, () => {});
+  const { EventEmitter } = require('node:events');
+  const cases = {
+    destroyed: async (d) => {
+      const held = once(server, 'request');
+      const failed = undici.request(`${server.url}/`, { dispatcher: d });
+      await held;
+      d.destroy();
+      return failed;
+    },
+    // An EventEmitter's 'abort' carries no reason: undici's RequestAbortedError.
+    aborted: async (d) => {
+      const signal = new EventEmitter();
+      const held = once(server, 'request');
+      const failed = undici.request(`${server.url}/`, { dispatcher: d, signal });
+      await held;
+      signal.emit('abort');
+      return failed;
+    },
+    closed: async (d) => {
+      await d.close();
+      return undici.request(`${server.url}/`, { dispatcher: d });
+    },
+  };
+  const seen = async (d, attempt) => {
+    t.after(() => d.destroy());
+    const err = await attempt(d).then(() => assert.fail('no error'), (e) => e);
+    return {
+      className: err.constructor.name,
+      name: err.name,
+      code: err.code,
+      message: err.message,
+      header: err.stack.split('\n')[0],
+      undici: err instanceof undici.errors.UndiciError,
+    };
+  };
+  for (const [kind, attempt] of Object.entries(cases)) {
+    const theirs = await seen(new undici.Agent(), attempt);
+    const ours = await seen(new Dispatcher(), attempt);
+    assert.deepStrictEqual(ours, theirs, kind);
+  }
+});
+
 test("an HTTPS request's own server name: undici's servername, or its host header's", async (t) => {
   const names = [];
   const server = https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => {

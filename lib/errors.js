@@ -152,16 +152,32 @@ function prematureClose() {
 // ClientClosedError (UND_ERR_CLOSED), ClientDestroyedError (UND_ERR_DESTROYED), RequestAbortedError
 // (UND_ERR_ABORTED, which undici names 'AbortError'), and the others below. Each kind's third
 // field: the codes of the undici classes it also belongs to (a RequestAbortedError is an
-// AbortError, UND_ERR_ABORT); every kind is an UndiciError (UND_ERR).
+// AbortError, UND_ERR_ABORT); every kind is an UndiciError (UND_ERR). The fourth: its class's
+// name, where it is not the error's.
 const UNDICI_ERRORS = {
   CLOSED: ['ClientClosedError', 'The client is closed', []],
   DESTROYED: ['ClientDestroyedError', 'The client is destroyed', []],
-  ABORTED: ['AbortError', 'Request aborted', ['ABORT']],
+  ABORTED: ['AbortError', 'Request aborted', ['ABORT'], 'RequestAbortedError'],
   SOCKET: ['SocketError', 'closed', []],
   INFO: ['InformationalError', 'Request information', []],
   RES_EXCEEDED_MAX_SIZE: ['ResponseExceededMaxSizeError', 'Response content exceeded max size', []],
   MAX_ORIGINS_REACHED: ['MaxOriginsReachedError', 'Maximum allowed origins reached', []],
 };
+
+// A class for each kind, named as undici's (what `err.constructor.name` and a logger read), made
+// on first use. Not undici's own classes, which this package does not load: `instanceof` holds
+// by their markers (see markUndici).
+const undiciClasses = new Map();
+
+function undiciClass(kind) {
+  let Class = undiciClasses.get(kind);
+  if (Class === undefined) {
+    const [name, , , className = name] = UNDICI_ERRORS[kind];
+    Class = { [className]: class extends Error {} }[className];
+    undiciClasses.set(kind, Class);
+  }
+  return Class;
+}
 
 // undici's error classes know their instances by a marker of each class, under a global symbol
 // (`Symbol.hasInstance`), so that `err instanceof errors.SocketError` holds across copies of
@@ -175,12 +191,11 @@ function markUndici(err, kind) {
 }
 
 function undiciError(kind, message = UNDICI_ERRORS[kind][1]) {
-  const [name] = UNDICI_ERRORS[kind];
-  const err = new Error(message);
-  // Named in its stack's header too (withCode takes the name it finds, then drops it).
-  err.name = name;
-  withCode(err, `UND_ERR_${kind}`);
-  err.name = name;
+  const Class = undiciClass(kind);
+  const err = new Class(message);
+  // As undici's constructors set them: its stack's header reads `name: message`, as undici's.
+  err.name = UNDICI_ERRORS[kind][0];
+  err.code = `UND_ERR_${kind}`;
   return markUndici(err, kind);
 }
 
