@@ -254,17 +254,25 @@ test('a name Node\'s own check refuses fails within the handshake: the server ne
   const lenient = new HttpsAgent({ ...identity, checkServerIdentity: () => undefined });
   t.after(() => [node, ours, lenient].forEach((a) => a.destroy()));
 
+  // The error's `cert` is getPeerCertificate(true)'s: each certificate with its issuer, up to
+  // the root.
+  const issuers = (cert) => {
+    const names = [];
+    for (let c = cert; c && names.length < 5; c = c.issuerCertificate === c ? null : c.issuerCertificate) names.push(c.subject.CN);
+    return names;
+  };
   const nodes = await seen(() => get({ host: 'localhost', port: server.port, agent: node }));
   assert.strictEqual(nodes.end, 'not finished');
-  const expected = { code: 'ERR_TLS_CERT_ALTNAME_INVALID', host: 'localhost', reason: nodes.outcome.reason };
+  const expected = { code: 'ERR_TLS_CERT_ALTNAME_INVALID', host: 'localhost', reason: nodes.outcome.reason, issuers: issuers(nodes.outcome.cert) };
   assert.match(expected.reason, /DNS:example\.com/);
+  assert.strictEqual(expected.issuers.length, 2);
   for (const attempt of [
     () => get({ host: 'localhost', port: server.port, agent: ours }),
     () => ours.request(url),
   ]) {
     const { outcome, end } = await seen(attempt);
     assert.strictEqual(end, 'not finished');
-    assert.deepStrictEqual({ code: outcome.code, host: outcome.host, reason: outcome.reason }, expected);
+    assert.deepStrictEqual({ code: outcome.code, host: outcome.host, reason: outcome.reason, issuers: issuers(outcome.cert) }, expected);
     assert.strictEqual(outcome.cert.subjectaltname, 'DNS:example.com');
   }
   // A check of the program's decides after the handshake, as in Node: it may take the name.

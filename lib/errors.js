@@ -59,9 +59,9 @@ const HINTED = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'DEPTH_ZERO_SELF_SIGN
 // A system error from the core's descriptor ({ code, errno, syscall, message, address, port,
 // hostname }), with the properties in the order Node's own have them.
 function systemError(desc) {
-  // A server name found wrong in Rust (a proxy's): Node's own check words the error, from the
-  // certificate (its reason, host and cert), as tls.connect reports it.
-  if (desc.peerCertificate !== undefined) {
+  // A server name found wrong in Rust (within the handshake, or a proxy's): Node's own check
+  // words the error, from the certificates (its reason, host and cert), as tls.connect reports it.
+  if (desc.peerChain !== undefined) {
     const named = nameCheckError(desc);
     if (named !== null) return named;
   }
@@ -81,12 +81,14 @@ function systemError(desc) {
   return err;
 }
 
-// Node's error for a name `checkServerIdentity` refuses, from the descriptor's certificate;
-// null if it takes the name (rustls is stricter) or the certificate cannot be read.
+// Node's error for a name `checkServerIdentity` refuses, from the descriptor's certificates
+// (the server's, then its issuers: its `cert` is getPeerCertificate(true)'s, as in Node); null
+// if it takes the name (rustls is stricter) or the certificates cannot be read.
 function nameCheckError(desc) {
   try {
     const { X509Certificate } = require('node:crypto');
-    const cert = new X509Certificate(desc.peerCertificate).toLegacyObject();
+    const { legacyCertificate } = require('./tls');
+    const cert = legacyCertificate(desc.peerChain.map((der) => new X509Certificate(der)), true);
     return require('node:tls').checkServerIdentity(desc.checkedHost, cert) || null;
   } catch {
     return null;

@@ -617,4 +617,7 @@ class NativeTlsSocket extends NativeSocket {
   enableTrace() {}
 }
 
-module.exports = { tlsOptions, hostHeaderOf, normalizeServerName, checkServerName, serverNameError, customIdentityCheck, rejectsUnauthorized, syncDefaultCa, NativeTlsSocket, keylogLines };
+module.exports = {
+  tlsOptions, hostHeaderOf, normalizeServerName, checkServerName, serverNameError, customIdentityCheck, rejectsUnauthorized,
+  syncDefaultCa, NativeTlsSocket, keylogLines, legacyCertificate,
+};

@@ -48,9 +48,10 @@ struct Inner {
     status_code: Option<u16>,
     /// A connect from a given local port: the local end (`localAddress`, `localPort`).
     local: Option<(String, u16)>,
-    /// For a server name that Rust found wrong (a proxy's): the name checked and the
-    /// certificate's DER, from which JavaScript makes Node's error (reason, host, cert).
-    name_check: Option<(String, Vec<u8>)>,
+    /// For a server name that Rust found wrong: the name checked and the certificate chain
+    /// (DER, the server's own first), from which JavaScript makes Node's error (reason, host,
+    /// cert).
+    name_check: Option<(String, Vec<Vec<u8>>)>,
 }
 
 impl Error {
@@ -180,13 +181,14 @@ impl Error {
         self.inner.local.as_ref().map(|(a, p)| (a.as_str(), *p))
     }
 
-    /// A failed server-name check: the name and the certificate (DER) it was checked against.
-    pub fn with_name_check(mut self, host: String, cert: Vec<u8>) -> Self {
-        self.inner.name_check = Some((host, cert));
+    /// A failed server-name check: the name, and the chain (DER, the certificate it was
+    /// checked against first, then its issuers) that Node's error shows as its `cert`.
+    pub fn with_name_check(mut self, host: String, chain: Vec<Vec<u8>>) -> Self {
+        self.inner.name_check = Some((host, chain));
         self
     }
 
-    pub fn name_check(&self) -> Option<(&str, &[u8])> {
+    pub fn name_check(&self) -> Option<(&str, &[Vec<u8>])> {
         self.inner
             .name_check
             .as_ref()

@@ -428,9 +428,10 @@ pub fn error_descriptor(env: sys::napi_env, err: &Error) -> sys::napi_value {
         set(env, obj, "localAddress", string(env, address));
         set(env, obj, "localPort", number(env, port as f64));
     }
-    if let Some((host, cert)) = err.name_check() {
+    if let Some((host, chain)) = err.name_check() {
         set(env, obj, "checkedHost", string(env, host));
-        set(env, obj, "peerCertificate", buffer_copy(env, cert));
+        let certs: Vec<_> = chain.iter().map(|cert| buffer_copy(env, cert)).collect();
+        set(env, obj, "peerChain", array(env, &certs));
     }
     obj
 }

@@ -527,12 +527,12 @@ pub fn check_name(info: &TlsInfo, server: &ServerName<'_>) -> Result<(), Error> 
     if named {
         return Ok(());
     }
-    Err(altname_error(server, info.peer_chain.first()))
+    Err(altname_error(server, info.peer_chain.clone()))
 }
 
-/// `ERR_TLS_CERT_ALTNAME_INVALID` for `server`, refused for the certificate `leaf` (DER), which
-/// JavaScript words as Node's check does.
-fn altname_error(server: &ServerName<'_>, leaf: Option<&Vec<u8>>) -> Error {
+/// `ERR_TLS_CERT_ALTNAME_INVALID` for `server`, refused for the first certificate of `chain`
+/// (DER), which JavaScript words as Node's check does.
+fn altname_error(server: &ServerName<'_>, chain: Vec<Vec<u8>>) -> Error {
     let (name, host) = match server {
         ServerName::DnsName(name) => (
             name.as_ref().to_owned(),
@@ -549,10 +549,10 @@ fn altname_error(server: &ServerName<'_>, leaf: Option<&Vec<u8>>) -> Error {
         format!("Hostname/IP does not match certificate's altnames: {host} is not in the cert's altnames"),
     );
     // JavaScript words it as Node's check does, from the certificate itself.
-    match leaf {
-        Some(leaf) => err.with_name_check(name, leaf.clone()),
-        None => err,
+    if chain.is_empty() {
+        return err;
     }
+    err.with_name_check(name, chain)
 }
 
 /// The name rustls checks sessions and SNI against: the `servername` when it is a DNS name

@@ -176,7 +176,7 @@ where
         Err(err) => {
             config.forget_sessions(&server);
             return Err(match wrong_name {
-                Some(leaf) => super::altname_error(&server, Some(&leaf)),
+                Some(chain) => super::altname_error(&server, chain),
                 None => handshake_error(&err, failure),
             });
         }

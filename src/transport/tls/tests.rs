@@ -588,9 +588,15 @@ async fn a_name_nodes_own_check_refuses_fails_within_the_handshake() {
     let config = TlsConfig::new(&options(&["ca.pem"])).unwrap();
     let err = open(config, true).await.err().expect("a wrong name");
     assert_eq!(err.code(), "ERR_TLS_CERT_ALTNAME_INVALID");
-    let (host, leaf) = err.name_check().expect("the name and the certificate");
+    let (host, certs) = err.name_check().expect("the name and the certificates");
     assert_eq!(host, "localhost");
-    assert_eq!(leaf, chain("wrong-host.pem")[0].as_ref());
+    // The server's certificate, then the trusted CA that issued it, as Node's error shows them.
+    let expected: Vec<Vec<u8>> = [chain("wrong-host.pem"), chain("ca.pem")]
+        .concat()
+        .iter()
+        .map(|c| c.to_vec())
+        .collect();
+    assert_eq!(certs, expected.as_slice());
     assert_eq!(handshakes.recv().await, Some(false));
 
     // A check of the program's (which may take the name), or `rejectUnauthorized: false`: the
@@ -630,7 +636,7 @@ async fn names_are_left_to_check_server_identity() {
     // With what JavaScript needs to word it as Node does: the name and the certificate.
     assert_eq!(
         err.name_check(),
-        Some(("localhost", info.peer_chain[0].as_slice()))
+        Some(("localhost", info.peer_chain.as_slice()))
     );
     let port = Server::new("localhost-chain.pem", "localhost-key.pem")
         .start(1)

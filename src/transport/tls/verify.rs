@@ -90,8 +90,9 @@ pub(super) struct Verdict {
     pub(super) node_name_check: bool,
     /// Why the chain was not trusted.
     pub(super) failure: Cell<Option<VerifyFailure>>,
-    /// The server's certificate (DER), when Node's check refuses its name.
-    pub(super) wrong_name: RefCell<Option<Vec<u8>>>,
+    /// The server's chain (DER, its own certificate first, up to the trusted root where one
+    /// issued it), when Node's check refuses its name.
+    pub(super) wrong_name: RefCell<Option<Vec<Vec<u8>>>>,
 }
 
 impl Verdict {
@@ -243,6 +244,31 @@ impl NodeVerifier {
 }
 
 impl NodeVerifier {
+    /// The chain the server presented (DER, its own certificate first), with the trusted
+    /// certificate of the last one's issuer where that one is not self-issued: the chain that
+    /// Node's `getPeerCertificate(true)` gives, and its name check's error shows.
+    fn chain_to_root(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+    ) -> Vec<Vec<u8>> {
+        let mut chain: Vec<Vec<u8>> = std::iter::once(end_entity)
+            .chain(intermediates)
+            .map(|cert| cert.to_vec())
+            .collect();
+        let top = chain.last().and_then(|cert| der::parse(cert));
+        if let Some(issuer) = top.filter(|f| !f.self_issued()).map(|f| f.issuer) {
+            let root = self
+                .trusted
+                .iter()
+                .find(|cert| der::parse(cert).is_some_and(|c| c.subject == issuer));
+            if let Some(root) = root {
+                chain.push(root.to_vec());
+            }
+        }
+        chain
+    }
+
     /// Whether the issuer of `end_entity` (by name, among the certificates the server sent and
     /// those trusted) has an RSA key too small to check its signature with.
     fn weak_issuer(
@@ -412,7 +438,7 @@ impl ServerCertVerifier for NodeVerifier {
         let _ = VERDICT.try_with(|v| {
             v.failure.set(failure);
             if wrong_name {
-                *v.wrong_name.borrow_mut() = Some(end_entity.to_vec());
+                *v.wrong_name.borrow_mut() = Some(self.chain_to_root(end_entity, intermediates));
             }
         });
         match failure {
