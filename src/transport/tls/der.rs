@@ -173,24 +173,48 @@ const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
 
 /// The `dNSName` entries of the certificate's subjectAltName, as their bytes, in order (none
 /// when it has no such extension); `None` if the certificate or the extension is not well
-/// formed.
+/// formed: not DER (a length not in its shortest form), a tag that is no GeneralName's, or
+/// bytes after the names. OpenSSL reads no names from such an extension, so Node's check reads
+/// none either.
 pub fn dns_names(der: &[u8]) -> Option<Vec<&[u8]>> {
-    let Some(value) = extension(der, SUBJECT_ALT_NAME)? else {
-        return Some(Vec::new());
-    };
-    let (0x30, mut names, _) = tlv(value)? else {
+    match extension(der, SUBJECT_ALT_NAME)? {
+        Some(value) => general_dns_names(value),
+        None => Some(Vec::new()),
+    }
+}
+
+/// The `dNSName` entries of a subjectAltName's value (its `GeneralNames`); see [`dns_names`].
+fn general_dns_names(value: &[u8]) -> Option<Vec<&[u8]>> {
+    let (0x30, mut names, []) = strict_tlv(value)? else {
         return None;
     };
     let mut dns = Vec::new();
     while !names.is_empty() {
-        let (tag, name, after) = tlv(names)?;
+        let (tag, name, after) = strict_tlv(names)?;
         names = after;
-        // dNSName: [2] IMPLICIT IA5String.
-        if tag == 0x82 {
-            dns.push(name);
+        match tag {
+            // dNSName: [2] IMPLICIT IA5String.
+            0x82 => dns.push(name),
+            // otherName, x400Address, directoryName, ediPartyName (constructed); rfc822Name,
+            // uniformResourceIdentifier, iPAddress, registeredID.
+            0xa0 | 0xa3 | 0xa4 | 0xa5 | 0x81 | 0x86 | 0x87 | 0x88 => {}
+            _ => return None,
         }
     }
     Some(dns)
+}
+
+/// [`tlv`], its length in DER's shortest form only.
+fn strict_tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (tag, contents, rest) = tlv(input)?;
+    let header = input.len() - contents.len() - rest.len();
+    let len = contents.len();
+    let shortest = if len < 0x80 {
+        2
+    } else {
+        2 + (usize::BITS - len.leading_zeros()).div_ceil(8) as usize
+    };
+    (header == shortest).then_some((tag, contents, rest))
 }
 
 /// The contents of one TLV (a Name's value, without its SEQUENCE); `None` if not well formed.
@@ -321,6 +345,43 @@ mod tests {
         assert_eq!(time(0x17, b"200101000000Z"), Some(1_577_836_800));
         assert_eq!(time(0x18, b"20700101000000Z"), Some(3_155_760_000));
         assert_eq!(time(0x17, b"49123123595 9Z"), None);
+    }
+
+    #[test]
+    fn a_subject_alt_names_dns_names_are_read_from_der_only() {
+        let dns = |name: &[u8]| [&[0x82, name.len() as u8][..], name].concat();
+        let names = |entries: &[Vec<u8>]| {
+            let body = entries.concat();
+            [&[0x30, body.len() as u8][..], &body].concat()
+        };
+        let ip = vec![0x87, 4, 127, 0, 0, 1];
+        let good = names(&[dns(b"a.test"), ip.clone(), dns(b"*.b.test")]);
+        assert_eq!(
+            general_dns_names(&good),
+            Some(vec![&b"a.test"[..], &b"*.b.test"[..]])
+        );
+        assert_eq!(
+            general_dns_names(&names(std::slice::from_ref(&ip))),
+            Some(vec![])
+        );
+        // A tag that is no GeneralName's.
+        assert_eq!(
+            general_dns_names(&names(&[dns(b"a.test"), vec![0x89, 0]])),
+            None
+        );
+        // A length in long form where the short one fits.
+        let long = [&[0x30, 0x81, 8][..], &dns(b"a.test")].concat();
+        assert_eq!(general_dns_names(&long), None);
+        let inner_long = names(&[[&[0x82, 0x81, 6][..], b"a.test"].concat()]);
+        assert_eq!(general_dns_names(&inner_long), None);
+        // Indefinite length (BER), or bytes after the names.
+        assert_eq!(general_dns_names(&[0x30, 0x80, 0x82, 0, 0, 0]), None);
+        assert_eq!(general_dns_names(&[good.as_slice(), &[0]].concat()), None);
+        // A length of 128 bytes or more, in its shortest long form.
+        let mut body = vec![0x82, 0x81, 200];
+        body.extend(std::iter::repeat_n(b'a', 200));
+        let sequence = [&[0x30, 0x81, body.len() as u8][..], &body].concat();
+        assert_eq!(general_dns_names(&sequence).map(|n| n[0].len()), Some(200));
     }
 
     #[test]
