@@ -187,6 +187,8 @@ test('verification failures carry Node\'s codes and messages, side by side with 
     ['unknown-ca.pem', 'unknown-ca-key.pem', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'unable to verify the first certificate'],
     ['unknown-ca-chain.pem', 'unknown-ca-key.pem', 'SELF_SIGNED_CERT_IN_CHAIN', 'self-signed certificate in certificate chain'],
     ['localhost.pem', 'localhost-key.pem', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'unable to verify the first certificate'],
+    // A client's certificate (extended key usage clientAuth alone) served as a server's.
+    ['client.pem', 'client-key.pem', 'INVALID_PURPOSE', 'unsuitable certificate purpose'],
   ];
   const agent = new HttpsAgent({ ca: CA });
   const node = new https.Agent({ ca: CA });

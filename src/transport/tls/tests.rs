@@ -429,6 +429,11 @@ async fn verification_failures_carry_openssl_codes() {
             Server::new("localhost.pem", "localhost-key.pem"),
             "UNABLE_TO_VERIFY_LEAF_SIGNATURE unable to verify the first certificate",
         ),
+        (
+            // A client's certificate (extended key usage clientAuth alone).
+            Server::new("client.pem", "client-key.pem"),
+            "INVALID_PURPOSE unsuitable certificate purpose",
+        ),
     ];
     for (server, expected) in cases {
         let cert = server.cert;

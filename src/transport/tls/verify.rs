@@ -50,6 +50,9 @@ const CERT_NOT_YET_VALID: VerifyFailure =
 const CERT_SIGNATURE_FAILURE: VerifyFailure =
     VerifyFailure::new("CERT_SIGNATURE_FAILURE", "certificate signature failure");
 const CERT_REJECTED: VerifyFailure = VerifyFailure::new("CERT_REJECTED", "certificate rejected");
+/// A certificate whose extended key usage leaves out TLS servers (a client's certificate).
+const INVALID_PURPOSE: VerifyFailure =
+    VerifyFailure::new("INVALID_PURPOSE", "unsuitable certificate purpose");
 const CERT_REVOKED: VerifyFailure = VerifyFailure::new("CERT_REVOKED", "certificate revoked");
 const UNABLE_TO_GET_CRL: VerifyFailure =
     VerifyFailure::new("UNABLE_TO_GET_CRL", "unable to get certificate CRL");
@@ -233,6 +236,8 @@ impl NodeVerifier {
                 CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
                     CERT_NOT_YET_VALID
                 }
+                CertificateError::InvalidPurpose
+                | CertificateError::InvalidPurposeContext { .. } => INVALID_PURPOSE,
                 _ if self.weak_issuer(end_entity, intermediates) => CA_KEY_TOO_SMALL,
                 CertificateError::BadSignature => CERT_SIGNATURE_FAILURE,
                 _ => untrusted_chain(end_entity, intermediates),
