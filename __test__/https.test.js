@@ -1160,6 +1160,52 @@ test("NODE_TLS_REJECT_UNAUTHORIZED=0 lets an unverified server through where the
   assert.strictEqual(err.match(/NODE_TLS_REJECT_UNAUTHORIZED environment variable to '0' makes TLS connections/g).length, 2, err);
 });
 
+test('an IP address as servername is refused where Node\'s tls.connect refuses it (Node 26 on), and warned about once where it warns', async (t) => {
+  const server = await httpsServer(t);
+  // One process per client: each warning is emitted once per process.
+  const script = (client) => `
+    const https = require('node:https');
+    const { HttpsAgent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    const ca = ${JSON.stringify(CA.toString())};
+    const url = 'https://127.0.0.1:${server.port}/';
+    const warnings = [];
+    process.on('warning', (w) => warnings.push(w.code));
+    const attempt = (fn) => new Promise((resolve) => {
+      try {
+        fn(resolve);
+      } catch (err) {
+        resolve('throws ' + err.code);
+      }
+    });
+    const viaGet = (agent) => attempt((resolve) => {
+      https.get(url, { agent, servername: '127.0.0.1' }, (res) => res.resume().on('end', () => resolve(res.statusCode)))
+        .on('error', (err) => resolve(err.code));
+    });
+    (async () => {
+      const seen = [];
+      const agent = ${client === 'node' ? 'new https.Agent({ ca })' : 'new HttpsAgent({ ca })'};
+      for (let i = 0; i < 2; i++) seen.push(await viaGet(agent));
+      ${client === 'ours' ? `for (let i = 0; i < 2; i++) {
+        seen.push(await attempt((resolve) => agent.request(url, { servername: '127.0.0.1' }).then(async (res) => resolve((await res.body.dump(), res.statusCode)), (err) => resolve(err.code))));
+      }` : ''}
+      agent.destroy();
+      setImmediate(() => console.log(JSON.stringify({ seen, warnings })));
+    })();
+  `;
+  const run = async (client) => {
+    const { code, out, err } = await runChild(script(client));
+    assert.strictEqual(code, 0, err);
+    return JSON.parse(out);
+  };
+  const node = await run('node');
+  const ours = await run('ours');
+  const refused = node.seen[0] !== 200;
+  assert.deepStrictEqual(node.seen, refused ? ['throws ERR_INVALID_ARG_VALUE', 'throws ERR_INVALID_ARG_VALUE'] : [200, 200]);
+  assert.deepStrictEqual(node.warnings, refused ? [] : ['DEP0123']);
+  // agent.request() takes a servername as the drop-in path does.
+  assert.deepStrictEqual(ours, { seen: [...node.seen, ...node.seen], warnings: node.warnings });
+});
+
 // Node 22.15 and 23.10 on can tell their default trust (tls.getCACertificates); before them
 // the default is Mozilla's roots plus NODE_EXTRA_CA_CERTS (the test above).
 const tellsDefaultCa = typeof tls.getCACertificates === 'function' ? false : 'Node before 22.15 and 23.10 cannot tell its default trust';

@@ -16,6 +16,7 @@ const { Response } = require('./response');
 const { MAX_TARGET, queryOf, parseUrl } = require('./target');
 const { watchAbort, abortError, undiciAbortError } = require('./signal');
 const { PendingRequest, HandlerRequest, channels } = require('./pending');
+const { checkServerName } = require('./tls');
 
 // agent.request()'s start in Rust: a plain Node-API function (see `request_function` in
 // src/binding/exports/request.rs).
@@ -153,6 +154,8 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
   if (servername !== undefined && typeof servername !== 'string') {
     throw errors.invalidArgType('options.servername', 'of type string', servername);
   }
+  // An IP address, as tls.connect takes it (refused from Node 26 on).
+  if (servername && agent.protocol === 'https:') checkServerName(servername);
   if (servername === undefined && own && list.host >= 0 && agent.protocol === 'https:') {
     servername = hostName(headers[list.host + 1], target.url.hostname);
   }

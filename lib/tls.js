@@ -242,10 +242,26 @@ function hostHeaderOf(req) {
   return value;
 }
 
-// A `servername` given: a string, as tls.connect takes it.
+// A `servername` given: a string, as tls.connect takes it. An IP address is refused where this
+// Node's tls.connect refuses it (Node 26 on), and warned about once (DEP0123) where it warns.
 function checkServerName(value) {
   if (value !== undefined && value !== null && typeof value !== 'string') {
     throw errors.invalidArgType('options.servername', 'of type string', value);
+  }
+  if (value && net.isIP(value) !== 0) ipServerName(value);
+}
+
+const IP_SERVERNAME = 'Setting the TLS ServerName to an IP address is not permitted';
+let ipServerNameRefused;
+let ipServerNameWarned = false;
+
+function ipServerName(value) {
+  // Read from tls.connect itself: whether it refuses one, or warns.
+  ipServerNameRefused ??= Function.prototype.toString.call(tls.connect).includes(`'${IP_SERVERNAME}.'`);
+  if (ipServerNameRefused) throw errors.invalidArgValue('options.servername', value, `${IP_SERVERNAME}.`);
+  if (!ipServerNameWarned) {
+    ipServerNameWarned = true;
+    process.emitWarning(`${IP_SERVERNAME} by RFC 6066. This will be ignored in a future version.`, 'DeprecationWarning', 'DEP0123');
   }
 }
 
