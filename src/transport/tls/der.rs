@@ -1,7 +1,8 @@
 //! The handful of X.509 fields the verifier needs to classify a failure as OpenSSL would
-//! (issuer, subject, validity), read with a minimal DER walker (which also finds whether a
-//! PKCS#12 file has its MAC). Everything users see of a certificate is parsed by Node itself
-//! (`crypto.X509Certificate`) from the raw bytes.
+//! (issuer, subject, validity, basic constraints) and to check a server's name as Node's own
+//! check would (the subjectAltName's DNS names), read with a minimal DER walker (which also
+//! finds whether a PKCS#12 file has its MAC). Everything users see of a certificate is parsed
+//! by Node itself (`crypto.X509Certificate`) from the raw bytes.
 
 /// Fields of a certificate's `TBSCertificate`.
 #[derive(Debug, PartialEq, Eq)]
