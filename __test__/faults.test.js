@@ -199,6 +199,40 @@ for (const [what, [misbehave, code]] of Object.entries(badServers)) {
   }
 }
 
+// Answers that are not HTTP/1 responses, or whose status line is not: each fails with the
+// code Node's own agent gives for it (llhttp's), on every path.
+const notResponses = {
+  'a server of another protocol': 'SSH-2.0-OpenSSH_9.6\r\n',
+  'a TLS alert (a TLS port spoken to in plain text)': Buffer.from('15030100020250', 'hex'),
+  'a lower-case status line': 'http/1.1 200 OK\r\nContent-Length: 0\r\n\r\n',
+  'an HTTP version it does not know': 'HTTP/1.2 200 OK\r\nContent-Length: 0\r\n\r\n',
+  'a status line broken in the version': 'HTTP/1.x 200 OK\r\nContent-Length: 0\r\n\r\n',
+};
+
+for (const [what, answer] of Object.entries(notResponses)) {
+  test(`${what} fails with Node's parser code on every path`, async (t) => {
+    const server = await rawServer(t, async (socket) => {
+      try {
+        await readRequest(socket);
+      } catch {
+        return;
+      }
+      socket.end(answer);
+    });
+    const url = `http://127.0.0.1:${server.port}/`;
+    const codeOf = (promise) => promise.then(() => 'no error', (err) => err.code);
+    const nodeAgent = new http.Agent();
+    t.after(() => nodeAgent.destroy());
+    const expected = await codeOf(request(url, { agent: nodeAgent }));
+    assert.match(expected, /^HPE_INVALID_(CONSTANT|VERSION)$/);
+    const agent = new Agent();
+    t.after(() => agent.destroy());
+    for (const [name, send] of Object.entries(paths)) {
+      assert.strictEqual(await codeOf(send(agent, url)), expected, name);
+    }
+  });
+}
+
 // A response, then an RST right behind it (a server closing with unread bytes does that): the
 // request ends with its response and hears of no error afterwards, as with Node's agent, over
 // TCP and over TLS.

@@ -80,9 +80,10 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
     }
     if err.is_parse() {
         let what = err.to_string();
-        let code = if what.contains("version") {
-            "HPE_INVALID_VERSION"
-        } else if what.contains("content-length") {
+        if is_bad_version(err) {
+            return Error::tls("HPE_INVALID_VERSION", "Parse Error: Invalid HTTP version");
+        }
+        let code = if what.contains("content-length") {
             "HPE_INVALID_CONTENT_LENGTH"
         } else if what.contains("transfer-encoding") {
             "HPE_INVALID_TRANSFER_ENCODING"
@@ -121,6 +122,20 @@ pub fn hyper_error(err: &hyper::Error, in_body: bool) -> Error {
     Error::tls("ERR_HYPERAGENT_HTTP", format!("HTTP error: {err}"))
 }
 
+/// A response from a server that does not speak HTTP/1 (its connection's first bytes are not
+/// `HTTP/`: a TLS port spoken to in plain text, say), as llhttp reports it.
+pub fn not_http() -> Error {
+    Error::tls(
+        "HPE_INVALID_CONSTANT",
+        "Parse Error: Expected HTTP/, RTSP/ or ICE/",
+    )
+}
+
+/// hyper's error for a status line whose version is not HTTP/1.0 or HTTP/1.1.
+fn is_bad_version(err: &hyper::Error) -> bool {
+    err.is_parse() && err.to_string().contains("version")
+}
+
 /// What a request that failed with `err` on a connection reports: hyper's error, or, when that
 /// names no cause (the connection closed before it took the request), the TLS error the
 /// connection ended with, if one did (a TLS 1.3 server's alert for a missing client
@@ -130,6 +145,11 @@ pub fn request_error(err: &hyper::Error, conn: &super::wake::ConnWake) -> Error 
         if let Some(failure) = conn.failure() {
             return failure;
         }
+    }
+    // hyper names one fault for every status line that does not start `HTTP/1.0` or
+    // `HTTP/1.1`; llhttp tells a version it does not know from bytes of another protocol.
+    if is_bad_version(err) && conn.not_http.load(std::sync::atomic::Ordering::Relaxed) {
+        return not_http();
     }
     hyper_error(err, false)
 }

@@ -250,6 +250,18 @@ struct Counted<IO> {
     gone: bool,
 }
 
+/// How an HTTP/1 response begins: a connection whose first bytes are not these speaks
+/// something else.
+const STATUS_LINE_START: &[u8] = b"HTTP/";
+
+/// Whether `got`, the bytes read from a connection from offset `at` on (less than
+/// `STATUS_LINE_START`'s length), go on as that start does, as far as they reach.
+pub(super) fn fits_status_line(at: usize, got: &[u8]) -> bool {
+    let want = &STATUS_LINE_START[at..];
+    let n = got.len().min(want.len());
+    got[..n] == want[..n]
+}
+
 /// Whether a write failed because the peer closed or reset the connection.
 fn peer_gone(err: &std::io::Error) -> bool {
     use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
@@ -303,9 +315,15 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Counted<IO> {
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
         let read = buf.filled().len() - before;
         if read > 0 {
-            self.shared
+            let earlier = self
+                .shared
                 .received
                 .fetch_add(read as u64, std::sync::atomic::Ordering::Relaxed);
+            if earlier < STATUS_LINE_START.len() as u64
+                && !fits_status_line(earlier as usize, &buf.filled()[before..])
+            {
+                self.shared.not_http.store(true, Ordering::Relaxed);
+            }
         }
         polled
     }

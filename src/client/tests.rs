@@ -467,6 +467,35 @@ async fn a_malformed_status_line_is_named_like_llhttp() {
 }
 
 #[tokio::test]
+async fn an_answer_that_is_not_http_is_told_from_an_unknown_version_like_llhttp() {
+    // A server of another protocol, and a TLS alert (a TLS port spoken to in plain text).
+    let other: [&'static [u8]; 2] = [b"SSH-2.0-OpenSSH_9.6\r\n", b"\x15\x03\x01\x00\x02\x02\x50"];
+    for reply in other {
+        let (port, _srv) = server(vec![reply]).await;
+        let err = next_error(&mut run(port, get("/")).await).await;
+        assert_eq!(err.code(), "HPE_INVALID_CONSTANT");
+        assert_eq!(err.message(), "Parse Error: Expected HTTP/, RTSP/ or ICE/");
+    }
+    let (port, _srv) = server(vec![b"HTTP/1.2 200 OK\r\nContent-Length: 0\r\n\r\n"]).await;
+    let err = next_error(&mut run(port, get("/")).await).await;
+    assert_eq!(err.code(), "HPE_INVALID_VERSION");
+    assert_eq!(err.message(), "Parse Error: Invalid HTTP version");
+}
+
+#[test]
+fn a_connections_first_bytes_are_matched_against_a_status_lines_start_across_reads() {
+    use super::handshake::fits_status_line;
+    assert!(fits_status_line(0, b"HTTP/1.1 200 OK"));
+    assert!(fits_status_line(0, b"HT"));
+    assert!(fits_status_line(2, b"TP/1.1"));
+    assert!(fits_status_line(4, b"/"));
+    assert!(!fits_status_line(0, b"SSH-2.0"));
+    assert!(!fits_status_line(0, b"http/1.1"));
+    assert!(!fits_status_line(2, b"XP/"));
+    assert!(!fits_status_line(0, b"\x15\x03"));
+}
+
+#[tokio::test]
 async fn a_switch_of_protocols_nobody_asked_for_fails_the_exchange() {
     let (port, _srv) = server(vec![
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: other\r\nConnection: upgrade\r\n\r\nnot http",

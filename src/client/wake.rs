@@ -36,6 +36,10 @@ type Boxed = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub(super) struct ConnWake {
     task: TaskWaker,
     pub(super) received: AtomicU64,
+    /// The connection's first bytes were not the start of an HTTP/1 status line (`HTTP/`):
+    /// a server of another protocol, or a TLS port spoken to in plain text (see
+    /// [`super::Counted`] and [`super::errors::request_error`]).
+    pub(super) not_http: AtomicBool,
     /// An HTTP/2 connection's limit on streams at once (the server's setting).
     pub(super) max_streams: std::sync::atomic::AtomicUsize,
     /// Set by the stream when a write took the last of a backlog (see [`run`]).
