@@ -669,7 +669,8 @@ declare namespace Agent {
     body: DispatcherResponseBody;
     /** Filled when the body ends. */
     trailers: Record<string, string>;
-    /** undici's: what interceptors share of the request; an empty object of its own here. */
+    /** undici's: what the interceptors of a composed dispatcher share of the request (a
+     * redirect's `history`). null when none gave one, as undici 8's; typed as undici types it. */
     context: object;
   }
 

@@ -173,7 +173,9 @@ class Exchange {
   start(agent, origin, given) {
     if (!this.controlled) checkHandler(this.handler, LEGACY_METHODS);
     this.dispatcher._started(this);
-    if (this.controlled) this.call('onRequestStart', this.controller, {});
+    // No context of the request's own, as undici's clients give none (undici 8's: null; undici
+    // 7's older API: none at all); interceptors give theirs (a redirect's `history`).
+    if (this.controlled) this.call('onRequestStart', this.controller, null);
     else this.call('onConnect', this.abort);
     if (this.finished) return;
     // A HEAD response's length is of a body it does not have.
@@ -201,7 +203,7 @@ class Exchange {
       this.failed(errors.invalidArgValue('handler', this.handler, 'has no onRequestUpgrade(), which an upgrade or a CONNECT needs'));
       return;
     }
-    if (this.controlled) this.call('onRequestStart', this.controller, {});
+    if (this.controlled) this.call('onRequestStart', this.controller, null);
     else this.call('onConnect', this.abort);
     if (this.finished) return;
     const tunnel = opts.method.toUpperCase() === 'CONNECT';

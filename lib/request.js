@@ -47,6 +47,9 @@ function duration(value, name) {
 // As undici's response has it: the request's `opaque`, null when none was given (a default
 // on the prototype, as the class's getters are: not enumerable).
 Object.defineProperty(Response.prototype, 'opaque', { value: null, writable: true, configurable: true });
+// And its `context`, what the interceptors of a composed Dispatcher share (a redirect's
+// `history`): null when none gave one, as undici 8's (undici 7's is undefined).
+Object.defineProperty(Response.prototype, 'context', { value: null, writable: true, configurable: true });
 
 // The server name a host header gives, when it names another host than `urlHost`: its name
 // without the port; none for an IP address.

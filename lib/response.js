@@ -408,14 +408,6 @@ class Response {
     this.body = body;
   }
 
-  // undici's `context` of a response (what its interceptors share): an object of its own,
-  // made when first asked for.
-  get context() {
-    const context = {};
-    Object.defineProperty(this, 'context', { value: context, writable: true, enumerable: true, configurable: true });
-    return context;
-  }
-
   // The head's lines as undici's older handler API takes them: Buffers (latin1, as on the
   // wire), views of one Buffer made for them all.
   rawHeaderBuffers() {
