@@ -1509,3 +1509,64 @@ test('socket.unref() on an HTTPS socket lets the process exit during a request, 
     assert.strictEqual(out.trim(), 'unref', name);
   }
 });
+
+// The TCP timer of an established connection in /proc/net/tcp, by its two ports: [timer kind,
+// when] (kind 2 is keep-alive probes, 0 none), as Linux tells it.
+function tcpTimer(localPort, remotePort) {
+  const hex = (port) => `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  for (const line of fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    if (fields.length > 5 && fields[1].endsWith(hex(localPort)) && fields[2].endsWith(hex(remotePort)) && fields[3] === '01') {
+      const [kind, when] = fields[5].split(':');
+      return [Number.parseInt(kind, 16), Number.parseInt(when, 16)];
+    }
+  }
+  return null;
+}
+
+test('setKeepAlive reaches the TCP socket of plain and TLS connections, set while it connects or after, as with Node\'s agent', { skip: !fs.existsSync('/proc/net/tcp') && 'no /proc/net/tcp' }, async (t) => {
+  const secure = await httpsServer(t);
+  const plain = http.createServer((req, res) => res.end('plain'));
+  plain.listen(0, '127.0.0.1');
+  await once(plain, 'listening');
+  t.after(() => {
+    plain.closeAllConnections();
+    plain.close();
+  });
+  const { Agent } = require('..');
+  // Each agent keeps TCP keep-alive on at 1 s (keepAliveMsecs), as Node's keep-alive agent
+  // does; a request turns it off, or sets a longer delay, before or after its connect.
+  const agents = {
+    'Node http': () => new http.Agent({ keepAlive: true }),
+    'Node https': () => new https.Agent({ keepAlive: true, ca: CA }),
+    http: () => new Agent({ keepAlive: true }),
+    https: () => new HttpsAgent({ keepAlive: true, ca: CA }),
+  };
+  const seen = {};
+  for (const [which, make] of Object.entries(agents)) {
+    const agent = make();
+    t.after(() => agent.destroy());
+    const mod = which.endsWith('https') ? https : http;
+    const port = which.endsWith('https') ? secure.port : plain.address().port;
+    const timers = [];
+    for (const set of ['none', 'off while connecting', 'off once connected', '60 s while connecting']) {
+      const req = mod.get({ host: '127.0.0.1', servername: 'localhost', port, agent });
+      if (set === 'off while connecting') req.setSocketKeepAlive(false);
+      if (set === '60 s while connecting') req.on('socket', (socket) => socket.setKeepAlive(true, 60_000));
+      const [res] = await once(req, 'response');
+      const socket = res.socket;
+      if (set === 'off once connected') socket.setKeepAlive(false);
+      timers.push(tcpTimer(socket.localPort, port));
+      res.resume();
+      await once(res, 'end');
+      // A new connection for each.
+      socket.destroy();
+    }
+    const [none, offConnecting, offConnected, long] = timers;
+    seen[which] = [none[0], offConnecting[0], offConnected[0], long[0], long[1] > none[1] * 10];
+  }
+  // Node's https agent turns TCP keep-alive on from Node 24 on (tls.connect took no keepAlive
+  // before); ours does on every Node, as Node's http agent does.
+  if (seen['Node https'][0] === 0) seen['Node https'][0] = 2;
+  for (const which of Object.keys(agents)) assert.deepStrictEqual(seen[which], [2, 0, 0, 2, true], which);
+});

@@ -48,6 +48,11 @@ const kConnecting = Symbol('hyperagent.connecting');
 const kLeft = Symbol('hyperagent.left');
 // Its number among its agent's sockets (agentkeepalive's CURRENT_ID), for its name.
 const kSocketNumber = Symbol('hyperagent.socketNumber');
+// What setNoDelay()/setKeepAlive() last asked (null: never asked): applied once the connection
+// is open, as net.Socket applies what is set while it connects.
+const kNoDelay = Symbol('hyperagent.noDelay');
+const kKeepAlive = Symbol('hyperagent.keepAlive');
+const kKeepAliveDelay = Symbol('hyperagent.keepAliveDelay');
 
 // agentkeepalive's socket name (without a certificate's text, which a key may hold).
 function socketName(socket) {
@@ -97,6 +102,9 @@ class NativeSocket extends Duplex {
     this[kOpening] = false;
     this[kTcpTold] = false;
     this[kConnecting] = false;
+    this[kNoDelay] = null;
+    this[kKeepAlive] = null;
+    this[kKeepAliveDelay] = 0;
     this.connecting = false;
     this.timeout = 0;
     this._hadError = false;
@@ -232,6 +240,8 @@ class NativeSocket extends Duplex {
     this.connecting = false;
     this._refreshTimer();
     if (!this[kRef]) native.setRef(this[kId], false);
+    if (this[kNoDelay] !== null) native.setNoDelay(this[kId], this[kNoDelay]);
+    if (this[kKeepAlive] !== null) native.setKeepAlive(this[kId], this[kKeepAlive], this[kKeepAliveDelay]);
     this.emit(kOpened);
     if (!this[kTcpTold]) {
       this.emit('connect');
@@ -400,14 +410,19 @@ class NativeSocket extends Duplex {
     this._refreshTimer();
   }
 
+  // Both apply to the TCP socket under a TLS connection too; set while the connection opens,
+  // they apply once it is open (and again to a replay's new connection).
   setNoDelay(noDelay = true) {
-    if (this[kId] !== 0 && !this[kConnecting]) native.setNoDelay(this[kId], Boolean(noDelay));
+    this[kNoDelay] = Boolean(noDelay);
+    if (this[kId] !== 0 && !this[kConnecting]) native.setNoDelay(this[kId], this[kNoDelay]);
     return this;
   }
 
   setKeepAlive(enable = false, initialDelay = 0) {
+    this[kKeepAlive] = Boolean(enable);
+    this[kKeepAliveDelay] = Math.max(0, ~~initialDelay);
     if (this[kId] !== 0 && !this[kConnecting]) {
-      native.setKeepAlive(this[kId], Boolean(enable), Math.max(0, ~~initialDelay));
+      native.setKeepAlive(this[kId], this[kKeepAlive], this[kKeepAliveDelay]);
     }
     return this;
   }

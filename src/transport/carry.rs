@@ -10,7 +10,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use super::establish::{establish, Deadline, Established, Secure};
-use super::pump::{pump, Remote, Sink};
+use super::pump::{pump, Attached, Remote, Sink, TcpOf};
 use super::tls::TlsInfo;
 use super::{ConnectOptions, Connected, Peer, Socket, Target};
 use crate::error::Error;
@@ -123,6 +123,8 @@ pub async fn open(
         }) => (stream, Some(Box::new(info)), local, remote),
     };
     let remote_end = Arc::new(Remote::new());
+    // Its TCP socket takes the options a program sets from here on (`setNoDelay`).
+    let stream = Attached::new(stream, remote_end.clone());
     ready(Ok(Carried {
         local,
         remote,
@@ -132,8 +134,8 @@ pub async fn open(
 }
 
 /// A stream tokio pumps.
-trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
-impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Stream for S {}
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + TcpOf {}
+impl<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + TcpOf> Stream for S {}
 
 /// A plain connection's socket, as the stream its pump drives (Windows).
 #[cfg(windows)]

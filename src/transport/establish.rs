@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 
 use super::connect::Target;
 use super::connect::{connect_telling, ConnectOptions, Connected, PathStream, Peer, Socket};
+use super::pump::TcpOf;
 use super::tls::{self, ClientStream, TlsConfig, TlsInfo};
 use crate::error::Error;
 
@@ -161,6 +162,17 @@ macro_rules! each {
             }
         }
     };
+}
+
+impl TcpOf for SecureStream {
+    #[cfg(unix)]
+    fn tcp_fd(&self) -> Option<std::os::fd::RawFd> {
+        match self {
+            SecureStream::Tcp(s) => s.tcp_fd(),
+            SecureStream::Unix(s) => s.tcp_fd(),
+            SecureStream::Proxied(s) => s.tcp_fd(),
+        }
+    }
 }
 
 impl AsyncRead for SecureStream {

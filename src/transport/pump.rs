@@ -10,6 +10,8 @@
 
 use std::cell::RefCell;
 use std::future::poll_fn;
+#[cfg(unix)]
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -87,6 +89,10 @@ pub struct Remote {
     dead: AtomicBool,
     /// The pump ended with an error, posted to the sink.
     failed: AtomicBool,
+    /// The descriptor of the TCP socket under the connection while an [`Attached`] owns it
+    /// (None for a Unix socket, and once the stream is dropped).
+    #[cfg(unix)]
+    tcp: Mutex<Option<RawFd>>,
 }
 
 /// The result of [`Remote::write`].
@@ -111,6 +117,8 @@ impl Remote {
             reading: AtomicBool::new(true),
             dead: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            #[cfg(unix)]
+            tcp: Mutex::new(None),
         }
     }
 
@@ -174,6 +182,138 @@ impl Remote {
     pub fn is_clean(&self) -> bool {
         let out = self.out();
         out.buf.is_empty() && !out.shutdown && !out.closed && !self.is_dead()
+    }
+
+    /// `socket.setNoDelay(on)` on the TCP socket under the connection, at once; done when it
+    /// has none (a Unix socket, or a stream already dropped), as `net.Socket`'s setters take a
+    /// socket that cannot have the option. Errors are errnos.
+    #[cfg(unix)]
+    pub fn set_no_delay(&self, on: bool) -> Result<(), i32> {
+        self.with_tcp(|fd| super::raw::set_no_delay(fd, on))
+    }
+
+    /// `socket.setKeepAlive(on, initialDelay)` on the TCP socket under the connection (see
+    /// [`Remote::set_no_delay`]).
+    #[cfg(unix)]
+    pub fn set_keep_alive(&self, on: bool, initial_delay: std::time::Duration) -> Result<(), i32> {
+        self.with_tcp(|fd| super::raw::set_keep_alive(fd, on, initial_delay))
+    }
+
+    #[cfg(unix)]
+    fn with_tcp(&self, set: impl FnOnce(BorrowedFd<'_>) -> Result<(), i32>) -> Result<(), i32> {
+        let tcp = self.tcp.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(fd) = *tcp else {
+            return Ok(());
+        };
+        // SAFETY: `fd` is open for as long as the lock is held. It is registered by
+        // `Attached::new`, taken from the stream that `Attached` owns, and cleared by
+        // `Attached`'s `drop` under this lock before its stream (and so the descriptor) is
+        // dropped: a descriptor number closed, then reused by another socket, is never set
+        // here. Guarded by `tests::options_reach_the_tcp_socket_while_its_stream_lives`.
+        set(unsafe { BorrowedFd::borrow_raw(fd) })
+    }
+}
+
+/// A stream that may have a TCP socket under it, whose options a program sets on its socket
+/// (`setNoDelay`, `setKeepAlive`).
+pub trait TcpOf {
+    /// The TCP socket's descriptor, owned by this stream (open while the stream lives).
+    #[cfg(unix)]
+    fn tcp_fd(&self) -> Option<RawFd>;
+}
+
+impl TcpOf for tokio::net::TcpStream {
+    #[cfg(unix)]
+    fn tcp_fd(&self) -> Option<RawFd> {
+        Some(self.as_raw_fd())
+    }
+}
+
+impl TcpOf for super::connect::PathStream {
+    #[cfg(unix)]
+    fn tcp_fd(&self) -> Option<RawFd> {
+        None
+    }
+}
+
+impl<T: TcpOf> TcpOf for super::tls::ClientStream<T> {
+    #[cfg(unix)]
+    fn tcp_fd(&self) -> Option<RawFd> {
+        self.io().tcp_fd()
+    }
+}
+
+impl<T: TcpOf + ?Sized> TcpOf for Box<T> {
+    #[cfg(unix)]
+    fn tcp_fd(&self) -> Option<RawFd> {
+        (**self).tcp_fd()
+    }
+}
+
+/// A pumped stream, whose TCP socket its [`Remote`] sets options on while it lives (see
+/// [`Remote::set_no_delay`]).
+pub struct Attached<S: TcpOf> {
+    stream: S,
+    remote: Arc<Remote>,
+}
+
+impl<S: TcpOf> Attached<S> {
+    pub fn new(stream: S, remote: Arc<Remote>) -> Attached<S> {
+        #[cfg(unix)]
+        {
+            *remote.tcp.lock().unwrap_or_else(|e| e.into_inner()) = stream.tcp_fd();
+        }
+        Attached { stream, remote }
+    }
+}
+
+impl<S: TcpOf> Drop for Attached<S> {
+    // Runs before the stream's own drop closes the descriptor.
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        {
+            *self.remote.tcp.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+}
+
+impl<S: TcpOf + AsyncRead + Unpin> AsyncRead for Attached<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl<S: TcpOf + AsyncWrite + Unpin> AsyncWrite for Attached<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
     }
 }
 
@@ -478,5 +618,54 @@ pub(crate) mod tests {
         let mut buf = [0u8; 1];
         assert_eq!(server.read(&mut buf).await.unwrap(), 0);
         assert_eq!(remote.write(&[b"x"]), Write::Closed);
+    }
+
+    /// The options a program sets reach the TCP socket under a pumped stream while the stream
+    /// lives, and nothing is set once it has dropped (its descriptor's number may be another
+    /// socket's by then).
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn options_reach_the_tcp_socket_while_its_stream_lives() {
+        use std::time::Duration;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (_server, _) = listener.accept().await.unwrap();
+        let fd = client.as_raw_fd();
+        let remote = Arc::new(Remote::new());
+        let (task, _rx) = start(Attached::new(client, remote.clone()), &remote);
+        // SAFETY (test): the pump owns the stream, and so the descriptor, until `close` below.
+        let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+        let sock = || socket2::SockRef::from(&borrowed);
+        assert_eq!(remote.set_no_delay(false), Ok(()));
+        assert!(!sock().tcp_nodelay().unwrap());
+        assert_eq!(remote.set_no_delay(true), Ok(()));
+        assert!(sock().tcp_nodelay().unwrap());
+        assert_eq!(remote.set_keep_alive(true, Duration::from_secs(7)), Ok(()));
+        assert!(sock().keepalive().unwrap());
+        assert_eq!(sock().tcp_keepalive_time().unwrap(), Duration::from_secs(7));
+        assert_eq!(remote.set_keep_alive(false, Duration::ZERO), Ok(()));
+        assert!(!sock().keepalive().unwrap());
+        remote.close();
+        task.await.unwrap();
+        assert_eq!(*remote.tcp.lock().unwrap(), None);
+        assert_eq!(remote.set_no_delay(false), Ok(()));
+    }
+
+    /// A stream with no TCP socket under it (a Unix socket) takes the options as done.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn options_on_a_unix_socket_are_taken_as_done() {
+        let (client, _server) = tokio::net::UnixStream::pair().unwrap();
+        let remote = Arc::new(Remote::new());
+        let attached = Attached::new(client, remote.clone());
+        assert_eq!(*remote.tcp.lock().unwrap(), None);
+        assert_eq!(remote.set_no_delay(false), Ok(()));
+        assert_eq!(
+            remote.set_keep_alive(true, std::time::Duration::from_secs(1)),
+            Ok(())
+        );
+        drop(attached);
     }
 }

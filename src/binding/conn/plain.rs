@@ -159,19 +159,25 @@ impl Conn {
         self.update_mask();
     }
 
+    /// `socket.setNoDelay(on)`, on a plain socket or on the TCP socket under a pumped one.
     pub fn set_no_delay(&self, on: bool) -> i32 {
-        let Io::Plain(plain) = &*self.io.borrow() else {
-            return 0;
+        let set = match &*self.io.borrow() {
+            Io::Plain(plain) => raw::set_no_delay(plain.fd.as_fd(), on),
+            Io::Pumped { remote, .. } => remote.set_no_delay(on),
+            _ => Ok(()),
         };
-        raw::set_no_delay(plain.fd.as_fd(), on).map_or_else(|errno| -errno, |()| 0)
+        set.map_or_else(|errno| -errno, |()| 0)
     }
 
+    /// `socket.setKeepAlive(on, initialDelay)`, as [`Conn::set_no_delay`].
     pub fn set_keep_alive(&self, on: bool, initial_delay_ms: u32) -> i32 {
-        let Io::Plain(plain) = &*self.io.borrow() else {
-            return 0;
-        };
         let delay = std::time::Duration::from_millis(initial_delay_ms as u64);
-        raw::set_keep_alive(plain.fd.as_fd(), on, delay).map_or_else(|errno| -errno, |()| 0)
+        let set = match &*self.io.borrow() {
+            Io::Plain(plain) => raw::set_keep_alive(plain.fd.as_fd(), on, delay),
+            Io::Pumped { remote, .. } => remote.set_keep_alive(on, delay),
+            _ => Ok(()),
+        };
+        set.map_or_else(|errno| -errno, |()| 0)
     }
 
     /// Readiness on an in-use connection: flush queued bytes, then read.

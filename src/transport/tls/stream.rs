@@ -72,6 +72,13 @@ impl rustls::KeyLog for TaskKeyLog {
 /// connection ends there, as it does in Node.
 pub struct ClientStream<IO>(TlsStream<IO>);
 
+impl<IO> ClientStream<IO> {
+    /// The stream the session runs over.
+    pub fn io(&self) -> &IO {
+        self.0.get_ref().0
+    }
+}
+
 impl<IO: AsyncRead + AsyncWrite + Unpin> AsyncRead for ClientStream<IO> {
     fn poll_read(
         self: Pin<&mut Self>,
