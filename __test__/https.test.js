@@ -925,6 +925,60 @@ test('OpenSSL cipher strings Node accepts select the same kind of suites, with N
   }
 });
 
+test("ecdhCurve picks and orders the key exchange groups as with Node's agent, on both paths", async (t) => {
+  const open = await httpsServer(t);
+  // A server that takes P-384 alone.
+  const strict = await httpsServer(t, { tls: { ecdhCurve: 'P-384' } });
+  const agents = { ours: new HttpsAgent({ ca: CA }), node: new https.Agent({ ca: CA }) };
+  t.after(() => Object.values(agents).forEach((a) => a.destroy()));
+  const outcome = async (server, agent, ecdhCurve) => {
+    try {
+      const req = https.get({ host: 'localhost', port: server.port, agent, ecdhCurve });
+      const [res] = await once(req, 'response');
+      const { name } = res.socket.getEphemeralKeyInfo();
+      res.resume();
+      await once(res, 'end');
+      return name;
+    } catch (err) {
+      return err.code;
+    }
+  };
+  const cases = [
+    [open, undefined, 'X25519'],
+    [open, 'auto', 'X25519'],
+    [open, 'P-256:P-384', 'prime256v1'],
+    [open, 'secp384r1', 'secp384r1'],
+    [strict, undefined, 'secp384r1'],
+    [strict, 'P-256:P-384', 'secp384r1'],
+    [strict, 'X25519', 'EPROTO'],
+    [strict, 'prime256v1', 'EPROTO'],
+    [open, 'foo', 'ERR_CRYPTO_OPERATION_FAILED'],
+    [open, 'X25519:', 'ERR_CRYPTO_OPERATION_FAILED'],
+    [open, 42, 'ERR_INVALID_ARG_TYPE'],
+  ];
+  for (const [server, curve, want] of cases) {
+    for (const [which, agent] of Object.entries(agents)) {
+      // Node's default groups are its OpenSSL's (X25519MLKEM768 first from Node 22.20 and 24).
+      if (which === 'node' && server === open && (curve === undefined || curve === 'auto')) continue;
+      assert.strictEqual(await outcome(server, agent, curve), want, `${which} ${server === strict ? 'P-384 server' : 'server'} ${curve}`);
+    }
+  }
+  // A group rustls does not offer (P-521) is passed over; alone, it fails at once.
+  assert.strictEqual(await outcome(strict, agents.ours, 'P-521:P-384'), 'secp384r1');
+  assert.strictEqual(await outcome(open, agents.ours, 'P-521'), 'ERR_HYPERAGENT_UNSUPPORTED');
+  // agent.request(): the agent's option.
+  const url = `https://localhost:${strict.port}/`;
+  for (const [ecdhCurve, want] of [['P-384', 200], ['X25519', 'EPROTO']]) {
+    const agent = new HttpsAgent({ ca: CA, ecdhCurve });
+    t.after(() => agent.destroy());
+    const got = await agent.request(url).then(async (res) => {
+      await res.body.text();
+      return res.statusCode;
+    }, (err) => err.code);
+    assert.strictEqual(got, want, `agent.request() ${ecdhCurve}`);
+  }
+});
+
 test('an X.509 version 1 certificate: reached with rejectUnauthorized false, trusted given in ca, refused otherwise, as with Node\'s agent', async (t) => {
   const server = await httpsServer(t, { cert: 'v1-localhost.pem', key: 'v1-localhost-key.pem' });
   const V1 = fixture('v1-localhost.pem');

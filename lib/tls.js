@@ -195,6 +195,9 @@ function tlsOptions(agent, options) {
   }
   const ciphers = options.ciphers == null || options.ciphers === tls.DEFAULT_CIPHERS ? undefined : options.ciphers;
   if (ciphers !== undefined && typeof ciphers !== 'string') throw errors.invalidArgType('options.ciphers', 'of type string', ciphers);
+  // Key exchange groups in order of preference; 'auto' (Node's default) leaves rustls's own.
+  const ecdhCurve = options.ecdhCurve == null || options.ecdhCurve === tls.DEFAULT_ECDH_CURVE ? undefined : options.ecdhCurve;
+  if (ecdhCurve !== undefined && typeof ecdhCurve !== 'string') throw errors.invalidArgType('options.ecdhCurve', 'of type string', ecdhCurve);
   const certs = toBuffers(options.cert, 'options.cert');
   const keys = privateKeys(options.key, options.passphrase);
   if ((certs ? certs.length : 0) !== keys.length) {
@@ -212,6 +215,7 @@ function tlsOptions(agent, options) {
     minVersion: minVersion ?? tls.DEFAULT_MIN_VERSION,
     maxVersion: maxVersion ?? tls.DEFAULT_MAX_VERSION,
     ciphers,
+    ecdhCurve,
     alpn: alpn(options.ALPNProtocols),
     maxCachedSessions: sessionCount(agent.maxCachedSessions),
   };

@@ -21,6 +21,7 @@ pub struct TlsOptionsJs {
     pub min_version: Option<String>,
     pub max_version: Option<String>,
     pub ciphers: Option<String>,
+    pub ecdh_curve: Option<String>,
     pub alpn: Option<Vec<Buffer>>,
     pub max_cached_sessions: u32,
 }
@@ -61,6 +62,7 @@ pub fn tls_options(options: TlsOptionsJs) -> TlsOptions {
         min_version: options.min_version,
         max_version: options.max_version,
         ciphers: options.ciphers,
+        ecdh_curve: options.ecdh_curve,
         alpn: bytes(options.alpn).unwrap_or_default(),
         max_cached_sessions: options.max_cached_sessions as usize,
     }

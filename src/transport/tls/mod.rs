@@ -10,6 +10,7 @@
 
 mod ciphers;
 pub mod der;
+mod groups;
 mod identity;
 mod names;
 mod pkcs12;
@@ -59,6 +60,8 @@ pub struct TlsOptions {
     pub max_version: Option<String>,
     /// `ciphers`, in OpenSSL's colon-separated form.
     pub ciphers: Option<String>,
+    /// `ecdhCurve`: key exchange groups, `:`-separated, or `auto`.
+    pub ecdh_curve: Option<String>,
     /// `ALPNProtocols`.
     pub alpn: Vec<Vec<u8>>,
     /// `maxCachedSessions` (0 turns resumption off).
@@ -282,6 +285,9 @@ impl TlsConfig {
                 .iter()
                 .filter_map(|want| offered.iter().find(|s| s.suite() == *want).copied())
                 .collect();
+        }
+        if let Some(list) = &opts.ecdh_curve {
+            provider.kx_groups = groups::select(list, &provider.kx_groups)?;
         }
 
         let min = opts
