@@ -979,6 +979,65 @@ test("ecdhCurve picks and orders the key exchange groups as with Node's agent, o
   }
 });
 
+test("sigalgs limits the signatures offered, taken and made, as with Node's agent, on both paths", async (t) => {
+  // An RSA server (TLS 1.3 signs with RSA-PSS only), and an ECDSA one that asks for a client
+  // certificate and says whether it got one.
+  const rsa = await httpsServer(t);
+  const ec = await httpsServer(t, {
+    cert: 'ec-localhost.pem',
+    key: 'ec-localhost-key.pem',
+    tls: { ca: CA, requestCert: true, rejectUnauthorized: false },
+  }, (req, res) => res.end(req.socket.getPeerCertificate().subject ? 'client certificate' : 'none'));
+  const identity = { ca: CA, cert: fixture('client.pem'), key: fixture('client-key.pem') };
+  const agents = { ours: new HttpsAgent(identity), node: new https.Agent(identity) };
+  t.after(() => Object.values(agents).forEach((a) => a.destroy()));
+  const outcome = (server, agent, sigalgs, maxVersion) => get({ host: 'localhost', port: server.port, agent, sigalgs, maxVersion })
+    .then((r) => r.body, (err) => err.code);
+  const cases = [
+    [rsa, undefined, undefined, 'secure /'],
+    [rsa, 'RSA-PSS+SHA256', undefined, 'secure /'],
+    [rsa, 'rsa_pss_rsae_sha512:ecdsa_secp256r1_sha256', undefined, 'secure /'],
+    [rsa, 'ECDSA+SHA256', undefined, 'EPROTO'],
+    [rsa, 'ed25519', undefined, 'EPROTO'],
+    // PKCS#1 signs no TLS 1.3 handshake.
+    [rsa, 'RSA+SHA256', undefined, 'EPROTO'],
+    [rsa, 'RSA+SHA256', 'TLSv1.2', 'secure /'],
+    [rsa, 'ECDSA+SHA256', 'TLSv1.2', 'EPROTO'],
+    // The client's RSA key signs with a scheme named, or its certificate is not sent.
+    [ec, undefined, undefined, 'client certificate'],
+    [ec, 'ECDSA+SHA256', undefined, 'none'],
+    [ec, 'ECDSA+SHA256:RSA-PSS+SHA256', undefined, 'client certificate'],
+    [ec, 'ECDSA+SHA256:RSA+SHA256', undefined, 'none'],
+    [ec, 'ECDSA+SHA256:RSA+SHA256', 'TLSv1.2', 'client certificate'],
+  ];
+  for (const [server, sigalgs, maxVersion, want] of cases) {
+    for (const [which, agent] of Object.entries(agents)) {
+      assert.strictEqual(await outcome(server, agent, sigalgs, maxVersion), want, `${which} ${sigalgs} ${maxVersion}`);
+    }
+  }
+  // What is not a list of signature algorithms is refused at once: Node's codes where it has
+  // them (OpenSSL's error for an unknown name has none).
+  for (const [sigalgs, code] of [['', 'ERR_INVALID_ARG_VALUE'], [42, 'ERR_INVALID_ARG_TYPE'], ['RSA+MD5', 'ERR_INVALID_ARG_VALUE'], ['foo:RSA-PSS+SHA256', 'ERR_INVALID_ARG_VALUE']]) {
+    const fresh = { node: new https.Agent(identity), ours: new HttpsAgent(identity) };
+    t.after(() => Object.values(fresh).forEach((a) => a.destroy()));
+    assert.throws(() => https.get({ host: 'localhost', port: rsa.port, agent: fresh.node, sigalgs }), `node ${sigalgs}`);
+    assert.throws(() => https.get({ host: 'localhost', port: rsa.port, agent: fresh.ours, sigalgs }), { code }, `ours ${sigalgs}`);
+  }
+  // Schemes rustls does not speak are passed over; alone, they fail at once.
+  assert.strictEqual(await outcome(rsa, agents.ours, 'DSA+SHA256:RSA-PSS+SHA256'), 'secure /');
+  assert.throws(() => https.get({ host: 'localhost', port: rsa.port, agent: agents.ours, sigalgs: 'DSA+SHA256' }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
+  // agent.request(): the agent's option.
+  for (const [sigalgs, want] of [['RSA-PSS+SHA256', 200], ['ECDSA+SHA256', 'EPROTO']]) {
+    const agent = new HttpsAgent({ ca: CA, sigalgs });
+    t.after(() => agent.destroy());
+    const got = await agent.request(`https://localhost:${rsa.port}/`).then(async (res) => {
+      await res.body.text();
+      return res.statusCode;
+    }, (err) => err.code);
+    assert.strictEqual(got, want, `agent.request() ${sigalgs}`);
+  }
+});
+
 test('an X.509 version 1 certificate: reached with rejectUnauthorized false, trusted given in ca, refused otherwise, as with Node\'s agent', async (t) => {
   const server = await httpsServer(t, { cert: 'v1-localhost.pem', key: 'v1-localhost-key.pem' });
   const V1 = fixture('v1-localhost.pem');

@@ -198,6 +198,11 @@ function tlsOptions(agent, options) {
   // Key exchange groups in order of preference; 'auto' (Node's default) leaves rustls's own.
   const ecdhCurve = options.ecdhCurve == null || options.ecdhCurve === tls.DEFAULT_ECDH_CURVE ? undefined : options.ecdhCurve;
   if (ecdhCurve !== undefined && typeof ecdhCurve !== 'string') throw errors.invalidArgType('options.ecdhCurve', 'of type string', ecdhCurve);
+  const { sigalgs } = options;
+  if (sigalgs !== undefined && sigalgs !== null) {
+    if (typeof sigalgs !== 'string') throw errors.invalidArgType('options.sigalgs', 'of type string', sigalgs);
+    if (sigalgs === '') throw errors.invalidArgValue('options.sigalgs', sigalgs);
+  }
   const certs = toBuffers(options.cert, 'options.cert');
   const keys = privateKeys(options.key, options.passphrase);
   if ((certs ? certs.length : 0) !== keys.length) {
@@ -216,6 +221,7 @@ function tlsOptions(agent, options) {
     maxVersion: maxVersion ?? tls.DEFAULT_MAX_VERSION,
     ciphers,
     ecdhCurve,
+    sigalgs: sigalgs ?? undefined,
     alpn: alpn(options.ALPNProtocols),
     maxCachedSessions: sessionCount(agent.maxCachedSessions),
   };

@@ -22,6 +22,7 @@ pub struct TlsOptionsJs {
     pub max_version: Option<String>,
     pub ciphers: Option<String>,
     pub ecdh_curve: Option<String>,
+    pub sigalgs: Option<String>,
     pub alpn: Option<Vec<Buffer>>,
     pub max_cached_sessions: u32,
 }
@@ -63,6 +64,7 @@ pub fn tls_options(options: TlsOptionsJs) -> TlsOptions {
         max_version: options.max_version,
         ciphers: options.ciphers,
         ecdh_curve: options.ecdh_curve,
+        sigalgs: options.sigalgs,
         alpn: bytes(options.alpn).unwrap_or_default(),
         max_cached_sessions: options.max_cached_sessions as usize,
     }

@@ -14,6 +14,7 @@ mod groups;
 mod identity;
 mod names;
 mod pkcs12;
+mod sigalgs;
 mod stream;
 mod verify;
 
@@ -62,6 +63,8 @@ pub struct TlsOptions {
     pub ciphers: Option<String>,
     /// `ecdhCurve`: key exchange groups, `:`-separated, or `auto`.
     pub ecdh_curve: Option<String>,
+    /// `sigalgs`: signature schemes, `:`-separated.
+    pub sigalgs: Option<String>,
     /// `ALPNProtocols`.
     pub alpn: Vec<Vec<u8>>,
     /// `maxCachedSessions` (0 turns resumption off).
@@ -326,6 +329,12 @@ impl TlsConfig {
 
         let provider = Arc::new(provider);
         let algs = provider.signature_verification_algorithms;
+        let schemes: Option<Arc<[rustls::SignatureScheme]>> = opts
+            .sigalgs
+            .as_deref()
+            .map(|list| sigalgs::select(list, &algs.supported_schemes()))
+            .transpose()?
+            .map(Arc::from);
         let revocation = revocation_verifier(&opts.crls, &roots, &provider)?;
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&versions)
@@ -342,6 +351,7 @@ impl TlsConfig {
                 algs,
                 reject: opts.reject_unauthorized,
                 revocation,
+                schemes: schemes.clone(),
             }));
         let mut local_cert = None;
         let mut config = match (pfx.into_iter().next(), opts.identities.as_slice()) {
@@ -368,6 +378,12 @@ impl TlsConfig {
                     .map_err(|e| identity_error(weak, "cert/key", &e))?
             }
         };
+        if let Some(schemes) = schemes {
+            config.client_auth_cert_resolver = Arc::new(sigalgs::Restricted {
+                inner: config.client_auth_cert_resolver.clone(),
+                schemes,
+            });
+        }
         config.alpn_protocols = opts.alpn.clone();
         config.key_log = Arc::new(TaskKeyLog);
         let sessions = (opts.max_cached_sessions > 0)

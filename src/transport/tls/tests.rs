@@ -454,6 +454,7 @@ fn verifier(ca: &[&str], reject: bool) -> verify::NodeVerifier {
         algs: rustls::crypto::ring::default_provider().signature_verification_algorithms,
         reject,
         revocation: None,
+        schemes: None,
     }
 }
 

@@ -124,6 +124,9 @@ pub(super) struct NodeVerifier {
     pub(super) reject: bool,
     /// With `crl`: the same chain check, with the revocation of each certificate checked too.
     pub(super) revocation: Option<Arc<WebPkiServerVerifier>>,
+    /// With `sigalgs`: the handshake signature schemes offered and taken (all of `algs`'s
+    /// otherwise).
+    pub(super) schemes: Option<Arc<[SignatureScheme]>>,
 }
 
 /// The verifier that checks revocation, when `crl` gives CRLs: as OpenSSL with Node's flags,
@@ -467,6 +470,7 @@ impl ServerCertVerifier for NodeVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.offered(dss.scheme)?;
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algs)
             .or_else(|e| self.signed_by_key(e, message, cert, dss, false))
     }
@@ -477,12 +481,29 @@ impl ServerCertVerifier for NodeVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.offered(dss.scheme)?;
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algs)
             .or_else(|e| self.signed_by_key(e, message, cert, dss, true))
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algs.supported_schemes()
+        match &self.schemes {
+            Some(schemes) => schemes.to_vec(),
+            None => self.algs.supported_schemes(),
+        }
+    }
+}
+
+impl NodeVerifier {
+    /// A handshake signature in a scheme `sigalgs` left out fails, as OpenSSL fails one it did
+    /// not offer ("wrong signature type").
+    fn offered(&self, scheme: SignatureScheme) -> Result<(), rustls::Error> {
+        match &self.schemes {
+            Some(schemes) if !schemes.contains(&scheme) => Err(rustls::Error::PeerMisbehaved(
+                rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme,
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
