@@ -254,6 +254,8 @@ impl<T: TcpOf + ?Sized> TcpOf for Box<T> {
 /// [`Remote::set_no_delay`]).
 pub struct Attached<S: TcpOf> {
     stream: S,
+    // Read on Unix alone, where the descriptor is registered.
+    #[cfg_attr(not(unix), allow(dead_code))]
     remote: Arc<Remote>,
 }
 
