@@ -8,6 +8,7 @@ const net = require('node:net');
 const tls = require('node:tls');
 const { once } = require('node:events');
 const { spawn } = require('node:child_process');
+const fs = require('node:fs');
 
 // An HTTP server that records every connection it accepted and the remote port of each
 // request. `handler(req, res)` answers; the default says hello with the request URL.
@@ -281,4 +282,18 @@ function slowSource(gap) {
   });
 }
 
-module.exports = { sha256, received, dispatcher, trailingServer, listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, stalled, closed, reset, runChild, collected, slowSource };
+// The TCP timer of an established connection in /proc/net/tcp, by its two ports: [timer kind,
+// when] (kind 2 is keep-alive probes, 0 none), as Linux tells it.
+function tcpTimer(localPort, remotePort) {
+  const hex = (port) => `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  for (const line of fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
+    const fields = line.trim().split(/\s+/);
+    if (fields.length > 5 && fields[1].endsWith(hex(localPort)) && fields[2].endsWith(hex(remotePort)) && fields[3] === '01') {
+      const [kind, when] = fields[5].split(':');
+      return [Number.parseInt(kind, 16), Number.parseInt(when, 16)];
+    }
+  }
+  return null;
+}
+
+module.exports = { tcpTimer, sha256, received, dispatcher, trailingServer, listen, httpServer, streamingServer, rawServer, readRequest, eachRequest, request, requestError, until, stalled, closed, reset, runChild, collected, slowSource };

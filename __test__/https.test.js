@@ -15,7 +15,7 @@ const { spawn } = require('node:child_process');
 const { once } = require('node:events');
 const util = require('node:util');
 const { HttpsAgent } = require('..');
-const { until, rawServer, readRequest, runChild, collected } = require('./helpers');
+const { until, rawServer, readRequest, runChild, collected, tcpTimer } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
@@ -1622,20 +1622,6 @@ test('socket.unref() on an HTTPS socket lets the process exit during a request, 
     assert.strictEqual(out.trim(), 'unref', name);
   }
 });
-
-// The TCP timer of an established connection in /proc/net/tcp, by its two ports: [timer kind,
-// when] (kind 2 is keep-alive probes, 0 none), as Linux tells it.
-function tcpTimer(localPort, remotePort) {
-  const hex = (port) => `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
-  for (const line of fs.readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
-    const fields = line.trim().split(/\s+/);
-    if (fields.length > 5 && fields[1].endsWith(hex(localPort)) && fields[2].endsWith(hex(remotePort)) && fields[3] === '01') {
-      const [kind, when] = fields[5].split(':');
-      return [Number.parseInt(kind, 16), Number.parseInt(when, 16)];
-    }
-  }
-  return null;
-}
 
 test('setKeepAlive reaches the TCP socket of plain and TLS connections, set while it connects or after, as with Node\'s agent', { skip: !fs.existsSync('/proc/net/tcp') && 'no /proc/net/tcp' }, async (t) => {
   const secure = await httpsServer(t);

@@ -6,6 +6,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert');
+const http = require('node:http');
 const https = require('node:https');
 const net = require('node:net');
 const { once } = require('node:events');
@@ -13,7 +14,7 @@ const { Readable } = require('node:stream');
 const fs = require('node:fs');
 const path = require('node:path');
 const { Agent, HttpsAgent } = require('..');
-const { rawServer, readRequest, eachRequest, request, requestError } = require('./helpers');
+const { rawServer, readRequest, eachRequest, request, requestError, tcpTimer } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 
@@ -374,3 +375,52 @@ test("https.request: a replay whose new connection does not open within the agen
   assert.strictEqual(held.length, 1, 'the replay reached the server');
 });
 
+
+test("what a socket set with setKeepAlive() holds for a replay's new connection, plain and TLS", { skip: !fs.existsSync('/proc/net/tcp') && 'no /proc/net/tcp' }, async (t) => {
+  for (const secure of [false, true]) {
+    // The first connection answers its first request and drops on the second. The client's
+    // port of the connection that answered is told with each answer.
+    const server = await rawServer(t, async (socket, n) => {
+      for (let i = 0; ; i++) {
+        try {
+          await readRequest(socket);
+        } catch {
+          return;
+        }
+        if (n === 0 && i > 0) {
+          socket.destroy();
+          return;
+        }
+        socket.write(OK(String(socket.remotePort)));
+      }
+    }, secure ? { cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') } : undefined);
+    // TCP keep-alive is on by default (keepAlive: true); the socket turns it off.
+    const agent = secure ? new HttpsAgent({ ca: fixture('ca.pem') }) : new Agent();
+    t.after(() => agent.destroy());
+    const url = `${secure ? 'https://localhost' : 'http://127.0.0.1'}:${server.port}`;
+    // The keep-alive timer of the client's end, once the answer came (its request is acked
+    // then, so no retransmission timer hides it): Linux's kind, 2 for probes, 0 for none.
+    const get = (path, onSocket) => new Promise((resolve, reject) => {
+      const req = (secure ? https : http).get(`${url}${path}`, { agent }, (res) => {
+        let body = '';
+        res.setEncoding('latin1');
+        res.on('data', (d) => (body += d));
+        res.on('end', () => {
+          const timer = tcpTimer(Number(body), server.port);
+          resolve({ req, port: Number(body), timer: timer && timer[0] });
+        });
+      });
+      req.on('error', reject);
+      if (onSocket) req.once('socket', onSocket);
+    });
+    const freed = once(agent, 'free');
+    const warm = await get('/warm', (socket) => socket.setKeepAlive(false));
+    await freed;
+    const again = await get('/get');
+    const which = secure ? 'TLS' : 'plain';
+    assert.strictEqual(again.req.reusedSocket, true, which);
+    assert.strictEqual(agent.replayCount, 1, which);
+    assert.notStrictEqual(again.port, warm.port, which);
+    assert.deepStrictEqual([warm.timer, again.timer], [0, 0], which);
+  }
+});

@@ -98,6 +98,10 @@ pub struct Conn {
     /// Its socket was destroyed in use: its bytes stopped, its slot held until `close`
     /// ([`Conn::halt`]).
     pub halted: Cell<bool>,
+    /// What its socket last set with `setNoDelay()` and `setKeepAlive()` (with the delay in
+    /// ms): set again on a replay's new connection, which the socket does not see.
+    pub(super) no_delay: Cell<Option<bool>>,
+    pub(super) keep_alive: Cell<Option<(bool, u32)>>,
 }
 
 /// What carries a connection's bytes: one kind at a time. A replay or the close takes the
@@ -178,6 +182,8 @@ impl Conn {
             end_told: Cell::new(crate::binding::protocol::connection::DISCONNECT),
             end_error: RefCell::new(None),
             halted: Cell::new(false),
+            no_delay: Cell::new(None),
+            keep_alive: Cell::new(None),
         }
     }
 

@@ -161,6 +161,7 @@ impl Conn {
 
     /// `socket.setNoDelay(on)`, on a plain socket or on the TCP socket under a pumped one.
     pub fn set_no_delay(&self, on: bool) -> i32 {
+        self.no_delay.set(Some(on));
         let set = match &*self.io.borrow() {
             Io::Plain(plain) => raw::set_no_delay(plain.fd.as_fd(), on),
             Io::Pumped { remote, .. } => remote.set_no_delay(on),
@@ -171,6 +172,7 @@ impl Conn {
 
     /// `socket.setKeepAlive(on, initialDelay)`, as [`Conn::set_no_delay`].
     pub fn set_keep_alive(&self, on: bool, initial_delay_ms: u32) -> i32 {
+        self.keep_alive.set(Some((on, initial_delay_ms)));
         let delay = std::time::Duration::from_millis(initial_delay_ms as u64);
         let set = match &*self.io.borrow() {
             Io::Plain(plain) => raw::set_keep_alive(plain.fd.as_fd(), on, delay),
