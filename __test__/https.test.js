@@ -1648,24 +1648,30 @@ test('setKeepAlive reaches the TCP socket of plain and TLS connections, set whil
     const mod = which.endsWith('https') ? https : http;
     const port = which.endsWith('https') ? secure.port : plain.address().port;
     const timers = [];
-    for (const set of ['none', 'off while connecting', 'off once connected', '60 s while connecting']) {
+    for (const set of ['none', 'off while connecting', 'off once connected', '60 s while connecting', '35 days once connected']) {
       const req = mod.get({ host: '127.0.0.1', servername: 'localhost', port, agent });
       if (set === 'off while connecting') req.setSocketKeepAlive(false);
       if (set === '60 s while connecting') req.on('socket', (socket) => socket.setKeepAlive(true, 60_000));
       const [res] = await once(req, 'response');
       const socket = res.socket;
       if (set === 'off once connected') socket.setKeepAlive(false);
+      // Past 2^31 ms: the longest delay the kernel takes, 32,767 s (Node's asks for more, and
+      // fails), not the system's default (7,200 s).
+      if (set === '35 days once connected') socket.setKeepAlive(true, 3e9);
       timers.push(tcpTimer(socket.localPort, port));
       res.resume();
       await once(res, 'end');
       // A new connection for each.
       socket.destroy();
     }
-    const [none, offConnecting, offConnected, long] = timers;
+    const [none, offConnecting, offConnected, long, longest] = timers;
     seen[which] = [none[0], offConnecting[0], offConnected[0], long[0], long[1] > none[1] * 10];
+    if (!which.startsWith('Node')) seen[which].push(longest[0], longest[1] > long[1] * 300);
   }
   // Node's https agent turns TCP keep-alive on from Node 24 on (tls.connect took no keepAlive
   // before); ours does on every Node, as Node's http agent does.
   if (seen['Node https'][0] === 0) seen['Node https'][0] = 2;
-  for (const which of Object.keys(agents)) assert.deepStrictEqual(seen[which], [2, 0, 0, 2, true], which);
+  for (const which of Object.keys(agents)) {
+    assert.deepStrictEqual(seen[which], which.startsWith('Node') ? [2, 0, 0, 2, true] : [2, 0, 0, 2, true, 2, true], which);
+  }
 });

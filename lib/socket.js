@@ -420,7 +420,9 @@ class NativeSocket extends Duplex {
 
   setKeepAlive(enable = false, initialDelay = 0) {
     this[kKeepAlive] = Boolean(enable);
-    this[kKeepAliveDelay] = Math.max(0, ~~initialDelay);
+    // Whole milliseconds as Rust takes them (u32; past the kernel's limit, Rust clamps it).
+    const ms = Math.trunc(Number(initialDelay));
+    this[kKeepAliveDelay] = ms > 0 ? Math.min(ms, 0xffffffff) : 0;
     if (this[kId] !== 0 && !this[kConnecting]) {
       native.setKeepAlive(this[kId], this[kKeepAlive], this[kKeepAliveDelay]);
     }
