@@ -979,6 +979,29 @@ test("ecdhCurve picks and orders the key exchange groups as with Node's agent, o
   }
 });
 
+test("tls.DEFAULT_ECDH_CURVE and tls.DEFAULT_CIPHERS, as a program set them, are the defaults of new pool keys, as with Node's agent", async (t) => {
+  const server = await httpsServer(t);
+  const saved = [tls.DEFAULT_ECDH_CURVE, tls.DEFAULT_CIPHERS];
+  t.after(() => {
+    [tls.DEFAULT_ECDH_CURVE, tls.DEFAULT_CIPHERS] = saved;
+  });
+  const seen = async (agent) => {
+    const r = await get({ host: 'localhost', port: server.port, agent });
+    return [r.socket.getEphemeralKeyInfo().name, r.cipher.name];
+  };
+  tls.DEFAULT_ECDH_CURVE = 'P-384';
+  tls.DEFAULT_CIPHERS = 'TLS_AES_128_GCM_SHA256';
+  for (const [which, make] of [['node', () => new https.Agent({ ca: CA })], ['ours', () => new HttpsAgent({ ca: CA })]]) {
+    const agent = make();
+    t.after(() => agent.destroy());
+    assert.deepStrictEqual(await seen(agent), ['secp384r1', 'TLS_AES_128_GCM_SHA256'], which);
+  }
+  [tls.DEFAULT_ECDH_CURVE, tls.DEFAULT_CIPHERS] = saved;
+  const ours = new HttpsAgent({ ca: CA });
+  t.after(() => ours.destroy());
+  assert.deepStrictEqual(await seen(ours), ['X25519', 'TLS_AES_256_GCM_SHA384']);
+});
+
 test("sigalgs limits the signatures offered, taken and made, as with Node's agent, on both paths", async (t) => {
   // An RSA server (TLS 1.3 signs with RSA-PSS only), and an ECDSA one that asks for a client
   // certificate and says whether it got one.

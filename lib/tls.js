@@ -193,10 +193,15 @@ function tlsOptions(agent, options) {
     if (secureOptions & NO_TLS12) minVersion = 'TLSv1.3';
     if (secureOptions & NO_TLS13) maxVersion = 'TLSv1.2';
   }
-  const ciphers = options.ciphers == null || options.ciphers === tls.DEFAULT_CIPHERS ? undefined : options.ciphers;
+  // Without the option, tls.DEFAULT_CIPHERS and tls.DEFAULT_ECDH_CURVE, as a program (or
+  // --tls-cipher-list) may have set them: read when the pool key is made. Node's own defaults
+  // leave rustls's.
+  let ciphers = options.ciphers ?? tls.DEFAULT_CIPHERS;
+  if (ciphers === crypto.constants.defaultCipherList) ciphers = undefined;
   if (ciphers !== undefined && typeof ciphers !== 'string') throw errors.invalidArgType('options.ciphers', 'of type string', ciphers);
-  // Key exchange groups in order of preference; 'auto' (Node's default) leaves rustls's own.
-  const ecdhCurve = options.ecdhCurve == null || options.ecdhCurve === tls.DEFAULT_ECDH_CURVE ? undefined : options.ecdhCurve;
+  // Key exchange groups in order of preference.
+  let ecdhCurve = options.ecdhCurve ?? tls.DEFAULT_ECDH_CURVE;
+  if (ecdhCurve === 'auto') ecdhCurve = undefined;
   if (ecdhCurve !== undefined && typeof ecdhCurve !== 'string') throw errors.invalidArgType('options.ecdhCurve', 'of type string', ecdhCurve);
   const { sigalgs } = options;
   if (sigalgs !== undefined && sigalgs !== null) {

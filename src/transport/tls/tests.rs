@@ -458,6 +458,28 @@ fn verifier(ca: &[&str], reject: bool) -> verify::NodeVerifier {
     }
 }
 
+/// With `sigalgs`, the verifier offers those schemes alone, and refuses a handshake signature
+/// in another (rustls leaves that check to the verifier); without, every scheme it checks.
+#[test]
+fn sigalgs_narrow_the_schemes_offered_and_taken() {
+    use rustls::SignatureScheme as S;
+    let mut v = verifier(&["ca.pem"], true);
+    assert!(v.supported_verify_schemes().len() > 2);
+    assert_eq!(v.offered(S::ECDSA_NISTP256_SHA256), Ok(()));
+    v.schemes = Some(vec![S::RSA_PSS_SHA256, S::ED25519].into());
+    assert_eq!(
+        v.supported_verify_schemes(),
+        vec![S::RSA_PSS_SHA256, S::ED25519]
+    );
+    assert_eq!(v.offered(S::RSA_PSS_SHA256), Ok(()));
+    assert_eq!(
+        v.offered(S::ECDSA_NISTP256_SHA256),
+        Err(rustls::Error::PeerMisbehaved(
+            rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme
+        ))
+    );
+}
+
 /// What `verifier` makes of `leaf` for the name localhost: its error, and the failure the
 /// handshake reads to name it (see `handshake_error`).
 fn verdict(

@@ -497,7 +497,7 @@ impl ServerCertVerifier for NodeVerifier {
 impl NodeVerifier {
     /// A handshake signature in a scheme `sigalgs` left out fails, as OpenSSL fails one it did
     /// not offer ("wrong signature type").
-    fn offered(&self, scheme: SignatureScheme) -> Result<(), rustls::Error> {
+    pub(super) fn offered(&self, scheme: SignatureScheme) -> Result<(), rustls::Error> {
         match &self.schemes {
             Some(schemes) if !schemes.contains(&scheme) => Err(rustls::Error::PeerMisbehaved(
                 rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme,
