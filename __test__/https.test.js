@@ -7,6 +7,7 @@ const test = require('node:test');
 const assert = require('node:assert');
 const http = require('node:http');
 const https = require('node:https');
+const net = require('node:net');
 const tls = require('node:tls');
 const os = require('node:os');
 const fs = require('node:fs');
@@ -1644,6 +1645,65 @@ test('socket.unref() on an HTTPS socket lets the process exit during a request, 
     assert.strictEqual(code, 0, `${name}: ${err}`);
     assert.strictEqual(out.trim(), 'unref', name);
   }
+});
+
+test("setTypeOfService/getTypeOfService reach the kernel's socket on plain and TLS connections, as net.Socket's of Node 24", async (t) => {
+  const secure = await httpsServer(t);
+  const plain = http.createServer((req, res) => res.end('plain'));
+  plain.listen(0, '127.0.0.1');
+  await once(plain, 'listening');
+  const socketPath = path.join(os.tmpdir(), `hyperagent-tos-${process.pid}.sock`);
+  const piped = http.createServer((req, res) => res.end('piped'));
+  piped.listen(socketPath);
+  await once(piped, 'listening');
+  t.after(() => {
+    for (const server of [plain, piped]) {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+  const nodeHas = typeof net.Socket.prototype.setTypeOfService === 'function';
+  const { Agent } = require('..');
+  const cases = {
+    http: [http, () => new Agent(), { port: plain.address().port }],
+    https: [https, () => new HttpsAgent({ ca: CA }), { port: secure.port, servername: 'localhost' }],
+    socketPath: [http, () => new Agent(), { socketPath }],
+  };
+  for (const [which, [mod, make, where]] of Object.entries(cases)) {
+    const agent = make();
+    t.after(() => agent.destroy());
+    const req = mod.get({ host: '127.0.0.1', ...where, agent });
+    // Set while it connects: kept, and set once it is open.
+    req.on('socket', (socket) => socket.setTypeOfService(0x10));
+    const [res] = await once(req, 'response');
+    const socket = res.socket;
+    const seen = [socket.getTypeOfService()];
+    socket.setTypeOfService(0x28);
+    seen.push(socket.getTypeOfService());
+    res.resume();
+    await once(res, 'end');
+    // The kernel's byte over IP (read back with getsockopt); a Unix socket keeps the value.
+    assert.deepStrictEqual(seen, [0x10, 0x28], which);
+  }
+  // Bad values fail as net.Socket's do.
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const req = http.get({ host: '127.0.0.1', port: plain.address().port, agent });
+  const [res] = await once(req, 'response');
+  res.resume();
+  const node = nodeHas ? new net.Socket() : null;
+  for (const bad of [256, -1, 1.5, NaN, '1', undefined]) {
+    const ours = (() => {
+      try {
+        res.socket.setTypeOfService(bad);
+      } catch (err) {
+        return [err.code, err.message];
+      }
+    })();
+    assert.strictEqual(ours[0], typeof bad === 'number' && !Number.isNaN(bad) ? 'ERR_OUT_OF_RANGE' : 'ERR_INVALID_ARG_TYPE', String(bad));
+    if (node) assert.throws(() => node.setTypeOfService(bad), { code: ours[0], message: ours[1] }, String(bad));
+  }
+  await once(res, 'end');
 });
 
 test('setKeepAlive reaches the TCP socket of plain and TLS connections, set while it connects or after, as with Node\'s agent', { skip: !fs.existsSync('/proc/net/tcp') && 'no /proc/net/tcp' }, async (t) => {

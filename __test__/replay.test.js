@@ -376,7 +376,7 @@ test("https.request: a replay whose new connection does not open within the agen
 });
 
 
-test("what a socket set with setKeepAlive() holds for a replay's new connection, plain and TLS", { skip: !fs.existsSync('/proc/net/tcp') && 'no /proc/net/tcp' }, async (t) => {
+test("what a socket set with setKeepAlive() and setTypeOfService() holds for a replay's new connection, plain and TLS", { skip: !fs.existsSync('/proc/net/tcp') && 'no /proc/net/tcp' }, async (t) => {
   for (const secure of [false, true]) {
     // The first connection answers its first request and drops on the second. The client's
     // port of the connection that answered is told with each answer.
@@ -402,19 +402,20 @@ test("what a socket set with setKeepAlive() holds for a replay's new connection,
     // then, so no retransmission timer hides it): Linux's kind, 2 for probes, 0 for none.
     const get = (path, onSocket) => new Promise((resolve, reject) => {
       const req = (secure ? https : http).get(`${url}${path}`, { agent }, (res) => {
+        const tos = res.socket.getTypeOfService();
         let body = '';
         res.setEncoding('latin1');
         res.on('data', (d) => (body += d));
         res.on('end', () => {
           const timer = tcpTimer(Number(body), server.port);
-          resolve({ req, port: Number(body), timer: timer && timer[0] });
+          resolve({ req, port: Number(body), timer: timer && timer[0], tos });
         });
       });
       req.on('error', reject);
       if (onSocket) req.once('socket', onSocket);
     });
     const freed = once(agent, 'free');
-    const warm = await get('/warm', (socket) => socket.setKeepAlive(false));
+    const warm = await get('/warm', (socket) => socket.setKeepAlive(false).setTypeOfService(0x10));
     await freed;
     const again = await get('/get');
     const which = secure ? 'TLS' : 'plain';
@@ -422,5 +423,7 @@ test("what a socket set with setKeepAlive() holds for a replay's new connection,
     assert.strictEqual(agent.replayCount, 1, which);
     assert.notStrictEqual(again.port, warm.port, which);
     assert.deepStrictEqual([warm.timer, again.timer], [0, 0], which);
+    // And its type of service, as the kernel has it on each connection.
+    assert.deepStrictEqual([warm.tos, again.tos], [0x10, 0x10], which);
   }
 });

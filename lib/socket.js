@@ -53,6 +53,9 @@ const kSocketNumber = Symbol('hyperagent.socketNumber');
 const kNoDelay = Symbol('hyperagent.noDelay');
 const kKeepAlive = Symbol('hyperagent.keepAlive');
 const kKeepAliveDelay = Symbol('hyperagent.keepAliveDelay');
+const kTos = Symbol('hyperagent.typeOfService');
+// What Rust gives for a socket with no type of service (a Unix socket, or none open).
+const NO_TOS = 256;
 
 // agentkeepalive's socket name (without a certificate's text, which a key may hold).
 function socketName(socket) {
@@ -105,6 +108,7 @@ class NativeSocket extends Duplex {
     this[kNoDelay] = null;
     this[kKeepAlive] = null;
     this[kKeepAliveDelay] = 0;
+    this[kTos] = null;
     this.connecting = false;
     this.timeout = 0;
     this._hadError = false;
@@ -242,6 +246,7 @@ class NativeSocket extends Duplex {
     if (!this[kRef]) native.setRef(this[kId], false);
     if (this[kNoDelay] !== null) native.setNoDelay(this[kId], this[kNoDelay]);
     if (this[kKeepAlive] !== null) native.setKeepAlive(this[kId], this[kKeepAlive], this[kKeepAliveDelay]);
+    if (this[kTos] !== null) native.setTypeOfService(this[kId], this[kTos]);
     this.emit(kOpened);
     if (!this[kTcpTold]) {
       this.emit('connect');
@@ -427,6 +432,29 @@ class NativeSocket extends Duplex {
       native.setKeepAlive(this[kId], this[kKeepAlive], this[kKeepAliveDelay]);
     }
     return this;
+  }
+
+  // The IP header's TOS byte (the traffic class over IPv6), as net.Socket's of Node 24 on:
+  // kept while the connection opens, and by a socket without one (a Unix socket).
+  setTypeOfService(tos) {
+    if (typeof tos !== 'number' || Number.isNaN(tos)) throw errors.invalidArgType('tos', 'of type number', tos);
+    if (!Number.isInteger(tos)) throw errors.outOfRange('tos', 'an integer', tos);
+    if (tos < 0 || tos > 255) throw errors.outOfRange('tos', '>= 0 && <= 255', tos);
+    this[kTos] = tos;
+    if (this[kId] !== 0 && !this[kConnecting]) {
+      const r = native.setTypeOfService(this[kId], tos);
+      if (r < 0) throw errors.errnoError(r, 'setTypeOfService');
+    }
+    return this;
+  }
+
+  getTypeOfService() {
+    if (this[kId] !== 0 && !this[kConnecting]) {
+      const r = native.getTypeOfService(this[kId]);
+      if (r < 0) throw errors.errnoError(r, 'getTypeOfService');
+      if (r !== NO_TOS) return r;
+    }
+    return this[kTos] ?? 0;
   }
 
   ref() {

@@ -190,6 +190,7 @@ impl Remote {
     #[cfg(unix)]
     pub fn set_no_delay(&self, on: bool) -> Result<(), i32> {
         self.with_tcp(|fd| super::raw::set_no_delay(fd, on))
+            .unwrap_or(Ok(()))
     }
 
     /// `socket.setKeepAlive(on, initialDelay)` on the TCP socket under the connection (see
@@ -197,20 +198,36 @@ impl Remote {
     #[cfg(unix)]
     pub fn set_keep_alive(&self, on: bool, initial_delay: std::time::Duration) -> Result<(), i32> {
         self.with_tcp(|fd| super::raw::set_keep_alive(fd, on, initial_delay))
+            .unwrap_or(Ok(()))
     }
 
+    /// `socket.setTypeOfService(tos)` on the TCP socket under the connection: `Ok(false)` when
+    /// it has none (see [`super::raw::set_type_of_service`]).
     #[cfg(unix)]
-    fn with_tcp(&self, set: impl FnOnce(BorrowedFd<'_>) -> Result<(), i32>) -> Result<(), i32> {
+    pub fn set_type_of_service(&self, tos: u8) -> Result<bool, i32> {
+        self.with_tcp(|fd| super::raw::set_type_of_service(fd, tos))
+            .unwrap_or(Ok(false))
+    }
+
+    /// `socket.getTypeOfService()` of the TCP socket under the connection: None when it has
+    /// none.
+    #[cfg(unix)]
+    pub fn type_of_service(&self) -> Result<Option<u8>, i32> {
+        self.with_tcp(super::raw::type_of_service)
+            .unwrap_or(Ok(None))
+    }
+
+    /// `get` on the connection's TCP socket; None when it has none.
+    #[cfg(unix)]
+    fn with_tcp<R>(&self, get: impl FnOnce(BorrowedFd<'_>) -> R) -> Option<R> {
         let tcp = self.tcp.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(fd) = *tcp else {
-            return Ok(());
-        };
+        let fd = (*tcp)?;
         // SAFETY: `fd` is open for as long as the lock is held. It is registered by
         // `Attached::new`, taken from the stream that `Attached` owns, and cleared by
         // `Attached`'s `drop` under this lock before its stream (and so the descriptor) is
-        // dropped: a descriptor number closed, then reused by another socket, is never set
+        // dropped: a descriptor number closed, then reused by another socket, is never used
         // here. Guarded by `tests::options_reach_the_tcp_socket_while_its_stream_lives`.
-        set(unsafe { BorrowedFd::borrow_raw(fd) })
+        Some(get(unsafe { BorrowedFd::borrow_raw(fd) }))
     }
 }
 
@@ -649,10 +666,15 @@ pub(crate) mod tests {
         assert_eq!(sock().tcp_keepalive_time().unwrap(), Duration::from_secs(7));
         assert_eq!(remote.set_keep_alive(false, Duration::ZERO), Ok(()));
         assert!(!sock().keepalive().unwrap());
+        assert_eq!(remote.set_type_of_service(0x28), Ok(true));
+        assert_eq!(sock().tos_v4().unwrap(), 0x28);
+        assert_eq!(remote.type_of_service(), Ok(Some(0x28)));
         remote.close();
         task.await.unwrap();
         assert_eq!(*remote.tcp.lock().unwrap(), None);
         assert_eq!(remote.set_no_delay(false), Ok(()));
+        assert_eq!(remote.set_type_of_service(0x10), Ok(false));
+        assert_eq!(remote.type_of_service(), Ok(None));
     }
 
     /// A stream with no TCP socket under it (a Unix socket) takes the options as done.
@@ -668,6 +690,8 @@ pub(crate) mod tests {
             remote.set_keep_alive(true, std::time::Duration::from_secs(1)),
             Ok(())
         );
+        assert_eq!(remote.set_type_of_service(0x10), Ok(false));
+        assert_eq!(remote.type_of_service(), Ok(None));
         drop(attached);
     }
 }

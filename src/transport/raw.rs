@@ -162,6 +162,42 @@ pub fn set_keep_alive(fd: BorrowedFd<'_>, on: bool, initial_delay: Duration) -> 
     })
 }
 
+/// `socket.setTypeOfService(tos)`: the IP header's TOS byte (its traffic class over IPv6).
+/// `Ok(false)`: the socket has no such byte (a Unix socket), and the call is the socket's alone,
+/// as `net.Socket` keeps it for a pipe.
+pub fn set_type_of_service(fd: BorrowedFd<'_>, tos: u8) -> Result<bool, i32> {
+    let sock = socket2::SockRef::from(&fd);
+    let set = match ip_version(&sock)? {
+        Some(4) => sock.set_tos_v4(tos.into()),
+        Some(_) => sock.set_tclass_v6(tos.into()),
+        None => return Ok(false),
+    };
+    set.map(|()| true).map_err(|e| errno_of(&e))
+}
+
+/// `socket.getTypeOfService()`: the TOS byte (traffic class) the kernel has for the socket;
+/// None for a socket without one (see [`set_type_of_service`]).
+pub fn type_of_service(fd: BorrowedFd<'_>) -> Result<Option<u8>, i32> {
+    let sock = socket2::SockRef::from(&fd);
+    let got = match ip_version(&sock)? {
+        Some(4) => sock.tos_v4(),
+        Some(_) => sock.tclass_v6(),
+        None => return Ok(None),
+    };
+    got.map(|tos| Some(tos as u8)).map_err(|e| errno_of(&e))
+}
+
+/// The IP version of a socket's local address; None for one that is not IP.
+fn ip_version(sock: &socket2::SockRef<'_>) -> Result<Option<u8>, i32> {
+    let local = sock.local_addr().map_err(|e| errno_of(&e))?;
+    Ok(match local.as_socket() {
+        Some(std::net::SocketAddr::V4(_)) => Some(4),
+        Some(std::net::SocketAddr::V6(v6)) if v6.ip().to_ipv4_mapped().is_some() => Some(4),
+        Some(std::net::SocketAddr::V6(_)) => Some(6),
+        None => None,
+    })
+}
+
 /// The bytes a non-blocking socket has not taken yet, sent before anything written after them.
 #[derive(Debug, Default)]
 pub struct Outbox {
@@ -410,11 +446,28 @@ mod tests {
         );
         set_keep_alive(client.as_fd(), false, Duration::ZERO).unwrap();
         assert!(!sock.keepalive().unwrap());
+        assert_eq!(type_of_service(client.as_fd()), Ok(Some(0)));
+        assert_eq!(set_type_of_service(client.as_fd(), 0x10), Ok(true));
+        assert_eq!(sock.tos_v4().unwrap(), 0x10);
+        assert_eq!(type_of_service(client.as_fd()), Ok(Some(0x10)));
         let (a, _b) = pair();
         assert_eq!(set_no_delay(a.as_fd(), true), Ok(()));
         assert_eq!(
             set_keep_alive(a.as_fd(), true, Duration::from_secs(1)),
             Ok(())
         );
+        assert_eq!(set_type_of_service(a.as_fd(), 0x10), Ok(false));
+        assert_eq!(type_of_service(a.as_fd()), Ok(None));
+    }
+
+    #[test]
+    fn the_type_of_service_of_an_ipv6_socket_is_its_traffic_class() {
+        let Ok(listener) = TcpListener::bind("[::1]:0") else {
+            return; // no IPv6 on this machine
+        };
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        assert_eq!(set_type_of_service(client.as_fd(), 0x20), Ok(true));
+        assert_eq!(socket2::SockRef::from(&client).tclass_v6().unwrap(), 0x20);
+        assert_eq!(type_of_service(client.as_fd()), Ok(Some(0x20)));
     }
 }

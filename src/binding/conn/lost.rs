@@ -52,6 +52,9 @@ impl Conn {
         if let Some((on, delay_ms)) = self.keep_alive.get() {
             self.set_keep_alive(on, delay_ms);
         }
+        if let Some(tos) = self.tos.get() {
+            self.set_type_of_service(tos);
+        }
         let bytes = self.course.resume();
         if !bytes.is_empty() && self.write(&[&bytes]) < 0 {
             if let Some(pool) = self.keeper() {

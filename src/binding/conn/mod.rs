@@ -102,7 +102,13 @@ pub struct Conn {
     /// ms): set again on a replay's new connection, which the socket does not see.
     pub(super) no_delay: Cell<Option<bool>>,
     pub(super) keep_alive: Cell<Option<(bool, u32)>>,
+    /// And with `setTypeOfService()`.
+    pub(super) tos: Cell<Option<u8>>,
 }
+
+/// What [`Conn::set_type_of_service`] and [`Conn::type_of_service`] give for a socket that has
+/// no type of service (a Unix socket, a connection not open): the socket keeps the value.
+pub const NO_TOS: i32 = 256;
 
 /// What carries a connection's bytes: one kind at a time. A replay or the close takes the
 /// transport away.
@@ -184,6 +190,7 @@ impl Conn {
             halted: Cell::new(false),
             no_delay: Cell::new(None),
             keep_alive: Cell::new(None),
+            tos: Cell::new(None),
         }
     }
 
@@ -515,5 +522,13 @@ impl Conn {
 
     pub fn set_keep_alive(&self, _on: bool, _initial_delay_ms: u32) -> i32 {
         0
+    }
+
+    pub fn set_type_of_service(&self, _tos: u8) -> i32 {
+        NO_TOS
+    }
+
+    pub fn type_of_service(&self) -> i32 {
+        NO_TOS
     }
 }

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::raw::c_int;
 use std::rc::Rc;
 
-use super::{Conn, Io, State};
+use super::{Conn, Io, State, NO_TOS};
 use crate::binding::env::EnvCtx;
 use crate::binding::js;
 use crate::binding::protocol::write;
@@ -180,6 +180,29 @@ impl Conn {
             _ => Ok(()),
         };
         set.map_or_else(|errno| -errno, |()| 0)
+    }
+
+    /// `socket.setTypeOfService(tos)`: 0 once set, [`NO_TOS`] for a socket without the byte
+    /// (a Unix socket, or none yet), or a negative errno.
+    pub fn set_type_of_service(&self, tos: u8) -> i32 {
+        self.tos.set(Some(tos));
+        let set = match &*self.io.borrow() {
+            Io::Plain(plain) => raw::set_type_of_service(plain.fd.as_fd(), tos),
+            Io::Pumped { remote, .. } => remote.set_type_of_service(tos),
+            _ => Ok(false),
+        };
+        set.map_or_else(|errno| -errno, |done| if done { 0 } else { NO_TOS })
+    }
+
+    /// `socket.getTypeOfService()`: the kernel's byte, [`NO_TOS`] for a socket without one, or
+    /// a negative errno.
+    pub fn type_of_service(&self) -> i32 {
+        let got = match &*self.io.borrow() {
+            Io::Plain(plain) => raw::type_of_service(plain.fd.as_fd()),
+            Io::Pumped { remote, .. } => remote.type_of_service(),
+            _ => Ok(None),
+        };
+        got.map_or_else(|errno| -errno, |tos| tos.map_or(NO_TOS, i32::from))
     }
 
     /// Readiness on an in-use connection: flush queued bytes, then read.
