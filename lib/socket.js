@@ -48,14 +48,6 @@ const kConnecting = Symbol('hyperagent.connecting');
 const kLeft = Symbol('hyperagent.left');
 // Its number among its agent's sockets (agentkeepalive's CURRENT_ID), for its name.
 const kSocketNumber = Symbol('hyperagent.socketNumber');
-// What setNoDelay()/setKeepAlive() last asked (null: never asked): applied once the connection
-// is open, as net.Socket applies what is set while it connects.
-const kNoDelay = Symbol('hyperagent.noDelay');
-const kKeepAlive = Symbol('hyperagent.keepAlive');
-const kKeepAliveDelay = Symbol('hyperagent.keepAliveDelay');
-const kTos = Symbol('hyperagent.typeOfService');
-// What Rust gives for a socket with no type of service (a Unix socket, or none open).
-const NO_TOS = 256;
 
 // agentkeepalive's socket name (without a certificate's text, which a key may hold).
 function socketName(socket) {
@@ -105,10 +97,6 @@ class NativeSocket extends Duplex {
     this[kOpening] = false;
     this[kTcpTold] = false;
     this[kConnecting] = false;
-    this[kNoDelay] = null;
-    this[kKeepAlive] = null;
-    this[kKeepAliveDelay] = 0;
-    this[kTos] = null;
     this.connecting = false;
     this.timeout = 0;
     this._hadError = false;
@@ -244,9 +232,6 @@ class NativeSocket extends Duplex {
     this.connecting = false;
     this._refreshTimer();
     if (!this[kRef]) native.setRef(this[kId], false);
-    if (this[kNoDelay] !== null) native.setNoDelay(this[kId], this[kNoDelay]);
-    if (this[kKeepAlive] !== null) native.setKeepAlive(this[kId], this[kKeepAlive], this[kKeepAliveDelay]);
-    if (this[kTos] !== null) native.setTypeOfService(this[kId], this[kTos]);
     this.emit(kOpened);
     if (!this[kTcpTold]) {
       this.emit('connect');
@@ -415,33 +400,30 @@ class NativeSocket extends Duplex {
     this._refreshTimer();
   }
 
-  // Both apply to the TCP socket under a TLS connection too; set while the connection opens,
-  // they apply once it is open (and again to a replay's new connection).
+  // The socket options apply to the TCP socket under a TLS connection too. Rust keeps what
+  // was set, and sets it on each connection the socket gets: the one it is opening (as
+  // net.Socket applies what is set while it connects), and a replay's.
   setNoDelay(noDelay = true) {
-    this[kNoDelay] = Boolean(noDelay);
-    if (this[kId] !== 0 && !this[kConnecting]) native.setNoDelay(this[kId], this[kNoDelay]);
+    if (this[kId] !== 0) native.setNoDelay(this[kId], Boolean(noDelay));
     return this;
   }
 
   setKeepAlive(enable = false, initialDelay = 0) {
-    this[kKeepAlive] = Boolean(enable);
-    // Whole milliseconds as Rust takes them (u32; past the kernel's limit, Rust clamps it).
-    const ms = Math.trunc(Number(initialDelay));
-    this[kKeepAliveDelay] = ms > 0 ? Math.min(ms, 0xffffffff) : 0;
-    if (this[kId] !== 0 && !this[kConnecting]) {
-      native.setKeepAlive(this[kId], this[kKeepAlive], this[kKeepAliveDelay]);
+    if (this[kId] !== 0) {
+      // Whole milliseconds as Rust takes them (u32; past the kernel's limit, Rust clamps it).
+      const ms = Math.trunc(Number(initialDelay));
+      native.setKeepAlive(this[kId], Boolean(enable), ms > 0 ? Math.min(ms, 0xffffffff) : 0);
     }
     return this;
   }
 
-  // The IP header's TOS byte (the traffic class over IPv6), as net.Socket's of Node 24 on:
-  // kept while the connection opens, and by a socket without one (a Unix socket).
+  // The IP header's TOS byte (the traffic class over IPv6), as net.Socket's of Node 24 on. A
+  // socket without one (a Unix socket, or while it connects) keeps the value.
   setTypeOfService(tos) {
     if (typeof tos !== 'number' || Number.isNaN(tos)) throw errors.invalidArgType('tos', 'of type number', tos);
     if (!Number.isInteger(tos)) throw errors.outOfRange('tos', 'an integer', tos);
     if (tos < 0 || tos > 255) throw errors.outOfRange('tos', '>= 0 && <= 255', tos);
-    this[kTos] = tos;
-    if (this[kId] !== 0 && !this[kConnecting]) {
+    if (this[kId] !== 0) {
       const r = native.setTypeOfService(this[kId], tos);
       if (r < 0) throw errors.errnoError(r, 'setTypeOfService');
     }
@@ -449,12 +431,10 @@ class NativeSocket extends Duplex {
   }
 
   getTypeOfService() {
-    if (this[kId] !== 0 && !this[kConnecting]) {
-      const r = native.getTypeOfService(this[kId]);
-      if (r < 0) throw errors.errnoError(r, 'getTypeOfService');
-      if (r !== NO_TOS) return r;
-    }
-    return this[kTos] ?? 0;
+    if (this[kId] === 0) return 0;
+    const r = native.getTypeOfService(this[kId]);
+    if (r < 0) throw errors.errnoError(r, 'getTypeOfService');
+    return r;
   }
 
   ref() {

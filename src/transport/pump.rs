@@ -232,7 +232,7 @@ impl Remote {
 }
 
 /// A stream that may have a TCP socket under it, whose options a program sets on its socket
-/// (`setNoDelay`, `setKeepAlive`).
+/// (`setNoDelay`, `setKeepAlive`, `setTypeOfService`).
 pub trait TcpOf {
     /// The TCP socket's descriptor, owned by this stream (open while the stream lives).
     #[cfg(unix)]

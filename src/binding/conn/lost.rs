@@ -45,16 +45,6 @@ impl Conn {
 
     /// The replay's new connection is up: send the request again, then whatever followed.
     pub fn resume_replay(self: &Rc<Self>) {
-        // What the socket set on the connection it saw holds for this one too.
-        if let Some(on) = self.no_delay.get() {
-            self.set_no_delay(on);
-        }
-        if let Some((on, delay_ms)) = self.keep_alive.get() {
-            self.set_keep_alive(on, delay_ms);
-        }
-        if let Some(tos) = self.tos.get() {
-            self.set_type_of_service(tos);
-        }
         let bytes = self.course.resume();
         if !bytes.is_empty() && self.write(&[&bytes]) < 0 {
             if let Some(pool) = self.keeper() {

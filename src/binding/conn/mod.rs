@@ -98,17 +98,13 @@ pub struct Conn {
     /// Its socket was destroyed in use: its bytes stopped, its slot held until `close`
     /// ([`Conn::halt`]).
     pub halted: Cell<bool>,
-    /// What its socket last set with `setNoDelay()` and `setKeepAlive()` (with the delay in
-    /// ms): set again on a replay's new connection, which the socket does not see.
-    pub(super) no_delay: Cell<Option<bool>>,
-    pub(super) keep_alive: Cell<Option<(bool, u32)>>,
-    /// And with `setTypeOfService()`.
-    pub(super) tos: Cell<Option<u8>>,
+    /// What its socket last set with `setNoDelay()`, `setKeepAlive()` (with the delay in ms)
+    /// and `setTypeOfService()`: set on each connection it attaches, so that what a socket
+    /// sets while its connection opens, or before a replay's, holds there too.
+    no_delay: Cell<Option<bool>>,
+    keep_alive: Cell<Option<(bool, u32)>>,
+    tos: Cell<Option<u8>>,
 }
-
-/// What [`Conn::set_type_of_service`] and [`Conn::type_of_service`] give for a socket that has
-/// no type of service (a Unix socket, a connection not open): the socket keeps the value.
-pub const NO_TOS: i32 = 256;
 
 /// What carries a connection's bytes: one kind at a time. A replay or the close takes the
 /// transport away.
@@ -516,19 +512,65 @@ impl Conn {
         uv_errno(libc::EBADF)
     }
 
-    pub fn set_no_delay(&self, _on: bool) -> i32 {
-        0
+    fn apply_no_delay(&self, _on: bool) -> Result<(), i32> {
+        Ok(())
     }
 
-    pub fn set_keep_alive(&self, _on: bool, _initial_delay_ms: u32) -> i32 {
-        0
+    fn apply_keep_alive(&self, _on: bool, _initial_delay_ms: u32) -> Result<(), i32> {
+        Ok(())
     }
 
-    pub fn set_type_of_service(&self, _tos: u8) -> i32 {
-        NO_TOS
+    fn apply_type_of_service(&self, _tos: u8) -> Result<(), i32> {
+        Ok(())
     }
 
+    fn read_type_of_service(&self) -> Result<Option<u8>, i32> {
+        Ok(None)
+    }
+}
+
+/// The options a socket sets (`net.Socket`'s setters): kept, and set on the connection it has.
+/// Errors are negative errnos.
+impl Conn {
+    pub fn set_no_delay(&self, on: bool) -> i32 {
+        self.no_delay.set(Some(on));
+        self.apply_no_delay(on).map_or_else(|errno| -errno, |()| 0)
+    }
+
+    pub fn set_keep_alive(&self, on: bool, initial_delay_ms: u32) -> i32 {
+        self.keep_alive.set(Some((on, initial_delay_ms)));
+        self.apply_keep_alive(on, initial_delay_ms)
+            .map_or_else(|errno| -errno, |()| 0)
+    }
+
+    pub fn set_type_of_service(&self, tos: u8) -> i32 {
+        self.tos.set(Some(tos));
+        self.apply_type_of_service(tos)
+            .map_or_else(|errno| -errno, |()| 0)
+    }
+
+    /// The kernel's TOS byte; the one kept where the socket has none (a Unix socket, or while
+    /// its connection opens), as `net.Socket` keeps it; or a negative errno.
     pub fn type_of_service(&self) -> i32 {
-        NO_TOS
+        match self.read_type_of_service() {
+            Ok(Some(tos)) => tos.into(),
+            Ok(None) => self.tos.get().unwrap_or(0).into(),
+            Err(errno) => -errno,
+        }
+    }
+
+    /// Sets what the socket asked for on the connection just attached (its first, or a
+    /// replay's). What the kernel refuses here was accepted when asked; it goes unreported, as
+    /// `net.Socket` ignores a failure of what it applies at connect.
+    pub fn apply_socket_options(&self) {
+        if let Some(on) = self.no_delay.get() {
+            let _ = self.apply_no_delay(on);
+        }
+        if let Some((on, delay_ms)) = self.keep_alive.get() {
+            let _ = self.apply_keep_alive(on, delay_ms);
+        }
+        if let Some(tos) = self.tos.get() {
+            let _ = self.apply_type_of_service(tos);
+        }
     }
 }

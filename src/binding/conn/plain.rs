@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::raw::c_int;
 use std::rc::Rc;
 
-use super::{Conn, Io, State, NO_TOS};
+use super::{Conn, Io, State};
 use crate::binding::env::EnvCtx;
 use crate::binding::js;
 use crate::binding::protocol::write;
@@ -159,50 +159,42 @@ impl Conn {
         self.update_mask();
     }
 
-    /// `socket.setNoDelay(on)`, on a plain socket or on the TCP socket under a pumped one.
-    pub fn set_no_delay(&self, on: bool) -> i32 {
-        self.no_delay.set(Some(on));
-        let set = match &*self.io.borrow() {
+    /// Sets TCP_NODELAY on the plain socket, or on the TCP socket under a pumped one.
+    pub(super) fn apply_no_delay(&self, on: bool) -> Result<(), i32> {
+        match &*self.io.borrow() {
             Io::Plain(plain) => raw::set_no_delay(plain.fd.as_fd(), on),
             Io::Pumped { remote, .. } => remote.set_no_delay(on),
             _ => Ok(()),
-        };
-        set.map_or_else(|errno| -errno, |()| 0)
+        }
     }
 
-    /// `socket.setKeepAlive(on, initialDelay)`, as [`Conn::set_no_delay`].
-    pub fn set_keep_alive(&self, on: bool, initial_delay_ms: u32) -> i32 {
-        self.keep_alive.set(Some((on, initial_delay_ms)));
+    /// Sets TCP keep-alive, as [`Conn::apply_no_delay`].
+    pub(super) fn apply_keep_alive(&self, on: bool, initial_delay_ms: u32) -> Result<(), i32> {
         let delay = std::time::Duration::from_millis(initial_delay_ms as u64);
-        let set = match &*self.io.borrow() {
+        match &*self.io.borrow() {
             Io::Plain(plain) => raw::set_keep_alive(plain.fd.as_fd(), on, delay),
             Io::Pumped { remote, .. } => remote.set_keep_alive(on, delay),
             _ => Ok(()),
-        };
-        set.map_or_else(|errno| -errno, |()| 0)
+        }
     }
 
-    /// `socket.setTypeOfService(tos)`: 0 once set, [`NO_TOS`] for a socket without the byte
-    /// (a Unix socket, or none yet), or a negative errno.
-    pub fn set_type_of_service(&self, tos: u8) -> i32 {
-        self.tos.set(Some(tos));
-        let set = match &*self.io.borrow() {
-            Io::Plain(plain) => raw::set_type_of_service(plain.fd.as_fd(), tos),
-            Io::Pumped { remote, .. } => remote.set_type_of_service(tos),
-            _ => Ok(false),
-        };
-        set.map_or_else(|errno| -errno, |done| if done { 0 } else { NO_TOS })
+    /// Sets the IP TOS byte, as [`Conn::apply_no_delay`] (a socket without one takes none).
+    pub(super) fn apply_type_of_service(&self, tos: u8) -> Result<(), i32> {
+        match &*self.io.borrow() {
+            Io::Plain(plain) => raw::set_type_of_service(plain.fd.as_fd(), tos).map(drop),
+            Io::Pumped { remote, .. } => remote.set_type_of_service(tos).map(drop),
+            _ => Ok(()),
+        }
     }
 
-    /// `socket.getTypeOfService()`: the kernel's byte, [`NO_TOS`] for a socket without one, or
-    /// a negative errno.
-    pub fn type_of_service(&self) -> i32 {
-        let got = match &*self.io.borrow() {
+    /// The kernel's IP TOS byte for the socket; None for a socket without one (a Unix socket,
+    /// or none open).
+    pub(super) fn read_type_of_service(&self) -> Result<Option<u8>, i32> {
+        match &*self.io.borrow() {
             Io::Plain(plain) => raw::type_of_service(plain.fd.as_fd()),
             Io::Pumped { remote, .. } => remote.type_of_service(),
             _ => Ok(None),
-        };
-        got.map_or_else(|errno| -errno, |tos| tos.map_or(NO_TOS, i32::from))
+        }
     }
 
     /// Readiness on an in-use connection: flush queued bytes, then read.

@@ -7,7 +7,6 @@ use std::time::Duration;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::binding::conn::NO_TOS;
 use crate::binding::pool::PoolCell;
 use crate::binding::{conn, js, protocol, undefined};
 use crate::error::uv_errno;
@@ -268,21 +267,19 @@ pub fn set_keep_alive(id: u32, on: bool, initial_delay_ms: u32) -> i32 {
     conn(id).map_or(0, |c| c.set_keep_alive(on, initial_delay_ms))
 }
 
-/// `socket.setTypeOfService(tos)` (0 to 255): 0, `NO_TOS` (256) when the socket has no such
-/// byte, or a negative errno.
+/// `socket.setTypeOfService(tos)` (0 to 255): 0 or a negative errno.
 #[napi(catch_unwind)]
 pub fn set_type_of_service(id: u32, tos: u32) -> i32 {
     let Ok(tos) = u8::try_from(tos) else {
         return -libc::EINVAL;
     };
-    conn(id).map_or(NO_TOS, |c| c.set_type_of_service(tos))
+    conn(id).map_or(0, |c| c.set_type_of_service(tos))
 }
 
-/// `socket.getTypeOfService()`: the byte, `NO_TOS` (256) when the socket has none, or a
-/// negative errno.
+/// `socket.getTypeOfService()`: the byte, or a negative errno.
 #[napi(catch_unwind)]
 pub fn get_type_of_service(id: u32) -> i32 {
-    conn(id).map_or(NO_TOS, |c| c.type_of_service())
+    conn(id).map_or(0, |c| c.type_of_service())
 }
 
 #[napi(catch_unwind)]

@@ -145,6 +145,9 @@ impl PoolCell {
                 }
             }
         });
+        if result.is_ok() {
+            conn.apply_socket_options();
+        }
         match was.connect_end(result.is_ok()) {
             ConnectEnd::Resume => conn.resume_replay(),
             ConnectEnd::ReplayFailed => conn.fail(&self.ctx, crate::replay::replay_failed()),
