@@ -201,12 +201,12 @@ impl Remote {
             .unwrap_or(Ok(()))
     }
 
-    /// `socket.setTypeOfService(tos)` on the TCP socket under the connection: `Ok(false)` when
-    /// it has none (see [`super::raw::set_type_of_service`]).
+    /// `socket.setTypeOfService(tos)` on the TCP socket under the connection (see
+    /// [`Remote::set_no_delay`]).
     #[cfg(unix)]
-    pub fn set_type_of_service(&self, tos: u8) -> Result<bool, i32> {
+    pub fn set_type_of_service(&self, tos: u8) -> Result<(), i32> {
         self.with_tcp(|fd| super::raw::set_type_of_service(fd, tos))
-            .unwrap_or(Ok(false))
+            .unwrap_or(Ok(()))
     }
 
     /// `socket.getTypeOfService()` of the TCP socket under the connection: None when it has
@@ -666,14 +666,14 @@ pub(crate) mod tests {
         assert_eq!(sock().tcp_keepalive_time().unwrap(), Duration::from_secs(7));
         assert_eq!(remote.set_keep_alive(false, Duration::ZERO), Ok(()));
         assert!(!sock().keepalive().unwrap());
-        assert_eq!(remote.set_type_of_service(0x28), Ok(true));
+        assert_eq!(remote.set_type_of_service(0x28), Ok(()));
         assert_eq!(sock().tos_v4().unwrap(), 0x28);
         assert_eq!(remote.type_of_service(), Ok(Some(0x28)));
         remote.close();
         task.await.unwrap();
         assert_eq!(*remote.tcp.lock().unwrap(), None);
         assert_eq!(remote.set_no_delay(false), Ok(()));
-        assert_eq!(remote.set_type_of_service(0x10), Ok(false));
+        assert_eq!(remote.set_type_of_service(0x10), Ok(()));
         assert_eq!(remote.type_of_service(), Ok(None));
     }
 
@@ -690,7 +690,7 @@ pub(crate) mod tests {
             remote.set_keep_alive(true, std::time::Duration::from_secs(1)),
             Ok(())
         );
-        assert_eq!(remote.set_type_of_service(0x10), Ok(false));
+        assert_eq!(remote.set_type_of_service(0x10), Ok(()));
         assert_eq!(remote.type_of_service(), Ok(None));
         drop(attached);
     }

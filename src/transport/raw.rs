@@ -163,16 +163,16 @@ pub fn set_keep_alive(fd: BorrowedFd<'_>, on: bool, initial_delay: Duration) -> 
 }
 
 /// `socket.setTypeOfService(tos)`: the IP header's TOS byte (its traffic class over IPv6).
-/// `Ok(false)`: the socket has no such byte (a Unix socket), and the call is the socket's alone,
-/// as `net.Socket` keeps it for a pipe.
-pub fn set_type_of_service(fd: BorrowedFd<'_>, tos: u8) -> Result<bool, i32> {
+/// A socket without one (a Unix socket) takes the call as done, as [`option`] does: the value
+/// is the socket's alone, as `net.Socket` keeps it for a pipe.
+pub fn set_type_of_service(fd: BorrowedFd<'_>, tos: u8) -> Result<(), i32> {
     let sock = socket2::SockRef::from(&fd);
     let set = match ip_version(&sock)? {
         Some(4) => sock.set_tos_v4(tos.into()),
         Some(_) => sock.set_tclass_v6(tos.into()),
-        None => return Ok(false),
+        None => return Ok(()),
     };
-    set.map(|()| true).map_err(|e| errno_of(&e))
+    set.map_err(|e| errno_of(&e))
 }
 
 /// `socket.getTypeOfService()`: the TOS byte (traffic class) the kernel has for the socket;
@@ -447,7 +447,7 @@ mod tests {
         set_keep_alive(client.as_fd(), false, Duration::ZERO).unwrap();
         assert!(!sock.keepalive().unwrap());
         assert_eq!(type_of_service(client.as_fd()), Ok(Some(0)));
-        assert_eq!(set_type_of_service(client.as_fd(), 0x10), Ok(true));
+        assert_eq!(set_type_of_service(client.as_fd(), 0x10), Ok(()));
         assert_eq!(sock.tos_v4().unwrap(), 0x10);
         assert_eq!(type_of_service(client.as_fd()), Ok(Some(0x10)));
         let (a, _b) = pair();
@@ -456,7 +456,7 @@ mod tests {
             set_keep_alive(a.as_fd(), true, Duration::from_secs(1)),
             Ok(())
         );
-        assert_eq!(set_type_of_service(a.as_fd(), 0x10), Ok(false));
+        assert_eq!(set_type_of_service(a.as_fd(), 0x10), Ok(()));
         assert_eq!(type_of_service(a.as_fd()), Ok(None));
     }
 
@@ -466,7 +466,7 @@ mod tests {
             return; // no IPv6 on this machine
         };
         let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        assert_eq!(set_type_of_service(client.as_fd(), 0x20), Ok(true));
+        assert_eq!(set_type_of_service(client.as_fd(), 0x20), Ok(()));
         assert_eq!(socket2::SockRef::from(&client).tclass_v6().unwrap(), 0x20);
         assert_eq!(type_of_service(client.as_fd()), Ok(Some(0x20)));
     }

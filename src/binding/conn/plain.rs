@@ -181,8 +181,8 @@ impl Conn {
     /// Sets the IP TOS byte, as [`Conn::apply_no_delay`] (a socket without one takes none).
     pub(super) fn apply_type_of_service(&self, tos: u8) -> Result<(), i32> {
         match &*self.io.borrow() {
-            Io::Plain(plain) => raw::set_type_of_service(plain.fd.as_fd(), tos).map(drop),
-            Io::Pumped { remote, .. } => remote.set_type_of_service(tos).map(drop),
+            Io::Plain(plain) => raw::set_type_of_service(plain.fd.as_fd(), tos),
+            Io::Pumped { remote, .. } => remote.set_type_of_service(tos),
             _ => Ok(()),
         }
     }
