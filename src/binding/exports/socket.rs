@@ -271,7 +271,7 @@ pub fn set_keep_alive(id: u32, on: bool, initial_delay_ms: u32) -> i32 {
 #[napi(catch_unwind)]
 pub fn set_type_of_service(id: u32, tos: u32) -> i32 {
     let Ok(tos) = u8::try_from(tos) else {
-        return -libc::EINVAL;
+        return uv_errno(libc::EINVAL);
     };
     conn(id).map_or(0, |c| c.set_type_of_service(tos))
 }
