@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -50,6 +51,33 @@ pub struct Identity {
     pub servername: Option<String>,
     /// Node's own `checkServerIdentity` applies (the program gave none of its own).
     pub node_check: bool,
+}
+
+/// Where a connection goes and whom it is for: what a connection keeps for a replay's new
+/// connection.
+#[derive(Debug, PartialEq)]
+pub struct Endpoint {
+    pub target: Target,
+    pub identity: Identity,
+}
+
+/// Hands out endpoints, one copy of the same endpoint for the connections that go there: each
+/// connection keeps its endpoint for as long as it lives (idle ones included), and an agent's
+/// connections mostly go to the last place it connected to.
+#[derive(Default)]
+pub struct Endpoints {
+    last: Option<Rc<Endpoint>>,
+}
+
+impl Endpoints {
+    /// The endpoint of `target` and `identity`: the last one handed out when it is the same.
+    pub fn share(&mut self, target: Target, identity: Identity) -> Rc<Endpoint> {
+        let endpoint = Endpoint { target, identity };
+        match &self.last {
+            Some(last) if **last == endpoint => last.clone(),
+            _ => self.last.insert(Rc::new(endpoint)).clone(),
+        }
+    }
 }
 
 /// The TLS side of a connection to establish.
@@ -216,5 +244,51 @@ impl AsyncWrite for SecureStream {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         each!(self, s => Pin::new(s).poll_shutdown(cx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(servername: &str) -> Identity {
+        Identity {
+            servername: Some(servername.into()),
+            node_check: true,
+        }
+    }
+
+    #[test]
+    fn the_same_endpoint_is_shared_and_another_is_not() {
+        let mut endpoints = Endpoints::default();
+        let first = endpoints.share(Target::tcp("a.test", 443), named("a.test"));
+        let again = endpoints.share(Target::tcp("a.test", 443), named("a.test"));
+        assert!(Rc::ptr_eq(&first, &again));
+        // Each part of the endpoint counts: another port, another name to check.
+        let port = endpoints.share(Target::tcp("a.test", 8443), named("a.test"));
+        assert!(!Rc::ptr_eq(&first, &port));
+        assert_eq!(port.target, Target::tcp("a.test", 8443));
+        let name = endpoints.share(Target::tcp("a.test", 8443), named("b.test"));
+        assert!(!Rc::ptr_eq(&port, &name));
+        assert_eq!(name.identity, named("b.test"));
+        // Only the last is kept: going back makes a new copy, equal to the first.
+        let back = endpoints.share(Target::tcp("a.test", 443), named("a.test"));
+        assert!(!Rc::ptr_eq(&first, &back));
+        assert_eq!(*back, *first);
+    }
+
+    #[test]
+    fn a_unix_socket_path_is_an_endpoint_too() {
+        let mut endpoints = Endpoints::default();
+        let path = || Target::Unix {
+            path: "/tmp/a.sock".into(),
+        };
+        let first = endpoints.share(path(), Identity::default());
+        assert!(Rc::ptr_eq(
+            &first,
+            &endpoints.share(path(), Identity::default())
+        ));
+        let tcp_one = endpoints.share(Target::tcp("localhost", 80), Identity::default());
+        assert!(!Rc::ptr_eq(&first, &tcp_one));
     }
 }

@@ -53,10 +53,10 @@ use crate::error::{uv_errno, Error};
 use crate::pool::conn::Carrier;
 use crate::pool::course::{Course, Gate};
 use crate::pool::KeyId;
-use crate::transport::establish::Identity;
+use crate::transport::establish::Endpoint;
 use crate::transport::pump::{self, Event, Remote};
 use crate::transport::tls::{TlsConfig, TlsInfo};
-use crate::transport::{Peer, Target};
+use crate::transport::Peer;
 
 pub use crate::pool::conn::{Mode, State};
 
@@ -83,8 +83,9 @@ pub struct Conn {
     pub connect_hold: RefCell<Option<Hold>>,
     /// For the promise path, while the user's `lookup` runs: where its addresses go.
     pub lookup: RefCell<Option<tokio::sync::oneshot::Sender<Vec<std::net::IpAddr>>>>,
-    /// Where the connection goes (kept for a replay's new connection).
-    pub target: RefCell<Option<(Target, Identity)>>,
+    /// Where the connection goes (kept for a replay's new connection), shared with the pool's
+    /// other connections that go there (see `Endpoints`).
+    pub target: RefCell<Option<Rc<Endpoint>>>,
     /// A promise-path connect that may become an HTTP/2 session is under way: requests of its
     /// key wait for it (`pool::multiplex`) until it reports, or closes.
     pub h2_pending: Cell<bool>,

@@ -16,7 +16,7 @@ use crate::pool::course::Heard;
 use crate::pool::moves;
 use crate::runtime::runtime;
 use crate::transport::carry::{self, Carried, Link, Step};
-use crate::transport::establish::{Identity, Secure};
+use crate::transport::establish::{Endpoint, Identity, Secure};
 use crate::transport::pump::Event;
 use crate::transport::Target;
 
@@ -28,8 +28,9 @@ impl PoolCell {
         if conn.course.state() != State::Connecting {
             return;
         }
-        *conn.target.borrow_mut() = Some((target.clone(), identity.clone()));
-        self.spawn_connect(&conn, target, identity, None);
+        let endpoint = self.endpoints.borrow_mut().share(target, identity);
+        *conn.target.borrow_mut() = Some(endpoint.clone());
+        self.spawn_connect(&conn, &endpoint, None);
     }
 
     /// A drop-in connection died before answering a replayable request (see `crate::replay`):
@@ -41,24 +42,25 @@ impl PoolCell {
             self.key_name(conn.key)
         );
         moves::replaying(self, conn.key);
-        let Some((target, identity)) = conn.target.borrow().clone() else {
+        let Some(endpoint) = conn.target.borrow().clone() else {
             return;
         };
         // Its socket is open as far as JavaScript knows (no connect timeout of its own runs):
         // the new connection must open within the promise path's bound, or the request fails
         // as the first attempt did, rather than wait on a peer (a proxy's tunnel) that never
         // answers.
-        self.spawn_connect(conn, target, identity, self.connect_timeout.get());
+        self.spawn_connect(conn, &endpoint, self.connect_timeout.get());
     }
 
     /// Opens `conn`'s connection (TLS included); `bound` limits how long that may take.
     fn spawn_connect(
         self: &Rc<Self>,
         conn: &Rc<Conn>,
-        target: Target,
-        identity: Identity,
+        endpoint: &Endpoint,
         bound: Option<Duration>,
     ) {
+        let target = endpoint.target.clone();
+        let identity = endpoint.identity.clone();
         let id = conn.id;
         let link = conn.course.link();
         let opts = self.state.borrow().connect_opts;

@@ -35,6 +35,7 @@ use crate::pool::moves::{self, Connections, Ended};
 use crate::pool::origins::Origins;
 use crate::pool::Alarm;
 use crate::pool::{Fit, Grant, KeyId, Limits, Path, Pool, Stats, WaiterId};
+use crate::transport::establish::Endpoints;
 use crate::transport::tls::TlsConfig;
 use crate::transport::ConnectOptions;
 
@@ -86,6 +87,8 @@ pub struct PoolCell {
     /// and failing to open (a `Dispatcher` with 'connect', 'disconnect' or
     /// 'connectionError' listeners).
     pub watch_connections: std::cell::Cell<bool>,
+    /// Where its drop-in connections go, one copy for those that go to the same place.
+    pub endpoints: RefCell<Endpoints>,
 }
 
 impl PoolCell {
@@ -120,6 +123,7 @@ impl PoolCell {
             sessions: RefCell::new(Sessions::default()),
             serve,
             watch_connections: std::cell::Cell::new(false),
+            endpoints: RefCell::new(Endpoints::default()),
         });
         POOLS.with(|t| t.insert(cell.id, Rc::downgrade(&cell)));
         // SAFETY: uv.rs invariants 2 and 3: this thread's loop; the data is the cell, whose

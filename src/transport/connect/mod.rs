@@ -23,7 +23,7 @@ use proxy::{open_tunnel, open_tunnel_within, proxy_session};
 pub use proxy::{ProxyTls, Tunnel};
 
 /// Where to connect.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Target {
     Tcp {
         host: String,

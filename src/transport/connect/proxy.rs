@@ -12,7 +12,7 @@ use crate::transport::tls::{self, ClientStream, TlsConfig};
 /// A tunnel through an HTTP proxy (`CONNECT`), as Node's https.Agent opens one for an agent
 /// with a proxy: the request goes out as JavaScript wrote it, and the connection is the
 /// origin's once the proxy answers 200.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tunnel {
     /// The whole `CONNECT` request.
     pub request: String,
@@ -35,6 +35,13 @@ impl std::fmt::Debug for ProxyTls {
         f.debug_struct("ProxyTls")
             .field("host", &self.host)
             .finish()
+    }
+}
+
+/// The same session: the same configuration (not merely an equal one) and host.
+impl PartialEq for ProxyTls {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.config, &other.config) && self.host == other.host
     }
 }
 
