@@ -24,6 +24,21 @@ const { httpServer, sha256, received, dispatcher, trailingServer, streamingServe
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
 const CA = fixture('ca.pem');
 
+// An HTTP/2 server over TLS (the fixture's localhost certificate) on loopback, closed with its
+// sessions when the test ends.
+async function h2Server(t, handler) {
+  const server = http2.createSecureServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, handler);
+  const sessions = [];
+  server.on('session', (session) => sessions.push(session));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  t.after(() => {
+    for (const session of sessions) session.destroy();
+    server.close();
+  });
+  return server;
+}
+
 // A server that answers with what it received: method, path, byte count and checksum.
 async function echo(req, res) {
   const { bytes, sha } = await received(req);
@@ -274,17 +289,9 @@ test("stats: by origin, its connections and requests, counted as undici's Agent 
   assert.deepStrictEqual(d.stats, { [server.url]: { connected: 2, free: 2, pending: 0, queued: 0, running: 0, size: 0 } });
   // HTTP/2: one session, free for more streams, running three.
   const streams = [];
-  const h2 = http2.createSecureServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => {
+  const h2 = await h2Server(t, (req, res) => {
     streams.push(res);
     h2.emit('held');
-  });
-  const sessions = [];
-  h2.on('session', (session) => sessions.push(session));
-  h2.listen(0, '127.0.0.1');
-  await once(h2, 'listening');
-  t.after(() => {
-    for (const session of sessions) session.destroy();
-    h2.close();
   });
   const h2Origin = `https://localhost:${h2.address().port}`;
   const multiplexed = dispatcher(t, { allowH2: true, ca: CA });
@@ -898,6 +905,91 @@ test("undici's diagnostics channels tell of the dispatcher's requests, and a cre
   assert.deepStrictEqual([request.origin, request.method], [server.url, 'PUT']);
   assert.deepStrictEqual(request.headers.slice(-2), ['traceparent', '00-7-01']);
   assert.deepStrictEqual(request.body, Buffer.from('xyz'));
+});
+
+test("undici:client:sendHeaders tells the connection each request goes out on, as undici's Agent does", async (t) => {
+  const dc = require('node:diagnostics_channel');
+  const server = await httpServer(t, (req, res) => res.end(String(req.headers['x-trace'])));
+  const secure = https.createServer({ cert: fixture('localhost-chain.pem'), key: fixture('localhost-key.pem') }, (req, res) => res.end('tls'));
+  secure.listen(0, '127.0.0.1');
+  await once(secure, 'listening');
+  t.after(() => {
+    secure.closeAllConnections();
+    secure.close();
+  });
+  const h2 = await h2Server(t, (req, res) => res.end('h2'));
+  const refused = require('node:net').createServer().listen(0, '127.0.0.1');
+  await once(refused, 'listening');
+  const closedPort = refused.address().port;
+  await new Promise((resolve) => refused.close(resolve));
+
+  // Each request's events (by path and the client that sent it), what sendHeaders gave of
+  // the connection, and its head's first lines.
+  let seen = [];
+  const on = (name) => ({ request, socket, headers }) => {
+    if (name === 'create') request.addHeader('x-trace', `t${request.path}`);
+    const entry = { name, path: request.path };
+    if (name === 'sendHeaders') {
+      assert.strictEqual(typeof headers, 'string');
+      entry.head = headers.split('\r\n').filter((line) => !/^(connection|content-length):/i.test(line));
+      entry.socket = {
+        remoteAddress: socket.remoteAddress,
+        remotePort: socket.remotePort,
+        local: typeof socket.localPort === 'number' && socket.localAddress === '127.0.0.1',
+        localPort: socket.localPort,
+        encrypted: socket.encrypted,
+      };
+      entry.alpn = socket.alpnProtocol;
+    }
+    seen.push(entry);
+  };
+  const listeners = {};
+  for (const name of ['undici:request:create', 'undici:client:sendHeaders', 'undici:request:headers', 'undici:request:error']) {
+    listeners[name] = on(name.split(':').pop());
+    dc.subscribe(name, listeners[name]);
+  }
+  t.after(() => {
+    for (const name of Object.keys(listeners)) dc.unsubscribe(name, listeners[name]);
+  });
+
+  const run = async (d) => {
+    seen = [];
+    const a = await undici.request(`${server.url}/a?q=1`, { dispatcher: d, headers: { 'x-req': 'qv' } });
+    assert.strictEqual(await a.body.text(), 't/a?q=1');
+    const b = await undici.request(`${server.url}/b`, { dispatcher: d });
+    assert.strictEqual(await b.body.text(), 't/b');
+    const c = await undici.request(`https://localhost:${secure.address().port}/c`, { dispatcher: d });
+    assert.strictEqual(await c.body.text(), 'tls');
+    await assert.rejects(undici.request(`http://127.0.0.1:${closedPort}/refused`, { dispatcher: d }), { code: 'ECONNREFUSED' });
+    const out = seen;
+    const alpn = out.filter((e) => e.name === 'sendHeaders').map((e) => e.alpn);
+    for (const e of out) delete e.alpn;
+    return { out, alpn };
+  };
+  const theirs = new undici.Agent({ connect: { ca: CA } });
+  t.after(() => theirs.destroy());
+  const expected = await run(theirs);
+  const ours = await run(dispatcher(t, { ca: CA }));
+  // The same events in the same order, the same connection facts; the two GETs share a
+  // connection (the same local port).
+  const ports = (r) => r.out.filter((e) => e.name === 'sendHeaders' && !e.socket.encrypted).map((e) => e.socket.localPort);
+  assert.strictEqual(new Set(ports(ours)).size, 1);
+  const portless = (r) => r.out.map((e) => (e.socket ? { ...e, socket: { ...e.socket, localPort: undefined } } : e));
+  assert.deepStrictEqual(portless(ours), portless(expected));
+  assert.deepStrictEqual(ours.out.find((e) => e.name === 'sendHeaders' && e.path === '/a?q=1').head.slice(0, 4), ['GET /a?q=1 HTTP/1.1', `host: 127.0.0.1:${server.port}`, 'x-req: qv', 'x-trace: t/a?q=1']);
+  assert.strictEqual(ours.out.find((e) => e.name === 'sendHeaders' && e.path === '/c').socket.remotePort, secure.address().port);
+  // undici offers ALPN's http/1.1 to a TLS server; ours offers no ALPN without allowH2, and a
+  // TLSSocket with none has false.
+  assert.deepStrictEqual([expected.alpn, ours.alpn], [[undefined, undefined, 'http/1.1'], [undefined, undefined, false]]);
+
+  // Over HTTP/2: each stream is told, with the session's connection and its protocol.
+  seen = [];
+  const multiplexed = dispatcher(t, { allowH2: true, ca: CA });
+  const h2Origin = `https://localhost:${h2.address().port}`;
+  assert.deepStrictEqual(await Promise.all([1, 2].map(() => fetch(`${h2Origin}/s`, { dispatcher: multiplexed }).then((r) => r.text()))), ['h2', 'h2']);
+  const streams = seen.filter((e) => e.name === 'sendHeaders');
+  assert.deepStrictEqual(streams.map((e) => [e.alpn, e.socket.remotePort, e.socket.encrypted]), [['h2', h2.address().port, true], ['h2', h2.address().port, true]]);
+  assert.strictEqual(streams[0].socket.localPort, streams[1].socket.localPort);
 });
 
 test('a response that ends while its handler is paused completes only at the resume', async (t) => {

@@ -15,7 +15,7 @@ const { pushChunk, pushHead, chunkList, ResponseBody, withExtras, Response } = r
 // Event kinds from Rust (declared in src/binding/protocol.rs `kind`).
 const PROTOCOL = binding.protocol();
 const EVENT = Object.fromEntries(PROTOCOL.events.map((name, kind) => [name, kind]));
-const { HEAD, DATA, END, ERROR, DRAIN, DONE, VERIFY, LOOKUP, ANSWERED, INFO } = EVENT;
+const { HEAD, DATA, END, ERROR, DRAIN, DONE, VERIFY, LOOKUP, ANSWERED, INFO, SENDING } = EVENT;
 // Answers to VERIFY: the server's name is right, `rejectUnauthorized: false` lets it pass, or a
 // `checkServerIdentity` of the program's lets it pass.
 const { nameRight: NAME_RIGHT, nameLetPass: NAME_LET_PASS, namePassed: NAME_PASSED } = PROTOCOL;
@@ -89,6 +89,7 @@ class PendingRequest {
         case LOOKUP: return this.onLookup(a, b);
         case ANSWERED: return this.onAnswered();
         case INFO: return this.onInfo(a, b);
+        case SENDING: return this.onSending(a);
         default: return undefined;
       }
     } catch (thrown) {
@@ -318,6 +319,11 @@ class PendingRequest {
   tellError(err) {
     if (channels.error.hasSubscribers) channels.error.publish({ request: this.info, error: err });
     if (this.undici !== null) undiciChannels.failed(this.undici, err);
+  }
+
+  // The request goes out on connection `connId` (told only when it asked: see lib/request.js).
+  onSending(connId) {
+    if (this.undici !== null) undiciChannels.sending(this.undici, connId);
   }
 
   // A piece of the body handed to the connection, and the body's end (all of it handed):

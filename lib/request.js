@@ -25,7 +25,7 @@ const startRequest = binding.requestFunction();
 // A request's flags (declared in src/binding/protocol.rs `flags`): `expect: 100-continue`,
 // and 1xx responses reported.
 const PROTOCOL = binding.protocol();
-const { expectContinue: EXPECT_CONTINUE, informational: INFORMATIONAL } = PROTOCOL;
+const { expectContinue: EXPECT_CONTINUE, informational: INFORMATIONAL, sending: SENDING } = PROTOCOL;
 // The order of startRequest's arguments is Rust's (`arg` in src/binding/protocol.rs): the call in
 // request() below passes them so, which this load checks, once, against the addon it loaded.
 const REQUEST_ARGS = 'pool,key,handle,method,path,headers,body,streamed,contentLength,flags,headersTimeout,bodyTimeout,replayLimit,contextName,trailers';
@@ -283,7 +283,8 @@ function request(agent, input, options = {}, exchange = null, tracker = null) {
     const result = startRequest(
       agent._poolId, key, pending, method,
       pathOrHead, headerLines, bytes, source !== null, contentLength ?? -1,
-      (expectContinue ? EXPECT_CONTINUE : 0) | (informed ? INFORMATIONAL : 0),
+      (expectContinue ? EXPECT_CONTINUE : 0) | (informed ? INFORMATIONAL : 0)
+        | (pending.undici !== null && undiciChannels.wantsSending() ? SENDING : 0),
       headersTimeout, bodyTimeout, agent._replayLimit, CONTEXT_NAME,
       trailers !== null ? trailers.lines : trailersLater !== null ? true : null,
     );

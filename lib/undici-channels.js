@@ -4,14 +4,16 @@
 // undici's own clients publish them, so that what instruments fetch and undici through them
 // (OpenTelemetry's undici instrumentation, APM agents) sees the requests that go through ours:
 // `undici:request:create` (whose subscriber may add headers with `request.addHeader()`, to
-// propagate a trace), `:bodyChunkSent`, `:bodySent`, `:headers`, `:bodyChunkReceived`,
-// `:trailers` and `:error`, each with the same `request` object. Nothing is made while no one
-// listens.
+// propagate a trace), `undici:client:sendHeaders` (with the connection the request goes out
+// on), `:bodyChunkSent`, `:bodySent`, `:headers`, `:bodyChunkReceived`, `:trailers` and
+// `:error`, each with the same `request` object. Nothing is made while no one listens.
 
 const diagnostics = require('node:diagnostics_channel');
+const binding = require('./native');
 const { headerList, headerLines, headerBytes } = require('./headers');
 
 const create = diagnostics.channel('undici:request:create');
+const sendHeaders = diagnostics.channel('undici:client:sendHeaders');
 const bodyChunkSent = diagnostics.channel('undici:request:bodyChunkSent');
 const bodySent = diagnostics.channel('undici:request:bodySent');
 const headers = diagnostics.channel('undici:request:headers');
@@ -44,7 +46,45 @@ class UndiciRequest {
 
 function listened() {
   return create.hasSubscribers || headers.hasSubscribers || trailers.hasSubscribers || error.hasSubscribers
-    || bodySent.hasSubscribers || bodyChunkSent.hasSubscribers || bodyChunkReceived.hasSubscribers;
+    || bodySent.hasSubscribers || bodyChunkSent.hasSubscribers || bodyChunkReceived.hasSubscribers
+    || sendHeaders.hasSubscribers;
+}
+
+// Whether a request announced now is to hear which connection it goes out on.
+function wantsSending() {
+  return sendHeaders.hasSubscribers;
+}
+
+// The connection a request goes out on, as `undici:client:sendHeaders` hands undici's socket
+// to its subscribers: what they read of it (its addresses and ports; over TLS, the protocol
+// ALPN agreed on, false for none, as a TLSSocket has it). The connection itself stays in Rust.
+class SentOn {
+  constructor(info, secure) {
+    this.remoteAddress = info.remoteAddress ?? undefined;
+    this.remotePort = info.remotePort ?? undefined;
+    this.remoteFamily = info.remoteFamily ?? undefined;
+    this.localAddress = info.localAddress ?? undefined;
+    this.localPort = info.localPort ?? undefined;
+    this.localFamily = info.localFamily ?? undefined;
+    this.encrypted = secure ? true : undefined;
+    this.alpnProtocol = secure ? info.alpnProtocol ?? false : undefined;
+  }
+}
+
+// `request` goes out on connection `connId` (Rust tells it as its head is handed to the
+// connection, a replay's new connection too): published with the connection, and the head's
+// lines as the request has them, each ended by CRLF as undici gives them (its request line, its
+// host, the lines it was given and those subscribers added; not the framing lines the
+// connection adds).
+function sending(request, connId) {
+  if (!sendHeaders.hasSubscribers) return;
+  const info = binding.info(connId);
+  if (info === null || info === undefined) return;
+  const url = new URL(request.origin);
+  let head = `${request.method} ${request.path} HTTP/1.1\r\nhost: ${url.host}\r\n`;
+  const lines = request.headers;
+  for (let i = 0; i + 1 < lines.length; i += 2) head += `${lines[i]}: ${lines[i + 1]}\r\n`;
+  sendHeaders.publish({ request, headers: head, socket: new SentOn(info, url.protocol === 'https:') });
 }
 
 // A Dispatcher's request to `origin` for `path`, before it goes with agent.request() options
@@ -100,4 +140,4 @@ function failed(request, err) {
   if (error.hasSubscribers) error.publish({ request, error: err });
 }
 
-module.exports = { announce, announced, chunkSent, requestSent, headed, received, completed, failed };
+module.exports = { announce, announced, wantsSending, sending, chunkSent, requestSent, headed, received, completed, failed };

@@ -22,7 +22,7 @@ pub const HOOKS: Hooks = Hooks {
 /// connection it is of, and nothing else.
 fn deliver(ctx: &EnvCtx, item: Completion) {
     let owner = match &item {
-        Completion::Req { req, .. } => Owner::Request(*req),
+        Completion::Req { req, .. } | Completion::Sending { req, .. } => Owner::Request(*req),
         Completion::HyperConnected {
             pool, conn, req, ..
         } => Owner::HyperConnect(*pool, *conn, *req),
@@ -98,6 +98,7 @@ fn complete(item: Completion) {
             }
         }
         Completion::Req { req, event } => request::on_request_event(req, event),
+        Completion::Sending { req, conn } => request::on_sending(req, conn),
         Completion::HyperConnected {
             pool,
             conn,

@@ -78,6 +78,10 @@ pub enum Completion {
         conn: u32,
         end: crate::pool::ConnEnd,
     },
+    /// `agent.request()` `req` goes out on connection `conn` (see `Face::sending`), told a
+    /// turn later: the driver tells it in the middle of its own work, where JavaScript cannot
+    /// run.
+    Sending { req: u32, conn: u32 },
     /// A promise-path connection waits for the user's `lookup` to give its addresses.
     HyperLookup {
         pool: u32,

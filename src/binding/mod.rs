@@ -101,6 +101,8 @@ pub struct Protocol {
     pub events: Vec<String>,
     pub expect_continue: u32,
     pub informational: u32,
+    /// A request flag: it hears which connection it goes out on.
+    pub sending: u32,
     /// Answers to a `VERIFY` event (`protocol::name`).
     pub name_right: f64,
     pub name_let_pass: f64,
@@ -135,6 +137,7 @@ pub fn protocol() -> Protocol {
         events: kind::NAMES.iter().map(|n| n.to_string()).collect(),
         expect_continue: flags::EXPECT_CONTINUE,
         informational: flags::INFORMATIONAL,
+        sending: flags::SENDING,
         name_right: name::RIGHT,
         name_let_pass: name::LET_PASS,
         name_passed: name::PASSED,

@@ -81,9 +81,13 @@ pub mod kind {
     pub const ANSWERED: u32 = 8;
     /// An informational (1xx) response.
     pub const INFO: u32 = 9;
+    /// The request goes out on a connection (its id), for a request that asked
+    /// ([`super::flags::SENDING`]).
+    pub const SENDING: u32 = 10;
     /// Their names, each at its number: JavaScript reads them (`binding.protocol()`).
-    pub const NAMES: [&str; 10] = [
+    pub const NAMES: [&str; 11] = [
         "HEAD", "DATA", "END", "ERROR", "DRAIN", "DONE", "VERIFY", "LOOKUP", "ANSWERED", "INFO",
+        "SENDING",
     ];
 }
 
@@ -156,6 +160,9 @@ pub mod flags {
     pub const EXPECT_CONTINUE: u32 = 1;
     /// Its informational (1xx) responses are reported (undici's `onInfo`).
     pub const INFORMATIONAL: u32 = 2;
+    /// It hears which connection it goes out on ([`super::kind::SENDING`]), for undici's
+    /// `undici:client:sendHeaders` channel.
+    pub const SENDING: u32 = 4;
 }
 
 /// What a socket's `write` answers (negative values are `-errno`).

@@ -99,6 +99,15 @@ pub trait Face {
     fn answered(&self);
     /// The exchange is over.
     fn done(&self, settled: Settled);
+    /// Request `req` goes out on connection `conn` (an idle one it took, a new one once it is
+    /// open and its server's name checked, or a stream of a session): its head is written
+    /// now. A replay's new connection is told too. `later`: the driver is in the middle of the
+    /// pool's work (it routes the request), where the face must not call out; it tells it on a
+    /// later turn, which still comes before the exchange's first event (the exchange starts
+    /// after this, and its events come behind). Otherwise the driver handles an event of the
+    /// request's connect, and the face tells it now: its exchange's events may be queued
+    /// already.
+    fn sending(&self, req: u32, conn: u32, later: bool);
     /// Checks the name of the server of its new TLS connection `conn` (of pool key `key`), as
     /// `tls.checkServerIdentity` does; a wrong one fails the request with the check's error
     /// and closes the connection.
@@ -320,6 +329,9 @@ impl<F: Face> Request<F> {
         let spec = self.attempt.borrow_mut().start(Connection::Reused)?;
         self.place.set(place);
         self.hold();
+        if let Some(conn) = place.conn() {
+            self.tell(|face| face.sending(self.id, conn, true));
+        }
         Some(spec)
     }
 

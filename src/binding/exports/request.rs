@@ -85,8 +85,8 @@ pub fn prepare_head<'env>(env: &'env Env, path: String, lines: String) -> Result
 /// contentLength, flags, headersTimeout, bodyTimeout, replayLimit, contextName, trailers)`; `headers` is
 /// `name\nvalue\n...`, already validated; `path` may instead be a head from [`prepare_head`]
 /// (then `headers` is ignored); `body` a Buffer, a string (sent as UTF-8) or null;
-/// `contentLength` negative when there is none; `flags` [`flags::EXPECT_CONTINUE`] and
-/// [`flags::INFORMATIONAL`]; `replayLimit` the largest body sent again
+/// `contentLength` negative when there is none; `flags` [`flags::EXPECT_CONTINUE`],
+/// [`flags::INFORMATIONAL`] and [`flags::SENDING`]; `replayLimit` the largest body sent again
 /// after the keep-alive race (negative: never); `contextName` the name of the request's async
 /// context (a string JavaScript keeps, rather than one made here per request).
 /// Returns the request id (a request that waits in the pool's queue is served there).
@@ -239,6 +239,7 @@ fn request<const N: usize>(args: &js::Args<N>) -> Result<f64> {
     let js_side = request::JsSide {
         handle,
         context_name: args.value(arg::CONTEXT_NAME),
+        tells_sending: flags & flags::SENDING != 0,
     };
     let req = request::start(&cell, KeyId(key), js_side, plan, ctl);
     id_slot.store(req.id, std::sync::atomic::Ordering::Release);

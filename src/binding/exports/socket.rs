@@ -34,6 +34,9 @@ pub struct ConnInfo {
     pub bytes_read: f64,
     pub bytes_written: f64,
     pub created_at_ms_ago: f64,
+    /// The protocol its TLS session agreed on by ALPN (`h2`, `http/1.1`); none without TLS
+    /// or ALPN.
+    pub alpn_protocol: Option<String>,
 }
 
 fn family_name(ip: &IpAddr) -> String {
@@ -295,6 +298,12 @@ pub fn info(id: u32) -> Option<ConnInfo> {
         ),
         Some(Peer::Unix(_)) | None => (None, None, None),
     };
+    let alpn_protocol = conn
+        .tls
+        .borrow()
+        .as_deref()
+        .and_then(|info| info.alpn.as_deref())
+        .map(|p| String::from_utf8_lossy(p).into_owned());
     Some(ConnInfo {
         local_address: local.map(|a| a.ip().to_string()),
         local_port: local.map(|a| a.port() as u32),
@@ -305,6 +314,7 @@ pub fn info(id: u32) -> Option<ConnInfo> {
         bytes_read: conn.course.bytes_read() as f64,
         bytes_written: conn.course.bytes_written() as f64,
         created_at_ms_ago: conn.created.elapsed().as_secs_f64() * 1000.0,
+        alpn_protocol,
     })
 }
 

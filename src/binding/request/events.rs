@@ -21,6 +21,14 @@ pub fn sweep_headers_deadlines(ctx: &EnvCtx) {
     }
 }
 
+/// Request `req_id` went out on connection `conn`: JavaScript hears it, unless the request is
+/// over (see `JsFace::sending`).
+pub fn on_sending(req_id: u32, conn: u32) {
+    if let Some(req) = super::by_id(req_id) {
+        req.tell(|face| face.tell_sending(conn));
+    }
+}
+
 /// An event of request `req_id`'s exchange, on the JavaScript thread.
 pub fn on_request_event(req_id: u32, event: Event) {
     // Aborted meanwhile: a connection that comes back is not reused (the abort already

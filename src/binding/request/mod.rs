@@ -12,7 +12,7 @@
 mod events;
 mod open;
 
-pub use events::{on_request_event, sweep_headers_deadlines};
+pub use events::{on_request_event, on_sending, sweep_headers_deadlines};
 pub use open::{
     hyper_closed, hyper_lookup, request_keys, requests_in_flight, requests_queued, start,
 };
@@ -56,6 +56,8 @@ pub struct JsFace {
     ctx: AsyncContext,
     /// Taken while its exchange or connect runs on tokio (see `Face::hold`).
     hold: RefCell<Option<Hold>>,
+    /// JavaScript hears which connection the request goes out on (see `Face::sending`).
+    tells_sending: bool,
 }
 
 thread_local! {
@@ -127,6 +129,11 @@ impl JsFace {
     fn body(&self, chunks: &[Bytes]) -> sys::napi_value {
         self.pool.ctx.chunks.chunk_concat(chunks)
     }
+
+    /// The request goes out on connection `conn` (see `events::on_sending`).
+    fn tell_sending(&self, conn: u32) {
+        self.emit(kind::SENDING, &[js::number(self.env(), conn as f64)]);
+    }
 }
 
 impl Face for JsFace {
@@ -189,6 +196,18 @@ impl Face for JsFace {
 
     fn answered(&self) {
         self.emit(kind::ANSWERED, &[]);
+    }
+
+    /// Only for a request that asked (`flags::SENDING`); `later` through the inbox.
+    fn sending(&self, req: u32, conn: u32, later: bool) {
+        if !self.tells_sending {
+            return;
+        }
+        if later {
+            self.pool.ctx.inbox.post(Completion::Sending { req, conn });
+        } else {
+            self.tell_sending(conn);
+        }
     }
 
     /// JavaScript checks the name (`checkServerIdentity`) and answers how it stands; a wrong
@@ -396,6 +415,8 @@ fn header_string(env: sys::napi_env, headers: &HeaderLines) -> sys::napi_value {
 pub struct JsSide {
     pub handle: sys::napi_value,
     pub context_name: sys::napi_value,
+    /// It hears which connection it goes out on.
+    pub tells_sending: bool,
 }
 
 /// `bodyRead`: the response stream wants one more chunk.

@@ -47,6 +47,7 @@ pub fn start(
         handle: unsafe { Ref::new(env, js_side.handle, 1) },
         ctx: unsafe { AsyncContext::named_by(env, js_side.handle, js_side.context_name) },
         hold: RefCell::new(None),
+        tells_sending: js_side.tells_sending,
     };
     let id = super::REQUESTS.with(Registry::next_id);
     let req = Rc::new(Request::new(id, key, face, ctl, plan));

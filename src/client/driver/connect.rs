@@ -84,18 +84,21 @@ pub fn connected<L: Lanes>(lanes: &L, conn: u32, req_id: u32, result: Result<Fac
     if open {
         lanes.announce(conn);
     }
-    if !lanes.take_pending_session(conn) {
-        return;
-    }
-    match session {
-        Some(session) if open => {
-            lanes.make_session(conn, session);
-            req.set_place(Place::Stream(conn));
-            session_opened(lanes, key, conn);
+    if lanes.take_pending_session(conn) {
+        match session {
+            Some(session) if open => {
+                lanes.make_session(conn, session);
+                req.set_place(Place::Stream(conn));
+                session_opened(lanes, key, conn);
+            }
+            // A name that failed closed the connection.
+            Some(_) => connect_abandoned(lanes, key),
+            None => session_refused(lanes, key),
         }
-        // A name that failed closed the connection.
-        Some(_) => connect_abandoned(lanes, key),
-        None => session_refused(lanes, key),
+    }
+    // The request goes out on it: told last, as the face calls out.
+    if open {
+        req.tell(|face| face.sending(req.id, conn, false));
     }
 }
 

@@ -61,6 +61,11 @@ impl Face for Told {
         self.said(format!("done {} {:?}", settled.conn, settled.verdict));
     }
 
+    fn sending(&self, req: u32, conn: u32, later: bool) {
+        let when = if later { " later" } else { "" };
+        self.said(format!("sending {req} on {conn}{when}"));
+    }
+
     fn check_name(&self, conn: u32, _: KeyId) -> NameCheck {
         self.said(format!("check name {conn}"));
         self.name.get()
@@ -689,6 +694,7 @@ fn a_completed_stream_frees_its_stream_and_counts_as_a_request() {
         f.take_log(),
         [
             format!("stream 2 on {session}"),
+            format!("sending 2 on {session} later"),
             "sessions idle".into(),
             format!("done {session} Nothing"),
             "release 2".into()
@@ -715,8 +721,10 @@ fn requests_wait_for_a_connect_that_may_speak_http2_then_share_its_session() {
             "announce 1",
             "session 1",
             "stream 2 on 1",
+            "sending 2 on 1 later",
             "open 2",
-            "connect 3 on 2"
+            "connect 3 on 2",
+            "sending 1 on 1"
         ]
     );
     assert_eq!(reqs[0].place(), Place::Stream(1));
@@ -729,7 +737,12 @@ fn requests_wait_for_a_connect_that_may_speak_http2_then_share_its_session() {
     on_event(&f, &reqs[0], Event::Done(None));
     assert_eq!(
         f.take_log(),
-        ["stream 4 on 1", "done 1 Nothing", "release 1"],
+        [
+            "stream 4 on 1",
+            "sending 4 on 1 later",
+            "done 1 Nothing",
+            "release 1"
+        ],
         "the freed stream serves it"
     );
 }
@@ -743,7 +756,13 @@ fn a_connect_that_comes_up_speaking_http1_sends_its_waiters_to_the_checkout() {
     connected(&f, 1, first.id, Ok(facts(None, None)));
     assert_eq!(
         f.take_log(),
-        ["up 1", "announce 1", "open 2", "connect 2 on 2"]
+        [
+            "up 1",
+            "announce 1",
+            "open 2",
+            "connect 2 on 2",
+            "sending 1 on 1"
+        ]
     );
     assert_eq!(first.place(), Place::Conn(1));
     assert_eq!(second.place(), Place::Conn(2));
@@ -786,7 +805,13 @@ fn a_new_tls_connection_runs_its_exchange_only_once_its_servers_name_is_checked(
     connected(&f, 1, req.id, Ok(facts(Some(verify), None)));
     assert_eq!(
         f.take_log(),
-        ["up 1", "check name 1", "name on 1: Right", "announce 1"]
+        [
+            "up 1",
+            "check name 1",
+            "name on 1: Right",
+            "announce 1",
+            "sending 1 on 1"
+        ]
     );
     assert_eq!(checked.blocking_recv(), Ok(()));
 
@@ -890,6 +915,7 @@ fn a_queued_request_is_served_by_the_connection_given_back() {
         [
             format!("keep {conn}"),
             format!("dispatch 2 on {conn}"),
+            format!("sending 2 on {conn} later"),
             format!("done {conn} Retired"),
             "release 1".into()
         ]
@@ -971,7 +997,7 @@ fn an_abort_while_waiting_for_a_stream_leaves_the_wait() {
     connected(&f, 1, first.id, Ok(facts(None, Some(sender()))));
     assert_eq!(
         f.take_log(),
-        ["up 1", "announce 1", "session 1"],
+        ["up 1", "announce 1", "session 1", "sending 1 on 1"],
         "no stream for it"
     );
 }
