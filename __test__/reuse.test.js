@@ -2,6 +2,7 @@
 
 const test = require('node:test');
 const assert = require('node:assert');
+const dns = require('node:dns');
 const http = require('node:http');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -152,18 +153,42 @@ test('localAddress binds the local side and is part of the pool key', { skip: pr
   assert.strictEqual(server.connections.length, 2);
 });
 
-test('a lookup function resolves the host, as net calls it', async (t) => {
+test('a lookup function resolves the host, called with the options net.connect gives it', async (t) => {
   const server = await httpServer(t);
-  const agent = new Agent();
-  t.after(() => agent.destroy());
-  const calls = [];
-  const lookup = (host, opts, cb) => {
-    calls.push({ host, family: opts.family, all: opts.all });
-    cb(null, [{ address: '127.0.0.1', family: 4 }]);
+  // Per case: the agent's options, the request's. 'IPv4' and 'IPv6' are net's spellings of 4
+  // and 6; without a family net asks for every address (Happy Eyeballs) with ADDRCONFIG,
+  // unless autoSelectFamily is off or a localAddress is bound.
+  const cases = [
+    [{}, {}],
+    [{}, { family: 4 }],
+    [{}, { family: 'IPv4' }],
+    [{ family: 'IPv6' }, {}],
+    [{}, { autoSelectFamily: false }],
+    [{}, { hints: dns.V4MAPPED }],
+    [{}, { localAddress: '127.0.0.1' }],
+  ];
+  const run = async (make) => {
+    const calls = [];
+    for (const [agentOptions, requestOptions] of cases) {
+      const agent = make(agentOptions);
+      const lookup = (host, opts, cb) => {
+        calls.push({ host, opts: { ...opts } });
+        // Answered as asked: every address, or one (IPv4 whatever the family asked).
+        if (opts.all) cb(null, [{ address: '127.0.0.1', family: 4 }]);
+        else cb(null, '127.0.0.1', 4);
+      };
+      try {
+        const { body } = await request(`http://api.example.test:${server.port}/x`, { agent, lookup, ...requestOptions });
+        assert.strictEqual(body, 'hello /x');
+      } finally {
+        agent.destroy();
+      }
+    }
+    return calls;
   };
-  const { body } = await request(`http://api.example.test:${server.port}/x`, { agent, lookup });
-  assert.strictEqual(body, 'hello /x');
-  assert.deepStrictEqual(calls, [{ host: 'api.example.test', family: 0, all: true }]);
+  const expected = await run((options) => new http.Agent(options));
+  assert.strictEqual(expected.length, cases.length);
+  assert.deepStrictEqual(await run((options) => new Agent(options)), expected);
 });
 
 test('a lookup error fails the request with that error', async (t) => {
@@ -175,12 +200,14 @@ test('a lookup error fails the request with that error', async (t) => {
   assert.strictEqual(err, boom);
 });
 
-test('family 4 resolves localhost to IPv4 only', async (t) => {
+test("family 4 (or net's 'IPv4') resolves localhost to IPv4 only", async (t) => {
   const server = await httpServer(t, (req, res) => res.end(req.socket.remoteFamily));
   const agent = new Agent();
   t.after(() => agent.destroy());
-  const { body } = await request(`http://localhost:${server.port}/`, { agent, family: 4 });
-  assert.strictEqual(body, 'IPv4');
+  for (const family of [4, 'IPv4']) {
+    const { body } = await request(`http://localhost:${server.port}/`, { agent, family });
+    assert.strictEqual(body, 'IPv4');
+  }
 });
 
 test('an IP address is connected to whatever the family asks for, as net connects to it', async (t) => {

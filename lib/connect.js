@@ -102,9 +102,31 @@ function checkConnect(options) {
   blockListOf(options);
 }
 
+// Node's `family` option as net.connect reads it: 4 or 6 (or 'IPv4', 'IPv6'); anything else
+// is what it hands dns.lookup as it is.
+function dnsFamily(family) {
+  if (family === 'IPv4') return 4;
+  if (family === 'IPv6') return 6;
+  return family;
+}
+
 // Node's `family` option as a connection takes it: 4, 6, or 0 for either.
 function familyOf(options) {
-  return options.family === 4 || options.family === 6 ? options.family : 0;
+  const family = dnsFamily(options.family);
+  return family === 4 || family === 6 ? family : 0;
+}
+
+// What net.connect hands a lookup: the family as given, the hints (ADDRCONFIG, but on Windows,
+// when neither a family nor hints are given), and `all` when it is to try every address (Happy
+// Eyeballs: no family, no localAddress, autoSelectFamily on).
+function lookupOptions(options) {
+  const family = dnsFamily(options.family);
+  let hints = options.hints || 0;
+  const either = family !== 4 && family !== 6;
+  if (either && hints === 0 && process.platform !== 'win32') hints = dns.ADDRCONFIG;
+  const out = { family, hints };
+  if (either && !options.localAddress && (options.autoSelectFamily ?? net.getDefaultAutoSelectFamily())) out.all = true;
+  return out;
 }
 
 // net.connect's `blockList` (Node 22.13 on; taken on every version here, where net.BlockList
@@ -129,12 +151,13 @@ function resolve(options, host, blockList, done) {
   }
   const lookup = user ? options.lookup : dns.lookup;
   let called = false;
-  lookup(host, { family: familyOf(options), hints: options.hints || 0, all: true }, (err, address, family) => {
+  lookup(host, lookupOptions(options), (err, address, family) => {
     // A program's lookup may call back more than once: the first answer is taken.
     if (called) return undefined;
     called = true;
     if (err) return done(err, undefined, family, true);
-    // What is not an entry of `all: true` ({ address, family }) is checked as an address.
+    // What is not an entry of `all: true` ({ address, family }) is checked as an address (a
+    // lookup that answered one address without being asked for all of them included).
     const addresses = Array.isArray(address) ? address.map((a) => (a !== null && typeof a === 'object' ? a.address : a)) : [address];
     const bad = notAnAddress(addresses);
     if (bad >= 0) return done(errors.invalidIpAddress(addresses[bad]), undefined, family, true);

@@ -149,7 +149,8 @@ function normalize(input) {
   if (options.blockList !== undefined && options.blockList !== null && !(options.blockList instanceof net.BlockList)) {
     throw errors.invalidArgType('options.blockList', 'an instance of net.BlockList', options.blockList);
   }
-  if (options.family !== undefined && ![0, 4, 6].includes(options.family)) {
+  // As net.connect reads it ('IPv4' and 'IPv6' too), and dns.lookup checks it.
+  if (options.family !== undefined && ![0, 4, 6, 'IPv4', 'IPv6'].includes(options.family)) {
     throw errors.invalidArgValue('options.family', options.family, 'must be one of: 0, 4, 6');
   }
   if (options.lookup !== undefined && typeof options.lookup !== 'function') {
