@@ -23,7 +23,7 @@ const { checkServerName } = require('./tls');
 const startRequest = binding.requestFunction();
 
 // A request's flags (declared in src/binding/protocol.rs `flags`): `expect: 100-continue`,
-// and 1xx responses reported.
+// 1xx responses reported, and the connection it goes out on told (undici's sendHeaders).
 const PROTOCOL = binding.protocol();
 const { expectContinue: EXPECT_CONTINUE, informational: INFORMATIONAL, sending: SENDING } = PROTOCOL;
 // The order of startRequest's arguments is Rust's (`arg` in src/binding/protocol.rs): the call in

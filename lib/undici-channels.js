@@ -9,6 +9,7 @@
 // `:error`, each with the same `request` object. Nothing is made while no one listens.
 
 const diagnostics = require('node:diagnostics_channel');
+const querystring = require('node:querystring');
 const binding = require('./native');
 const { headerList, headerLines, headerBytes } = require('./headers');
 
@@ -81,9 +82,15 @@ function sending(request, connId) {
   const info = binding.info(connId);
   if (info === null || info === undefined) return;
   const url = new URL(request.origin);
-  let head = `${request.method} ${request.path} HTTP/1.1\r\nhost: ${url.host}\r\n`;
   const lines = request.headers;
-  for (let i = 0; i + 1 < lines.length; i += 2) head += `${lines[i]}: ${lines[i + 1]}\r\n`;
+  let given = '';
+  let host = true;
+  for (let i = 0; i + 1 < lines.length; i += 2) {
+    if (lines[i].length === 4 && lines[i].toLowerCase() === 'host') host = false;
+    given += `${lines[i]}: ${lines[i + 1]}\r\n`;
+  }
+  // The origin's host, unless the request gives its own.
+  const head = `${request.method} ${request.path} HTTP/1.1\r\n${host ? `host: ${url.host}\r\n` : ''}${given}`;
   sendHeaders.publish({ request, headers: head, socket: new SentOn(info, url.protocol === 'https:') });
 }
 
@@ -96,7 +103,10 @@ function announce(origin, path, options) {
   const lines = given === undefined || given === null ? [] : headerList(given).flat;
   // The body as undici's request has it: a string as its bytes.
   const body = typeof options.body === 'string' ? Buffer.from(options.body) : options.body ?? null;
-  const request = new UndiciRequest(origin, options.method ?? 'GET', path, lines, body);
+  // The path with its `query` (an object), as undici's request has it (a bad one fails the
+  // request afterwards, as agent.request() reads it).
+  const query = options.query !== null && typeof options.query === 'object' ? querystring.stringify(options.query) : '';
+  const request = new UndiciRequest(origin, options.method ?? 'GET', query === '' ? path : `${path}?${query}`, lines, body);
   if (create.hasSubscribers) create.publish({ request });
   options.headers = request.headers;
   options[kAnnounced] = request;
