@@ -923,8 +923,8 @@ test("undici:client:sendHeaders tells the connection each request goes out on, a
   const closedPort = refused.address().port;
   await new Promise((resolve) => refused.close(resolve));
 
-  // Each request's events (by path and the client that sent it), what sendHeaders gave of
-  // the connection, and its head's first lines.
+  // The events of a run's requests in order (each with its request's path), with what
+  // sendHeaders gave of the connection and the head's lines.
   let seen = [];
   const on = (name) => ({ request, socket, headers }) => {
     if (name === 'create') request.addHeader('x-trace', `t${request.path}`);
