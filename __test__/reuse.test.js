@@ -191,6 +191,37 @@ test('a lookup function resolves the host, called with the options net.connect g
   assert.deepStrictEqual(await run((options) => new Agent(options)), expected);
 });
 
+test('a family dns.lookup refuses throws out of http.request() where dns.lookup would resolve the host, as with Node\'s agent', async (t) => {
+  const server = await httpServer(t);
+  const outcome = (agent, options) => {
+    try {
+      const req = http.get({ port: server.port, agent, ...options });
+      req.destroy();
+      req.on('error', () => {});
+      return 'sent';
+    } catch (err) {
+      return `${err.code}: ${err.message}`;
+    }
+  };
+  // A name to resolve: refused at once. An IP address, or a program's own lookup, which gets
+  // the family as it is: sent.
+  const cases = [
+    { host: 'localhost', family: 5 },
+    { host: 'localhost', family: 'x' },
+    { host: '127.0.0.1', family: 5 },
+    { host: 'localhost', family: 5, lookup: (h, o, cb) => cb(null, [{ address: '127.0.0.1', family: 4 }]) },
+  ];
+  const node = new http.Agent();
+  const ours = new Agent();
+  t.after(() => {
+    node.destroy();
+    ours.destroy();
+  });
+  const expected = cases.map((c) => outcome(node, c));
+  assert.deepStrictEqual(expected.slice(1, 3), ["ERR_INVALID_ARG_VALUE: The property 'options.family' must be one of: 0, 4, 6. Received 'x'", 'sent']);
+  assert.deepStrictEqual(cases.map((c) => outcome(ours, c)), expected);
+});
+
 test('a lookup error fails the request with that error', async (t) => {
   const agent = new Agent();
   t.after(() => agent.destroy());

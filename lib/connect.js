@@ -100,6 +100,13 @@ function checkConnect(options) {
   if (options.autoSelectFamily != null || options.autoSelectFamilyAttemptTimeout != null) checkAutoSelect(options);
   errors.checkLocalPort(options.localPort);
   blockListOf(options);
+  // A family dns.lookup refuses, where it is the one to resolve the host (net.connect hands a
+  // program's lookup the family as it is, and needs none for an IP address).
+  const family = dnsFamily(options.family);
+  if (family !== undefined && family !== null && family !== 0 && family !== 4 && family !== 6
+    && typeof options.lookup !== 'function' && !socketPath && !net.isIP(options.host || 'localhost')) {
+    throw errors.invalidArgValue('options.family', options.family, 'must be one of: 0, 4, 6');
+  }
 }
 
 // Node's `family` option as net.connect reads it: 4 or 6 (or 'IPv4', 'IPv6'); anything else
