@@ -64,12 +64,18 @@ function proxyTarget(agent, secure, proxy, host, port, servername) {
   return to;
 }
 
+// Whether a connection tries a name's addresses by Happy Eyeballs: its `autoSelectFamily`, or
+// Node's process-wide default.
+function autoSelects(options) {
+  return options.autoSelectFamily ?? net.getDefaultAutoSelectFamily();
+}
+
 // How net.connect tries the addresses of a name: Happy Eyeballs unless `autoSelectFamily` is
 // false, each attempt alone for `autoSelectFamilyAttemptTimeout` (at least 10 ms), in the
 // resolver's order (`dns.setDefaultResultOrder()`); Node's process-wide defaults where the
 // options say nothing, read for each new connection as net.connect reads them.
 function addressChoice(options) {
-  const auto = options.autoSelectFamily ?? net.getDefaultAutoSelectFamily();
+  const auto = autoSelects(options);
   const wait = options.autoSelectFamilyAttemptTimeout ?? net.getDefaultAutoSelectFamilyAttemptTimeout();
   return {
     attemptDelayMs: auto ? Math.max(wait, 10) : 0,
@@ -132,7 +138,7 @@ function lookupOptions(options) {
   const either = family !== 4 && family !== 6;
   if (either && hints === 0 && process.platform !== 'win32') hints = dns.ADDRCONFIG;
   const out = { family, hints };
-  if (either && !options.localAddress && (options.autoSelectFamily ?? net.getDefaultAutoSelectFamily())) out.all = true;
+  if (either && !options.localAddress && autoSelects(options)) out.all = true;
   return out;
 }
 
