@@ -17,6 +17,11 @@ const args = process.argv.slice(2);
 const othersOnly = args.includes('--others');
 const named = args.filter((a) => a !== '--others');
 const majors = named.length ? named : ['22', '24', '26'];
+const bad = named.find((a) => !/^[1-9][0-9]*$/.test(a));
+if (bad !== undefined) {
+  console.error(`node-matrix: ${JSON.stringify(bad)} is not a Node.js major (usage: [--others] [22 24 ...])`);
+  process.exit(2);
+}
 const current = process.versions.node.split('.')[0];
 
 // Node 20 takes a directory; later majors take glob patterns (and no longer a directory).
