@@ -514,7 +514,7 @@ declare namespace Agent {
      */
     upgrade<TOpaque = null>(options: UpgradeOptions<TOpaque>): Promise<UpgradeData<TOpaque>>;
     upgrade<TOpaque = null>(options: UpgradeOptions<TOpaque>, callback: (err: Error | null, data: UpgradeData<TOpaque>) => void): void;
-    /** undici's `dispatcher.connect()`: a `CONNECT` tunnel's socket once the server opened it (2xx); `path` is `host:port`. */
+    /** undici's `dispatcher.connect()`: a `CONNECT`'s socket once the server answered, with its status (2xx: the tunnel is open; a refusal's body is read from the socket); `path` is `host:port`. */
     connect<TOpaque = null>(options: ConnectOptions<TOpaque>): Promise<ConnectData<TOpaque>>;
     connect<TOpaque = null>(options: ConnectOptions<TOpaque>, callback: (err: Error | null, data: ConnectData<TOpaque>) => void): void;
     /** Graceful: refuses new requests, lets those in flight finish, then closes its own agents. */

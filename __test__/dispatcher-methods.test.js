@@ -302,6 +302,11 @@ async function upgradingServer(t) {
     socket.on('data', (d) => socket.write(`echo:${d}`));
   });
   server.on('connect', (req, socket) => {
+    // A proxy that wants credentials first, with a body that says so.
+    if (req.url === 'refused.example:443') {
+      socket.end('HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\ncontent-length: 9\r\n\r\nwho goes?');
+      return;
+    }
     socket.write(`HTTP/1.1 200 Connection Established\r\nX-Target: ${req.url}\r\n\r\n`);
     socket.on('data', (d) => socket.end(`tunnel:${d}`));
   });
@@ -441,6 +446,39 @@ test('upgrade() and connect() as undici\'s: the socket with the server\'s header
   await until(() => silent.connectionCount === 1, 5000, 'connected');
   controller.abort(new Error('changed my mind'));
   await assert.rejects(aborted, { message: 'changed my mind' });
+});
+
+// What a dispatcher's connect() gives for an answer: its status, headers, and the socket with
+// the bytes the server sent after its head.
+async function connectAnswer(origin, dispatcher, target) {
+  const { statusCode, headers, socket } = await dispatcher.connect({ origin, path: target });
+  let rest = '';
+  socket.on('data', (c) => { rest += c; });
+  await once(socket, 'end');
+  socket.destroy();
+  return { statusCode, proxyAuthenticate: headers['proxy-authenticate'], rest };
+}
+
+test('a CONNECT answered with a refusal (a proxy\'s 407) gives its status, headers and body, as undici\'s connect() does', { timeout: 10_000 }, async (t) => {
+  const server = await upgradingServer(t);
+  const ours = dispatcher(t);
+  const theirs = new undici.Agent();
+  t.after(() => theirs.destroy());
+  const expected = await connectAnswer(server.url, theirs, 'refused.example:443');
+  assert.deepStrictEqual(expected, { statusCode: 407, proxyAuthenticate: 'Basic', rest: 'who goes?' });
+  assert.deepStrictEqual(await connectAnswer(server.url, ours, 'refused.example:443'), expected);
+  // The newer handler API hears it in onRequestUpgrade, with the status.
+  const heard = await new Promise((resolve, reject) => {
+    ours.dispatch({ origin: server.url, path: 'refused.example:443', method: 'CONNECT' }, {
+      onRequestStart() {},
+      onRequestUpgrade: (controller, statusCode, headers, socket) => {
+        socket.destroy();
+        resolve([statusCode, headers['proxy-authenticate']]);
+      },
+      onResponseError: (controller, err) => reject(err),
+    });
+  });
+  assert.deepStrictEqual(heard, [407, 'Basic']);
 });
 
 test('a signal that is an EventEmitter, or one aborted with null, aborts as undici\'s does, and its listener goes with the request', { timeout: 30000 }, async (t) => {

@@ -428,8 +428,9 @@ class Dispatcher extends EventEmitter {
     return this._open(opts, callback, false);
   }
 
-  // undici's dispatcher.connect(opts[, callback]): a CONNECT tunnel's socket, once the server
-  // opened it (2xx): `{ statusCode, headers, socket, opaque }`.
+  // undici's dispatcher.connect(opts[, callback]): a CONNECT's socket once the server answered,
+  // with a tunnel open (2xx) or not (a proxy's 407, its body to read from the socket), as
+  // undici's gives it: `{ statusCode, headers, socket, opaque }`.
   connect(opts, callback) {
     return this._open(opts, callback, true);
   }

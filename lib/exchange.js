@@ -193,8 +193,9 @@ class Exchange {
   }
 
   // An upgrade or a CONNECT, on the agent's own connection through Node's http (lib/upgrade.js):
-  // the handler gets the socket in its onUpgrade (onRequestUpgrade in the newer API), or the
-  // error; a server that answers otherwise fails it, as undici fails a 'bad upgrade'.
+  // the handler gets the socket in its onUpgrade (onRequestUpgrade in the newer API), with the
+  // status of the answer (any, for a CONNECT), or the error; a server that answers an upgrade
+  // with anything but a switch of protocols fails it, as undici fails a 'bad upgrade'.
   upgrade(agent, origin, opts) {
     if (!this.controlled) checkHandler(this.handler, LEGACY_UPGRADE_METHODS);
     this.dispatcher._started(this);
@@ -227,7 +228,7 @@ class Exchange {
         }
         this.release();
       },
-      refused: () => this.failed(errors.undiciError('SOCKET', tunnel ? 'bad connect' : 'bad upgrade')),
+      refused: () => this.failed(errors.undiciError('SOCKET', 'bad upgrade')),
       failed: (err) => this.failed(err),
     });
   }

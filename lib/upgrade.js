@@ -2,8 +2,9 @@
 
 // A Dispatcher's upgrades (a WebSocket's handshake, say) and CONNECT tunnels, on its agents'
 // own connections: they go through Node's http.request with the agent, whose socket is handed
-// over once the server has switched protocols (101) or opened the tunnel (2xx), as undici hands
-// one to a handler's onUpgrade. The promise path has no socket to give; the drop-in path does.
+// over once the server has switched protocols (101) or answered the CONNECT (with any status),
+// as undici hands one to a handler's onUpgrade. The promise path has no socket to give; the
+// drop-in path does.
 
 const http = require('node:http');
 const https = require('node:https');
@@ -14,8 +15,8 @@ const { bodyOf, dropBody } = require('./request-body');
 // Opens the upgrade or tunnel undici's dispatch options `opts` ask for through `agent` (of
 // `origin`). `on.upgraded(statusCode, rawHeaders, socket)` once it is open (the socket then
 // belongs to the caller; bytes the server sent after its head are in it); `on.refused(statusCode,
-// rawHeaders)` when the server answered otherwise (the answer is dropped, its connection
-// closed); `on.failed(err)` for an error. Exactly one of them is called. Returns a function that
+// rawHeaders)` when the server answered an upgrade without switching protocols (the answer is
+// dropped, its connection closed); `on.failed(err)` for an error. Exactly one of them is called. Returns a function that
 // aborts it before then.
 function openUpgrade(agent, origin, opts, on) {
   const url = new URL(origin);
@@ -55,14 +56,9 @@ function openUpgrade(agent, origin, opts, on) {
     if (head.length > 0) socket.unshift(head);
     upgraded(res.statusCode, res.rawHeaders, socket);
   };
-  req.on(tunnel ? 'connect' : 'upgrade', (res, socket, head) => {
-    if (tunnel && (res.statusCode < 200 || res.statusCode > 299)) {
-      socket.destroy();
-      refused(res.statusCode, res.rawHeaders);
-      return;
-    }
-    open(res, socket, head);
-  });
+  // A CONNECT's answer, whatever its status, comes with its socket (the body of a refusal, a
+  // proxy's 407 say, to be read from it), as undici hands any answer to a CONNECT on.
+  req.on(tunnel ? 'connect' : 'upgrade', open);
   req.on('response', (res) => {
     res.resume();
     res.destroy();
