@@ -410,6 +410,53 @@ test("secureOptions turns TLS 1.2 or 1.3 off as OpenSSL's flags do; both off is 
   assert.strictEqual(await (await only12.request(`https://localhost:${server.port}/`)).body.text(), 'TLSv1.2');
 });
 
+test('secureProtocol is read as Node reads it: by name, a value that is no string not read, an unknown name refused at once', async (t) => {
+  const server = await httpsServer(t, {}, (req, res) => res.end(req.socket.getProtocol()));
+  // What a request with `secureProtocol` gets through `agent`: the protocol spoken, or the throw.
+  const outcome = (agent, secureProtocol) => {
+    try {
+      return get({ host: 'localhost', port: server.port, agent, secureProtocol }).then((r) => r.body, (err) => `error ${err.code}`);
+    } catch (err) {
+      return `threw ${err.name} ${err.code}: ${err.message}`;
+    }
+  };
+  const nodes = new https.Agent({ ca: CA });
+  const ours = new HttpsAgent({ ca: CA });
+  t.after(() => {
+    nodes.destroy();
+    ours.destroy();
+  });
+  // SSLv23's stop at TLS 1.2, as Node's own rule has them.
+  const values = ['TLSv1_2_method', 'TLSv1_2_client_method', 'TLS_method', 'SSLv23_method', 'SSLv23_client_method', 'TLSv1_3_method', 'SSLv3_method', 'SSLv2_client_method', 'nope', 'constructor', '', null, false, 42, {}];
+  for (const value of values) {
+    assert.strictEqual(await outcome(ours, value), await outcome(nodes, value), util.inspect(value));
+  }
+  // A version given as well conflicts with any method (a truthy value), even one not read.
+  for (const [secureProtocol, version] of [['TLS_method', { minVersion: 'TLSv1.2' }], ['TLSv1_2_method', { maxVersion: 'TLSv1.3' }], [42, { maxVersion: 'TLSv9' }], ['', { minVersion: 'TLSv1.3' }]]) {
+    const options = { host: 'localhost', port: server.port, secureProtocol, ...version };
+    let expected;
+    assert.throws(() => https.get({ ...options, agent: nodes }), (err) => {
+      expected = { name: err.name, code: err.code, message: err.message };
+      return true;
+    });
+    assert.throws(() => https.get({ ...options, agent: ours }), expected, util.inspect(options));
+  }
+  // agent.request() reads its agent's the same way.
+  const only12 = new HttpsAgent({ ca: CA, secureProtocol: 'TLSv1_2_method' });
+  const none = new HttpsAgent({ ca: CA, secureProtocol: null });
+  const unknown = new HttpsAgent({ ca: CA, secureProtocol: 'TLSv1_3_method' });
+  t.after(() => [only12, none, unknown].forEach((a) => a.destroy()));
+  const url = `https://localhost:${server.port}/`;
+  assert.strictEqual(await (await only12.request(url)).body.text(), 'TLSv1.2');
+  assert.strictEqual(await (await none.request(url)).body.text(), 'TLSv1.3');
+  assert.throws(() => unknown.request(url), { name: 'TypeError', code: 'ERR_TLS_INVALID_PROTOCOL_METHOD', message: 'Unknown method: TLSv1_3_method' });
+  // What rustls cannot speak: TLS before 1.2 (Node's fails at the handshake with a server of
+  // today), and a server's method.
+  for (const value of ['TLSv1_1_method', 'TLS_server_method']) {
+    assert.throws(() => https.get({ host: 'localhost', port: server.port, agent: ours, secureProtocol: value }), { code: 'ERR_HYPERAGENT_UNSUPPORTED' });
+  }
+});
+
 test('a ca value is read as Node reads it: its certificates up to the first that does not read', async (t) => {
   const server = await httpsServer(t, {}, (req, res) => res.end('ok'));
   const agent = new HttpsAgent();

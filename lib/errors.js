@@ -4,7 +4,7 @@
 // (ERR_INVALID_ARG_TYPE, ...), system errors from the Rust core (ECONNREFUSED, ...) in the shape
 // net and dns give them, and hyperagent's own states (ERR_HYPERAGENT_*).
 
-const { inspect } = require('node:util');
+const { format, inspect } = require('node:util');
 
 // Node prints its own errors as `TypeError [ERR_X]: message`; do the same so that stack traces
 // read alike. The name is set while V8 captures the stack header, then removed again.
@@ -274,6 +274,18 @@ function invalidTlsVersion(value, which) {
   return withCode(new TypeError(`${inspect(value)} is not a valid ${which} TLS protocol version`), 'ERR_TLS_INVALID_PROTOCOL_VERSION');
 }
 
+// A secureProtocol that names no method OpenSSL offers (`message` says which), as
+// tls.createSecureContext refuses it.
+function invalidProtocolMethod(message) {
+  return withCode(new TypeError(message), 'ERR_TLS_INVALID_PROTOCOL_METHOD');
+}
+
+// A TLS version given with a secureProtocol (which names its versions), as
+// tls.createSecureContext refuses it.
+function protocolVersionConflict(version, secureProtocol) {
+  return withCode(new TypeError(format('TLS protocol version %j conflicts with secureProtocol %j', version, secureProtocol)), 'ERR_TLS_PROTOCOL_VERSION_CONFLICT');
+}
+
 // What a TLS socket of rustls cannot do that an OpenSSL one of Node can (`what` names it).
 function tlsUnsupported(what) {
   return hyperagentError('UNSUPPORTED', `${what} is not available on hyperagent's TLS sockets (rustls)`);
@@ -292,6 +304,8 @@ module.exports = {
   ipBlocked,
   invalidIpAddress,
   invalidTlsVersion,
+  invalidProtocolMethod,
+  protocolVersionConflict,
   noTlsVersions,
   invalidArgType,
   invalidArgValue,

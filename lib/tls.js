@@ -87,14 +87,43 @@ function pfxList(pfx, passphrase) {
 // The most sessions a cache counts (Rust's u32).
 const MAX_SESSIONS = 2 ** 32 - 1;
 const UNSUPPORTED = ['secureContext', 'clientCertEngine', 'privateKeyEngine', 'privateKeyIdentifier'];
+// `secureProtocol`: OpenSSL's methods by the names Node takes, as the versions they leave
+// (lowest, highest; undefined: the default's). Those that Node knows but rustls cannot speak (a
+// server's, and TLS before 1.2) are null.
 const PROTOCOL_METHODS = {
-  TLS_method: [undefined, undefined],
-  TLS_client_method: [undefined, undefined],
-  SSLv23_method: [undefined, undefined],
-  SSLv23_client_method: [undefined, undefined],
+  __proto__: null,
+  // Every version, whatever tls.DEFAULT_MIN_VERSION and DEFAULT_MAX_VERSION say.
+  TLS_method: ['TLSv1.2', 'TLSv1.3'],
+  TLS_client_method: ['TLSv1.2', 'TLSv1.3'],
+  // Node's own rule: these stop at TLS 1.2.
+  SSLv23_method: [undefined, 'TLSv1.2'],
+  SSLv23_client_method: [undefined, 'TLSv1.2'],
   TLSv1_2_method: ['TLSv1.2', 'TLSv1.2'],
   TLSv1_2_client_method: ['TLSv1.2', 'TLSv1.2'],
+  TLS_server_method: null,
+  SSLv23_server_method: null,
+  TLSv1_2_server_method: null,
+  TLSv1_1_method: null,
+  TLSv1_1_client_method: null,
+  TLSv1_1_server_method: null,
+  TLSv1_method: null,
+  TLSv1_client_method: null,
+  TLSv1_server_method: null,
 };
+
+// The versions `secureProtocol` leaves, or undefined (none named). As tls.createSecureContext
+// takes it: a value that is not a string is not read, SSL 2 and 3 are refused, and a name of no
+// method is refused with Node's code and words.
+function protocolMethod(name) {
+  if (typeof name !== 'string') return undefined;
+  const versions = PROTOCOL_METHODS[name];
+  if (versions) return versions;
+  if (versions === null) {
+    throw errors.hyperagentError('UNSUPPORTED', `secureProtocol '${name}' is not supported (TLS 1.2 and 1.3 only)`);
+  }
+  const ssl = /^(SSLv[23])_(?:server_|client_)?method$/.exec(name);
+  throw errors.invalidProtocolMethod(ssl !== null ? `${ssl[1]} methods disabled` : `Unknown method: ${name}`);
+}
 
 // Node's default trust, as PEM strings, as Node tells it (22.15 and 23.10 on): its bundled
 // roots (with the system's under --use-system-ca or NODE_USE_SYSTEM_CA=1) plus
@@ -170,16 +199,17 @@ function tlsOptions(agent, options) {
       );
     }
   }
+  // A method names its versions: a version given as well is refused, as Node refuses it.
+  const { secureProtocol } = options;
+  if (secureProtocol) {
+    for (const version of [options.minVersion, options.maxVersion]) {
+      if (version !== undefined && version !== null) throw errors.protocolVersionConflict(version, secureProtocol);
+    }
+  }
   let minVersion = versionOption(options.minVersion, 'minimum');
   let maxVersion = versionOption(options.maxVersion, 'maximum');
-  if (options.secureProtocol !== undefined) {
-    const versions = PROTOCOL_METHODS[options.secureProtocol];
-    if (!versions) {
-      throw errors.hyperagentError('UNSUPPORTED', `secureProtocol '${options.secureProtocol}' is not supported (TLS 1.2 and 1.3 only)`);
-    }
-    minVersion ??= versions[0];
-    maxVersion ??= versions[1];
-  }
+  const versions = protocolMethod(secureProtocol);
+  if (versions !== undefined) [minVersion, maxVersion] = versions;
   // Of OpenSSL's flags, those that turn TLS 1.2 or 1.3 off narrow the versions (no TLS before
   // 1.2 is spoken, so the flags for those have nothing to do; the others have no effect here).
   const { secureOptions } = options;
