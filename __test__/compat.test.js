@@ -412,6 +412,44 @@ test('a socket destroyed with its request stays in agent.sockets until its \'clo
   assert.deepStrictEqual(seen['ours destroy'], [true, true, false]);
 });
 
+test('resetAndDestroy() resets the connection (the server sees ECONNRESET) and the byte counts stay readable after the close, as with Node\'s agent', async (t) => {
+  const plain = await httpServer(t, (req, res) => res.end('hello'));
+  const secure = await httpsServer(t);
+  // The server's error on each connection, by the client's local port.
+  const serverErrors = new Map();
+  plain.on('connection', (socket) => socket.on('error', (err) => serverErrors.set(socket.remotePort, err.code)));
+  const seen = {};
+  for (const [which, make] of Object.entries(agents)) {
+    const agent = make({ keepAlive: true });
+    t.after(() => agent.destroy());
+    const { req, body } = await request(plain.url, { agent });
+    assert.strictEqual(body, 'hello');
+    const socket = req.socket;
+    const port = socket.localPort;
+    const counts = [socket.bytesRead, socket.bytesWritten];
+    // (Not once(): the server's socket emits 'error' first.)
+    const serverClosed = new Promise((resolve) => plain.connections.find((s) => s.remotePort === port).on('close', resolve));
+    assert.strictEqual(socket.resetAndDestroy(), socket);
+    await once(socket, 'close');
+    await serverClosed;
+    // Once closed: an error of Node's, emitted on the socket.
+    const late = once(socket, 'error').then(([err]) => err.code, () => 'none');
+    socket.resetAndDestroy();
+    seen[which] = { counts, after: [socket.bytesRead, socket.bytesWritten], server: serverErrors.get(port), late: await Promise.race([late, new Promise((r) => setImmediate(r, 'none'))]) };
+    // A TLS socket's refuses, its handle not being TCP's.
+    const tlsAgent = which === 'node' ? new https.Agent({ keepAlive: true, ca: tlsFixture('ca.pem') }) : new HttpsAgent({ keepAlive: true, ca: tlsFixture('ca.pem') });
+    t.after(() => tlsAgent.destroy());
+    const tlsReq = await new Promise((resolve, reject) => {
+      https.get({ host: 'localhost', port: secure.address().port, agent: tlsAgent }, (res) => res.resume().on('end', () => resolve(res.req))).on('error', reject);
+    });
+    assert.throws(() => tlsReq.socket.resetAndDestroy(), { name: 'TypeError', code: 'ERR_INVALID_HANDLE_TYPE', message: 'This handle type cannot be sent' });
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.strictEqual(seen.ours.server, 'ECONNRESET');
+  assert.ok(seen.ours.counts[0] > 0 && seen.ours.counts[1] > 0);
+  assert.deepStrictEqual(seen.ours.after, seen.ours.counts);
+});
+
 test('a socket destroyed in use holds its maxSockets slot until its \'close\', as with Node\'s agent', async (t) => {
   // Node's test-http-agent-maxsockets-respected: six requests through two sockets, each
   // aborted in its 'response'. A waiting request connects only once the aborted socket closed.

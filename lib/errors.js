@@ -286,6 +286,16 @@ function protocolVersionConflict(version, secureProtocol) {
   return withCode(new TypeError(format('TLS protocol version %j conflicts with secureProtocol %j', version, secureProtocol)), 'ERR_TLS_PROTOCOL_VERSION_CONFLICT');
 }
 
+// net.Socket's resetAndDestroy() on a socket closed already.
+function socketClosed() {
+  return withCode(new Error('Socket is closed'), 'ERR_SOCKET_CLOSED');
+}
+
+// net.Socket's resetAndDestroy() on a socket whose handle is not TCP's (a TLS socket's).
+function invalidHandleType() {
+  return withCode(new TypeError('This handle type cannot be sent'), 'ERR_INVALID_HANDLE_TYPE');
+}
+
 // What a TLS socket of rustls cannot do that an OpenSSL one of Node can (`what` names it).
 function tlsUnsupported(what) {
   return hyperagentError('UNSUPPORTED', `${what} is not available on hyperagent's TLS sockets (rustls)`);
@@ -306,6 +316,8 @@ module.exports = {
   invalidTlsVersion,
   invalidProtocolMethod,
   protocolVersionConflict,
+  socketClosed,
+  invalidHandleType,
   noTlsVersions,
   invalidArgType,
   invalidArgValue,

@@ -48,6 +48,8 @@ const kConnecting = Symbol('hyperagent.connecting');
 const kLeft = Symbol('hyperagent.left');
 // Its number among its agent's sockets (agentkeepalive's CURRENT_ID), for its name.
 const kSocketNumber = Symbol('hyperagent.socketNumber');
+// The byte counts of its connection once closed: { bytesRead, bytesWritten }, or null.
+const kClosedCounts = Symbol('hyperagent.closedCounts');
 
 // agentkeepalive's socket name (without a certificate's text, which a key may hold).
 function socketName(socket) {
@@ -90,6 +92,7 @@ class NativeSocket extends Duplex {
     this[kSelf] = null;
     this[kReading] = true;
     this[kInfo] = null;
+    this[kClosedCounts] = null;
     this[kRef] = true;
     this[kConnectError] = false;
     // Its connection is being opened in Rust (until Rust reports the connect, which for TLS is
@@ -328,6 +331,11 @@ class NativeSocket extends Duplex {
   _destroy(err, cb) {
     this._clearTimer();
     const id = this[kId];
+    // As net.Socket keeps them: what it read and wrote stays readable once it is closed.
+    if (id !== 0 && !this[kConnecting]) {
+      const info = native.info(id);
+      if (info) this[kClosedCounts] = { bytesRead: info.bytesRead, bytesWritten: info.bytesWritten };
+    }
     this[kId] = 0;
     // An error before the connection was opened (its connect timed out) is a failed connect,
     // as one Rust reports; an error after it, one of an established socket.
@@ -460,8 +468,18 @@ class NativeSocket extends Duplex {
     else this.once('finish', this.destroy);
   }
 
+  // net.Socket's: its connection closes with a reset (RST) rather than a FIN; one still
+  // opening, once it is open. One closed already fails with Node's ERR_SOCKET_CLOSED.
   resetAndDestroy() {
-    return this.destroy();
+    if (this[kId] === 0 && !this.connecting) this.destroy(errors.socketClosed());
+    else if (this.connecting) this.once('connect', () => this._reset());
+    else this._reset();
+    return this;
+  }
+
+  _reset() {
+    const r = this[kId] === 0 ? 0 : native.resetOnClose(this[kId]);
+    this.destroy(r < 0 ? errors.errnoError(r, 'reset') : undefined);
   }
 
   // Its ends: known once its TCP connection is up.
@@ -504,13 +522,13 @@ class NativeSocket extends Duplex {
 
   get bytesRead() {
     const id = this[kId];
-    const info = id !== 0 && !this[kConnecting] ? native.info(id) : null;
+    const info = id !== 0 && !this[kConnecting] ? native.info(id) : this[kClosedCounts];
     return info ? info.bytesRead : 0;
   }
 
   get bytesWritten() {
     const id = this[kId];
-    const info = id !== 0 && !this[kConnecting] ? native.info(id) : null;
+    const info = id !== 0 && !this[kConnecting] ? native.info(id) : this[kClosedCounts];
     return info ? info.bytesWritten : 0;
   }
 

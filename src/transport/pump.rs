@@ -209,6 +209,14 @@ impl Remote {
             .unwrap_or(Ok(()))
     }
 
+    /// `socket.resetAndDestroy()`: the TCP socket under the connection resets it when closed
+    /// (see [`Remote::set_no_delay`]).
+    #[cfg(unix)]
+    pub fn set_reset_on_close(&self) -> Result<(), i32> {
+        self.with_tcp(super::raw::set_reset_on_close)
+            .unwrap_or(Ok(()))
+    }
+
     /// `socket.getTypeOfService()` of the TCP socket under the connection: None when it has
     /// none.
     #[cfg(unix)]

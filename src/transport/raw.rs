@@ -151,6 +151,12 @@ pub fn set_no_delay(fd: BorrowedFd<'_>, on: bool) -> Result<(), i32> {
     option(socket2::SockRef::from(&fd).set_tcp_nodelay(on))
 }
 
+/// `socket.resetAndDestroy()`: a zero linger, so that closing the socket resets the connection
+/// (RST) rather than ending it (FIN).
+pub fn set_reset_on_close(fd: BorrowedFd<'_>) -> Result<(), i32> {
+    option(socket2::SockRef::from(&fd).set_linger(Some(Duration::ZERO)))
+}
+
 /// `socket.setKeepAlive(on, initialDelay)`: a delay of zero keeps the system's.
 pub fn set_keep_alive(fd: BorrowedFd<'_>, on: bool, initial_delay: Duration) -> Result<(), i32> {
     let sock = socket2::SockRef::from(&fd);
@@ -406,10 +412,8 @@ mod tests {
         let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server, _) = listener.accept().unwrap();
         assert_eq!(pending_error(client.as_raw_fd()), None);
-        // Closing with unread bytes (and a zero linger) resets the connection.
-        socket2::SockRef::from(&server)
-            .set_linger(Some(Duration::ZERO))
-            .unwrap();
+        // Closing with a zero linger (what `resetAndDestroy()` sets) resets the connection.
+        set_reset_on_close(server.as_fd()).unwrap();
         drop(server);
         // Wait for the reset to arrive (an event, bounded by poll's timeout).
         let mut pfd = libc::pollfd {

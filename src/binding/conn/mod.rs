@@ -525,6 +525,10 @@ impl Conn {
         Ok(())
     }
 
+    fn apply_reset_on_close(&self) -> Result<(), i32> {
+        Ok(())
+    }
+
     fn read_type_of_service(&self) -> Result<Option<u8>, i32> {
         Ok(None)
     }
@@ -547,6 +551,13 @@ impl Conn {
     pub fn set_type_of_service(&self, tos: u8) -> i32 {
         self.tos.set(Some(tos));
         self.apply_type_of_service(tos)
+            .map_or_else(|errno| -errno, |()| 0)
+    }
+
+    /// `socket.resetAndDestroy()`: closing the connection resets it (RST); 0 or a negative
+    /// errno.
+    pub fn reset_on_close(&self) -> i32 {
+        self.apply_reset_on_close()
             .map_or_else(|errno| -errno, |()| 0)
     }
 

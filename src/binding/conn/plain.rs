@@ -187,6 +187,15 @@ impl Conn {
         }
     }
 
+    /// Makes closing the socket reset its connection, as [`Conn::apply_no_delay`].
+    pub(super) fn apply_reset_on_close(&self) -> Result<(), i32> {
+        match &*self.io.borrow() {
+            Io::Plain(plain) => raw::set_reset_on_close(plain.fd.as_fd()),
+            Io::Pumped { remote, .. } => remote.set_reset_on_close(),
+            _ => Ok(()),
+        }
+    }
+
     /// The kernel's IP TOS byte for the socket; None for a socket without one (a Unix socket,
     /// or none open).
     pub(super) fn read_type_of_service(&self) -> Result<Option<u8>, i32> {

@@ -253,6 +253,12 @@ pub fn close(id: u32) -> f64 {
     }
 }
 
+/// `socket.resetAndDestroy()`: connection `id` resets when it closes. 0 or a negative errno.
+#[napi(catch_unwind)]
+pub fn reset_on_close(id: u32) -> i32 {
+    conn(id).map_or(0, |c| c.reset_on_close())
+}
+
 #[napi(catch_unwind)]
 pub fn set_ref(id: u32, on: bool) {
     if let Some(c) = conn(id) {
