@@ -457,12 +457,6 @@ function keylogLines(lines) {
 
 // The face of a TLS connection: a NativeSocket with TLSSocket's properties and methods.
 class NativeTlsSocket extends NativeSocket {
-  // Refused while it has a connection, as Node's TLSSocket refuses it (its handle is not TCP's).
-  resetAndDestroy() {
-    if (this.connecting || !this.destroyed) throw errors.invalidHandleType();
-    return super.resetAndDestroy();
-  }
-
   constructor(agent, name, options) {
     super(agent, name, options);
     this.encrypted = true;
@@ -472,6 +466,12 @@ class NativeTlsSocket extends NativeSocket {
     this.servername = null;
     this[kInfo] = null;
     this[kPeerCerts] = null;
+  }
+
+  // Refused while it has a connection, as Node's TLSSocket refuses it (its handle is not TCP's).
+  resetAndDestroy() {
+    if (this.connecting || !this.destroyed) throw errors.invalidHandleType();
+    return super.resetAndDestroy();
   }
 
   _onConnect(desc, info) {

@@ -16,8 +16,8 @@ const { bodyOf, dropBody } = require('./request-body');
 // `origin`). `on.upgraded(statusCode, rawHeaders, socket)` once it is open (the socket then
 // belongs to the caller; bytes the server sent after its head are in it); `on.refused(statusCode,
 // rawHeaders)` when the server answered an upgrade without switching protocols (the answer is
-// dropped, its connection closed); `on.failed(err)` for an error. Exactly one of them is called. Returns a function that
-// aborts it before then.
+// dropped, its connection closed); `on.failed(err)` for an error. Exactly one of them is called.
+// Returns a function that aborts it before then.
 function openUpgrade(agent, origin, opts, on) {
   const url = new URL(origin);
   const tunnel = opts.method === 'CONNECT';
