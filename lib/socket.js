@@ -333,8 +333,8 @@ class NativeSocket extends Duplex {
     const id = this[kId];
     // As net.Socket keeps them: what it read and wrote stays readable once it is closed.
     if (id !== 0 && !this[kConnecting]) {
-      const info = native.info(id);
-      if (info) this[kClosedCounts] = { bytesRead: info.bytesRead, bytesWritten: info.bytesWritten };
+      const bytesRead = native.bytesRead(id);
+      if (bytesRead != null) this[kClosedCounts] = { bytesRead, bytesWritten: native.bytesWritten(id) ?? 0 };
     }
     this[kId] = 0;
     // An error before the connection was opened (its connect timed out) is a failed connect,
@@ -522,14 +522,14 @@ class NativeSocket extends Duplex {
 
   get bytesRead() {
     const id = this[kId];
-    const info = id !== 0 && !this[kConnecting] ? native.info(id) : this[kClosedCounts];
-    return info ? info.bytesRead : 0;
+    if (id !== 0 && !this[kConnecting]) return native.bytesRead(id) ?? 0;
+    return this[kClosedCounts]?.bytesRead ?? 0;
   }
 
   get bytesWritten() {
     const id = this[kId];
-    const info = id !== 0 && !this[kConnecting] ? native.info(id) : this[kClosedCounts];
-    return info ? info.bytesWritten : 0;
+    if (id !== 0 && !this[kConnecting]) return native.bytesWritten(id) ?? 0;
+    return this[kClosedCounts]?.bytesWritten ?? 0;
   }
 
   get bufferSize() {

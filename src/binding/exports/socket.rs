@@ -291,6 +291,19 @@ pub fn get_type_of_service(id: u32) -> i32 {
     conn(id).map_or(0, |c| c.type_of_service())
 }
 
+/// `socket.bytesRead` of connection `id`; none once it is gone. A call of its own: `info`
+/// builds the addresses' strings too, and a socket reads its counts as it closes.
+#[napi(catch_unwind)]
+pub fn bytes_read(id: u32) -> Option<f64> {
+    conn(id).map(|c| c.course.bytes_read() as f64)
+}
+
+/// `socket.bytesWritten` of connection `id`, as [`bytes_read`].
+#[napi(catch_unwind)]
+pub fn bytes_written(id: u32) -> Option<f64> {
+    conn(id).map(|c| c.course.bytes_written() as f64)
+}
+
 #[napi(catch_unwind)]
 pub fn info(id: u32) -> Option<ConnInfo> {
     let conn = conn(id)?;
