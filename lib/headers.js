@@ -69,10 +69,20 @@ function duplicate(lower, value) {
   return errors.invalidArgValue('options.headers', value, `has more than one ${lower} header`);
 }
 
+// A connection header's value: a comma-separated list of tokens (RFC 9110 §7.6.1).
+const CONNECTION = /^[\t ]*[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+[\t ]*(?:,[\t ]*[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+[\t ]*)*$/;
+
+// A header line the request refuses, as undici refuses it (its `invalid X header`); `what`
+// names the lines (the headers option, or trailers).
+function refusedHeader(what, lower, value, why) {
+  return errors.invalidArgValue(what, value, `has a ${lower} header${why.startsWith(',') ? '' : ' '}${why}`);
+}
+
 // Headers as [name, value, ...] (`flat`), with where the ones the request acts on are (the
 // first of each; -1: absent), found in the one pass that validates them.
 class HeaderList {
-  constructor() {
+  constructor(what = 'options.headers') {
+    this.what = what;
     this.flat = [];
     this.host = -1;
     this.authorization = -1;
@@ -92,6 +102,8 @@ class HeaderList {
     if (typeof name !== 'string') name = stringOf(name, () => invalidToken('Header name', inspect(name)));
     const lower = lowerName(name);
     if (Array.isArray(value)) {
+      // One connection line holds its whole list, as undici takes it.
+      if (lower === 'connection') throw refusedHeader(this.what, lower, value, 'with more than one value');
       for (const v of value) this.addOne(name, lower, v);
     } else {
       this.addOne(name, lower, value);
@@ -100,6 +112,9 @@ class HeaderList {
 
   addOne(name, lower, value) {
     if (value === undefined) return;
+    // An object (a Date, a Buffer, a nested array) has no form a header line can carry: refused,
+    // as undici refuses it, rather than sent as its String() ('[object Object]').
+    if (value !== null && typeof value === 'object') throw invalidValue(name, value);
     const s = typeof value === 'string' ? value : value === null ? '' : stringOf(value, () => invalidValue(name, value));
     checkValue(name, s);
     const at = this.flat.length;
@@ -111,9 +126,16 @@ class HeaderList {
       case 'content-type': if (this.contentType < 0) this.contentType = at; break;
       case 'expect': if (this.expect < 0) this.expect = at; break;
       case 'upgrade': if (this.upgrade < 0) this.upgrade = at; break;
-      case 'connection': if (this.connection < 0) this.connection = at; break;
+      case 'connection':
+        if (!CONNECTION.test(s)) throw refusedHeader(this.what, lower, value, 'that is not a list of tokens');
+        if (this.connection < 0) this.connection = at;
+        break;
       case 'trailer': if (this.trailer < 0) this.trailer = at; break;
       case 'proxy-authorization': case 'proxy-connection': this.proxy = true; break;
+      // The message's framing and the connection's persistence are the client's to state: a
+      // line of the caller's could contradict what it sends (chunked on top of a length),
+      // and undici refuses both.
+      case 'transfer-encoding': case 'keep-alive': throw refusedHeader(this.what, lower, value, ', which the client sets itself');
       default: break;
     }
   }
@@ -122,7 +144,7 @@ class HeaderList {
   without(lines) {
     const drop = new Set();
     for (let i = 0; i < lines.length; i += 2) drop.add(lines[i]);
-    const list = new HeaderList();
+    const list = new HeaderList(this.what);
     const flat = this.flat;
     for (let i = 0; i < flat.length; i += 2) {
       const lower = lowerName(flat[i]);
@@ -155,19 +177,19 @@ function iterableOwn(headers) {
 }
 
 // The headers option: an object (array values repeat the name), a flat array, or an iterable
-// of [name, value] pairs (a Headers, a Map).
-function headerList(headers) {
-  const list = new HeaderList();
+// of [name, value] pairs (a Headers, a Map); `what` names it in errors.
+function headerList(headers, what = 'options.headers') {
+  const list = new HeaderList(what);
   if (Array.isArray(headers)) {
-    if (headers.length % 2 !== 0) throw errors.invalidArgValue('options.headers', headers, 'must hold name/value pairs');
+    if (headers.length % 2 !== 0) throw errors.invalidArgValue(what, headers, 'must hold name/value pairs');
     for (let i = 0; i < headers.length; i += 2) list.add(headers[i], headers[i + 1]);
     return list;
   }
-  if (typeof headers !== 'object') throw errors.invalidArgType('options.headers', 'of type object or an Array', headers);
+  if (typeof headers !== 'object') throw errors.invalidArgType(what, 'of type object or an Array', headers);
   if (iterableOwn(headers)) {
     for (const pair of headers) {
       if (!Array.isArray(pair) || pair.length !== 2) {
-        throw errors.invalidArgValue('options.headers', headers, 'must hold [name, value] pairs');
+        throw errors.invalidArgValue(what, headers, 'must hold [name, value] pairs');
       }
       list.add(pair[0], pair[1]);
     }
@@ -189,7 +211,7 @@ const NOT_TRAILERS = new Set([
 // cross to Rust (`name\nvalue...`, names lower-case) and the names, for the `trailer` header.
 function trailerLines(trailers, what) {
   if (trailers === null || typeof trailers !== 'object') throw errors.invalidArgType(what, 'of type object', trailers);
-  const list = headerList(trailers);
+  const list = headerList(trailers, what);
   const flat = list.flat;
   const names = [];
   for (let i = 0; i < flat.length; i += 2) {

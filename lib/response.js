@@ -233,8 +233,9 @@ class ResponseBody extends Readable {
   // Reads the body to its end and drops it, as undici's dump(): so that its connection goes
   // back to the pool. A body longer than `limit` bytes (128 KiB by default) is destroyed
   // instead, which closes its connection. Resolves null once the body has closed, whatever
-  // ended it; rejects only when `signal` aborts it.
-  dump(options) {
+  // ended it; rejects when `signal` aborts it, or when the options are bad (as undici's, never
+  // a throw).
+  async dump(options) {
     if (options !== undefined && (options === null || typeof options !== 'object')) {
       throw errors.invalidArgType('options', 'of type object', options);
     }

@@ -454,6 +454,54 @@ test('bad input is refused at once with Node\'s codes', async (t) => {
   });
 });
 
+test('header lines undici refuses are refused before anything is sent: framing, keep-alive, a connection that is no token list, objects', async (t) => {
+  const undici = require('../undici');
+  const { Dispatcher } = hyperagent;
+  const seen = [];
+  const server = await httpServer(t, (req, res) => {
+    seen.push(req.rawHeaders);
+    req.resume();
+    req.on('end', () => res.end('ok'));
+  });
+  const agent = new Agent();
+  const ours = new Dispatcher();
+  const theirs = new undici.Agent();
+  t.after(() => Promise.all([agent.destroy(), ours.destroy(), theirs.destroy()]));
+  const url = `${server.url}/`;
+  const refused = [
+    [{ 'transfer-encoding': 'chunked' }, 'ERR_INVALID_ARG_VALUE', /has a transfer-encoding header, which the client sets itself/],
+    [{ 'Keep-Alive': 'timeout=5' }, 'ERR_INVALID_ARG_VALUE', /has a keep-alive header, which the client sets itself/],
+    [{ connection: 'invalid header with spaces' }, 'ERR_INVALID_ARG_VALUE', /has a connection header that is not a list of tokens/],
+    [{ connection: 'close,,x' }, 'ERR_INVALID_ARG_VALUE', /not a list of tokens/],
+    [{ connection: ['close', 'x'] }, 'ERR_INVALID_ARG_VALUE', /has a connection header with more than one value/],
+    [{ 'x-a': { a: 1 } }, 'ERR_HTTP_INVALID_HEADER_VALUE', /Invalid value "\{ a: 1 \}" for header "x-a"/],
+    [{ 'x-a': ['1', new Date(0)] }, 'ERR_HTTP_INVALID_HEADER_VALUE', /for header "x-a"/],
+    [{ 'x-a': Buffer.from('b') }, 'ERR_HTTP_INVALID_HEADER_VALUE', /for header "x-a"/],
+  ];
+  for (const [headers, code, message] of refused) {
+    const options = { method: 'POST', body: 'hello', headers };
+    assert.throws(() => agent.request(url, options), { code, message }, JSON.stringify(headers));
+    // Through a Dispatcher, as undici's own Agent: the request fails, and fetch with it.
+    await assert.rejects(undici.request(url, { ...options, dispatcher: ours }), { code, message });
+    await assert.rejects(undici.request(url, { ...options, dispatcher: theirs }), { code: 'UND_ERR_INVALID_ARG' });
+    // (fetch's Headers makes every value a string, and joins an array's.)
+    if (Object.values(headers).every((v) => typeof v === 'string')) {
+      await assert.rejects(fetch(url, { ...options, dispatcher: ours }), (err) => err.message === 'fetch failed' && err.cause.code === code);
+    }
+  }
+  // In a trailer, named as the trailers.
+  await assert.rejects(async () => agent.request(url, { method: 'POST', body: 'x', trailers: { 'transfer-encoding': 'x' } }), {
+    code: 'ERR_INVALID_ARG_VALUE',
+    message: /^The property 'options\.trailers' has a transfer-encoding header/,
+  });
+  assert.deepStrictEqual(seen, []);
+  // A list of tokens goes as given; with `close` in it, the connection is not used again.
+  const res = await agent.request(url, { headers: { connection: ' close , x-hop' } });
+  assert.strictEqual(await res.body.text(), 'ok');
+  assert.deepStrictEqual(seen, [['host', url.slice(7, -1), 'connection', 'close , x-hop']]);
+  assert.deepStrictEqual(Object.keys(agent.freeSockets), []);
+});
+
 test('plain-object headers are read by their keys even where Object.prototype was given an iterator', async (t) => {
   const server = await httpServer(t, (req, res) => res.end(`${req.headers.hello}`));
   const agent = new Agent();
