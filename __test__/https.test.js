@@ -799,6 +799,38 @@ test('maxCachedSessions: 0 turns resumption off', async (t) => {
   assert.strictEqual((await get({ host: 'localhost', port: server.port, agent })).body, 'false');
 });
 
+test('maxCachedSessions counts the servers of the whole agent, as Node\'s: past it, the first cached loses its sessions', async (t) => {
+  const servers = [await httpsServer(t), await httpsServer(t)];
+  // Requests to A, A, B, A, each on a new connection; whether each resumed a session.
+  const run = async (agent) => {
+    const seen = [];
+    for (const which of [0, 0, 1, 0]) {
+      const r = await get({ host: 'localhost', port: servers[which].port, agent, ca: CA });
+      seen.push(r.resumed);
+    }
+    agent.destroy();
+    return seen;
+  };
+  const agents = (options) => [new https.Agent({ keepAlive: false, ...options }), new HttpsAgent({ keepAlive: false, ...options })];
+  const [node, ours] = agents({ maxCachedSessions: 1 });
+  t.after(() => ours.destroy());
+  // B's session takes the one place: A's next connection is a full handshake.
+  assert.deepStrictEqual(await run(node), [false, true, false, false]);
+  assert.deepStrictEqual(await run(ours), [false, true, false, false]);
+  // With room for both (the default, 100), A's session is still there.
+  const [node100, ours100] = agents({});
+  t.after(() => ours100.destroy());
+  assert.deepStrictEqual(await run(node100), [false, true, false, true]);
+  assert.deepStrictEqual(await run(ours100), [false, true, false, true]);
+  // agent.request() counts in the same place: its session for B evicts A's.
+  const both = new HttpsAgent({ ca: CA, keepAlive: false, maxCachedSessions: 1 });
+  t.after(() => both.destroy());
+  assert.strictEqual((await get({ host: 'localhost', port: servers[0].port, agent: both })).resumed, false);
+  assert.strictEqual((await get({ host: 'localhost', port: servers[0].port, agent: both })).resumed, true);
+  await (await both.request(`https://localhost:${servers[1].port}/`)).body.dump();
+  assert.strictEqual((await get({ host: 'localhost', port: servers[0].port, agent: both })).resumed, false);
+});
+
 test('TLS 1.2 and its cipher names, ALPN negotiation', async (t) => {
   const server = await httpsServer(t, { tls: { ALPNProtocols: ['http/1.1'] } });
   const agent = new HttpsAgent({ ca: CA, maxVersion: 'TLSv1.2', ALPNProtocols: ['h2', 'http/1.1'] });

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::KeyId;
 use crate::error::Error;
 use crate::transport::establish::Identity;
-use crate::transport::tls::{TlsConfig, TlsOptions};
+use crate::transport::tls::{Ledger, TlsConfig, TlsOptions};
 use crate::transport::Target;
 
 /// Where a key's `agent.request()` connections connect.
@@ -28,12 +28,20 @@ pub struct Destination {
 pub struct Origins {
     tls: HashMap<KeyId, Arc<TlsConfig>>,
     destinations: HashMap<KeyId, Destination>,
+    /// The TLS sessions of all the keys, bounded together (`maxCachedSessions`, as Node's
+    /// https.Agent bounds its cache); made with the first HTTPS key.
+    sessions: Option<Arc<Ledger>>,
 }
 
 impl Origins {
     /// Sets the TLS configuration of `key` from its options; an error names the bad option.
     pub fn set_tls(&mut self, key: KeyId, opts: &TlsOptions) -> Result<(), Error> {
-        let config = TlsConfig::new(opts)?;
+        let ledger = self
+            .sessions
+            .get_or_insert_with(|| Ledger::new(opts.max_cached_sessions));
+        // The agent's maxCachedSessions as it is now (a program may have changed it).
+        ledger.set_limit(opts.max_cached_sessions);
+        let config = TlsConfig::sharing(opts, ledger)?;
         self.tls.insert(key, Arc::new(config));
         Ok(())
     }

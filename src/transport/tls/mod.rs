@@ -14,6 +14,7 @@ mod groups;
 mod identity;
 mod names;
 mod pkcs12;
+mod sessions;
 mod sigalgs;
 mod stream;
 mod verify;
@@ -21,7 +22,7 @@ mod verify;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 
-use rustls::client::{ClientSessionMemoryCache, ClientSessionStore, Resumption};
+use rustls::client::Resumption;
 use rustls::crypto::ring;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -35,6 +36,7 @@ use stream::{alpn_with_h2, TaskKeyLog};
 use verify::{revocation_verifier, NodeVerifier};
 
 pub use names::{alert_error, cipher_names, ephemeral_key, handshake_alert_error};
+pub use sessions::Ledger;
 pub use stream::{handshake_offering, logging_keys, read_error, ClientStream};
 pub use verify::VerifyFailure;
 
@@ -67,7 +69,8 @@ pub struct TlsOptions {
     pub sigalgs: Option<String>,
     /// `ALPNProtocols`.
     pub alpn: Vec<Vec<u8>>,
-    /// `maxCachedSessions` (0 turns resumption off).
+    /// `maxCachedSessions` (0 turns resumption off): how many servers may hold sessions over
+    /// all the configurations that share a [`Ledger`].
     pub max_cached_sessions: usize,
 }
 
@@ -99,7 +102,7 @@ pub struct TlsConfig {
     /// The same, offering HTTP/2 in ALPN (`h2` first, then `http/1.1`), for the connections
     /// of the promise path when HTTP/2 is allowed; made on first use.
     offering_h2: std::sync::OnceLock<Arc<ClientConfig>>,
-    sessions: Option<Arc<ClientSessionMemoryCache>>,
+    sessions: Option<Arc<sessions::Store>>,
     /// The leaf certificates (DER) whose server name JavaScript found right: a session resumed
     /// with one of them is not checked again, as Node does not check a resumed session. One
     /// resumed with another is: a session cached by a connection whose name was then refused
@@ -250,7 +253,14 @@ fn version(name: &str, option: &str) -> Result<u8, Error> {
 }
 
 impl TlsConfig {
+    /// A configuration whose sessions are bounded by its own `maxCachedSessions`.
     pub fn new(opts: &TlsOptions) -> Result<TlsConfig, Error> {
+        Self::sharing(opts, &Ledger::new(opts.max_cached_sessions))
+    }
+
+    /// A configuration whose sessions count in `ledger`, with those of the other configurations
+    /// of its agent (see [`sessions`]).
+    pub fn sharing(opts: &TlsOptions, ledger: &Arc<Ledger>) -> Result<TlsConfig, Error> {
         let pfx = opts
             .pfx
             .iter()
@@ -386,8 +396,8 @@ impl TlsConfig {
         }
         config.alpn_protocols = opts.alpn.clone();
         config.key_log = Arc::new(TaskKeyLog);
-        let sessions = (opts.max_cached_sessions > 0)
-            .then(|| Arc::new(ClientSessionMemoryCache::new(opts.max_cached_sessions)));
+        let sessions =
+            (opts.max_cached_sessions > 0).then(|| ledger.store(opts.max_cached_sessions));
         config.resumption = match &sessions {
             Some(store) => Resumption::store(store.clone()),
             None => Resumption::disabled(),
@@ -472,13 +482,7 @@ impl TlsConfig {
     /// Drops the sessions cached for `server` (its last connection ended in a TLS error).
     pub fn forget_sessions(&self, server: &ServerName<'static>) {
         if let Some(store) = &self.sessions {
-            store.remove_tls12_session(server);
-            // TLS 1.3 tickets are single-use: take them all.
-            for _ in 0..64 {
-                if store.take_tls13_ticket(server).is_none() {
-                    break;
-                }
-            }
+            store.forget(server);
         }
     }
 }

@@ -187,6 +187,61 @@ async fn sessions_resume_on_the_next_connection() {
     );
 }
 
+/// Whether a connection to `port` with `config` resumed a session.
+async fn resumes(port: u16, config: &TlsConfig) -> bool {
+    connect(port, config, Some("localhost"))
+        .await
+        .unwrap()
+        .resumed
+}
+
+#[tokio::test]
+async fn sessions_are_bounded_across_the_configurations_of_one_ledger() {
+    let a = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(5)
+        .await;
+    let b = Server::new("localhost-chain.pem", "localhost-key.pem")
+        .start(5)
+        .await;
+    // Two pool keys of one agent with maxCachedSessions 1, as Node's https.Agent counts them:
+    // one server's sessions in all, the first cached evicted for the next.
+    let mut opts = options(&["ca.pem"]);
+    opts.max_cached_sessions = 1;
+    let ledger = Ledger::new(1);
+    let first = TlsConfig::sharing(&opts, &ledger).unwrap();
+    let second = TlsConfig::sharing(&opts, &ledger).unwrap();
+    assert!(!resumes(a, &first).await);
+    assert!(resumes(a, &first).await);
+    assert_eq!(ledger.servers(), 1);
+    assert!(!resumes(b, &second).await);
+    assert_eq!(ledger.servers(), 1);
+    assert!(
+        !resumes(a, &first).await,
+        "evicted by the other key's session"
+    );
+    // A configuration dropped (its key swept) leaves the count with its sessions.
+    drop(first);
+    assert_eq!(ledger.servers(), 0);
+
+    // Room for both: each keeps its own.
+    opts.max_cached_sessions = 2;
+    let ledger = Ledger::new(2);
+    let first = TlsConfig::sharing(&opts, &ledger).unwrap();
+    assert!(!resumes(a, &first).await);
+    assert!(
+        !resumes(b, &second).await,
+        "its sessions went with the first ledger's eviction"
+    );
+    let third = TlsConfig::sharing(&opts, &ledger).unwrap();
+    assert!(!resumes(b, &third).await);
+    assert_eq!(ledger.servers(), 2);
+    assert!(resumes(a, &first).await);
+    assert!(resumes(b, &third).await);
+    // A server whose name was refused gives its place up with its sessions.
+    first.forget_sessions(&ServerName::try_from("localhost").unwrap());
+    assert_eq!(ledger.servers(), 1);
+}
+
 #[tokio::test]
 async fn a_name_a_programs_check_let_pass_stands_for_resumption_not_for_nodes_own_check() {
     let port = Server::new("localhost-chain.pem", "localhost-key.pem")
