@@ -73,9 +73,9 @@ function duplicate(lower, value) {
 const CONNECTION = /^[\t ]*[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+[\t ]*(?:,[\t ]*[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+[\t ]*)*$/;
 
 // A header line the request refuses, as undici refuses it (its `invalid X header`); `what`
-// names the lines (the headers option, or trailers).
+// names the lines (the headers option, or trailers), `why` ends the sentence.
 function refusedHeader(what, lower, value, why) {
-  return errors.invalidArgValue(what, value, `has a ${lower} header${why.startsWith(',') ? '' : ' '}${why}`);
+  return errors.invalidArgValue(what, value, `has a ${lower} header${why}`);
 }
 
 // Headers as [name, value, ...] (`flat`), with where the ones the request acts on are (the
@@ -103,7 +103,7 @@ class HeaderList {
     const lower = lowerName(name);
     if (Array.isArray(value)) {
       // One connection line holds its whole list, as undici takes it.
-      if (lower === 'connection') throw refusedHeader(this.what, lower, value, 'with more than one value');
+      if (lower === 'connection') throw refusedHeader(this.what, lower, value, ' with more than one value');
       for (const v of value) this.addOne(name, lower, v);
     } else {
       this.addOne(name, lower, value);
@@ -127,7 +127,7 @@ class HeaderList {
       case 'expect': if (this.expect < 0) this.expect = at; break;
       case 'upgrade': if (this.upgrade < 0) this.upgrade = at; break;
       case 'connection':
-        if (!CONNECTION.test(s)) throw refusedHeader(this.what, lower, value, 'that is not a list of tokens');
+        if (!CONNECTION.test(s)) throw refusedHeader(this.what, lower, value, ' that is not a list of tokens');
         if (this.connection < 0) this.connection = at;
         break;
       case 'trailer': if (this.trailer < 0) this.trailer = at; break;
