@@ -117,6 +117,10 @@ pub struct TlsConfig {
     local_cert: Option<Arc<[u8]>>,
 }
 
+/// The size of a pool key's store of sessions (see [`TlsConfig::sharing`]): room for two
+/// servers' TLS 1.3 tickets.
+const KEY_STORE: usize = 16;
+
 /// How many leaf certificates a configuration remembers as named right (one server has one,
 /// or a few while it rotates its certificate).
 const NAMED_LEAVES: usize = 16;
@@ -253,14 +257,28 @@ fn version(name: &str, option: &str) -> Result<u8, Error> {
 }
 
 impl TlsConfig {
-    /// A configuration whose sessions are bounded by its own `maxCachedSessions`.
+    /// A configuration whose sessions are bounded by its own `maxCachedSessions`, for as many
+    /// servers as that lets it reach.
     pub fn new(opts: &TlsOptions) -> Result<TlsConfig, Error> {
-        Self::sharing(opts, &Ledger::new(opts.max_cached_sessions))
+        let ledger = Ledger::new(opts.max_cached_sessions);
+        Self::with_store(opts, &ledger, opts.max_cached_sessions)
     }
 
-    /// A configuration whose sessions count in `ledger`, with those of the other configurations
-    /// of its agent (see [`sessions`]).
+    /// A pool key's configuration, whose sessions count in `ledger`, with those of the other
+    /// keys of its agent (see [`sessions`]). A key's connections go to one server name, so its
+    /// store is sized for that, whatever the limit (rustls allocates a store's room at once:
+    /// `maxCachedSessions: Infinity` would cost gigabytes per key).
     pub fn sharing(opts: &TlsOptions, ledger: &Arc<Ledger>) -> Result<TlsConfig, Error> {
+        Self::with_store(opts, ledger, opts.max_cached_sessions.min(KEY_STORE))
+    }
+
+    /// `store` is the size of its store of sessions, as rustls counts it (TLS 1.3 tickets, 8 per
+    /// server).
+    fn with_store(
+        opts: &TlsOptions,
+        ledger: &Arc<Ledger>,
+        store: usize,
+    ) -> Result<TlsConfig, Error> {
         let pfx = opts
             .pfx
             .iter()
@@ -396,8 +414,7 @@ impl TlsConfig {
         }
         config.alpn_protocols = opts.alpn.clone();
         config.key_log = Arc::new(TaskKeyLog);
-        let sessions =
-            (opts.max_cached_sessions > 0).then(|| ledger.store(opts.max_cached_sessions));
+        let sessions = (opts.max_cached_sessions > 0).then(|| ledger.store(store));
         config.resumption = match &sessions {
             Some(store) => Resumption::store(store.clone()),
             None => Resumption::disabled(),

@@ -71,6 +71,7 @@ impl Ledger {
         state.next += 1;
         let store = Arc::new(Store {
             id,
+            size,
             cache: ClientSessionMemoryCache::new(size),
             ledger: self.clone(),
         });
@@ -126,6 +127,8 @@ impl Ledger {
 /// One configuration's sessions, counted in its agent's [`Ledger`].
 pub struct Store {
     id: u64,
+    /// The `size` it was made with (see [`Ledger::store`]).
+    size: usize,
     cache: ClientSessionMemoryCache,
     ledger: Arc<Ledger>,
 }
@@ -137,6 +140,12 @@ impl fmt::Debug for Store {
 }
 
 impl Store {
+    /// How many TLS 1.3 tickets it was made to hold (8 per server), which rustls makes room for
+    /// at once.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
     /// Drops the sessions cached for `server`, and its place in the ledger.
     pub fn forget(&self, server: &ServerName<'static>) {
         self.drop_sessions(server);

@@ -242,6 +242,25 @@ async fn sessions_are_bounded_across_the_configurations_of_one_ledger() {
     assert_eq!(ledger.servers(), 1);
 }
 
+#[test]
+fn a_keys_store_is_sized_for_its_server_whatever_the_agents_limit() {
+    // maxCachedSessions: Infinity reaches Rust as 2^32 - 1; rustls makes a store's room at once.
+    let mut opts = options(&["ca.pem"]);
+    opts.max_cached_sessions = u32::MAX as usize;
+    let ledger = Ledger::new(opts.max_cached_sessions);
+    let key = TlsConfig::sharing(&opts, &ledger).unwrap();
+    assert_eq!(key.sessions.as_ref().unwrap().size(), KEY_STORE);
+    // A smaller limit is the store's size; none is no store (resumption off).
+    opts.max_cached_sessions = 1;
+    let one = TlsConfig::sharing(&opts, &ledger).unwrap();
+    assert_eq!(one.sessions.as_ref().unwrap().size(), 1);
+    opts.max_cached_sessions = 0;
+    assert!(TlsConfig::sharing(&opts, &ledger)
+        .unwrap()
+        .sessions
+        .is_none());
+}
+
 #[tokio::test]
 async fn a_name_a_programs_check_let_pass_stands_for_resumption_not_for_nodes_own_check() {
     let port = Server::new("localhost-chain.pem", "localhost-key.pem")
