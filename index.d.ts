@@ -202,14 +202,14 @@ declare namespace Agent {
   interface RequestOptions {
     /** Default: `'GET'`. A valid HTTP token, upper-cased as Node's http does; not `CONNECT` (use `http.request()` with the agent to tunnel). */
     method?: string;
-    /** An object (array values repeat the header), a flat `[name, value, ...]` array, or an iterable of `[name, value]` pairs (a `Headers`, a `Map`). No `upgrade` header (use `http.request()` with the agent to upgrade). */
+    /** An object (array values repeat the header), a flat `[name, value, ...]` array, or an iterable of `[name, value]` pairs (a `Headers`, a `Map`). No `upgrade` header (use `http.request()` with the agent to upgrade); no `transfer-encoding` or `keep-alive` header, and a `connection` header must be one comma-separated list of tokens (as undici requires). */
     headers?:
       | Record<string, string | number | readonly string[] | undefined>
       | readonly string[]
       | Iterable<readonly [string, string | number | readonly string[] | undefined]>;
     /** Added to the path as undici adds it (`querystring.stringify`); the URL must then have no query of its own. */
     query?: Record<string, string | number | boolean | bigint | readonly (string | number | boolean | bigint)[] | null | undefined>;
-    /** Sent with `content-length` when its length is known (a Blob's too, with its type as `content-type`; a `FormData` or `URLSearchParams` as fetch sends it), chunked otherwise. Bytes of 4 KiB or more are sent from their own memory, without a copy (as `socket.write()` sends them): change or transfer them only once the request is over. */
+    /** Sent with `content-length` when its length is known (a Blob's too, with its type as `content-type`; a `FormData` or `URLSearchParams` as fetch sends it), chunked otherwise. Bytes (a Buffer, typed array or ArrayBuffer) are copied when `request()` is called: they are yours again at once, to change, transfer or detach. */
     body?: RequestBody;
     /** `HttpsAgent`: this request's server name (SNI, and the name its certificate is checked for). */
     servername?: string;
