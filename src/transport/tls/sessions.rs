@@ -16,7 +16,6 @@ use rustls::pki_types::ServerName;
 use rustls::NamedGroup;
 
 /// The servers holding sessions over an agent's stores, in the order they were first cached.
-#[derive(Default)]
 pub struct Ledger {
     state: Mutex<LedgerState>,
 }
@@ -43,9 +42,12 @@ impl fmt::Debug for Ledger {
 impl Ledger {
     /// A ledger that lets `limit` servers hold sessions.
     pub fn new(limit: usize) -> Arc<Ledger> {
-        let ledger = Ledger::default();
-        ledger.lock().limit = limit;
-        Arc::new(ledger)
+        Arc::new(Ledger {
+            state: Mutex::new(LedgerState {
+                limit,
+                ..LedgerState::default()
+            }),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, LedgerState> {
