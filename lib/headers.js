@@ -6,7 +6,11 @@
 const { inspect } = require('node:util');
 const errors = require('./errors');
 
-const TOKEN = /^[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+$/;
+// An HTTP token (RFC 9110 §5.6.2), and a comma-separated list of them (a connection header's
+// value, §7.6.1).
+const TOKEN_PATTERN = "[\\^_`a-zA-Z\\-0-9!#$%&'*+.|~]+";
+const TOKEN = new RegExp(`^${TOKEN_PATTERN}$`);
+const CONNECTION = new RegExp(`^[\\t ]*${TOKEN_PATTERN}[\\t ]*(?:,[\\t ]*${TOKEN_PATTERN}[\\t ]*)*$`);
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 function invalidToken(what, value) {
   const err = new TypeError(`${what} must be a valid HTTP token ["${value}"]`);
@@ -65,12 +69,9 @@ function lowerName(name) {
 
 // A second host or content-length line: a request has one target and one length (RFC 9112
 // §3.2, §6.3), and a server refuses one with two; refused at once, as undici refuses it.
-function duplicate(lower, value) {
-  return errors.invalidArgValue('options.headers', value, `has more than one ${lower} header`);
+function duplicate(what, lower, value) {
+  return errors.invalidArgValue(what, value, `has more than one ${lower} header`);
 }
-
-// A connection header's value: a comma-separated list of tokens (RFC 9110 §7.6.1).
-const CONNECTION = /^[\t ]*[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+[\t ]*(?:,[\t ]*[\^_`a-zA-Z\-0-9!#$%&'*+.|~]+[\t ]*)*$/;
 
 // A header line the request refuses, as undici refuses it (its `invalid X header`); `what`
 // names the lines (the headers option, or trailers), `why` ends the sentence.
@@ -120,9 +121,9 @@ class HeaderList {
     const at = this.flat.length;
     this.flat.push(name, s);
     switch (lower) {
-      case 'host': if (this.host < 0) this.host = at; else throw duplicate(lower, value); break;
+      case 'host': if (this.host < 0) this.host = at; else throw duplicate(this.what, lower, value); break;
       case 'authorization': if (this.authorization < 0) this.authorization = at; break;
-      case 'content-length': if (this.contentLength < 0) this.contentLength = at; else throw duplicate(lower, value); break;
+      case 'content-length': if (this.contentLength < 0) this.contentLength = at; else throw duplicate(this.what, lower, value); break;
       case 'content-type': if (this.contentType < 0) this.contentType = at; break;
       case 'expect': if (this.expect < 0) this.expect = at; break;
       case 'upgrade': if (this.upgrade < 0) this.upgrade = at; break;
