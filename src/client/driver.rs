@@ -137,9 +137,10 @@ pub trait Lanes: Connections {
     fn stream_on(&self, req: &Rc<Request<Self::Face>>, conn: u32);
     /// Whether its connections may speak HTTP/2.
     fn http2(&self) -> bool;
-    /// How old session `conn` is, and how many streams its server lets it carry at once;
-    /// None when it is not an open session.
-    fn session(&self, conn: u32) -> Option<(Duration, usize)>;
+    /// How old session `conn` is, how many streams it may carry at once, and how many its
+    /// server said it takes once its settings have come (until then it may carry the
+    /// protocol's assumed limit); None when it is not an open session.
+    fn session(&self, conn: u32) -> Option<(Duration, usize, Option<usize>)>;
     /// Closes the sessions that idled past the agent's idle timeout, and sets the timer for
     /// the next.
     fn expire_sessions(&self);

@@ -141,7 +141,7 @@ where
         backlog: false,
         gone: false,
     };
-    let (sender, mut conn) = http2::Builder::new(StreamTasks(spawned.clone()))
+    let (sender, mut conn) = http2::Builder::new(StreamTasks(spawned.clone(), wake.clone()))
         .initial_max_send_streams(H2_INITIAL_STREAMS)
         .initial_stream_window_size(H2_STREAM_WINDOW)
         .initial_connection_window_size(H2_CONNECTION_WINDOW)
@@ -164,9 +164,15 @@ where
         Connection {
             hyper: Box::pin(std::future::poll_fn(move |cx| {
                 let polled = Pin::new(&mut conn).poll(cx);
-                limit
-                    .max_streams
-                    .store(conn.current_max_send_streams(), Ordering::Relaxed);
+                // Read here, when a request is sent, and when the server's first bytes came
+                // (see `Settling`). hyper does not say when the server's settings came: a
+                // limit other than the assumed one is the server's. A server that says the
+                // assumed limit itself is not heard, and is treated as saying it, which it does.
+                let max = conn.current_max_send_streams();
+                limit.max_streams.store(max, Ordering::Relaxed);
+                if max != H2_INITIAL_STREAMS {
+                    limit.heard.store(true, Ordering::Release);
+                }
                 polled.map(|result| limit.ended(result))
             })),
             wake,
@@ -216,24 +222,64 @@ impl Spawned {
 }
 
 /// hyper's executor of an HTTP/2 connection: tokio's, keeping the requests' tasks in
-/// [`Spawned`].
+/// [`Spawned`]. The task of the handshake, which reads the connection, is spawned
+/// [`Settling`].
 #[derive(Clone)]
-struct StreamTasks(Arc<Spawned>);
+struct StreamTasks(Arc<Spawned>, Arc<wake::ConnWake>);
 
 impl<F> hyper::rt::Executor<F> for StreamTasks
 where
     F: Future<Output = ()> + Send + 'static,
 {
     fn execute(&self, fut: F) {
-        let task = tokio::spawn(fut);
-        if self.0.armed.load(Ordering::Relaxed) {
-            let mut requests = self.0.requests.lock().unwrap_or_else(|e| e.into_inner());
-            if requests.tasks.len() >= requests.prune_at {
-                requests.tasks.retain(|t| !t.is_finished());
-                requests.prune_at = (requests.tasks.len() * 2).max(16);
-            }
-            requests.tasks.push(task.abort_handle());
+        if !self.0.armed.load(Ordering::Relaxed) {
+            tokio::spawn(Settling {
+                task: Box::pin(fut),
+                wake: self.1.clone(),
+                seen: 0,
+            });
+            return;
         }
+        let task = tokio::spawn(fut);
+        let mut requests = self.0.requests.lock().unwrap_or_else(|e| e.into_inner());
+        if requests.tasks.len() >= requests.prune_at {
+            requests.tasks.retain(|t| !t.is_finished());
+            requests.prune_at = (requests.tasks.len() * 2).max(16);
+        }
+        requests.tasks.push(task.abort_handle());
+    }
+}
+
+/// How much of what a server sends first is watched for its settings (see [`Settling`]).
+const SETTLING_BYTES: u64 = 4096;
+
+/// hyper's task that reads an HTTP/2 connection, which applies the server's settings as they
+/// come. hyper tells the limit they set on streams only in the connection's own task (see
+/// [`handshake_h2`]), which is polled when a request is sent: a session that had sent its
+/// first requests before the settings came would go on saying the protocol's assumed limit,
+/// and requests sent again after the server refused those past its own would go out under it
+/// once more. So until the limit is heard, a poll of this task that read more of the server's
+/// first bytes wakes the connection's task, which reads the limit.
+struct Settling {
+    task: Pin<Box<dyn Future<Output = ()> + Send>>,
+    wake: Arc<wake::ConnWake>,
+    /// How many bytes had been read when the connection's task was last woken.
+    seen: u64,
+}
+
+impl Future for Settling {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let polled = self.task.as_mut().poll(cx);
+        if self.seen < SETTLING_BYTES && !self.wake.heard.load(Ordering::Relaxed) {
+            let received = self.wake.received.load(Ordering::Relaxed);
+            if received != self.seen {
+                self.seen = received;
+                crate::runtime::Wake::wake(&*self.wake);
+            }
+        }
+        polled
     }
 }
 

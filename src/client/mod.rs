@@ -135,6 +135,20 @@ impl Sender {
         }
     }
 
+    /// How many streams the server of this HTTP/2 connection said it takes at once, once its
+    /// settings have come (before, [`Sender::max_streams`] is the protocol's assumed limit,
+    /// which says nothing of the server); `None` for HTTP/1.1.
+    pub fn said_max_streams(&self) -> Option<usize> {
+        match self.hyper {
+            Hyper::H1(_) => None,
+            Hyper::H2(..) => self
+                .wake
+                .heard
+                .load(Ordering::Acquire)
+                .then(|| self.wake.max_streams.load(Ordering::Relaxed)),
+        }
+    }
+
     /// What stops the exchanges [`Sender::start`] runs on this connection.
     pub fn stopper(&self) -> Stopper {
         Stopper(self.wake.clone())

@@ -1360,6 +1360,62 @@ async fn http2_streams_run_at_once_on_one_connection() {
     assert!(!sender.is_closed());
 }
 
+/// Until an HTTP/2 server's settings come, a connection carries the protocol's assumed limit
+/// on streams and says its server has said none; once they came, it says what the server said,
+/// and a server that names no limit has none.
+#[tokio::test]
+async fn an_http2_connection_says_its_servers_limit_on_streams_once_its_settings_came() {
+    for (limit, said) in [(Some(3u32), 3usize), (None, usize::MAX)] {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (go_tx, go) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (sock, _) = listener.accept().await.unwrap();
+            // Nothing is sent until the client has looked.
+            go.await.unwrap();
+            let mut builder = h2::server::Builder::new();
+            if let Some(n) = limit {
+                builder.max_concurrent_streams(n);
+            }
+            let mut conn = builder.handshake(sock).await.unwrap();
+            while let Some(Ok((_, mut respond))) = conn.accept().await {
+                let mut stream = respond
+                    .send_response(http::Response::new(()), false)
+                    .unwrap();
+                stream.send_data(Bytes::from_static(b"ok"), true).unwrap();
+            }
+        });
+        let (sender, _closed) = h2_connect(port).await;
+        assert_eq!(sender.max_streams(), 100);
+        assert_eq!(sender.said_max_streams(), None);
+        go_tx.send(()).unwrap();
+        // A response comes after the server's settings, which the connection applied first.
+        let (sink, mut rx) = sink();
+        let stream = sender.stream().expect("a stream of an HTTP/2 connection");
+        tokio::spawn(exchange(
+            stream,
+            get("/"),
+            Arc::new(Control::default()),
+            sink,
+        ));
+        assert!(matches!(
+            rx.recv().await,
+            Some(Event::Head { status: 200, .. })
+        ));
+        while rx.recv().await.is_some() {}
+        // Read in the connection's task, which the read of the settings woke: a few turns
+        // of this thread at most (no request polls it meanwhile).
+        for _ in 0..100 {
+            if sender.said_max_streams().is_some() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(sender.said_max_streams(), Some(said));
+        assert_eq!(sender.max_streams(), said);
+    }
+}
+
 /// A quiet connection is asked for a PING: one whose peer answers stays open, one whose peer
 /// died quietly closes once the answer is late.
 #[tokio::test]

@@ -42,6 +42,9 @@ pub(super) struct ConnWake {
     pub(super) not_http: AtomicBool,
     /// An HTTP/2 connection's limit on streams at once (the server's setting).
     pub(super) max_streams: std::sync::atomic::AtomicUsize,
+    /// An HTTP/2 server's settings have come: `max_streams` is its own, no longer the
+    /// protocol's assumed limit (stored after it, with `Release`).
+    pub(super) heard: AtomicBool,
     /// Set by the stream when a write took the last of a backlog (see [`run`]).
     pub(super) drained: AtomicBool,
     /// A write found the connection closed or reset by the peer: what it sent before is still

@@ -144,8 +144,9 @@ fn room_from_session<C: Connections + ?Sized>(conns: &C, key: KeyId, w: WaiterId
     let Some((of, conn)) = idle else {
         return false;
     };
-    // Idle, and none waits for its key's streams: nothing to route again.
-    conns.sessions().closed(of, conn);
+    // Idle, and none waits for its key's streams: nothing to route again, and no new session
+    // of its key to keep its server's limit for.
+    conns.sessions().closed(of, conn, None);
     match closed_in_use(conns, conn) {
         Some(grant) if grant.waiter == w => true,
         // `w` was the only waiter: the slot can only be its own, or stay free.

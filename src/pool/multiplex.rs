@@ -49,6 +49,16 @@ pub struct Opened {
     pub checkout: Option<u64>,
 }
 
+/// What a session takes, as its pool sees it when routing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Room {
+    /// How many streams it takes at once now: none past `socketActiveTTL`, or once gone.
+    pub streams: usize,
+    /// How many its server said it takes at once, once its settings have come. Until then
+    /// its `streams` are the protocol's assumed limit, which says nothing of the server.
+    pub said: Option<usize>,
+}
+
 struct Session<C> {
     conn: C,
     open: usize,
@@ -81,6 +91,9 @@ struct Key<C> {
     connecting: usize,
     /// The last connect of this key spoke HTTP/1.1: requests no longer wait for connects.
     plain: bool,
+    /// What the key's server said last to one of its sessions (see [`Key::limit`]); kept
+    /// until the key is forgotten, as `plain` is.
+    said: Option<usize>,
     waiting: VecDeque<u64>,
 }
 
@@ -90,26 +103,40 @@ impl<C> Default for Key<C> {
             sessions: Vec::new(),
             connecting: 0,
             plain: false,
+            said: None,
             waiting: VecDeque::new(),
         }
     }
 }
 
 impl<C: Copy> Key<C> {
-    /// The fewest streams any of its sessions takes at once. A new session's server has not
-    /// said its own limit yet (its first requests would go out under the protocol's assumed
-    /// 100, and be refused past the real one): the key's other sessions, to the same server,
-    /// have. One that takes none (past `socketActiveTTL`, or closing) says nothing of the
-    /// server's limit: counted, it would hold every new session to one stream, each request
-    /// in flight opening a connection of its own until it idled out.
-    fn limit(&self, room: &impl Fn(C) -> usize) -> usize {
-        self.sessions
-            .iter()
-            .filter(|s| !s.closing)
-            .map(|s| room(s.conn))
-            .filter(|&n| n > 0)
-            .min()
-            .unwrap_or(usize::MAX)
+    /// The most streams a session takes at once as the key's server said it to the key's
+    /// sessions. A new session's server has not said its own limit yet: its first requests
+    /// would go out under the protocol's assumed 100, and be refused past the real one.
+    /// - Those that take streams count first: the fewest any of them heard.
+    /// - If none of them has heard, those closing (after a GOAWAY or a refusal, or past
+    ///   `socketActiveTTL`) count: the same server said it.
+    /// - If none of those has, what the key heard last (kept here, and when a session closes).
+    ///   Without it, requests sent again after a refusal would go to a new session under the
+    ///   assumed limit, and be refused there again.
+    ///
+    /// A session counts by what its server said, not by the streams it takes now (none past
+    /// `socketActiveTTL`): counted so, it would hold every new session to one stream. A server
+    /// that says none (it takes no stream now) says nothing of its limit.
+    fn limit(&mut self, room: &impl Fn(C) -> Room) -> usize {
+        let said = |closing: bool| {
+            self.sessions
+                .iter()
+                .filter(|s| s.closing == closing)
+                .filter_map(|s| room(s.conn).said)
+                .filter(|&n| n > 0)
+                .min()
+        };
+        let heard = said(false).or_else(|| said(true));
+        if heard.is_some() {
+            self.said = heard;
+        }
+        self.said.unwrap_or(usize::MAX)
     }
 }
 
@@ -142,9 +169,9 @@ pub struct Usage {
 
 impl<C: Copy + PartialEq> Sessions<C> {
     /// Routes request `req` to `key`; `room` tells how many streams a session takes at once
-    /// (the server's latest setting). A session with room is taken, the first one first (the
+    /// (the server's latest setting, or the protocol's assumed one until it comes). A session with room is taken, the first one first (the
     /// others can then idle and expire).
-    pub fn route(&mut self, key: KeyId, req: u64, room: impl Fn(C) -> usize) -> Route<C> {
+    pub fn route(&mut self, key: KeyId, req: u64, room: impl Fn(C) -> Room) -> Route<C> {
         let Some(k) = self.keys.get_mut(&key) else {
             return Route::Checkout;
         };
@@ -152,7 +179,7 @@ impl<C: Copy + PartialEq> Sessions<C> {
         if let Some(s) = k
             .sessions
             .iter_mut()
-            .find(|s| !s.closing && s.open < room(s.conn).min(limit))
+            .find(|s| !s.closing && s.open < room(s.conn).streams.min(limit))
         {
             s.open += 1;
             s.idle_since = None;
@@ -188,9 +215,9 @@ impl<C: Copy + PartialEq> Sessions<C> {
     /// The connect came up speaking HTTP/2 as `conn`, with a first stream for the request that
     /// opened it; `room` streams at once (no more than the key's other sessions take). The
     /// waiters take streams on it as it has room.
-    pub fn opened(&mut self, key: KeyId, conn: C, room: impl Fn(C) -> usize) -> Opened {
+    pub fn opened(&mut self, key: KeyId, conn: C, room: impl Fn(C) -> Room) -> Opened {
         let k = self.keys.entry(key).or_default();
-        let room = room(conn).min(k.limit(&room));
+        let room = room(conn).streams.min(k.limit(&room));
         k.connecting = k.connecting.saturating_sub(1);
         k.plain = false;
         let mut session = Session {
@@ -369,12 +396,16 @@ impl<C: Copy + PartialEq> Sessions<C> {
             .is_some_and(|k| k.sessions.iter().any(|s| s.conn == conn))
     }
 
-    /// Session `conn` has closed. With no session left to take them and no connect under way,
-    /// the requests that waited for a stream are routed again (returned).
-    pub fn closed(&mut self, key: KeyId, conn: C) -> Vec<u64> {
+    /// Session `conn` has closed, its server having said `said` (see [`Room::said`]): the key
+    /// keeps that for its next sessions. With no session left to take them and no connect
+    /// under way, the requests that waited for a stream are routed again (returned).
+    pub fn closed(&mut self, key: KeyId, conn: C, said: Option<usize>) -> Vec<u64> {
         let Some(k) = self.keys.get_mut(&key) else {
             return Vec::new();
         };
+        if let Some(n) = said.filter(|&n| n > 0) {
+            k.said = Some(n);
+        }
         k.sessions.retain(|s| s.conn != conn);
         let stranded = k.connecting == 0 && !k.sessions.iter().any(|s| !s.closing);
         let waiting = match stranded {
@@ -423,11 +454,13 @@ impl<C: Copy + PartialEq> Sessions<C> {
     }
 
     fn forget_if_empty(&mut self, key: KeyId) {
-        // A key that learnt its server speaks HTTP/1.1 keeps it.
+        // A key that learnt its server speaks HTTP/1.1, or how many streams it takes, keeps
+        // it: the requests sent again after a session's streams were all refused are between
+        // two routes when it closes.
         if self
             .keys
             .get(&key)
-            .is_some_and(|k| k.is_empty() && !k.plain)
+            .is_some_and(|k| k.is_empty() && !k.plain && k.said.is_none())
         {
             self.keys.remove(&key);
         }
@@ -446,8 +479,16 @@ mod tests {
         *BASE.get_or_init(Instant::now) + Duration::from_secs(secs)
     }
 
-    fn room(n: usize) -> impl Fn(u32) -> usize {
-        move |_| n
+    /// A session that takes `n` streams at once, as its server said.
+    fn heard(n: usize) -> Room {
+        Room {
+            streams: n,
+            said: Some(n),
+        }
+    }
+
+    fn room(n: usize) -> impl Fn(u32) -> Room {
+        move |_| heard(n)
     }
 
     #[test]
@@ -511,7 +552,13 @@ mod tests {
         assert_eq!(s.route(K, 5, room(2)), Route::Wait);
         // Its own server has not said its limit yet (the protocol's assumed 100): the key's
         // other session's, 2, holds for it too: the opener's stream and one more.
-        let per_conn = |c: u32| if c == 8 { 100 } else { 2 };
+        let per_conn = |c: u32| match c {
+            8 => Room {
+                streams: 100,
+                said: None,
+            },
+            _ => heard(2),
+        };
         let opened = s.opened(K, 8, per_conn);
         assert_eq!(opened.streams, vec![4]);
         assert_eq!(opened.checkout, Some(5));
@@ -524,9 +571,15 @@ mod tests {
         s.connecting(K);
         s.opened(K, 7, room(10));
         assert_eq!(s.stream_done(K, 7, at(0)), None);
-        // 7 is past its TTL: it takes no stream; the first request opens a connection, the
-        // rest wait for it and all take streams on the new session.
-        let retired = |c: u32| if c == 7 { 0 } else { 10 };
+        // 7 is past its TTL: it takes no stream, but its server said 10; the first request
+        // opens a connection, the rest wait for it and all take streams on the new session.
+        let retired = |c: u32| match c {
+            7 => Room {
+                streams: 0,
+                said: Some(10),
+            },
+            _ => heard(10),
+        };
         assert_eq!(s.route(K, 2, retired), Route::Checkout);
         s.connecting(K);
         for req in 3..=6 {
@@ -536,19 +589,109 @@ mod tests {
         assert_eq!(opened.streams, vec![3, 4, 5, 6]);
         assert_eq!(opened.checkout, None);
         assert_eq!(s.route(K, 9, retired), Route::Stream(8));
-        // So does one closing (a GOAWAY came), whatever its server said.
-        s.close_gracefully(K, 8);
-        let connecting_again = |c: u32| match c {
-            7 => 0,
-            8 => 2,
-            _ => 10,
+        // A server that says it takes no stream now says nothing of its limit either.
+        let none_now = |c: u32| match c {
+            8 => heard(0),
+            _ => Room {
+                streams: 100,
+                said: None,
+            },
         };
-        assert_eq!(s.route(K, 10, connecting_again), Route::Checkout);
+        s.close_gracefully(K, 7);
+        assert_eq!(s.route(K, 10, none_now), Route::Checkout);
         s.connecting(K);
-        assert_eq!(s.route(K, 11, connecting_again), Route::Wait);
-        assert_eq!(s.route(K, 12, connecting_again), Route::Wait);
-        let third = s.opened(K, 9, connecting_again);
+        assert_eq!(s.route(K, 11, none_now), Route::Wait);
+        assert_eq!(s.route(K, 12, none_now), Route::Wait);
+        let third = s.opened(K, 9, none_now);
         assert_eq!(third.streams, vec![11, 12]);
+    }
+
+    #[test]
+    fn requests_sent_again_after_refusals_take_no_more_streams_than_the_server_said() {
+        // A first session took six requests before its server's settings came; the server
+        // said 2 and refused the other four, and the session takes no new stream.
+        let unheard = Room {
+            streams: 100,
+            said: None,
+        };
+        let rooms = |c: u32| match c {
+            7 => heard(2),
+            _ => unheard,
+        };
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        for req in 2..=6 {
+            assert_eq!(s.route(K, req, |_| unheard), Route::Wait);
+        }
+        assert_eq!(s.opened(K, 7, |_| unheard).streams, vec![2, 3, 4, 5, 6]);
+        s.close_gracefully(K, 7);
+        for _ in 3..=6 {
+            assert_eq!(s.stream_done(K, 7, at(0)), None);
+        }
+        // The four go again: one opens a connection, the others wait for it, whose server
+        // has not said its limit yet. The closing session's server, the same, said 2.
+        assert_eq!(s.route(K, 3, rooms), Route::Checkout);
+        s.connecting(K);
+        for req in 4..=6 {
+            assert_eq!(s.route(K, req, rooms), Route::Wait);
+        }
+        let second = s.opened(K, 8, rooms);
+        assert_eq!(second.streams, vec![4]);
+        assert_eq!(second.checkout, Some(5));
+        s.connecting(K);
+        // The first session closes with its last stream; the key keeps what its server
+        // said. The second closes before its own server said anything.
+        assert_eq!(s.stream_done(K, 7, at(0)), None);
+        assert_eq!(s.closed(K, 7, Some(2)), Vec::<u64>::new());
+        s.close_gracefully(K, 8);
+        assert_eq!(s.closed(K, 8, None), Vec::<u64>::new());
+        assert_eq!(s.route(K, 9, rooms), Route::Wait);
+        let third = s.opened(K, 10, rooms);
+        assert_eq!(third.streams, vec![6]);
+        assert_eq!(third.checkout, Some(9));
+        // Once a session that takes streams heard its own server, that counts.
+        let raised = |c: u32| match c {
+            10 => heard(3),
+            _ => unheard,
+        };
+        assert_eq!(s.route(K, 11, raised), Route::Stream(10));
+        assert_eq!(s.route(K, 12, raised), Route::Checkout);
+    }
+
+    #[test]
+    fn a_key_keeps_what_its_server_said_when_its_last_session_closes_between_routes() {
+        let unheard = Room {
+            streams: 100,
+            said: None,
+        };
+        let mut s = Sessions::<u32>::default();
+        s.connecting(K);
+        for req in 2..=3 {
+            assert_eq!(s.route(K, req, |_| unheard), Route::Wait);
+        }
+        s.opened(K, 7, |_| unheard);
+        // Its server said 1 and refused the other two streams; then the connection closed
+        // (a GOAWAY that left none through): its three requests are between two routes.
+        s.close_gracefully(K, 7);
+        for _ in 1..=3 {
+            assert_eq!(s.stream_done(K, 7, at(0)), None);
+        }
+        assert_eq!(s.closed(K, 7, Some(1)), Vec::<u64>::new());
+        assert_eq!(s.usage(K), Usage::default());
+        // Routed again, they go to a connection that takes one at first, as its server said.
+        assert_eq!(s.route(K, 1, |_| unheard), Route::Checkout);
+        s.connecting(K);
+        for req in 2..=3 {
+            assert_eq!(s.route(K, req, |_| unheard), Route::Wait);
+        }
+        let opened = s.opened(K, 8, |_| unheard);
+        assert_eq!(opened.streams, Vec::<u64>::new());
+        assert_eq!(opened.checkout, Some(2));
+        // Swept from the pool, the key forgets it.
+        s.forget(K);
+        s.connecting(K);
+        assert_eq!(s.route(K, 4, |_| unheard), Route::Wait);
+        assert_eq!(s.opened(K, 9, |_| unheard).streams, vec![4]);
     }
 
     #[test]
@@ -568,6 +711,9 @@ mod tests {
         assert_eq!(s.next_deadline(idle, |_| None), Some(at(5)));
         assert!(s.expire(at(4), idle, |_| None).is_empty());
         assert_eq!(s.expire(at(5), idle, |_| None), vec![(K, 7)]);
+        // Its key keeps only what its server said, until the pool sweeps it.
+        assert_eq!(s.usage(K), Usage::default());
+        s.forget(K);
         assert!(s.keys.is_empty());
     }
 
@@ -632,7 +778,7 @@ mod tests {
         assert_eq!(s.idleness(K, 7), Some(Idleness::Spent));
         assert_eq!(s.route(K, 3, room(1)), Route::Checkout);
         assert!(!s.wait(K, 3));
-        assert_eq!(s.closed(K, 7), vec![2]);
+        assert_eq!(s.closed(K, 7, None), vec![2]);
         assert!(!s.is_session(K, 7));
     }
 

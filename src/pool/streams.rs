@@ -11,7 +11,7 @@
 use std::cell::RefMut;
 use std::time::Instant;
 
-use super::multiplex::{Idleness, Route, Sessions};
+use super::multiplex::{Idleness, Room, Route, Sessions};
 use super::KeyId;
 use crate::error::Error;
 
@@ -19,8 +19,9 @@ use crate::error::Error;
 pub trait Waiting {
     /// The pool's sessions.
     fn sessions(&self) -> RefMut<'_, Sessions<u32>>;
-    /// How many streams session `conn` takes at once now (0 when it is gone).
-    fn room(&self, conn: u32) -> usize;
+    /// How many streams session `conn` takes at once now (none when it is gone), and how
+    /// many its server said it takes.
+    fn room(&self, conn: u32) -> Room;
     /// Whether session `conn` is past its time (`socketActiveTTL`): it takes no new stream,
     /// and closes once it carries none.
     fn retired(&self, conn: u32) -> bool;
@@ -145,7 +146,8 @@ pub fn session_closed<W: Waiting + ?Sized>(w: &W, key: KeyId, conn: u32) -> bool
     if !w.sessions().is_session(key, conn) {
         return false;
     }
-    let waiting = w.sessions().closed(key, conn);
+    let said = w.room(conn).said;
+    let waiting = w.sessions().closed(key, conn, said);
     w.close_session(conn);
     reroute(w, key, waiting);
     true
@@ -224,11 +226,13 @@ mod tests {
             self.sessions.borrow_mut()
         }
 
-        fn room(&self, conn: u32) -> usize {
-            if self.retired.borrow().contains(&conn) {
-                0
-            } else {
-                self.room
+        fn room(&self, conn: u32) -> Room {
+            Room {
+                streams: match self.retired.borrow().contains(&conn) {
+                    true => 0,
+                    false => self.room,
+                },
+                said: Some(self.room),
             }
         }
 

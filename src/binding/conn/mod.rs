@@ -267,11 +267,12 @@ impl Conn {
         }
     }
 
-    /// How many streams this HTTP/2 session takes at once (0 when it is not one).
-    pub fn max_streams(&self) -> usize {
+    /// How many streams this HTTP/2 session takes at once (0 when it is not one), and how
+    /// many its server said it takes, once its settings have come.
+    pub fn max_streams(&self) -> (usize, Option<usize>) {
         match &*self.io.borrow() {
-            Io::Session { sender, .. } => sender.max_streams(),
-            _ => 0,
+            Io::Session { sender, .. } => (sender.max_streams(), sender.said_max_streams()),
+            _ => (0, None),
         }
     }
 

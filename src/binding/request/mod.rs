@@ -284,9 +284,10 @@ impl Lanes for Rc<PoolCell> {
         self.http2.get()
     }
 
-    fn session(&self, conn: u32) -> Option<(Duration, usize)> {
+    fn session(&self, conn: u32) -> Option<(Duration, usize, Option<usize>)> {
         let conn = self.conn(conn)?;
-        Some((conn.created.elapsed(), conn.max_streams()))
+        let (max_streams, said) = conn.max_streams();
+        Some((conn.created.elapsed(), max_streams, said))
     }
 
     fn expire_sessions(&self) {

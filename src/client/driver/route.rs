@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::{Lanes, Request};
 use crate::error::Error;
 use crate::pool::moves;
-use crate::pool::multiplex::Sessions;
+use crate::pool::multiplex::{Room, Sessions};
 use crate::pool::place::Place;
 use crate::pool::streams::{self, Waiting};
 use crate::pool::{Checkout, KeyId, Waiter};
@@ -31,10 +31,13 @@ impl<L: Lanes> Waiting for Streams<'_, L> {
 
     /// As its server's settings say; none once it is past `socketActiveTTL` (it idles out once
     /// its own streams are done).
-    fn room(&self, conn: u32) -> usize {
-        self.0.session(conn).map_or(0, |(age, max_streams)| {
-            self.0.policy().session_room(age, max_streams)
-        })
+    fn room(&self, conn: u32) -> Room {
+        self.0
+            .session(conn)
+            .map_or(Room::default(), |(age, max_streams, said)| Room {
+                streams: self.0.policy().session_room(age, max_streams),
+                said,
+            })
     }
 
     fn retired(&self, conn: u32) -> bool {
@@ -43,7 +46,7 @@ impl<L: Lanes> Waiting for Streams<'_, L> {
             && self
                 .0
                 .session(conn)
-                .is_some_and(|(age, _)| policy.outlived(age))
+                .is_some_and(|(age, ..)| policy.outlived(age))
     }
 
     fn slot_wanted(&self, key: KeyId) -> bool {

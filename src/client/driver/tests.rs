@@ -356,9 +356,9 @@ impl Lanes for Fake {
         self.http2.get()
     }
 
-    fn session(&self, conn: u32) -> Option<(Duration, usize)> {
+    fn session(&self, conn: u32) -> Option<(Duration, usize, Option<usize>)> {
         let max = *self.open_sessions.borrow().get(&conn)?;
-        Some((Duration::from_secs(1), max))
+        Some((Duration::from_secs(1), max, Some(max)))
     }
 
     fn expire_sessions(&self) {

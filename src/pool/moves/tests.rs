@@ -3,7 +3,13 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::pool::multiplex::Route;
+use crate::pool::multiplex::{Room, Route};
+
+/// A session whose server said it takes 10 streams at once.
+const TEN: Room = Room {
+    streams: 10,
+    said: Some(10),
+};
 
 /// A connection as the fake keeps it.
 #[derive(Clone, Copy)]
@@ -105,7 +111,7 @@ impl Fake {
         let id = self.in_use(key);
         let mut sessions = self.sessions.borrow_mut();
         sessions.connecting(key);
-        sessions.opened(key, id, |_| 10);
+        sessions.opened(key, id, |_| TEN);
         id
     }
 
@@ -737,14 +743,14 @@ fn a_sweep_keeps_named_keys_and_forgets_what_the_swept_ones_learnt() {
     };
     // `b` waits for a connect that may speak HTTP/2: its requests wait for it.
     f.sessions.borrow_mut().connecting(b);
-    assert_eq!(f.sessions.borrow_mut().route(b, 1, |_| 10), Route::Wait);
+    assert_eq!(f.sessions.borrow_mut().route(b, 1, |_| TEN), Route::Wait);
     let named = HashSet::from([c]);
     let mut swept = sweep(&f, 0, &named);
     swept.sort_by_key(|k| k.0);
     assert_eq!(swept, vec![a, b], "the empty keys nobody names");
     assert_eq!(f.pool.borrow().key_name(c), "c:80:", "a named key stays");
     assert_eq!(
-        f.sessions.borrow_mut().route(b, 2, |_| 10),
+        f.sessions.borrow_mut().route(b, 2, |_| TEN),
         Route::Checkout,
         "what `b` knew went with it"
     );
