@@ -22,7 +22,6 @@ declare class Agent extends http.Agent {
    * `any` because `http.Agent` declares sockets only).
    */
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
-  readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
 }
 interface Agent extends Agent.Members {}
 
@@ -41,7 +40,6 @@ declare class HttpsAgent extends https.Agent {
    * `any` because `http.Agent` declares sockets only).
    */
   readonly freeSockets: NodeJS.ReadOnlyDict<any[]>;
-  readonly requests: NodeJS.ReadOnlyDict<http.ClientRequest[]>;
   /**
    * `'keylog'`: a TLS handshake's key material, one line (NSS key log format, its line feed
    * included) per event, as Node's `https.Agent` emits it; `socket` is `null` for a connection
