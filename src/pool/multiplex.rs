@@ -169,8 +169,9 @@ pub struct Usage {
 
 impl<C: Copy + PartialEq> Sessions<C> {
     /// Routes request `req` to `key`; `room` tells how many streams a session takes at once
-    /// (the server's latest setting, or the protocol's assumed one until it comes). A session with room is taken, the first one first (the
-    /// others can then idle and expire).
+    /// (the server's latest setting, or the protocol's assumed one until it comes), and what
+    /// its server said. A session with room is taken, the first one first (the others can then
+    /// idle and expire).
     pub fn route(&mut self, key: KeyId, req: u64, room: impl Fn(C) -> Room) -> Route<C> {
         let Some(k) = self.keys.get_mut(&key) else {
             return Route::Checkout;
@@ -213,8 +214,8 @@ impl<C: Copy + PartialEq> Sessions<C> {
     }
 
     /// The connect came up speaking HTTP/2 as `conn`, with a first stream for the request that
-    /// opened it; `room` streams at once (no more than the key's other sessions take). The
-    /// waiters take streams on it as it has room.
+    /// opened it; `room` streams at once (no more than the key's server said to its sessions:
+    /// see `Key::limit`). The waiters take streams on it as it has room.
     pub fn opened(&mut self, key: KeyId, conn: C, room: impl Fn(C) -> Room) -> Opened {
         let k = self.keys.entry(key).or_default();
         let room = room(conn).streams.min(k.limit(&room));
