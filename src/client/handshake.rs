@@ -121,7 +121,8 @@ impl Default for Ping {
 /// Starts HTTP/2 on a connected stream (TLS that chose `h2` in ALPN, or `h2c` by prior
 /// knowledge): nothing is read or written until the connection is spawned. Its request half
 /// gives a sender per exchange ([`Sender::stream`]); how many streams the server takes at
-/// once is kept up to date as its settings come ([`Sender::max_streams`]).
+/// once ([`Sender::max_streams`], [`Sender::said_max_streams`]) is read when its first settings
+/// come (see [`Settling`]) and whenever a request is sent.
 pub async fn handshake_h2<IO>(
     io: IO,
     max_header_size: usize,
