@@ -158,6 +158,7 @@ test('a lookup function resolves the host, called with the options net.connect g
   // Per case: the agent's options, the request's. 'IPv4' and 'IPv6' are net's spellings of 4
   // and 6; without a family net asks for every address (Happy Eyeballs) with ADDRCONFIG,
   // unless autoSelectFamily is off or a localAddress is bound.
+  const marker = Symbol('family');
   const cases = [
     [{}, {}],
     [{}, { family: 4 }],
@@ -166,6 +167,10 @@ test('a lookup function resolves the host, called with the options net.connect g
     [{}, { autoSelectFamily: false }],
     [{}, { hints: dns.V4MAPPED }],
     [{}, { localAddress: '127.0.0.1' }],
+    // A family the agent was given, that dns.lookup would refuse: as it is.
+    [{ family: 5 }, {}],
+    [{ family: '4' }, {}],
+    [{ family: marker }, {}],
   ];
   const run = async (make) => {
     const calls = [];
@@ -189,6 +194,13 @@ test('a lookup function resolves the host, called with the options net.connect g
   const expected = await run((options) => new http.Agent(options));
   assert.strictEqual(expected.length, cases.length);
   assert.deepStrictEqual(await run((options) => new Agent(options)), expected);
+  // agent.request() hands the agent's lookup the agent's family as it is too.
+  const seen = [];
+  const agent = new Agent({ family: marker, lookup: (host, opts, cb) => { seen.push(opts.family); cb(null, '127.0.0.1', 4); } });
+  t.after(() => agent.destroy());
+  const res = await agent.request(`http://api.example.test:${server.port}/y`);
+  assert.strictEqual(await res.body.text(), 'hello /y');
+  assert.deepStrictEqual(seen, [marker]);
 });
 
 test('a family dns.lookup refuses throws out of http.request() where dns.lookup would resolve the host, as with Node\'s agent', async (t) => {
@@ -220,6 +232,17 @@ test('a family dns.lookup refuses throws out of http.request() where dns.lookup 
   const expected = cases.map((c) => outcome(node, c));
   assert.deepStrictEqual(expected.slice(1, 3), ["ERR_INVALID_ARG_VALUE: The property 'options.family' must be one of: 0, 4, 6. Received 'x'", 'sent']);
   assert.deepStrictEqual(cases.map((c) => outcome(ours, c)), expected);
+  // Given to the agent, such a family is checked at the request, not at the agent's making.
+  const node5 = new http.Agent({ family: 5 });
+  const ours5 = new Agent({ family: 5 });
+  t.after(() => {
+    node5.destroy();
+    ours5.destroy();
+  });
+  const agentFamily = [node5, ours5].map((agent) => outcome(agent, { host: 'localhost' }));
+  assert.match(agentFamily[0], /^ERR_INVALID_ARG_VALUE: The property 'options.family' must be one of: 0, 4, 6. Received 5/);
+  assert.deepStrictEqual(agentFamily[1], agentFamily[0]);
+  assert.throws(() => ours5.request(`http://localhost:${server.port}/`), { code: 'ERR_INVALID_ARG_VALUE' });
 });
 
 test('a lookup error fails the request with that error', async (t) => {

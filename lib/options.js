@@ -149,10 +149,8 @@ function normalize(input) {
   if (options.blockList !== undefined && options.blockList !== null && !(options.blockList instanceof net.BlockList)) {
     throw errors.invalidArgType('options.blockList', 'an instance of net.BlockList', options.blockList);
   }
-  // As net.connect reads it ('IPv4' and 'IPv6' too), and dns.lookup checks it.
-  if (options.family !== undefined && ![0, 4, 6, 'IPv4', 'IPv6'].includes(options.family)) {
-    throw errors.invalidArgValue('options.family', options.family, 'must be one of: 0, 4, 6');
-  }
+  // `family` is checked at a request, as Node's agent leaves it to net.connect: a program's own
+  // `lookup` gets it as it is (lib/connect.js, checkConnect()).
   if (options.lookup !== undefined && typeof options.lookup !== 'function') {
     throw errors.invalidArgType('options.lookup', 'of type function', options.lookup);
   }
