@@ -389,6 +389,13 @@ test('mutual TLS: the client certificate is presented when the server asks', asy
     passphrase: 'secret',
   });
   assert.strictEqual(enc.body, 'hyperagent client');
+  // An X.509 version 1 certificate (no extensions, as `openssl x509 -req` makes one), as Node
+  // presents it.
+  const v1 = { host: 'localhost', port: server.port, cert: fixture('v1-leaf.pem'), key: fixture('v1-leaf-key.pem') };
+  const node = new https.Agent({ ca: CA });
+  t.after(() => node.destroy());
+  assert.strictEqual((await get({ ...v1, agent: node })).body, 'localhost');
+  assert.strictEqual((await get({ ...v1, agent })).body, 'localhost');
 });
 
 test("secureOptions turns TLS 1.2 or 1.3 off as OpenSSL's flags do; both off is refused at once", async (t) => {

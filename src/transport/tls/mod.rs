@@ -95,6 +95,33 @@ fn identity_error(weak: bool, from: &str, err: &rustls::Error) -> Error {
     )
 }
 
+/// The client certificate and its key, as the handshake presents them. rustls'
+/// `with_client_auth_cert` would check that the key is the certificate's by parsing the leaf
+/// with webpki, which takes no X.509 version 1 certificate (what `openssl x509 -req` makes
+/// without extensions, and OpenSSL, so Node, presents). The check here is the same, the key's
+/// public half against the leaf's `subjectPublicKeyInfo`, read by [`der::spki`]. A key whose
+/// public half cannot be told is taken, as rustls takes it.
+fn client_identity(
+    provider: &rustls::crypto::CryptoProvider,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Arc<dyn rustls::client::ResolvesClientCert>, rustls::Error> {
+    let key = provider.key_provider.load_private_key(key)?;
+    let leaf = chain
+        .first()
+        .ok_or(rustls::Error::NoCertificatesPresented)?;
+    if let Some(public) = key.public_key() {
+        let Some(spki) = der::spki(leaf) else {
+            return Err(rustls::CertificateError::BadEncoding.into());
+        };
+        if spki != public.as_ref() {
+            return Err(rustls::InconsistentKeys::KeyMismatch.into());
+        }
+    }
+    let certified = rustls::sign::CertifiedKey::new(chain, key);
+    Ok(Arc::new(rustls::sign::SingleCertAndKey::from(certified)))
+}
+
 /// A prepared client configuration for one pool key, shared by its connections (rustls
 /// resumes a session only with the configuration, and verifier, that made it).
 pub struct TlsConfig {
@@ -386,9 +413,9 @@ impl TlsConfig {
             (Some(id), _) => {
                 let weak = id.chain.first().is_some_and(verify::weak_rsa);
                 local_cert = id.chain.first().map(|c| Arc::from(c.as_ref()));
-                builder
-                    .with_client_auth_cert(id.chain, id.key)
-                    .map_err(|e| identity_error(weak, "pfx", &e))?
+                let identity = client_identity(&provider, id.chain, id.key)
+                    .map_err(|e| identity_error(weak, "pfx", &e))?;
+                builder.with_client_cert_resolver(identity)
             }
             (None, []) => builder.with_no_client_auth(),
             (None, [(cert, key), ..]) => {
@@ -401,9 +428,9 @@ impl TlsConfig {
                 })?;
                 let weak = chain.first().is_some_and(verify::weak_rsa);
                 local_cert = chain.first().map(|c| Arc::from(c.as_ref()));
-                builder
-                    .with_client_auth_cert(chain, key)
-                    .map_err(|e| identity_error(weak, "cert/key", &e))?
+                let identity = client_identity(&provider, chain, key)
+                    .map_err(|e| identity_error(weak, "cert/key", &e))?;
+                builder.with_client_cert_resolver(identity)
             }
         };
         if let Some(schemes) = schemes {
