@@ -979,3 +979,46 @@ test('a socket has the listeners a socket of Node\'s agent has, in use and free'
   }
   assert.deepStrictEqual(seen.ours, seen.node);
 });
+
+test('timers a test library fakes (sinon, jest) do not reach the sockets: a socket timeout fires, the request errors, then closes, and frees its slot', { timeout: 20000 }, async (t) => {
+  // A server that never answers; the request times out on its socket and is destroyed with
+  // the program's error, as got's `timeout` does.
+  const server = await httpServer(t, (req) => req.resume());
+  const run = async (agent) => {
+    const names = ['setTimeout', 'clearTimeout', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval'];
+    const real = Object.fromEntries(names.map((name) => [name, globalThis[name]]));
+    let faked = 0;
+    // A fake clock that never advances: what it is given never runs.
+    const stub = () => ({ ref() { return this; }, unref() { return this; }, refresh() { return this; }, hasRef: () => false });
+    for (const name of names) {
+      globalThis[name] = () => {
+        faked++;
+        return stub();
+      };
+    }
+    const events = [];
+    try {
+      const req = http.get({ port: server.port, host: '127.0.0.1', agent });
+      req.setTimeout(30, () => {
+        events.push('timeout');
+        req.destroy(new Error('mine'));
+      });
+      req.on('error', (err) => events.push(`error ${err.message}`));
+      const closed = new Promise((resolve) => req.on('close', resolve));
+      const [socket] = await once(req, 'socket');
+      const socketClosed = new Promise((resolve) => socket.on('close', resolve));
+      await closed;
+      events.push('close');
+      await socketClosed;
+      events.push('socket close');
+    } finally {
+      for (const name of names) globalThis[name] = real[name];
+    }
+    return { events, inUse: Object.keys(agent.sockets).length, faked };
+  };
+  const node = await run(agents.node({ keepAlive: true }));
+  const ours = await run(agents.ours({ keepAlive: true }));
+  assert.deepStrictEqual(node.events, ['timeout', 'error mine', 'close', 'socket close']);
+  assert.deepStrictEqual({ ...ours, faked: 0 }, { ...node, faked: 0 });
+  assert.strictEqual(ours.inUse, 0);
+});

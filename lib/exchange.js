@@ -5,6 +5,7 @@
 // upgrade on an agent's own connection; a request() of the dispatcher's own (Tracked); and the
 // list of those in flight (Running).
 
+const { setImmediate } = require('node:timers');
 const errors = require('./errors');
 const { announce } = require('./undici-channels');
 const { request } = require('./request');

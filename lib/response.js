@@ -4,6 +4,7 @@
 // with undici's body methods (text(), json(), arrayBuffer(), blob(), dump()).
 
 const { Readable, finished, isDisturbed } = require('node:stream');
+const { setImmediate } = require('node:timers');
 const errors = require('./errors');
 const { numberOption } = require('./options');
 const { headerObject, rawHeader } = require('./headers');

@@ -12,6 +12,9 @@
 const net = require('node:net');
 const { Duplex } = require('node:stream');
 const { EventEmitter } = require('node:events');
+// Node's own timers, not the globals a fake-timer library (sinon, jest) replaces: as net.Socket's
+// timers and close, ours run on real time whatever a test does to the clock.
+const { setImmediate, setTimeout, clearTimeout } = require('node:timers');
 const native = require('./native');
 const errors = require('./errors');
 const constants = require('./constants');
