@@ -263,12 +263,6 @@ function invalidIpAddress(address) {
   return withCode(new TypeError(`Invalid IP address: ${address}`), 'ERR_INVALID_IP_ADDRESS');
 }
 
-// OpenSSL's error for TLS options that leave no version to speak (secureOptions turning both
-// TLS 1.2 and 1.3 off).
-function noTlsVersions() {
-  return withCode(new Error('no protocols available'), 'ERR_SSL_NO_PROTOCOLS_AVAILABLE');
-}
-
 // A TLS version option that is no version's name, as tls.createSecureContext refuses it.
 function invalidTlsVersion(value, which) {
   return withCode(new TypeError(`${inspect(value)} is not a valid ${which} TLS protocol version`), 'ERR_TLS_INVALID_PROTOCOL_VERSION');
@@ -318,7 +312,6 @@ module.exports = {
   protocolVersionConflict,
   socketClosed,
   invalidHandleType,
-  noTlsVersions,
   invalidArgType,
   invalidArgValue,
   outOfRange,

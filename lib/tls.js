@@ -88,8 +88,9 @@ function pfxList(pfx, passphrase) {
 const MAX_SESSIONS = 2 ** 32 - 1;
 const UNSUPPORTED = ['secureContext', 'clientCertEngine', 'privateKeyEngine', 'privateKeyIdentifier'];
 // `secureProtocol`: OpenSSL's methods by the names Node takes, as the versions they leave
-// (lowest, highest; undefined: the default's). Those that Node knows but rustls cannot speak (a
-// server's, and TLS before 1.2) are null.
+// (lowest, highest; undefined: the default's). Those of TLS before 1.2 leave no version rustls
+// speaks: their connections fail at the handshake, as Node's do with a server of today. A
+// server's method, which Node knows but a client cannot use, is null.
 const PROTOCOL_METHODS = {
   __proto__: null,
   // Every version, whatever tls.DEFAULT_MIN_VERSION and DEFAULT_MAX_VERSION say.
@@ -103,11 +104,11 @@ const PROTOCOL_METHODS = {
   TLS_server_method: null,
   SSLv23_server_method: null,
   TLSv1_2_server_method: null,
-  TLSv1_1_method: null,
-  TLSv1_1_client_method: null,
+  TLSv1_1_method: ['TLSv1.1', 'TLSv1.1'],
+  TLSv1_1_client_method: ['TLSv1.1', 'TLSv1.1'],
   TLSv1_1_server_method: null,
-  TLSv1_method: null,
-  TLSv1_client_method: null,
+  TLSv1_method: ['TLSv1', 'TLSv1'],
+  TLSv1_client_method: ['TLSv1', 'TLSv1'],
   TLSv1_server_method: null,
 };
 
@@ -119,7 +120,7 @@ function protocolMethod(name) {
   const versions = PROTOCOL_METHODS[name];
   if (versions) return versions;
   if (versions === null) {
-    throw errors.hyperagentError('UNSUPPORTED', `secureProtocol '${name}' is not supported (TLS 1.2 and 1.3 only)`);
+    throw errors.hyperagentError('UNSUPPORTED', `secureProtocol '${name}' is a server's method, which a client cannot use`);
   }
   const ssl = /^(SSLv[23])_(?:server_|client_)?method$/.exec(name);
   throw errors.invalidProtocolMethod(ssl !== null ? `${ssl[1]} methods disabled` : `Unknown method: ${name}`);
@@ -216,12 +217,14 @@ function tlsOptions(agent, options) {
   if (secureOptions !== undefined && secureOptions !== null) {
     if (typeof secureOptions !== 'number') throw errors.invalidArgType('options.secureOptions', 'of type number', secureOptions);
     const { SSL_OP_NO_TLSv1_2: NO_TLS12, SSL_OP_NO_TLSv1_3: NO_TLS13 } = crypto.constants;
-    // Both off: OpenSSL's error for what would then be left, at once.
+    // Both off: what is left is before TLS 1.2, and its connections fail at the handshake, as
+    // OpenSSL's do in Node.
     if ((secureOptions & NO_TLS12) && (secureOptions & NO_TLS13)) {
-      throw errors.noTlsVersions();
+      [minVersion, maxVersion] = [undefined, 'TLSv1.1'];
+    } else {
+      if (secureOptions & NO_TLS12) minVersion = 'TLSv1.3';
+      if (secureOptions & NO_TLS13) maxVersion = 'TLSv1.2';
     }
-    if (secureOptions & NO_TLS12) minVersion = 'TLSv1.3';
-    if (secureOptions & NO_TLS13) maxVersion = 'TLSv1.2';
   }
   // Without the option, tls.DEFAULT_CIPHERS and tls.DEFAULT_ECDH_CURVE, as a program (or
   // --tls-cipher-list) may have set them: read when the pool key is made. Node's own defaults

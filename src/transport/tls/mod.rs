@@ -142,6 +142,8 @@ pub struct TlsConfig {
     reject: bool,
     /// The client certificate's leaf (DER), when one is configured: `getCertificate()`.
     local_cert: Option<Arc<[u8]>>,
+    /// Its options leave no version this client speaks (see [`TlsConfig::unspeakable`]).
+    unspeakable: bool,
 }
 
 /// The size of a pool key's store of sessions (see [`TlsConfig::sharing`]): room for two
@@ -362,12 +364,11 @@ impl TlsConfig {
             .map(|v| version(v, "maxVersion"))
             .transpose()?
             .unwrap_or(13);
-        if max < 12 {
-            return Err(Error::tls(
-                "ERR_HYPERAGENT_UNSUPPORTED",
-                "maxVersion: TLS versions before TLSv1.2 are not supported (rustls)",
-            ));
-        }
+        // Only versions before TLS 1.2 left: a configuration whose connections fail their
+        // handshake, as OpenSSL's do in Node (its security level takes none of them), rather
+        // than an error at once.
+        let unspeakable = max < 12;
+        let (min, max) = if unspeakable { (12, 12) } else { (min, max) };
         if min > max {
             return Err(Error::tls(
                 "ERR_TLS_PROTOCOL_VERSION_CONFLICT",
@@ -453,6 +454,20 @@ impl TlsConfig {
             named: std::sync::Mutex::new(Vec::new()),
             reject: opts.reject_unauthorized,
             local_cert,
+            unspeakable,
+        })
+    }
+
+    /// Why a connection with this configuration fails before its handshake starts: its options
+    /// leave no version rustls speaks (`maxVersion` before TLS 1.2, or `secureOptions` turning
+    /// off both 1.2 and 1.3), in OpenSSL's code and words, as Node's fails then.
+    pub fn unspeakable(&self) -> Option<Error> {
+        self.unspeakable.then(|| {
+            Error::tls(
+                "ERR_SSL_NO_PROTOCOLS_AVAILABLE",
+                "no protocols available: the TLS options leave neither TLS 1.2 nor TLS 1.3, \
+                 the versions hyperagent speaks (rustls)",
+            )
         })
     }
 

@@ -167,6 +167,9 @@ pub async fn handshake_offering<IO>(
 where
     IO: AsyncRead + AsyncWrite + Unpin,
 {
+    if let Some(err) = config.unspeakable() {
+        return Err(err);
+    }
     let connector = config.connector(h2);
     let servername = match &server {
         ServerName::DnsName(name) => Some(name.as_ref().to_owned()),
