@@ -914,8 +914,8 @@ fn bad_options_are_named() {
         TlsConfig::new(&opts).err().unwrap().code(),
         "ERR_TLS_INVALID_PROTOCOL_VERSION"
     );
-    // Only versions before TLS 1.2: a configuration, whose connections fail before their
-    // handshake, as OpenSSL's in Node.
+    // Only versions before TLS 1.2: the configuration is made, and its connections fail
+    // before their handshake, as OpenSSL's do in Node.
     let mut opts = options(&[]);
     opts.max_version = Some("TLSv1.1".into());
     let config = TlsConfig::new(&opts).unwrap();
