@@ -365,8 +365,8 @@ impl TlsConfig {
             .transpose()?
             .unwrap_or(13);
         // Only versions before TLS 1.2 left: a configuration whose connections fail their
-        // handshake, as OpenSSL's do in Node (its security level takes none of them), rather
-        // than an error at once.
+        // handshake, rather than an error at once, as Node's fail with the minimum left at TLS
+        // 1.2 (with it lowered, Node offers 1.0 or 1.1, which a server of today refuses).
         let unspeakable = max < 12;
         let (min, max) = if unspeakable { (12, 12) } else { (min, max) };
         if min > max {

@@ -915,7 +915,7 @@ fn bad_options_are_named() {
         "ERR_TLS_INVALID_PROTOCOL_VERSION"
     );
     // Only versions before TLS 1.2: the configuration is made, and its connections fail
-    // before their handshake, as OpenSSL's do in Node.
+    // before their handshake, as Node's do with the minimum left at TLS 1.2.
     let mut opts = options(&[]);
     opts.max_version = Some("TLSv1.1".into());
     let config = TlsConfig::new(&opts).unwrap();
