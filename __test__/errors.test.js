@@ -308,10 +308,13 @@ test('agent.destroy() closes idle and active connections and fails queued reques
 
 test('bad options throw Node-style errors at construction', () => {
   const cases = [
-    [{ maxSockets: '5' }, 'ERR_INVALID_ARG_TYPE', /"options.maxSockets" property must be of type number/],
-    [{ maxSockets: 0 }, 'ERR_OUT_OF_RANGE', /maxSockets/],
+    // What Node's agent would read as no count: its requests would wait for ever.
+    [{ maxSockets: 'many' }, 'ERR_INVALID_ARG_TYPE', /"options.maxSockets" property must be of type number. Received type string \('many'\)/],
+    [{ maxSockets: '-1' }, 'ERR_INVALID_ARG_TYPE', /maxSockets/],
     [{ maxSockets: -1 }, 'ERR_OUT_OF_RANGE', /maxSockets/],
+    // A fraction, which Node's comparisons would round up.
     [{ maxSockets: 1.5 }, 'ERR_OUT_OF_RANGE', /maxSockets/],
+    [{ maxFreeSockets: {} }, 'ERR_INVALID_ARG_TYPE', /maxFreeSockets/],
     [{ maxTotalSockets: NaN }, 'ERR_OUT_OF_RANGE', /maxTotalSockets/],
     [{ maxFreeSockets: -2 }, 'ERR_OUT_OF_RANGE', /maxFreeSockets/],
     [{ scheduling: 'random' }, 'ERR_INVALID_ARG_VALUE', /scheduling/],

@@ -63,6 +63,32 @@ test('queued requests wait in the pool and are visible in agent.requests', async
   assert.strictEqual(server.maxInFlight(), 2);
 });
 
+test('maxSockets and maxFreeSockets are read as Node reads them: falsy is the default, \'2\' is 2', async (t) => {
+  // Node's agent takes any value for these two (`options.maxSockets || Infinity`) and compares
+  // counts with it; a program passing a setting from its environment or configuration gets the
+  // same limits from ours.
+  for (const value of [0, NaN, null, '', false, '2', ' 7 ']) {
+    const ours = new Agent({ maxSockets: value, maxFreeSockets: value });
+    const node = new http.Agent({ maxSockets: value, maxFreeSockets: value });
+    assert.strictEqual(ours.maxSockets, node.maxSockets, `maxSockets ${JSON.stringify(value)}`);
+    assert.strictEqual(ours.maxFreeSockets, node.maxFreeSockets, `maxFreeSockets ${JSON.stringify(value)}`);
+    ours.destroy();
+    node.destroy();
+  }
+  const server = await gatedServer(t);
+  const agent = new Agent({ maxSockets: '2' });
+  t.after(() => agent.destroy());
+  const all = Array.from({ length: 4 }, (_, i) => request(`${server.url}/${i}`, { agent }));
+  while (server.held.length < 2) await once(server, 'held');
+  const name = `127.0.0.1:${server.port}:`;
+  assert.strictEqual(agent.requests[name].length, 2);
+  server.on('held', () => server.releaseAll());
+  server.releaseAll();
+  const results = await Promise.all(all);
+  assert.deepStrictEqual(results.map((r) => r.body), [0, 1, 2, 3].map((i) => `ok /${i}`));
+  assert.strictEqual(server.connections.length, 2);
+});
+
 test('maxTotalSockets holds across origins', async (t) => {
   const a = await httpServer(t, (req, res) => setImmediate(() => res.end('a')));
   const b = await httpServer(t, (req, res) => setImmediate(() => res.end('b')));

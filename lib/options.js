@@ -52,12 +52,18 @@ function timerDuration(value, name) {
   return ms;
 }
 
-function count(value, name, min) {
-  if (typeof value !== 'number') throw errors.invalidArgType(name, 'of type number', value);
+// `given` is what the program passed, named in the error when `value` was read from it.
+function count(value, name, min, given = value) {
+  if (typeof value !== 'number') throw errors.invalidArgType(name, 'of type number', given);
   if (Number.isNaN(value) || value < min || (value !== Infinity && !Number.isInteger(value))) {
-    throw errors.outOfRange(name, `an integer >= ${min} or Infinity`, value);
+    throw errors.outOfRange(name, `an integer >= ${min} or Infinity`, given);
   }
   return value;
+}
+
+// A string of a number as JavaScript's comparisons read it ('5' is 5); any other value as it is.
+function looseNumber(value) {
+  return typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value;
 }
 
 function bool(value, name) {
@@ -117,15 +123,20 @@ function normalize(input) {
     numberOption(options.maxRequestsPerSocket, 'options.maxRequestsPerSocket', 0, 'an integer >= 0', true);
   }
 
-  if (options.maxSockets !== undefined) count(options.maxSockets, 'options.maxSockets', 1);
+  // Node's agent takes any value here and reads it as its comparisons do: what is falsy (0,
+  // NaN, null, '') is the default (`options.maxSockets || Infinity`), '5' is 5. Those are taken
+  // as Node takes them; a value Node would read as no count at all (-1, 'many') throws.
+  if (options.maxSockets) count(looseNumber(options.maxSockets), 'options.maxSockets', 1, options.maxSockets);
   // Node's agent validates these two itself: the same checks, in its words.
   if (options.maxTotalSockets !== undefined) {
     const n = options.maxTotalSockets;
     if (typeof n !== 'number') throw errors.invalidArgType('maxTotalSockets', 'of type number', n);
     if (Number.isNaN(n) || n < 1) throw errors.outOfRange('maxTotalSockets', '>= 1', n);
   }
-  // Node treats maxFreeSockets 0 as "the default" (256); keep that.
-  if (options.maxFreeSockets !== undefined) count(options.maxFreeSockets, 'options.maxFreeSockets', 0);
+  // The same for maxFreeSockets, whose default (256) Node takes for what is falsy.
+  if (options.maxFreeSockets) {
+    count(looseNumber(options.maxFreeSockets), 'options.maxFreeSockets', 0, options.maxFreeSockets);
+  }
   if (options.scheduling !== undefined && options.scheduling !== 'fifo' && options.scheduling !== 'lifo') {
     throw errors.invalidArgValue('scheduling', options.scheduling, "must be one of: 'fifo', 'lifo'");
   }
