@@ -806,9 +806,12 @@ test("a socket tells its connect's steps as Node's does: 'lookup' for a name, 'c
         req.on('socket', (socket) => {
           socket.on('lookup', (...args) => log.push(['lookup', ...args]));
           for (const name of ['connect', 'ready', 'secureConnect']) socket.on(name, () => log.push([name, socket.secureConnecting]));
-          // What a check of the peer on 'connect' reads (an allowlist of addresses, say).
+          // What a check of the peer on 'connect' reads (an allowlist of addresses, say), and
+          // net.Socket's `_host`: the name it looked up (programs log it, or read it off a
+          // response to learn where a redirect went).
           socket.on('connect', () => log.push([
             socket.connecting, socket.remoteAddress, typeof socket.remotePort, typeof socket.localPort, Object.keys(socket.address()),
+            socket._host,
           ]));
         });
       });

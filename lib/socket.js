@@ -106,6 +106,10 @@ class NativeSocket extends Duplex {
     this.connecting = false;
     this.timeout = 0;
     this._hadError = false;
+    // What a net.Socket keeps of the host it connects to (programs read it off `res.socket`):
+    // the name it looked up; none for an IP address or a pipe, which it does not look up.
+    const host = options.host || 'localhost';
+    this._host = options.socketPath || net.isIP(host) ? null : host;
     this._httpMessage = null;
     this.parser = null;
     this._handle = null;
