@@ -166,31 +166,38 @@ test('a createConnection() assigned to an agent, calling back later, carries the
   assert.deepStrictEqual(status.sockets, {});
 });
 
-test('a createConnection() that throws makes http.request() throw, as with Node\'s agent, and frees its slot', async (t) => {
+test('a createConnection() or createSocket() that throws makes http.request() throw, as with Node\'s agent, and frees its slot', async (t) => {
   const server = await httpServer(t);
-  const seen = {};
-  for (const [which, Base] of [['node', http.Agent], ['ours', Agent]]) {
-    const agent = new Base({ maxSockets: 1 });
-    t.after(() => agent.destroy());
-    let thrown = true;
-    agent.createConnection = (options) => {
-      if (thrown) {
+  for (const hook of ['createConnection', 'createSocket']) {
+    const seen = {};
+    for (const [which, Base] of [['node', http.Agent], ['ours', Agent]]) {
+      const agent = new Base({ maxSockets: 1 });
+      t.after(() => agent.destroy());
+      let thrown = true;
+      const refuse = () => {
+        if (!thrown) return false;
         thrown = false;
         throw new RangeError('refused by the hook');
+      };
+      if (hook === 'createConnection') {
+        agent.createConnection = (options) => refuse() || net.connect(options.port, options.host);
+      } else {
+        agent.createSocket = function (req, options, cb) {
+          return refuse() || Base.prototype.createSocket.call(this, req, options, cb);
+        };
       }
-      return net.connect(options.port, options.host);
-    };
-    let err;
-    try {
-      http.get(`${server.url}/`, { agent });
-    } catch (e) {
-      err = e;
+      let err;
+      try {
+        http.get(`${server.url}/`, { agent });
+      } catch (e) {
+        err = e;
+      }
+      const { body } = await request(`${server.url}/after`, { agent });
+      seen[which] = { error: err && err.message, body };
     }
-    const { body } = await request(`${server.url}/after`, { agent });
-    seen[which] = { error: err && err.message, body };
+    assert.deepStrictEqual(seen.ours, seen.node, hook);
+    assert.deepStrictEqual(seen.ours, { error: 'refused by the hook', body: 'hello /after' }, hook);
   }
-  assert.deepStrictEqual(seen.ours, seen.node);
-  assert.deepStrictEqual(seen.ours, { error: 'refused by the hook', body: 'hello /after' });
 });
 
 test('a createConnection() override on an HttpsAgent carries requests over the TLS socket it makes, verified for real', async (t) => {
@@ -341,6 +348,32 @@ test('a createSocket() override that passes on no socket, or another than the on
   const nothing = await requestError(`${server.url}/none`, { agent: none });
   assert.match(nothing.message, /createSocket\(\) passed on no socket/);
   assert.strictEqual(none.getCurrentStatus().createSocketErrorCount, 1);
+});
+
+test('a createSocket() override that calls super.createSocket(), with a createConnection() of its own, carries the request over that connection, as with Node\'s agent', async (t) => {
+  // agent-base's shape (http-proxy-agent, https-proxy-agent, socks-proxy-agent, @npmcli/agent):
+  // createSocket() calls Node's, at once or after a promise, and Node's calls the subclass's
+  // createConnection().
+  const server = await httpServer(t);
+  const shaped = (Base, later) => class extends hooked(Base) {
+    createSocket(req, options, cb) {
+      if (later) Promise.resolve().then(() => super.createSocket(req, options, cb));
+      else super.createSocket(req, options, cb);
+    }
+  };
+  for (const later of [false, true]) {
+    for (const [label, Base] of [['node', http.Agent], ['ours', Agent]]) {
+      const agent = new (shaped(Base, later))({ keepAlive: true, maxSockets: 1 });
+      t.after(() => agent.destroy());
+      const results = await Promise.all(['/a', '/b'].map((p) => request(`${server.url}${p}`, { agent })));
+      const what = `${label}, ${later ? 'after a promise' : 'at once'}`;
+      assert.deepStrictEqual(results.map((r) => r.body), ['hello /a', 'hello /b'], what);
+      assert.ok(results.every((r) => agent.made.includes(r.req.socket)), what);
+      // Ours gives a connection its slot before createSocket() runs, so maxSockets holds either
+      // way (Node's agent counts a socket only once made: after a promise it makes two).
+      if (label === 'ours') assert.strictEqual(agent.made.length, 1, what);
+    }
+  }
 });
 
 test('agent.request() refuses an agent whose connections a hook makes, naming why; http.request() on it works', async (t) => {

@@ -340,7 +340,7 @@ class Agent extends Base {
   // as with Node's agent.
   _open(id, name, req, options, sync = false) {
     if (this.createSocket !== hooks.createSocket) {
-      hooks.openThrough(this, id, name, req, options);
+      hooks.openThrough(this, id, name, req, options, sync);
       return;
     }
     if (this.createConnection !== hooks.createConnection) {

@@ -26,8 +26,9 @@ let debug = debuglog('hyperagent', (fn) => {
 // as Node's addRequest calls it, for every new connection. The usual override (as
 // agentkeepalive's) calls the agent's own createSocket() and passes its socket on, perhaps
 // after listening to it or counting it; one that passes on a stream of its own makes it the
-// connection (see lib/foreign.js).
-function openThrough(agent, id, name, req, options) {
+// connection (see lib/foreign.js). A createSocket() that throws when `sync` (called by
+// addRequest) throws out of http.request(), as with Node's agent, its slot freed.
+function openThrough(agent, id, name, req, options, sync) {
   agent[kOpenings].set(req, { id, name, socket: null });
   let called = false;
   const done = (err, socket) => {
@@ -59,7 +60,19 @@ function openThrough(agent, id, name, req, options) {
   try {
     agent.createSocket(req, options, done);
   } catch (thrown) {
-    done(thrown);
+    if (!sync) {
+      done(thrown);
+      return;
+    }
+    if (!called) {
+      called = true;
+      const opening = agent[kOpenings].get(req);
+      agent[kOpenings].delete(req);
+      agent[kPool].countConnectError();
+      if (opening?.socket) opening.socket.destroy();
+      else agent._socketClosed(null, id, null, false);
+    }
+    throw thrown;
   }
 }
 
@@ -192,7 +205,7 @@ function createSocket(req, options, cb) {
     throw err;
   }
   if (this.createConnection !== createConnection) {
-    this[kOpenForeign](opening.id, opening.name, options, false, (err, stream) => {
+    openForeign(this, opening.id, opening.name, options, false, (err, stream) => {
       if (!err) opening.socket = stream;
       cb(err, stream);
     });
