@@ -606,6 +606,30 @@ test('agentkeepalive\'s socket names, socket timeouts and agent properties are t
   });
 });
 
+test('a subclass that assigns this.timeout (as socks-proxy-agent does) constructs and reads it back, as with Node\'s agent', async (t) => {
+  const server = await httpServer(t);
+  const seen = {};
+  for (const [which, Base] of [['node', http.Agent], ['ours', Agent]]) {
+    class Assigning extends Base {
+      constructor(options) {
+        super(options);
+        // A class body is strict: assigning a getter without a setter would throw.
+        this.timeout = options.timeout ?? null;
+        this.freeSocketKeepAliveTimeout = 'mine';
+        this.socketActiveTTL = undefined;
+      }
+    }
+    const agent = new Assigning({ keepAlive: true, timeout: 7000 });
+    t.after(() => agent.destroy());
+    const before = [agent.timeout, agent.freeSocketKeepAliveTimeout, agent.socketActiveTTL];
+    agent.timeout = null;
+    const { body } = await request(`${server.url}/`, { agent });
+    seen[which] = { before, after: agent.timeout, options: agent.options.timeout, body };
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours, { before: [7000, 'mine', undefined], after: null, options: 7000, body: 'hello /' });
+});
+
 test('the counters of sockets that fail or are given up while opening are agentkeepalive\'s, on both paths', async (t) => {
   const AK = require('agentkeepalive');
   const net = require('node:net');

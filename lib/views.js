@@ -29,6 +29,21 @@ class Views {
     return this.options.socketActiveTTL;
   }
 
+  // On Node's agent these names are no properties of its own, and a program or a subclass may
+  // assign them (socks-proxy-agent's constructor sets `this.timeout`): what it assigns is a
+  // plain property from then on, read back as it was assigned and changing nothing else.
+  set timeout(value) {
+    own(this, 'timeout', value);
+  }
+
+  set freeSocketKeepAliveTimeout(value) {
+    own(this, 'freeSocketKeepAliveTimeout', value);
+  }
+
+  set socketActiveTTL(value) {
+    own(this, 'socketActiveTTL', value);
+  }
+
   // The counters (each defined below, after the class): the pool's counts, which a program
   // may also assign (agentkeepalive's are plain fields), as a program resets them.
 
@@ -103,6 +118,10 @@ class Views {
   set freeSockets(_) {}
   set requests(_) {}
   set totalSocketCount(_) {}
+}
+
+function own(agent, name, value) {
+  Object.defineProperty(agent, name, { value, writable: true, enumerable: true, configurable: true });
 }
 
 // Each counter of the pool, as a property a program may assign: what it assigns is the count
