@@ -306,6 +306,73 @@ test('a hook may give any Duplex (a custom transport) with the few socket method
   assert.strictEqual(relays[0].inner.destroyed, true);
 });
 
+test('a createConnection() that passes on a CONNECT tunnel made through an agent of ours carries the request (hpagent\'s shape)', async (t) => {
+  const origin = await httpServer(t);
+  // A CONNECT proxy on loopback: each tunnel is a connection to the port asked for.
+  const proxy = http.createServer((req, res) => res.writeHead(405).end());
+  proxy.on('connect', (req, client, head) => {
+    const upstream = net.connect(Number(req.url.split(':')[1]), '127.0.0.1', () => {
+      client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+      upstream.write(head);
+      upstream.pipe(client).pipe(upstream);
+    });
+    upstream.on('error', () => client.destroy());
+    client.on('error', () => upstream.destroy());
+  });
+  await new Promise((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.after(() => new Promise((resolve) => {
+    proxy.closeAllConnections();
+    proxy.close(resolve);
+  }));
+  // The agent's connections are tunnels, each opened by a CONNECT request through `via`.
+  const tunnelling = (Base, via) => class extends Base {
+    createConnection(options, cb) {
+      const connect = http.request({
+        host: '127.0.0.1', port: proxy.address().port, method: 'CONNECT', path: `127.0.0.1:${options.port}`, agent: via,
+      });
+      connect.once('connect', (res, socket) => cb(res.statusCode === 200 ? null : new Error('refused'), socket));
+      connect.once('error', cb);
+      connect.end();
+    }
+  };
+  for (const [label, Base, via] of [
+    ['ours over ours', Agent, () => new Agent()],
+    ['ours over Node\'s', Agent, () => new http.Agent()],
+    ['Node\'s over ours', http.Agent, () => new Agent()],
+  ]) {
+    const connects = via();
+    const agent = new (tunnelling(Base, connects))({ keepAlive: true });
+    t.after(() => {
+      agent.destroy();
+      connects.destroy();
+    });
+    const first = await request(`${origin.url}/1`, { agent });
+    const second = await request(`${origin.url}/2`, { agent });
+    assert.deepStrictEqual([first.body, second.body], ['hello /1', 'hello /2'], label);
+    assert.strictEqual(first.req.socket, second.req.socket, label);
+  }
+});
+
+test('a hook\'s stream that takes no property fails its request, without a throw, and its slot serves the next request', async (t) => {
+  const server = await httpServer(t);
+  const agent = new Agent({ maxSockets: 1 });
+  t.after(() => agent.destroy());
+  let sealed = null;
+  agent.createConnection = (options) => {
+    const socket = net.connect(options.port, options.host);
+    if (sealed === null) {
+      sealed = socket;
+      Object.preventExtensions(socket);
+    }
+    return socket;
+  };
+  const err = await requestError(`${server.url}/sealed`, { agent });
+  assert.ok(err instanceof TypeError, String(err));
+  await until(() => sealed.destroyed, 5000, 'the sealed stream destroyed');
+  const { body } = await request(`${server.url}/after`, { agent });
+  assert.strictEqual(body, 'hello /after');
+});
+
 test('a createSocket() override that passes on a stream of its own carries the request, and the pool keeps it', async (t) => {
   const server = await httpServer(t);
   const made = [];

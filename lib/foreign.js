@@ -61,18 +61,20 @@ class ForeignLink {
   }
 }
 
-// Makes `stream` the connection the pool opened as `id`; false when the slot is gone.
+// Makes `stream` the connection the pool opened as `id`; null when the slot is gone. A stream
+// that takes none of the marks throws before the pool holds it (the slot is the caller's).
 function adopt(agent, id, stream, name, options) {
   const link = new ForeignLink(agent, id, stream, name, options);
-  if (!binding.foreign(id, link)) return null;
-  stream[kLink] = link;
   // agentkeepalive's marks on its sockets, and its name for them.
-  link.number = agent[constants.CREATE_ID]();
-  binding.numberConn(id, link.number);
+  const number = agent[constants.CREATE_ID]();
   stream[constants.SOCKET_CREATED_TIME] = Date.now();
   stream[constants.SOCKET_REQUEST_COUNT] = 1;
   stream[constants.SOCKET_REQUEST_FINISHED_COUNT] = 0;
-  stream[constants.SOCKET_NAME] = `sock[${link.number}#${name}]`.split('-----BEGIN', 1)[0];
+  stream[constants.SOCKET_NAME] = `sock[${number}#${name}]`.split('-----BEGIN', 1)[0];
+  if (!binding.foreign(id, link)) return null;
+  stream[kLink] = link;
+  link.number = number;
+  binding.numberConn(id, number);
   listen(link);
   return link;
 }

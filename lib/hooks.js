@@ -38,9 +38,7 @@ function openThrough(agent, id, name, req, options, sync) {
     agent[kOpenings].delete(req);
     if (!err && opening !== undefined && opening.socket === null && isStream(socket)) {
       // A stream of the program's own: the connection, in the slot opened for it.
-      if (adoptForeign(agent, id, name, socket, options) === null) {
-        err = errors.hyperagentError('AGENT_DESTROYED', 'The connection slot was closed while createSocket() ran');
-      }
+      err = adoptForeign(agent, id, name, socket, options, 'createSocket()');
     } else if (!err && (opening === undefined || !isStream(socket) || socket !== opening.socket)) {
       err = errors.hyperagentError(
         'UNSUPPORTED',
@@ -105,9 +103,9 @@ function openForeign(agent, id, name, options, sync, done) {
     if (!err && !isStream(stream)) {
       err = errors.hyperagentError('UNSUPPORTED', 'createConnection() gave no stream and no error');
     }
-    if (!err && adoptForeign(agent, id, name, stream, options) === null) {
-      stream.destroy();
-      err = errors.hyperagentError('AGENT_DESTROYED', 'The connection slot was closed while createConnection() ran');
+    if (!err) {
+      err = adoptForeign(agent, id, name, stream, options, 'createConnection()');
+      if (err) stream.destroy();
     }
     done(err || null, err ? undefined : stream);
   };
@@ -127,15 +125,22 @@ function openForeign(agent, id, name, options, sync, done) {
   if (made) oncreate(null, made);
 }
 
-// Makes `stream` (from a hook of the program's) connection `id`, as Node's agent takes a
-// new socket: its listeners, agentkeepalive's marks, the agent's timeout, its key log.
-function adoptForeign(agent, id, name, stream, options) {
-  const link = foreign.adopt(agent, id, stream, name, options);
-  if (link === null) return null;
+// Makes `stream` (from `hook`, a hook of the program's) connection `id`, as Node's agent takes
+// a new socket: its listeners, agentkeepalive's marks, the agent's timeout, its key log. Returns
+// null, or the error that fails the request when it cannot be (the slot was closed meanwhile,
+// or the stream takes none of the marks), the slot then left to the caller.
+function adoptForeign(agent, id, name, stream, options, hook) {
+  let link;
+  try {
+    link = foreign.adopt(agent, id, stream, name, options);
+  } catch (thrown) {
+    return thrown instanceof Error ? thrown : errors.internalError(thrown);
+  }
+  if (link === null) return errors.hyperagentError('AGENT_DESTROYED', `The connection slot was closed while ${hook} ran`);
   debug('connection %d of %s is a stream of a hook', id, name);
   if (typeof stream.setTimeout === 'function') agent[constants.INIT_SOCKET](stream, options);
   if (agent[kTls] && agent[kKeylog]) stream.on('keylog', (line) => agent.emit('keylog', line, stream));
-  return link;
+  return null;
 }
 
 // A pooled connection of a hook's stream serves `req` again (`handoff`: as the agent's `_reuse`).
@@ -253,7 +258,6 @@ module.exports = {
   openThrough,
   openFailed,
   openForeign,
-  adoptForeign,
   reuseForeign,
   reuseThrough,
   releaseForeign,

@@ -364,9 +364,15 @@ class NativeSocket extends Duplex {
     setImmediate(emitClose, this, Boolean(err));
   }
 
-  // agentkeepalive's name: the socket's number in its agent, and its pool key.
+  // agentkeepalive's name: the socket's number in its agent, and its pool key. Another agent
+  // may name it anew (one whose createConnection() hook passes on a socket of ours, a CONNECT
+  // tunnel's, say): the name given is the socket's from then on.
   get [constants.SOCKET_NAME]() {
     return socketName(this);
+  }
+
+  set [constants.SOCKET_NAME](value) {
+    Object.defineProperty(this, constants.SOCKET_NAME, { value, writable: true, enumerable: true, configurable: true });
   }
 
   // ---- net.Socket surface ------------------------------------------------------------------
