@@ -171,6 +171,38 @@ test('requests reuse one verified TLS connection, with TLSSocket-shaped details'
   assert.strictEqual(agent.getCurrentStatus().createSocketCount, 1);
 });
 
+test('getPeerCertificate(true) on a connection left unverified links the chain the server sent, as Node\'s', async (t) => {
+  // A pinning check (a CA fingerprint, say) on a connection made with rejectUnauthorized: false
+  // walks issuerCertificate: Node links what the server sent, and a root of `ca` that issued its
+  // last, whether or not the chain was verified.
+  const issuers = (cert) => {
+    const names = [];
+    for (let c = cert; c && names.length < 5; c = c.issuerCertificate === c ? null : c.issuerCertificate) {
+      names.push(c.subject.CN + (c.issuerCertificate === c ? ' (itself)' : ''));
+    }
+    return names;
+  };
+  const cases = {
+    'chain with its root, no ca': [{ tls: { cert: Buffer.concat([fixture('localhost-chain.pem'), CA]) } }, {}],
+    'chain without its root, no ca': [{}, {}],
+    'an expired leaf, its root in ca': [{ cert: 'expired.pem', key: 'expired-key.pem' }, { ca: CA }],
+    'self-signed': [{ cert: 'self-signed.pem', key: 'self-signed-key.pem' }, {}],
+  };
+  for (const [name, [serverOptions, agentOptions]] of Object.entries(cases)) {
+    const server = await httpsServer(t, serverOptions);
+    const seen = {};
+    for (const [which, Agent] of [['node', https.Agent], ['ours', HttpsAgent]]) {
+      const agent = new Agent({ rejectUnauthorized: false, ...agentOptions });
+      t.after(() => agent.destroy());
+      const r = await get({ host: 'localhost', port: server.port, agent });
+      seen[which] = { authorizationError: r.authorizationError, issuers: issuers(r.cert) };
+    }
+    assert.deepStrictEqual(seen.ours, seen.node, name);
+    assert.notStrictEqual(seen.ours.authorizationError, null, name);
+    if (name !== 'chain without its root, no ca') assert.match(seen.ours.issuers.at(-1), / \(itself\)$/, name);
+  }
+});
+
 test('maxSockets holds for HTTPS under concurrency', async (t) => {
   const server = await httpsServer(t, {}, (req, res) => setImmediate(() => res.end('ok')));
   const agent = new HttpsAgent({ ca: CA, maxSockets: 2 });

@@ -591,12 +591,13 @@ class NativeTlsSocket extends NativeSocket {
   }
 
   // In Node's shape (crypto.X509Certificate#toLegacyObject); with `detailed`, each carries its
-  // issuer as `issuerCertificate`, as far as the server sent the chain.
+  // issuer as `issuerCertificate`, as far as the server sent the chain and on to a trusted root
+  // that issued its last, as OpenSSL links it whether or not the chain was verified (a pinning
+  // check on a connection left unverified, `rejectUnauthorized: false`, walks it).
   getPeerCertificate(detailed) {
     const info = this[kInfo];
     if (!info || info.peerChain.length === 0) return {};
-    const verified = this.authorized || this.authorizationError === null;
-    return legacyCertificate(this._peerChain(detailed && verified), detailed && verified);
+    return legacyCertificate(this._peerChain(Boolean(detailed)), Boolean(detailed));
   }
 
   getPeerX509Certificate() {
