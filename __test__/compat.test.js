@@ -606,6 +606,43 @@ test('agentkeepalive\'s socket names, socket timeouts and agent properties are t
   });
 });
 
+test('an agent\'s limits and pool views are its own enumerable properties, as Node\'s: Object.assign() and a spread copy them', async (t) => {
+  const server = await httpServer(t);
+  const names = ['requests', 'sockets', 'freeSockets', 'keepAlive', 'maxSockets', 'maxFreeSockets', 'scheduling', 'maxTotalSockets', 'totalSocketCount'];
+  const seen = {};
+  for (const [which, Base] of [['node', http.Agent], ['ours', Agent]]) {
+    const agent = new Base({ keepAlive: false, maxSockets: 3, maxFreeSockets: 2 });
+    t.after(() => agent.destroy());
+    const keys = Object.keys(agent);
+    // A library that takes an agent where it expects options, and merges it over its defaults.
+    const merged = Object.assign({ keepAlive: true, maxSockets: 10, scheduling: 'fifo' }, agent);
+    const copy = new Base({ ...merged });
+    t.after(() => copy.destroy());
+    const { req } = await request(`${server.url}/`, { agent: copy });
+    seen[which] = {
+      own: names.filter((name) => keys.includes(name)),
+      merged: [merged.keepAlive, merged.maxSockets, merged.maxFreeSockets, merged.scheduling],
+      connection: req.getHeader('connection') ?? req.shouldKeepAlive,
+      spread: Object.keys({ ...agent }).filter((name) => names.includes(name)),
+    };
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours.own, names);
+  assert.deepStrictEqual(seen.ours.merged, [false, 3, 2, 'lifo']);
+  // A subclass's own accessor is left its own.
+  class Fixed extends Agent {
+    get maxSockets() {
+      return 7;
+    }
+
+    set maxSockets(_) {}
+  }
+  const fixed = new Fixed();
+  t.after(() => fixed.destroy());
+  assert.strictEqual(fixed.maxSockets, 7);
+  assert.ok(!Object.keys(fixed).includes('maxSockets'));
+});
+
 test('a subclass that assigns this.timeout (as socks-proxy-agent does) constructs and reads it back, as with Node\'s agent', async (t) => {
   const server = await httpServer(t);
   const seen = {};

@@ -45,7 +45,7 @@ const {
   kTls, kSocketClass, kTunnel, kKeylog, kMake, kOpenings, kClosing, kClose,
   mergeOptions, setRequestSocket, WaiterTable, mixin,
 } = require('./internals');
-const { limitsOf, defineLimits } = require('./limits');
+const { limitsOf, defineLimits, ownProperties } = require('./limits');
 const { Views, STATUS_COUNTERS } = require('./views');
 const { RequestSide } = require('./request-side');
 const { Freed } = require('./freed');
@@ -104,6 +104,7 @@ class Agent extends Base {
     const opts = normalize(options);
     if (opts.autoSelectFamily != null || opts.autoSelectFamilyAttemptTimeout != null) checkAutoSelect(opts);
     super(opts);
+    ownProperties(this, Agent.prototype);
     this[kTls] = secure;
     this[kSocketClass] = secure ? NativeTlsSocket : NativeSocket;
     // Node's constructor registered its own pool logic on 'free'; ours replaces it.

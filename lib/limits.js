@@ -85,4 +85,23 @@ function defineLimits(proto) {
   }
 }
 
-module.exports = { limitsOf, defineLimits };
+// Node's agent has its pool's views and limits as its own enumerable properties, which
+// Object.keys(), a spread or Object.assign() of an agent copies (programs merge an agent into
+// their options that way). Ours are accessors on `proto`, the agent class's prototype: each
+// agent gets them as its own, unless a subclass defines one of them itself.
+const OWN = [
+  'requests', 'sockets', 'freeSockets', 'keepAlive', 'maxSockets', 'maxFreeSockets', 'scheduling', 'maxTotalSockets',
+  'totalSocketCount',
+];
+
+function ownProperties(agent, proto) {
+  for (const name of OWN) {
+    let p = Object.getPrototypeOf(agent);
+    while (p !== null && p !== proto && !Object.hasOwn(p, name)) p = Object.getPrototypeOf(p);
+    if (p !== proto) continue;
+    const { get, set } = Object.getOwnPropertyDescriptor(proto, name);
+    Object.defineProperty(agent, name, { get, set, enumerable: true, configurable: true });
+  }
+}
+
+module.exports = { limitsOf, defineLimits, ownProperties };
