@@ -9,7 +9,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { once } = require('node:events');
 const { Agent } = require('..');
-const { httpServer, rawServer, readRequest, request } = require('./helpers');
+const { httpServer, rawServer, readRequest, request, runChild } = require('./helpers');
 
 test('30 sequential requests share one connection', async (t) => {
   const server = await httpServer(t);
@@ -201,6 +201,70 @@ test('a lookup function resolves the host, called with the options net.connect g
   const res = await agent.request(`http://api.example.test:${server.port}/y`);
   assert.strictEqual(await res.body.text(), 'hello /y');
   assert.deepStrictEqual(seen, [marker]);
+});
+
+test('a dns.lookup a program replaced resolves the hosts, on both paths, as net.connect calls it', async (t) => {
+  // A DNS cache, or a test's stub, put in place of dns.lookup: net.connect calls what is there
+  // at each connection, and so does ours.
+  const server = await httpServer(t);
+  const original = dns.lookup;
+  t.after(() => {
+    dns.lookup = original;
+  });
+  let calls = [];
+  dns.lookup = function stub(host, opts, cb) {
+    if (host !== 'stubbed.example.test') return original(host, opts, cb);
+    calls.push({ host, opts: { ...opts } });
+    if (opts.all) process.nextTick(cb, null, [{ address: '127.0.0.1', family: 4 }]);
+    else process.nextTick(cb, null, '127.0.0.1', 4);
+    return undefined;
+  };
+  const seen = {};
+  for (const [which, agent] of [['node', new http.Agent({ keepAlive: true })], ['ours', new Agent()]]) {
+    t.after(() => agent.destroy());
+    calls = [];
+    const { body } = await request(`http://stubbed.example.test:${server.port}/a`, { agent });
+    seen[which] = { body, calls };
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.strictEqual(seen.ours.calls.length, 1);
+  calls = [];
+  const agent = new Agent();
+  t.after(() => agent.destroy());
+  const res = await agent.request(`http://stubbed.example.test:${server.port}/b`);
+  assert.strictEqual(await res.body.text(), 'hello /b');
+  assert.deepStrictEqual(calls.map((c) => c.host), ['stubbed.example.test']);
+  // Put back, Node's own resolves again: the name is unknown.
+  dns.lookup = original;
+  const fresh = new Agent();
+  t.after(() => fresh.destroy());
+  await assert.rejects(fresh.request(`http://stubbed.example.test:${server.port}/c`), { code: 'ENOTFOUND' });
+});
+
+test('a dns.lookup replaced before hyperagent loads is the one called', async () => {
+  const script = `
+    const dns = require('node:dns');
+    const http = require('node:http');
+    const original = dns.lookup;
+    let called = 0;
+    dns.lookup = (host, opts, cb) => {
+      if (host !== 'early.example.test') return original(host, opts, cb);
+      called++;
+      if (opts.all) cb(null, [{ address: '127.0.0.1', family: 4 }]);
+      else cb(null, '127.0.0.1', 4);
+    };
+    const { Agent } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const server = http.createServer((req, res) => res.end('ok')).listen(0, '127.0.0.1', async () => {
+      const agent = new Agent();
+      const res = await agent.request('http://early.example.test:' + server.address().port + '/');
+      console.log(JSON.stringify({ body: await res.body.text(), called }));
+      agent.destroy();
+      server.close();
+    });
+  `;
+  const { code, out, err } = await runChild(script);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(JSON.parse(out), { body: 'ok', called: 1 });
 });
 
 test('a family dns.lookup refuses throws out of http.request() where dns.lookup would resolve the host, as with Node\'s agent', async (t) => {

@@ -20,7 +20,7 @@ const constants = require('./constants');
 const slab = require('./slab');
 const {
   kProxy, proxyConfigOf, proxiedTo, proxyTarget, addressChoice, checkAutoSelect, familyOf, blockListOf,
-  resolve, validatePort, checkConnect,
+  resolve, resolvesHere, validatePort, checkConnect,
 } = require('./connect');
 const { kIdleFor, idleTimeout, hintBuffer, defaultIdle } = require('./release');
 
@@ -455,12 +455,13 @@ class Agent extends Base {
     const localPort = options.localPort || undefined;
     const blockList = blockListOf(options);
     const { attemptDelayMs, order } = addressChoice(options);
-    if (typeof options.lookup !== 'function' && blockList === null) {
+    if (!resolvesHere(options, blockList)) {
       pool.connect(id, { host, port, family, localAddress, localPort, servername, nodeNameCheck, attemptDelayMs, order });
       return;
     }
     // A user's lookup runs here, as net runs it, and so does the resolving of a host whose
-    // addresses a `blockList` must pass; the addresses skip Rust's resolver.
+    // addresses a `blockList` must pass, or that a replaced dns.lookup resolves; the addresses
+    // skip Rust's resolver.
     resolve(options, host, blockList, (err, addresses, addrFamily, looked) => {
       if (looked) socket.emit('lookup', err, addresses && addresses[0], addrFamily, host);
       if (socket.destroyed || socket[kId] !== id) return;

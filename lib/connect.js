@@ -152,8 +152,23 @@ function blockListOf(options) {
   return list;
 }
 
+// Node's own dns.lookup, as this module found it; null when a program had already replaced it.
+// Node's is recognised by its source (the same from Node 20 to 26): what a tool that replaced it
+// before this loaded put in its place is not Node's.
+const NODE_LOOKUP = /^function lookup\(hostname, options, callback\) \{/.test(Function.prototype.toString.call(dns.lookup))
+  ? dns.lookup
+  : null;
+
+// Whether a connection's host is resolved here, on the JavaScript thread, rather than by Rust's
+// resolver (which is getaddrinfo, as Node's dns.lookup): for a `lookup` of the program's, a
+// `blockList` that must see the addresses, or a dns.lookup a program replaced (a DNS cache, a
+// test's stub), which net.connect would call.
+function resolvesHere(options, blockList) {
+  return typeof options.lookup === 'function' || blockList !== null || dns.lookup !== NODE_LOOKUP;
+}
+
 // The addresses to connect to for `host`: from the user's `lookup` (called as net.connect calls
-// it), or from dns.lookup when a `blockList` must see them (an IP address is its own), those the
+// it), or from dns.lookup as it is now (an IP address is its own), those the
 // block list blocks left out (all of them: ERR_IP_BLOCKED, as net reports it).
 // `done(err, addresses, family, looked)`, `looked` when a lookup ran (net emits 'lookup' then).
 function resolve(options, host, blockList, done) {
@@ -211,6 +226,7 @@ module.exports = {
   checkAutoSelect,
   familyOf,
   blockListOf,
+  resolvesHere,
   resolve,
   blocked,
   notAnAddress,

@@ -13,7 +13,9 @@ const { debuglog } = require('node:util');
 const errors = require('./errors');
 const { tlsOptions, checkServerName, customIdentityCheck } = require('./tls');
 const { MAX_TARGET } = require('./request');
-const { proxiedTo, proxyLinesOf, proxyTarget, addressChoice, familyOf, blockListOf, checkConnect } = require('./connect');
+const {
+  proxiedTo, proxyLinesOf, proxyTarget, addressChoice, familyOf, blockListOf, checkConnect, resolvesHere,
+} = require('./connect');
 
 let debug = debuglog('hyperagent', (fn) => {
   debug = fn;
@@ -190,7 +192,7 @@ class Keys {
         path: o.socketPath || undefined,
         servername: this.secure ? o.servername : undefined,
         nodeNameCheck,
-        jsLookup: (typeof o.lookup === 'function' || blockListOf(o) !== null) && !o.socketPath,
+        jsLookup: resolvesHere(o, blockListOf(o)) && !o.socketPath,
         ...addressChoice(o),
       });
       this.byOrigin.set(origin, key);
