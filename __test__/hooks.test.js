@@ -353,6 +353,41 @@ test('a createConnection() that passes on a CONNECT tunnel made through an agent
   }
 });
 
+test('a hook\'s stream that has a timeout of its own keeps it, as with Node\'s agent and agentkeepalive', async (t) => {
+  // @npmcli/agent's shape: the hook sets a short idle timeout on the stream it makes and fails
+  // the request when it fires; the agent's own (longer) timeout does not replace it.
+  const AgentKeepAlive = require('agentkeepalive');
+  const held = [];
+  const server = await httpServer(t, (req, res) => held.push(res));
+  t.after(() => held.forEach((res) => res.end()));
+  const hooked = (Base) => class extends Base {
+    createConnection(options, cb) {
+      const socket = net.connect(options.port, options.host);
+      socket.setTimeout(50);
+      socket.once('timeout', () => socket.destroy(Object.assign(new Error('idle'), { code: 'EIDLE' })));
+      cb(null, socket);
+    }
+  };
+  const seen = {};
+  for (const [which, Base, options] of [
+    ['node', http.Agent, { keepAlive: true }],
+    ['agentkeepalive', AgentKeepAlive, { timeout: 8000 }],
+    ['ours', Agent, { timeout: 8000 }],
+  ]) {
+    const agent = new (hooked(Base))(options);
+    t.after(() => agent.destroy());
+    let timeout;
+    agent.once('free', () => assert.fail('the request ended'));
+    const req = http.get(`${server.url}/${which}`, { agent });
+    req.once('socket', (socket) => {
+      timeout = socket.timeout;
+    });
+    const [err] = await once(req, 'error');
+    seen[which] = [err.code, timeout];
+  }
+  assert.deepStrictEqual(seen, { node: ['EIDLE', 50], agentkeepalive: ['EIDLE', 50], ours: ['EIDLE', 50] });
+});
+
 test('a hook\'s stream that takes no property fails its request, without a throw, and its slot serves the next request', async (t) => {
   const server = await httpServer(t);
   const agent = new Agent({ maxSockets: 1 });

@@ -423,8 +423,10 @@ class Agent extends Base {
     return id;
   }
 
+  // A new socket takes the agent's timeout, unless it has one already (a hook's stream whose
+  // maker set its own), as agentkeepalive leaves it.
   [constants.INIT_SOCKET](socket, options) {
-    if (options.timeout > 0) socket.setTimeout(options.timeout);
+    if (options.timeout > 0 && !(socket.timeout > 0)) socket.setTimeout(options.timeout);
   }
 
   [kConnect](socket, options) {
