@@ -95,13 +95,23 @@ const OWN = [
 ];
 
 function ownProperties(agent, proto) {
-  for (const name of OWN) {
-    let p = Object.getPrototypeOf(agent);
-    while (p !== null && p !== proto && !Object.hasOwn(p, name)) p = Object.getPrototypeOf(p);
-    if (p !== proto) continue;
-    const { get, set } = Object.getOwnPropertyDescriptor(proto, name);
-    Object.defineProperty(agent, name, { get, set, enumerable: true, configurable: true });
+  // Which of them an agent of its class gets, found once per class.
+  const cls = Object.getPrototypeOf(agent);
+  let descriptors = ownDescriptors.get(cls);
+  if (descriptors === undefined) {
+    descriptors = {};
+    for (const name of OWN) {
+      let p = cls;
+      while (p !== null && p !== proto && !Object.hasOwn(p, name)) p = Object.getPrototypeOf(p);
+      if (p !== proto) continue;
+      const { get, set } = Object.getOwnPropertyDescriptor(proto, name);
+      descriptors[name] = { get, set, enumerable: true, configurable: true };
+    }
+    ownDescriptors.set(cls, descriptors);
   }
+  Object.defineProperties(agent, descriptors);
 }
+
+const ownDescriptors = new WeakMap();
 
 module.exports = { limitsOf, defineLimits, ownProperties };
