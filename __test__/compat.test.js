@@ -984,6 +984,31 @@ test("a socket a CONNECT took over has none of the agent's listeners, as with No
   assert.deepStrictEqual(seen.ours, seen.node);
 });
 
+test("a socket nobody reads from ends and closes when the server closes its side, as net.Socket's (a CONNECT a proxy refused)", { timeout: 20_000 }, async (t) => {
+  // A proxy that refuses a tunnel: a 403, then its end of the connection. The program takes
+  // the socket ('connect') and never reads from it; net.Socket still emits 'end' at the EOF
+  // and, not allowing half-open, closes.
+  const server = await httpServer(t);
+  server.on('connect', (req, socket) => {
+    socket.on('error', () => {});
+    socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n');
+  });
+  const seen = {};
+  for (const [which, make] of Object.entries(agents)) {
+    const agent = make({ keepAlive: true });
+    t.after(() => agent.destroy());
+    const req = http.request({ port: server.port, host: '127.0.0.1', method: 'CONNECT', path: 'example.com:443', agent });
+    req.end();
+    const [res, socket] = await once(req, 'connect');
+    const events = [];
+    socket.on('end', () => events.push('end'));
+    await once(socket, 'close');
+    seen[which] = { status: res.statusCode, events, destroyed: socket.destroyed };
+  }
+  assert.deepStrictEqual(seen.ours, seen.node);
+  assert.deepStrictEqual(seen.ours, { status: 403, events: ['end'], destroyed: true });
+});
+
 test("a socket destroyed in use and then removed ('agentRemove', as agentkeepalive asks of a program's timeout handling) frees its slot", async (t) => {
   const server = await httpServer(t, (req, res) => {
     if (req.url === '/hang') res.flushHeaders();

@@ -257,7 +257,10 @@ class NativeSocket extends Duplex {
 
   _onRead(buf) {
     if (buf === null) {
+      // The end, as net.Socket takes it: a read of nothing lets a stream nobody reads from
+      // (paused, its buffer empty) emit 'end', and so close.
       this.push(null);
+      this.read(0);
       return;
     }
     if (this.timeout !== 0 && this[kTimer] !== null) this[kTimer].refresh();
