@@ -8,6 +8,7 @@ const assert = require('node:assert');
 const fs = require('node:fs');
 const path = require('node:path');
 const http = require('node:http');
+const net = require('node:net');
 const https = require('node:https');
 const { once } = require('node:events');
 const { Agent, HttpsAgent } = require('..');
@@ -386,6 +387,31 @@ test('a keepSocketAlive() that throws closes the socket, so the requests waiting
     sockets: 1,
     errors: ['ECONNRESET'],
   });
+});
+
+test("a socket a program hands over with 'free' is not left open: Node's agent pools it, ours closes it", { timeout: 20_000 }, async (t) => {
+  // http2-wrapper hands the agent the TLS socket its ALPN check opened, this way, when the
+  // agent's createConnection() is Node's (our classes put in the place of Node's).
+  const server = await httpServer(t);
+  const seen = {};
+  for (const [which, make] of Object.entries(agents)) {
+    const agent = make({ keepAlive: true });
+    t.after(() => agent.destroy());
+    const handed = net.connect(server.port, '127.0.0.1');
+    await once(handed, 'connect');
+    handed._httpMessage = { shouldKeepAlive: true };
+    const closed = once(handed, 'close');
+    agent.emit('free', handed, { host: '127.0.0.1', port: server.port });
+    const pooled = Object.values(agent.freeSockets).flat().includes(handed);
+    const destroyed = handed.destroyed;
+    const { body } = await request(`${server.url}/after`, { agent });
+    // Node's agent closes it with the agent; ours has closed it already.
+    agent.destroy();
+    await closed;
+    seen[which] = { pooled, destroyed, body, listeners: agent.listenerCount('free') };
+  }
+  assert.deepStrictEqual(seen.node, { pooled: true, destroyed: false, body: 'hello /after', listeners: 1 });
+  assert.deepStrictEqual(seen.ours, { pooled: false, destroyed: true, body: 'hello /after', listeners: 1 });
 });
 
 test('a socket destroyed with its request stays in agent.sockets until its \'close\', as with Node\'s agent', async (t) => {

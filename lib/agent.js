@@ -10,7 +10,7 @@ const https = require('node:https');
 const { AsyncResource } = require('node:async_hooks');
 const { debuglog } = require('node:util');
 const binding = require('./native');
-const { NativeSocket, IdleConnection, kId, kName, kSocketNumber } = require('./socket');
+const { NativeSocket, IdleConnection, kId, kName, kSocketNumber, kAgent } = require('./socket');
 const foreign = require('./foreign');
 const { hostHeaderOf, normalizeServerName, customIdentityCheck, NativeTlsSocket, keylogLines } = require('./tls');
 const { Keys } = require('./keys');
@@ -96,6 +96,19 @@ function connectThrew(agent, req, socket, thrown, sync) {
 
 function noop() {}
 
+// 'free' for a socket the agent did not open: a program handing a connection over, as Node's
+// agent lets it (http2-wrapper does, with the TLS socket its ALPN check opened). Node's agent
+// pools it; ours pools only the connections it opened, and closes it, so that it does not stay
+// open with nobody to close it. The 'free' the agent emits for its own sockets and for its
+// hooks' streams comes after the pool took them back.
+function onSocketOffered(socket) {
+  if (socket === null || typeof socket !== 'object' || typeof socket.destroy !== 'function') return;
+  if (socket instanceof NativeSocket && socket[kAgent] === this) return;
+  if (foreign.linkOf(socket) !== undefined) return;
+  debug('a socket handed over with \'free\' is closed: the pool takes only connections it opened');
+  socket.destroy();
+}
+
 // One implementation for both agents: `Base` is http.Agent or https.Agent (so that
 // `instanceof` holds for the class users replace), `secure` turns on TLS.
 function defineAgent(Base, secure) {
@@ -107,8 +120,11 @@ class Agent extends Base {
     ownProperties(this, Agent.prototype);
     this[kTls] = secure;
     this[kSocketClass] = secure ? NativeTlsSocket : NativeSocket;
-    // Node's constructor registered its own pool logic on 'free'; ours replaces it.
+    // Node's constructor registered its own pool logic on 'free'; ours replaces it (the pool
+    // takes a freed socket back before 'free' is emitted), leaving a listener for a socket a
+    // program hands over.
     this.removeAllListeners('free');
+    this.on('free', onSocketOffered);
     // How much sooner than a server's `Keep-Alive: timeout=N` a connection stops idling: Node's
     // option and rule (recent versions' agents read it), on every version.
     this.agentKeepAliveTimeoutBuffer = hintBuffer(opts.agentKeepAliveTimeoutBuffer);
