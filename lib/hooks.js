@@ -66,9 +66,7 @@ function openThrough(agent, id, name, req, options, sync) {
       called = true;
       const opening = agent[kOpenings].get(req);
       agent[kOpenings].delete(req);
-      agent[kPool].countConnectError();
-      if (opening?.socket) opening.socket.destroy();
-      else agent._socketClosed(null, id, null, false);
+      slotFailed(agent, id, opening?.socket ?? null);
     }
     throw thrown;
   }
@@ -77,10 +75,16 @@ function openThrough(agent, id, name, req, options, sync) {
 // No socket could be made for `req` in slot `id` (`made`: the socket made for it, if any):
 // agentkeepalive's createSocketErrorCount, the slot freed, the request failed.
 function openFailed(agent, id, req, err, made) {
+  slotFailed(agent, id, made);
+  req.onSocket(null, err);
+}
+
+// The counting and freeing of openFailed, for a hook's throw that goes on out of
+// http.request() (the request never had the slot).
+function slotFailed(agent, id, made) {
   agent[kPool].countConnectError();
   if (made !== null) made.destroy();
   else agent._socketClosed(null, id, null, false);
-  req.onSocket(null, err);
 }
 
 // Opens connection `id` through the program's createConnection(), called as Node's
@@ -118,8 +122,7 @@ function openForeign(agent, id, name, options, sync, done) {
       return;
     }
     called = true;
-    agent[kPool].countConnectError();
-    agent._socketClosed(null, id, null, false);
+    slotFailed(agent, id, null);
     throw thrown;
   }
   if (made) oncreate(null, made);
