@@ -320,8 +320,15 @@ test('https.request: a GET on a reused TLS connection that closes between its ch
   const { error } = await racing('/pay', 'POST');
   assert.match(error.code, /^(EPIPE|ECONNRESET)$/, error.stack);
   assert.strictEqual(agent.replayCount, 1);
-  assert.deepStrictEqual(seen.slice(0, 2), ['GET /warm HTTP/1.1', 'GET /get HTTP/1.1']);
-  assert.ok(seen.length === 2 || (seen.length === 3 && error.code === 'ECONNRESET'), seen.join(', '));
+  // The GET reached the server once, or twice when its write went out before the close reached
+  // Rust (a loaded machine) and the server, which only half-closed, read it: a GET that went out
+  // and got no answer is sent again, as its idempotency allows. The POST, at most once.
+  const count = (line) => seen.filter((l) => l === line).length;
+  assert.strictEqual(seen[0], 'GET /warm HTTP/1.1');
+  assert.ok([1, 2].includes(count('GET /get HTTP/1.1')), seen.join(', '));
+  const posts = count('POST /pay HTTP/1.1');
+  assert.ok(posts === 0 || (posts === 1 && error.code === 'ECONNRESET'), seen.join(', '));
+  assert.strictEqual(seen.length, 1 + count('GET /get HTTP/1.1') + posts, seen.join(', '));
 });
 
 test("https.request: a replay whose new connection does not open within the agent's timeout fails as the first attempt would have", async (t) => {
