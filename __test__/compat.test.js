@@ -990,6 +990,13 @@ test('a response, its request and its socket close in the order Node\'s agent cl
   }
 });
 
+// A CONNECT through `agent` to `server`: its 'connect' arguments (the response, the socket).
+function connectThrough(server, agent) {
+  const req = http.request({ port: server.port, host: '127.0.0.1', method: 'CONNECT', path: 'example.com:443', agent });
+  req.end();
+  return once(req, 'connect');
+}
+
 test("a socket a CONNECT took over has none of the agent's listeners, as with Node's agent", async (t) => {
   const server = await httpServer(t);
   server.on('connect', (req, socket) => {
@@ -1001,9 +1008,7 @@ test("a socket a CONNECT took over has none of the agent's listeners, as with No
   for (const [which, make] of Object.entries(agents)) {
     const agent = make({ keepAlive: true });
     t.after(() => agent.destroy());
-    const req = http.request({ port: server.port, host: '127.0.0.1', method: 'CONNECT', path: 'example.com:443', agent });
-    req.end();
-    const [, socket] = await once(req, 'connect');
+    const [, socket] = await connectThrough(server, agent);
     seen[which] = Object.fromEntries(events.map((e) => [e, socket.listenerCount(e)]));
     socket.destroy();
   }
@@ -1023,9 +1028,7 @@ test("a socket nobody reads from ends and closes when the server closes its side
   for (const [which, make] of Object.entries(agents)) {
     const agent = make({ keepAlive: true });
     t.after(() => agent.destroy());
-    const req = http.request({ port: server.port, host: '127.0.0.1', method: 'CONNECT', path: 'example.com:443', agent });
-    req.end();
-    const [res, socket] = await once(req, 'connect');
+    const [res, socket] = await connectThrough(server, agent);
     const events = [];
     socket.on('end', () => events.push('end'));
     await once(socket, 'close');
