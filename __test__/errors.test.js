@@ -39,6 +39,40 @@ test('a refused connection fails the request with ECONNREFUSED, as net reports i
   assert.deepStrictEqual(status.sockets, {});
 });
 
+// Linux refuses a TCP connect to the broadcast address in the call itself (ENETUNREACH), which
+// net words with the socket's local end; the failure still comes later, as an event.
+test('a connect the kernel refuses at once fails as net reports it, and frees its slot', { skip: process.platform !== 'linux', timeout: 20_000 }, async (t) => {
+  const fail = async (agent) => {
+    const errors = [];
+    let sync = true;
+    const done = Promise.all(['/a', '/b'].map((path) => new Promise((resolve) => {
+      const req = http.get({ host: '255.255.255.255', port: 80, path, agent }, () => resolve(null));
+      req.on('error', (err) => {
+        errors.push({ sync, ...err, message: err.message });
+        resolve(err);
+      });
+    })));
+    sync = false;
+    await done;
+    return errors;
+  };
+  const node = new http.Agent({ maxSockets: 1 });
+  const ours = new Agent({ maxSockets: 1 });
+  t.after(() => {
+    node.destroy();
+    ours.destroy();
+  });
+  const expected = await fail(node);
+  assert.strictEqual(expected.length, 2);
+  assert.strictEqual(expected[0].code, 'ENETUNREACH');
+  assert.deepStrictEqual(await fail(ours), expected);
+  const status = ours.getCurrentStatus();
+  assert.deepStrictEqual(
+    [status.createSocketCount, status.errorSocketCount, status.closeSocketCount, status.sockets, status.requests],
+    [2, 2, 2, {}, {}],
+  );
+});
+
 test("an unknown host fails with ENOTFOUND and the hostname, its socket's 'lookup' first, as net's", async (t) => {
   const agent = new Agent();
   t.after(() => agent.destroy());

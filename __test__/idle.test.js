@@ -299,20 +299,28 @@ test('a socket destroyed during its lookup: the other requests still keep the pr
   assert.deepStrictEqual(out.trim().split('\n').sort(), ['a ECONNRESET', 'b done']);
 });
 
-test('socket.unref() lets the process exit during a request', async (t) => {
+test('socket.unref() lets the process exit during a request, while it connects or once connected', async (t) => {
   const server = await httpServer(t, () => {});
-  const script = `
-    const http = require('node:http');
-    const { Agent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
-    const req = http.get('${server.url}/', { agent: new Agent() });
-    req.on('socket', (s) => s.on('connect', () => { s.unref(); console.log('unref'); }));
-  `;
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  const [code] = await once(child, 'exit');
-  assert.strictEqual(code, 0);
-  assert.strictEqual(out.trim(), 'unref');
+  // An IP address (connected on the JavaScript thread's loop) and a name (resolved and
+  // connected on tokio).
+  for (const host of ['127.0.0.1', 'localhost']) {
+    for (const when of ['socket', 'connect']) {
+      const script = `
+        const http = require('node:http');
+        const { Agent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+        const req = http.get({ host: '${host}', port: ${server.port}, agent: new Agent() });
+        req.on('error', (err) => console.log(err.code));
+        req.on('socket', (s) => {
+          const off = () => { s.unref(); console.log('unref'); };
+          if ('${when}' === 'socket') off();
+          else s.on('connect', off);
+        });
+      `;
+      const { code, out, err } = await runChild(script);
+      assert.strictEqual(code, 0, `${host}, at '${when}': ${err}`);
+      assert.strictEqual(out.trim(), 'unref', `${host}, at '${when}'`);
+    }
+  }
 });
 
 test('freeSocketTimeout accepts agentkeepalive duration strings', async (t) => {

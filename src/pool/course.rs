@@ -253,9 +253,14 @@ impl Course {
 
     /// What its socket is watched for, with bytes queued for the kernel or not: an idle one
     /// for its peer's end or stray bytes, one in use for data while it reads and for room
-    /// while bytes wait; nothing while it opens, replays or is closed.
+    /// while bytes wait; one whose connect runs on the watching thread for room, which tells
+    /// that the connect ended; nothing while it replays or is closed.
     pub fn watch(&self, queued: bool) -> Watch {
         match self.state.get() {
+            State::Connecting => Watch {
+                readable: false,
+                writable: true,
+            },
             State::Idle => Watch {
                 readable: true,
                 writable: false,
@@ -264,7 +269,7 @@ impl Course {
                 readable: self.reading.get() && !self.eof.get(),
                 writable: queued,
             },
-            State::Connecting | State::Replaying | State::Closed => Watch::default(),
+            State::Replaying | State::Closed => Watch::default(),
         }
     }
 

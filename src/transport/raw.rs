@@ -3,7 +3,8 @@
 //! an [`Outbox`], the write half's shutdown, the pending error and the options `net.Socket`
 //! sets. Errors are errnos, as JavaScript reports them (`-errno` in libuv's style).
 
-use std::os::fd::{BorrowedFd, RawFd};
+use std::net::SocketAddr;
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use crate::error::errno_of;
@@ -96,6 +97,69 @@ pub fn send(fd: RawFd, chunks: &[&[u8]]) -> Result<usize, i32> {
             errno => return Err(errno),
         }
     }
+}
+
+/// A connect that failed as it started: the errno, the call that failed and, for the connect
+/// itself, the local end the socket had then (Node's message names it).
+#[derive(Debug, PartialEq, Eq)]
+pub struct StartFailed {
+    pub errno: i32,
+    pub syscall: &'static str,
+    pub local: Option<SocketAddr>,
+}
+
+/// Starts a non-blocking TCP connect to `addr` on the calling thread, with TCP_NODELAY and
+/// TCP keep-alive as Node's agent sets them: the socket, whose writability tells that the
+/// connect ended, and [`pending_error`] how.
+pub fn connect_start(
+    addr: SocketAddr,
+    no_delay: bool,
+    keep_alive: Option<Duration>,
+) -> Result<OwnedFd, StartFailed> {
+    let fail = |syscall| {
+        move |e: std::io::Error| StartFailed {
+            errno: errno_of(&e),
+            syscall,
+            local: None,
+        }
+    };
+    // Non-blocking from the start where the system takes the flag with the call.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let kind = socket2::Type::STREAM.nonblocking();
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let kind = socket2::Type::STREAM;
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        kind,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(fail("socket"))?;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    socket.set_nonblocking(true).map_err(fail("socket"))?;
+    socket
+        .set_tcp_nodelay(no_delay)
+        .map_err(fail("setsockopt"))?;
+    // As Node's `setKeepAlive`, whose failure no connection hears of.
+    if let Some(delay) = keep_alive {
+        let keepalive = socket2::TcpKeepalive::new().with_time(super::keepalive_time(delay));
+        let _ = socket.set_tcp_keepalive(&keepalive);
+    }
+    match socket.connect(&addr.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => {
+            return Err(StartFailed {
+                local: socket.local_addr().ok().and_then(|a| a.as_socket()),
+                ..fail("connect")(e)
+            })
+        }
+    }
+    Ok(socket.into())
+}
+
+/// The local address of a connected socket.
+pub fn local_addr(fd: BorrowedFd<'_>) -> Option<SocketAddr> {
+    socket2::SockRef::from(&fd).local_addr().ok()?.as_socket()
 }
 
 /// The pending error of a socket (SO_ERROR), if any.
@@ -473,5 +537,70 @@ mod tests {
         assert_eq!(set_type_of_service(client.as_fd(), 0x20), Ok(()));
         assert_eq!(socket2::SockRef::from(&client).tclass_v6().unwrap(), 0x20);
         assert_eq!(type_of_service(client.as_fd()), Ok(Some(0x20)));
+    }
+
+    /// Waits (bounded) until `fd` is writable, as the loop that drives a connect does.
+    fn wait_writable(fd: RawFd) {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        // SAFETY: poll reads and writes the one pollfd it is given, a local.
+        let n = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+        assert_eq!(n, 1, "the socket became writable");
+    }
+
+    #[test]
+    fn a_connect_started_here_ends_connected_with_the_options_set() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let fd = connect_start(addr, true, Some(Duration::from_millis(1500))).unwrap();
+        assert!(socket2::SockRef::from(&fd).nonblocking().unwrap());
+        wait_writable(fd.as_raw_fd());
+        assert_eq!(pending_error(fd.as_raw_fd()), None);
+        let (accepted, peer) = listener.accept().unwrap();
+        assert_eq!(local_addr(fd.as_fd()), Some(peer));
+        let sock = socket2::SockRef::from(&fd);
+        assert!(sock.tcp_nodelay().unwrap());
+        assert!(sock.keepalive().unwrap());
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(1));
+        assert_eq!(send(fd.as_raw_fd(), &[b"ping"]), Ok(4));
+        let mut got = [0u8; 4];
+        (&accepted).read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping");
+        let plain = connect_start(addr, false, None).unwrap();
+        assert!(!socket2::SockRef::from(&plain).tcp_nodelay().unwrap());
+        assert!(!socket2::SockRef::from(&plain).keepalive().unwrap());
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_connect_the_kernel_refuses_at_once_names_the_local_end() {
+        // Linux routes no TCP connection to the broadcast address: refused in the call.
+        let addr = SocketAddr::from(([255, 255, 255, 255], 80));
+        let failed = connect_start(addr, true, None).unwrap_err();
+        assert_eq!(failed.errno, libc::ENETUNREACH);
+        assert_eq!(failed.syscall, "connect");
+        assert_eq!(failed.local, Some(SocketAddr::from(([0, 0, 0, 0], 0))));
+    }
+
+    #[test]
+    fn a_refused_connect_started_here_fails_at_once_or_by_its_pending_error() {
+        // A port nobody listens on: bound, then let go.
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        match connect_start(addr, true, None) {
+            Err(failed) => {
+                assert_eq!(failed.errno, libc::ECONNREFUSED);
+                assert_eq!(failed.syscall, "connect");
+            }
+            Ok(fd) => {
+                wait_writable(fd.as_raw_fd());
+                assert_eq!(pending_error(fd.as_raw_fd()), Some(libc::ECONNREFUSED));
+            }
+        }
     }
 }

@@ -156,6 +156,10 @@ pub trait Keeper {
     /// events reach the pool directly): the pool forgets it.
     #[cfg(unix)]
     fn evict_idle(self: Rc<Self>, conn: &Rc<Conn>);
+    /// The connect `conn` started on this thread (`Conn::dial`) ended, as its socket's poll
+    /// handle told (`status` < 0: libuv's error).
+    #[cfg(unix)]
+    fn dialed(self: Rc<Self>, conn: &Rc<Conn>, status: std::os::raw::c_int);
 }
 
 impl Conn {
@@ -356,7 +360,8 @@ impl Conn {
         #[cfg(unix)]
         if let Io::Plain(plain) = &*self.io.borrow() {
             if let Some(poll) = &plain.poll {
-                poll.set_ref(self.course.holds_loop());
+                // In use, or connecting on this thread's loop: as the core says of each.
+                poll.set_ref(self.course.holds_loop() || self.course.connect_holds_loop());
             }
             return;
         }

@@ -30,7 +30,62 @@ impl PoolCell {
         }
         let endpoint = self.endpoints.borrow_mut().share(target, identity);
         *conn.target.borrow_mut() = Some(endpoint.clone());
+        // Nothing but a TCP connect to make (no name to resolve, no proxy, no TLS): it runs on
+        // this thread's loop, which will drive the connection's bytes, sparing the two thread
+        // hops of a connect on tokio.
+        #[cfg(unix)]
+        if let Some(addr) = endpoint.target.direct() {
+            if self.tls_config(conn.key).is_none() {
+                self.dial(&conn, addr);
+                return;
+            }
+        }
         self.spawn_connect(&conn, &endpoint, None);
+    }
+
+    /// Starts connecting `conn` to `addr` on this thread (see `Conn::dial`). A connect that
+    /// fails at once is told on a later turn of the loop, as one that fails later is, and
+    /// holds the process until then as a connect does.
+    #[cfg(unix)]
+    fn dial(self: &Rc<Self>, conn: &Rc<Conn>, addr: std::net::SocketAddr) {
+        let opts = self.state.borrow().connect_opts;
+        if let Err(err) = conn.dial(&self.ctx, addr, opts) {
+            *conn.connect_hold.borrow_mut() =
+                conn.course.connect_holds_loop().then(|| self.ctx.hold());
+            self.ctx.inbox.post(Completion::Connected {
+                pool: self.id,
+                conn: conn.id,
+                result: Err(err),
+            });
+        }
+    }
+
+    /// Applies the end of a connect started on this thread, as its socket's poll handle told
+    /// it (`status` < 0: libuv's error), as `finish_connect` applies one from tokio.
+    #[cfg(unix)]
+    pub fn dialed(self: &Rc<Self>, conn: &Rc<Conn>, status: std::os::raw::c_int) {
+        if !conn.course.state().awaits_connect() || conn.halted.get() {
+            return;
+        }
+        let was = conn.course.state();
+        let to = conn
+            .target
+            .borrow()
+            .as_ref()
+            .and_then(|e| e.target.direct());
+        let result = match (conn.dial_end(status), to) {
+            (Ok(local), Some(addr)) => {
+                conn.local.set(local);
+                *conn.remote.borrow_mut() = Some(crate::transport::Peer::Tcp(addr));
+                conn.dialed();
+                Ok(())
+            }
+            (Err(errno), Some(addr)) => {
+                Err(Error::os(errno, "connect").with_peer(addr.ip().to_string(), Some(addr.port())))
+            }
+            (_, None) => Err(Error::os(libc::EINVAL, "connect")),
+        };
+        self.connect_ended(conn, was, result);
     }
 
     /// A drop-in connection died before answering a replayable request (see `crate::replay`):
@@ -130,8 +185,6 @@ impl PoolCell {
             }
             return;
         };
-        conn.connect_hold.borrow_mut().take();
-        conn.abort.borrow_mut().take();
         let was = conn.course.state();
         // (On Windows every link is pumped, which cannot fail to attach.)
         #[cfg_attr(windows, allow(clippy::bind_instead_of_map))]
@@ -147,6 +200,14 @@ impl PoolCell {
                 }
             }
         });
+        self.connect_ended(&conn, was, result);
+    }
+
+    /// The connect of `conn` (which was in state `was`) ended: its link attached, or not.
+    fn connect_ended(self: &Rc<Self>, conn: &Rc<Conn>, was: State, result: Result<(), Error>) {
+        let id = conn.id;
+        conn.connect_hold.borrow_mut().take();
+        conn.abort.borrow_mut().take();
         if result.is_ok() {
             conn.apply_socket_options();
         }

@@ -58,4 +58,9 @@ impl Keeper for PoolCell {
     fn evict_idle(self: Rc<Self>, conn: &Rc<Conn>) {
         PoolCell::evict_idle(&self, conn);
     }
+
+    #[cfg(unix)]
+    fn dialed(self: Rc<Self>, conn: &Rc<Conn>, status: std::os::raw::c_int) {
+        PoolCell::dialed(&self, conn, status);
+    }
 }

@@ -37,7 +37,16 @@ fn a_poll_error_behind_data_waits_a_turn() {
 #[test]
 fn watched_for_what_its_state_needs() {
     let c = Course::new(0.0);
-    assert_eq!(c.watch(true), Watch::default(), "nothing while it opens");
+    assert_eq!(
+        c.watch(false),
+        Watch {
+            readable: false,
+            writable: true
+        },
+        "while it opens, for the end of its connect"
+    );
+    c.set_state(State::Replaying);
+    assert_eq!(c.watch(true), Watch::default(), "nothing while it replays");
     c.set_state(State::Active);
     let both = Watch {
         readable: true,

@@ -47,6 +47,36 @@ pub enum Target {
     Unix { path: String },
 }
 
+impl Target {
+    /// The one address a connection to this target goes to, when reaching it takes nothing
+    /// but a TCP connect: an IP address (or the single address a program's `lookup` gave, or
+    /// the first, where no other would be tried), with no proxy, and no local address or port
+    /// to bind. Such a connect needs no resolver and no tokio task: it can start and end on
+    /// the thread that drives the connection's bytes.
+    pub fn direct(&self) -> Option<SocketAddr> {
+        let Target::Tcp {
+            host,
+            port,
+            local_address: None,
+            local_port: None,
+            addresses,
+            proxy_tls: None,
+            tunnel: None,
+            choice,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let ip = match addresses {
+            Some(ips) if ips.len() == 1 || choice.attempt_delay.is_none() => *ips.first()?,
+            Some(_) => return None,
+            None => dns::parse_ip(host)?,
+        };
+        Some(SocketAddr::new(ip, *port))
+    }
+}
+
 /// The stream of a `socketPath` connection: a Unix domain socket.
 #[cfg(unix)]
 pub type PathStream = tokio::net::UnixStream;

@@ -336,3 +336,71 @@ fn families_alternate_starting_with_the_first() {
     );
     assert_eq!(interleave(vec![v4(1), v4(2)]), vec![v4(1), v4(2)]);
 }
+
+/// `tcp(host, port)` with `edit` applied to its fields.
+fn tcp_with(host: &str, port: u16, edit: impl FnOnce(&mut Target)) -> Target {
+    let mut target = tcp(host, port);
+    edit(&mut target);
+    target
+}
+
+#[test]
+fn only_a_bare_tcp_connect_to_one_address_is_direct() {
+    let at = |ip: &str, port| Some(SocketAddr::new(ip.parse().unwrap(), port));
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    assert_eq!(tcp("127.0.0.1", 80).direct(), at("127.0.0.1", 80));
+    assert_eq!(tcp("[::1]", 8080).direct(), at("::1", 8080));
+    assert_eq!(tcp("::1", 8080).direct(), at("::1", 8080));
+    // A name needs the resolver; 'localhost' too (it may have two addresses).
+    assert_eq!(tcp("localhost", 80).direct(), None);
+    assert_eq!(tcp("example.com", 80).direct(), None);
+    // Something to bind first, or a proxy's tunnel: not direct.
+    let bound = tcp_with("10.0.0.1", 443, |t| {
+        if let Target::Tcp { local_address, .. } = t {
+            *local_address = Some(ip("127.0.0.1"));
+        }
+    });
+    assert_eq!(bound.direct(), None);
+    let port_bound = tcp_with("10.0.0.1", 443, |t| {
+        if let Target::Tcp { local_port, .. } = t {
+            *local_port = Some(5000);
+        }
+    });
+    assert_eq!(port_bound.direct(), None);
+    let tunnelled = tcp_with("10.0.0.1", 443, |t| {
+        if let Target::Tcp { tunnel, .. } = t {
+            *tunnel = Some(Tunnel {
+                request: "CONNECT a:1 HTTP/1.1\r\n\r\n".into(),
+                refused: String::new(),
+            });
+        }
+    });
+    assert_eq!(tunnelled.direct(), None);
+    // A program's lookup: its one address; several, Happy Eyeballs (not direct) unless only
+    // the first would be tried.
+    let looked_up = |ips: Vec<IpAddr>, delay: bool| {
+        tcp_with("name.test", 443, |t| {
+            if let Target::Tcp {
+                addresses, choice, ..
+            } = t
+            {
+                *addresses = Some(ips);
+                if !delay {
+                    choice.attempt_delay = None;
+                }
+            }
+        })
+        .direct()
+    };
+    assert_eq!(looked_up(vec![ip("10.0.0.9")], true), at("10.0.0.9", 443));
+    assert_eq!(looked_up(vec![ip("::1"), ip("10.0.0.9")], true), None);
+    assert_eq!(
+        looked_up(vec![ip("::1"), ip("10.0.0.9")], false),
+        at("::1", 443)
+    );
+    assert_eq!(looked_up(vec![], true), None);
+    let path = Target::Unix {
+        path: "/tmp/x.sock".into(),
+    };
+    assert_eq!(path.direct(), None);
+}
