@@ -7,7 +7,8 @@
 //! watched by a libuv poll handle on the JavaScript thread's own loop, and Rust reads and
 //! writes it there with plain non-blocking syscalls, exactly where `net.Socket` would: no
 //! thread hop per request at all. tokio only connects (DNS, Happy Eyeballs), which is once per
-//! connection and never on the JavaScript thread.
+//! connection; a connect that needs none of that (an IP address, nothing to bind, no proxy)
+//! starts here too, watched by the same poll handle until it ends (`Conn::dial`).
 //!
 //! - Reads: on readiness, read until the socket is drained (or 32 reads), one JavaScript call
 //!   per read with a copied Buffer. Back-pressure: JavaScript stops reading (`readStop`) when
