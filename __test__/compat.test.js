@@ -128,6 +128,26 @@ test('Agent(options) and HttpsAgent(options) construct without new, as Node\'s a
   assert.ok(mine instanceof Mine && mine instanceof Agent);
 });
 
+test('an HttpsAgent is an instance of Agent, as agentkeepalive\'s is of its Agent; a subclass\'s instanceof is the ordinary one', (t) => {
+  const AgentKeepAlive = require('agentkeepalive');
+  const facts = (A, H) => {
+    class Sub extends A {}
+    const [a, h, s] = [new A(), new H(), new Sub()];
+    t.after(() => [a, h, s].forEach((x) => x.destroy()));
+    return [
+      h instanceof A, a instanceof H, a instanceof A, s instanceof A, h instanceof Sub, a instanceof Sub,
+      s instanceof Sub, h instanceof http.Agent, {} instanceof A, null instanceof A, Object.create(A.prototype) instanceof A,
+    ];
+  };
+  const expected = facts(AgentKeepAlive, AgentKeepAlive.HttpsAgent);
+  assert.deepStrictEqual(facts(Agent, HttpsAgent), expected);
+  assert.strictEqual(expected[0], true);
+  // And, as Node's https.Agent, an instance of https.Agent.
+  const secure = new HttpsAgent();
+  t.after(() => secure.destroy());
+  assert.ok(secure instanceof https.Agent);
+});
+
 test('maxSockets = 0 assigned at run time lets no request have a socket, as with Node\'s agent', async (t) => {
   const server = await httpServer(t);
   const seen = {};

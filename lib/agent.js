@@ -597,9 +597,20 @@ function callable(Class) {
   return Callable;
 }
 
-const Agent = callable(defineAgent(http.Agent, false));
+const HttpAgentClass = defineAgent(http.Agent, false);
+const Agent = callable(HttpAgentClass);
 
 // HTTPS: TLS in Rust (rustls) off the JavaScript thread; an instance of https.Agent.
 const HttpsAgent = callable(class HttpsAgent extends defineAgent(https.Agent, true) {});
+
+// An HttpsAgent is an instance of Agent too, as agentkeepalive's HttpsAgent extends its Agent
+// (ours extends https.Agent, as Node's does): a program that tells agentkeepalive's agents by
+// `instanceof Agent` finds both. A subclass's instanceof is the ordinary one.
+Object.defineProperty(HttpAgentClass, Symbol.hasInstance, {
+  configurable: true,
+  value: function hasInstance(value) {
+    return Function.prototype[Symbol.hasInstance].call(this, value) || (this === Agent && value instanceof HttpsAgent);
+  },
+});
 
 module.exports = { Agent, HttpsAgent, kPool };
