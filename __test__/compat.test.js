@@ -128,6 +128,23 @@ test('Agent(options) and HttpsAgent(options) construct without new, as Node\'s a
   assert.ok(mine instanceof Mine && mine instanceof Agent);
 });
 
+// V8 gives a class's instances one shape only when `new.target` is a function: agents made
+// through the callable wrapper with the wrapper as `new.target` each had a shape of their own,
+// which made an agent several times dearer to make and the code serving many agents slow.
+test('agents made with new, without new, or by a subclass share one shape per class', async () => {
+  const script = `
+    const { Agent, HttpsAgent } = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+    class Mine extends Agent {}
+    const made = [[new Agent(), new Agent(), Agent()], [new HttpsAgent(), HttpsAgent()], [new Mine(), new Mine()]];
+    const same = made.map((group) => group.every((a) => %HaveSameMap(a, group[0])));
+    made.flat().forEach((a) => a.destroy());
+    console.log(JSON.stringify(same));
+  `;
+  const { code, out, err } = await runChild(script, {}, ['--allow-natives-syntax']);
+  assert.strictEqual(code, 0, err);
+  assert.deepStrictEqual(JSON.parse(out), [true, true, true]);
+});
+
 test('an HttpsAgent is an instance of Agent, as agentkeepalive\'s is of its Agent; a subclass\'s instanceof is the ordinary one', (t) => {
   const AgentKeepAlive = require('agentkeepalive');
   const facts = (A, H) => {

@@ -47,6 +47,9 @@ const {
 } = require('./internals');
 const { limitsOf, defineLimits, ownProperties } = require('./limits');
 const { Views, STATUS_COUNTERS } = require('./views');
+
+// agentkeepalive's marks for statusChanged (`createSocketCountLastCheck`, ...).
+const LAST_CHECKS = STATUS_COUNTERS.map((name) => `${name}LastCheck`);
 const { RequestSide } = require('./request-side');
 const { Freed } = require('./freed');
 const hooks = require('./hooks');
@@ -135,7 +138,7 @@ class Agent extends Base {
     this[kOpenings] = new WeakMap();
     this[constants.CURRENT_ID] = 0;
     // agentkeepalive's marks for statusChanged, own properties as it has them.
-    for (const name of STATUS_COUNTERS) this[`${name}LastCheck`] = 0;
+    for (const name of LAST_CHECKS) this[name] = 0;
     this[kPool] = new binding.NativePool(this, limitsOf(this));
     this[kPoolId] = this[kPool].id;
     // The largest response head agent.request() takes, until a request gives its own: Node's
@@ -586,11 +589,18 @@ function handled(socket, req, own) {
 }
 
 // Node's agents construct with or without `new` (`http.Agent(options)`): so do ours. `new`
-// and `extends` reach the class itself; a plain call makes a new instance.
+// and `extends` reach the class itself; a plain call makes a new instance. `new` constructs
+// with the class as `new.target`, not the proxy: V8 gives the instances of a class one shape
+// only when `new.target` is a function, and an agent of a shape of its own costs several
+// times more to make, and makes every property access of the code that serves many agents
+// megamorphic.
 function callable(Class) {
   const Callable = new Proxy(Class, {
     apply(target, thisArg, args) {
       return new target(...args);
+    },
+    construct(target, args, newTarget) {
+      return Reflect.construct(target, args, newTarget === Callable ? target : newTarget);
     },
   });
   Object.defineProperty(Class.prototype, 'constructor', { configurable: true, writable: true, value: Callable });

@@ -5,6 +5,7 @@
 
 const net = require('node:net');
 const errors = require('./errors');
+const { copyOwn } = require('./internals');
 
 const UNITS = {
   ms: 1, msec: 1, msecs: 1, millisecond: 1, milliseconds: 1,
@@ -89,10 +90,18 @@ function deprecate(oldName, newName) {
 
 // Returns the options object the agent keeps as `agent.options`: the user's options, legacy
 // names mapped, defaults filled in, durations in milliseconds. Throws on bad input.
+// What the agent passes on to Node's constructor, which copies it into `agent.options`.
+function Options() {}
+Options.prototype = Object.create(null);
+
 function normalize(input) {
   if (input === undefined || input === null) input = {};
   if (typeof input !== 'object') throw errors.invalidArgType('options', 'of type object', input);
-  const options = { ...input };
+  // The caller's own enumerable properties, as a spread copies them, into an object whose
+  // prototype chain is empty (so a "__proto__" key is a property, as in a spread): Node 20's
+  // V8 makes every property added to a spread's copy cost about half a microsecond.
+  const options = new Options();
+  copyOwn(options, input);
 
   for (const [oldName, newName] of LEGACY) {
     if (options[oldName] !== undefined && options[oldName] !== null) {
