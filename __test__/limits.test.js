@@ -67,7 +67,7 @@ test('maxSockets and maxFreeSockets are read as Node reads them: falsy is the de
   // Node's agent takes any value for these two (`options.maxSockets || Infinity`) and compares
   // counts with it; a program passing a setting from its environment or configuration gets the
   // same limits from ours.
-  for (const value of [0, NaN, null, '', false, '2', ' 7 ']) {
+  for (const value of [0, NaN, null, '', false, '2', ' 7 ', 1.5, '2.5', 0.5]) {
     const ours = new Agent({ maxSockets: value, maxFreeSockets: value });
     const node = new http.Agent({ maxSockets: value, maxFreeSockets: value });
     assert.strictEqual(ours.maxSockets, node.maxSockets, `maxSockets ${JSON.stringify(value)}`);
@@ -87,6 +87,42 @@ test('maxSockets and maxFreeSockets are read as Node reads them: falsy is the de
   const results = await Promise.all(all);
   assert.deepStrictEqual(results.map((r) => r.body), [0, 1, 2, 3].map((i) => `ok /${i}`));
   assert.strictEqual(server.connections.length, 2);
+});
+
+test('a fraction of maxSockets or maxFreeSockets allows the next whole number, as Node\'s comparisons do', async (t) => {
+  const server = await gatedServer(t);
+  const name = `127.0.0.1:${server.port}:`;
+  // Node's agent opens a socket while `count < maxSockets`: two for 1.5, at construction or
+  // assigned later; and keeps an idle one while `idle < maxFreeSockets`: one for 0.5.
+  const run = async (Make, made, assigned) => {
+    const agent = new Make({ keepAlive: true, ...made });
+    if (assigned !== undefined) agent.maxSockets = assigned;
+    const all = Array.from({ length: 4 }, (_, i) => request(`${server.url}/${i}`, { agent }));
+    const before = server.connections.length;
+    while (server.held.length < 2) await once(server, 'held');
+    const waiting = agent.requests[name].length;
+    server.on('held', server.releaseAll);
+    server.releaseAll();
+    await Promise.all(all);
+    server.removeListener('held', server.releaseAll);
+    return { agent, seen: { connections: server.connections.length - before, waiting } };
+  };
+  for (const [made, assigned] of [[{ maxSockets: 1.5 }], [{ maxSockets: 1 }, 1.5], [{ maxSockets: '1.5' }]]) {
+    const node = await run(http.Agent, made, assigned);
+    const ours = await run(Agent, made, assigned);
+    node.agent.destroy();
+    ours.agent.destroy();
+    assert.deepStrictEqual(ours.seen, node.seen, JSON.stringify({ made, assigned }));
+    assert.deepStrictEqual(ours.seen, { connections: 2, waiting: 2 });
+  }
+  const idle = {};
+  for (const [which, Make] of [['node', http.Agent], ['ours', Agent]]) {
+    const { agent } = await run(Make, { maxSockets: 2, maxFreeSockets: 0.5 });
+    await until(() => !(agent.sockets[name] || []).length, 5000, 'the sockets to be freed');
+    idle[which] = (agent.freeSockets[name] || []).length;
+    agent.destroy();
+  }
+  assert.deepStrictEqual(idle, { node: 1, ours: 1 });
 });
 
 test('maxTotalSockets holds across origins', async (t) => {

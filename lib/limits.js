@@ -22,9 +22,10 @@ function limitsOf(agent) {
   const l = agent[kLimits];
   const timeout = num(agent.options.timeout);
   return {
-    maxSockets: num(l.maxSockets),
-    maxFreeSockets: num(l.maxFreeSockets),
-    // Node compares counts with `<`: a fraction allows the next whole number.
+    // Node compares counts with these (`<`, and `>=` for the idle ones): a fraction allows
+    // the next whole number.
+    maxSockets: Math.ceil(num(l.maxSockets)),
+    maxFreeSockets: Math.ceil(num(l.maxFreeSockets)),
     maxTotalSockets: Math.ceil(num(l.maxTotalSockets)),
     lifo: l.scheduling !== 'fifo',
     noDelay: agent.options.noDelay !== false,

@@ -62,9 +62,18 @@ function count(value, name, min, given = value) {
   return value;
 }
 
-// A string of a number as JavaScript's comparisons read it ('5' is 5); any other value as it is.
+// A limit Node's agent compares counts with (`count < limit`): any number above `floor`, a
+// fraction included (1.5 lets a second connection open, as the pool reads it rounded up).
+function limit(value, name, floor, given) {
+  if (typeof value !== 'number') throw errors.invalidArgType(name, 'of type number', given);
+  if (Number.isNaN(value) || value <= floor) throw errors.outOfRange(name, `> ${floor}`, given);
+  return value;
+}
+
+// A string of a number as JavaScript's comparisons read it ('5' is 5, '2.5' is 2.5); any
+// other value as it is.
 function looseNumber(value) {
-  return typeof value === 'string' && /^\s*\d+\s*$/.test(value) ? Number(value) : value;
+  return typeof value === 'string' && /^\s*\d+(\.\d+)?\s*$/.test(value) ? Number(value) : value;
 }
 
 function bool(value, name) {
@@ -135,7 +144,7 @@ function normalize(input) {
   // Node's agent takes any value here and reads it as its comparisons do: what is falsy (0,
   // NaN, null, '') is the default (`options.maxSockets || Infinity`), '5' is 5. Those are taken
   // as Node takes them; a value Node would read as no count at all (-1, 'many') throws.
-  if (options.maxSockets) count(looseNumber(options.maxSockets), 'options.maxSockets', 1, options.maxSockets);
+  if (options.maxSockets) limit(looseNumber(options.maxSockets), 'options.maxSockets', 0, options.maxSockets);
   // Node's agent validates these two itself: the same checks, in its words.
   if (options.maxTotalSockets !== undefined) {
     const n = options.maxTotalSockets;
@@ -144,7 +153,7 @@ function normalize(input) {
   }
   // The same for maxFreeSockets, whose default (256) Node takes for what is falsy.
   if (options.maxFreeSockets) {
-    count(looseNumber(options.maxFreeSockets), 'options.maxFreeSockets', 0, options.maxFreeSockets);
+    limit(looseNumber(options.maxFreeSockets), 'options.maxFreeSockets', 0, options.maxFreeSockets);
   }
   if (options.scheduling !== undefined && options.scheduling !== 'fifo' && options.scheduling !== 'lifo') {
     throw errors.invalidArgValue('scheduling', options.scheduling, "must be one of: 'fifo', 'lifo'");
