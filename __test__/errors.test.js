@@ -3,6 +3,9 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const http = require('node:http');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
 const net = require('node:net');
 const util = require('node:util');
 const { once } = require('node:events');
@@ -71,6 +74,23 @@ test('a connect the kernel refuses at once fails as net reports it, and frees it
     [status.createSocketCount, status.errorSocketCount, status.closeSocketCount, status.sockets, status.requests],
     [2, 2, 2, {}, {}],
   );
+});
+
+test('a socketPath nobody listens at fails as net reports it: missing, or not a socket', { skip: process.platform === 'win32' }, async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hyperagent-path-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const fail = async (Make, socketPath) => {
+    const agent = new Make();
+    t.after(() => agent.destroy());
+    const err = await requestError('http://localhost/', { socketPath, agent });
+    return { code: err.code, errno: err.errno, syscall: err.syscall, address: err.address, port: err.port, message: err.message };
+  };
+  // A path with nothing there, and a path that is a directory (Linux refuses the connect).
+  for (const socketPath of [path.join(dir, 'missing.sock'), ...(process.platform === 'linux' ? [dir] : [])]) {
+    const expected = await fail(http.Agent, socketPath);
+    assert.deepStrictEqual(await fail(Agent, socketPath), expected, socketPath);
+    assert.strictEqual(expected.address, socketPath);
+  }
 });
 
 test("an unknown host fails with ENOTFOUND and the hostname, its socket's 'lookup' first, as net's", async (t) => {

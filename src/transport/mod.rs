@@ -14,6 +14,6 @@ pub mod raw;
 pub mod tls;
 
 pub use connect::{
-    connect, keepalive_time, AddressChoice, ConnectOptions, Connected, Order, PathStream, Peer,
-    ProxyTls, Socket, Target, Tunnel,
+    connect, keepalive_time, AddressChoice, ConnectOptions, Connected, Direct, Order, PathStream,
+    Peer, ProxyTls, Socket, Target, Tunnel,
 };

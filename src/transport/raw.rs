@@ -123,14 +123,9 @@ pub fn connect_start(
             local: None,
         }
     };
-    // Non-blocking from the start where the system takes the flag with the call.
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    let kind = socket2::Type::STREAM.nonblocking();
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    let kind = socket2::Type::STREAM;
     let socket = socket2::Socket::new(
         socket2::Domain::for_address(addr),
-        kind,
+        stream_kind(),
         Some(socket2::Protocol::TCP),
     )
     .map_err(fail("socket"))?;
@@ -155,6 +150,38 @@ pub fn connect_start(
         }
     }
     Ok(socket.into())
+}
+
+/// Starts a non-blocking connect to the Unix domain socket at `path` on the calling thread,
+/// as [`connect_start`] does over TCP.
+pub fn connect_path_start(path: &str) -> Result<OwnedFd, StartFailed> {
+    let fail = |syscall| {
+        move |e: std::io::Error| StartFailed {
+            errno: errno_of(&e),
+            syscall,
+            local: None,
+        }
+    };
+    let address = socket2::SockAddr::unix(path).map_err(fail("connect"))?;
+    let socket =
+        socket2::Socket::new(socket2::Domain::UNIX, stream_kind(), None).map_err(fail("socket"))?;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    socket.set_nonblocking(true).map_err(fail("socket"))?;
+    match socket.connect(&address) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(fail("connect")(e)),
+    }
+    Ok(socket.into())
+}
+
+/// A stream socket's type, non-blocking from the start where the system takes the flag with
+/// the call.
+fn stream_kind() -> socket2::Type {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    return socket2::Type::STREAM.nonblocking();
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    return socket2::Type::STREAM;
 }
 
 /// The local address of a connected socket.
@@ -583,6 +610,31 @@ mod tests {
         assert_eq!(failed.errno, libc::ENETUNREACH);
         assert_eq!(failed.syscall, "connect");
         assert_eq!(failed.local, Some(SocketAddr::from(([0, 0, 0, 0], 0))));
+    }
+
+    #[test]
+    fn a_connect_to_a_socket_path_started_here_connects_or_fails_as_the_path_says() {
+        let dir = std::env::temp_dir().join(format!("hyperagent-raw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let _ = std::fs::remove_file(&path);
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let fd = connect_path_start(path.to_str().unwrap()).unwrap();
+        assert!(socket2::SockRef::from(&fd).nonblocking().unwrap());
+        wait_writable(fd.as_raw_fd());
+        assert_eq!(pending_error(fd.as_raw_fd()), None);
+        let (mut accepted, _) = listener.accept().unwrap();
+        assert_eq!(send(fd.as_raw_fd(), &[b"ping"]), Ok(4));
+        let mut got = [0u8; 4];
+        accepted.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping");
+        drop(listener);
+        std::fs::remove_file(&path).unwrap();
+        let missing = connect_path_start(path.to_str().unwrap()).unwrap_err();
+        assert_eq!((missing.errno, missing.syscall), (libc::ENOENT, "connect"));
+        let long = "/tmp/".to_owned() + &"x".repeat(200);
+        assert_eq!(connect_path_start(&long).unwrap_err().syscall, "connect");
+        let _ = std::fs::remove_dir(&dir);
     }
 
     #[test]

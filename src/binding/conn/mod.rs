@@ -35,6 +35,8 @@ mod table;
 
 use face::Owner;
 #[cfg(unix)]
+pub use plain::dial_error;
+#[cfg(unix)]
 use plain::Plain;
 pub use table::{by_id, next_id, of_pool, register, take_all, take_of_pool, unregister};
 

@@ -17,7 +17,7 @@ use crate::guard;
 use crate::pool::course::PollError;
 use crate::transport::liveness::{self, Liveness};
 use crate::transport::raw::{self, Outbox};
-use crate::transport::ConnectOptions;
+use crate::transport::{ConnectOptions, Direct};
 
 /// A plain socket and the poll handle that watches it on this thread's loop.
 pub(super) struct Plain {
@@ -115,12 +115,15 @@ impl Conn {
     pub fn dial(
         self: &Rc<Self>,
         ctx: &EnvCtx,
-        addr: SocketAddr,
+        to: Direct<'_>,
         opts: ConnectOptions,
     ) -> Result<(), Error> {
-        let fd = raw::connect_start(addr, opts.no_delay, opts.keep_alive).map_err(|failed| {
-            let err = Error::os(failed.errno, failed.syscall)
-                .with_peer(addr.ip().to_string(), Some(addr.port()));
+        let started = match to {
+            Direct::Tcp(addr) => raw::connect_start(addr, opts.no_delay, opts.keep_alive),
+            Direct::Path(path) => raw::connect_path_start(path),
+        };
+        let fd = started.map_err(|failed| {
+            let err = dial_error(failed.errno, failed.syscall, to);
             // As net words a connect refused in the call: with the socket's local end.
             match failed.local {
                 Some(local) => {
@@ -355,6 +358,16 @@ impl Conn {
                 }
             }
         }
+    }
+}
+
+/// A failed connect to `to`, named as net names it: the address and port, or the path.
+pub fn dial_error(errno: i32, syscall: &'static str, to: Direct<'_>) -> Error {
+    match to {
+        Direct::Tcp(addr) => {
+            Error::os(errno, syscall).with_peer(addr.ip().to_string(), Some(addr.port()))
+        }
+        Direct::Path(path) => Error::os(errno, syscall).with_peer(path, None),
     }
 }
 

@@ -6,6 +6,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::PoolCell;
+#[cfg(unix)]
+use crate::binding::conn::dial_error;
 use crate::binding::conn::{Conn, State};
 use crate::binding::debug::debug;
 use crate::binding::inbox::{post_keys, Completion, PumpSink};
@@ -19,6 +21,8 @@ use crate::transport::carry::{self, Carried, Link, Step};
 use crate::transport::establish::{Endpoint, Identity, Secure};
 use crate::transport::pump::Event;
 use crate::transport::Target;
+#[cfg(unix)]
+use crate::transport::{Direct, Peer};
 
 impl PoolCell {
     /// Starts connecting `id` on tokio; the result arrives through the thread's inbox. For a
@@ -34,9 +38,9 @@ impl PoolCell {
         // this thread's loop, which will drive the connection's bytes, sparing the two thread
         // hops of a connect on tokio.
         #[cfg(unix)]
-        if let Some(addr) = endpoint.target.direct() {
+        if let Some(to) = endpoint.target.direct() {
             if self.tls_config(conn.key).is_none() {
-                self.dial(&conn, addr);
+                self.dial(&conn, to);
                 return;
             }
         }
@@ -47,9 +51,9 @@ impl PoolCell {
     /// fails at once is told on a later turn of the loop, as one that fails later is, and
     /// holds the process until then as a connect does.
     #[cfg(unix)]
-    fn dial(self: &Rc<Self>, conn: &Rc<Conn>, addr: std::net::SocketAddr) {
+    fn dial(self: &Rc<Self>, conn: &Rc<Conn>, to: Direct<'_>) {
         let opts = self.state.borrow().connect_opts;
-        if let Err(err) = conn.dial(&self.ctx, addr, opts) {
+        if let Err(err) = conn.dial(&self.ctx, to, opts) {
             *conn.connect_hold.borrow_mut() =
                 conn.course.connect_holds_loop().then(|| self.ctx.hold());
             self.ctx.inbox.post(Completion::Connected {
@@ -68,21 +72,20 @@ impl PoolCell {
             return;
         }
         let was = conn.course.state();
-        let to = conn
-            .target
-            .borrow()
-            .as_ref()
-            .and_then(|e| e.target.direct());
+        let endpoint = conn.target.borrow().clone();
+        let to = endpoint.as_ref().and_then(|e| e.target.direct());
         let result = match (conn.dial_end(status), to) {
-            (Ok(local), Some(addr)) => {
+            (Ok(local), Some(to)) => {
+                let remote = match to {
+                    Direct::Tcp(addr) => Peer::Tcp(addr),
+                    Direct::Path(path) => Peer::Unix(path.to_owned()),
+                };
                 conn.local.set(local);
-                *conn.remote.borrow_mut() = Some(crate::transport::Peer::Tcp(addr));
+                *conn.remote.borrow_mut() = Some(remote);
                 conn.dialed();
                 Ok(())
             }
-            (Err(errno), Some(addr)) => {
-                Err(Error::os(errno, "connect").with_peer(addr.ip().to_string(), Some(addr.port())))
-            }
+            (Err(errno), Some(to)) => Err(dial_error(errno, "connect", to)),
             (_, None) => Err(Error::os(libc::EINVAL, "connect")),
         };
         self.connect_ended(conn, was, result);

@@ -47,13 +47,22 @@ pub enum Target {
     Unix { path: String },
 }
 
+/// Where a connect that needs nothing but the connect call itself goes (see
+/// [`Target::direct`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direct<'a> {
+    Tcp(SocketAddr),
+    /// A Unix domain socket's path (`socketPath`).
+    Path(&'a str),
+}
+
 impl Target {
-    /// The one address a connection to this target goes to, when reaching it takes nothing
-    /// but a TCP connect: an IP address (or the single address a program's `lookup` gave, or
-    /// the first, where no other would be tried), with no proxy, and no local address or port
-    /// to bind. Such a connect needs no resolver and no tokio task: it can start and end on
-    /// the thread that drives the connection's bytes.
-    pub fn direct(&self) -> Option<SocketAddr> {
+    /// Where a connection to this target goes, when reaching it takes nothing but a connect
+    /// call: a Unix domain socket's path, or an IP address (or the single address a program's
+    /// `lookup` gave, or the first, where no other would be tried), with no proxy, and no
+    /// local address or port to bind. Such a connect needs no resolver and no tokio task: it
+    /// can start and end on the thread that drives the connection's bytes.
+    pub fn direct(&self) -> Option<Direct<'_>> {
         let Target::Tcp {
             host,
             port,
@@ -66,14 +75,17 @@ impl Target {
             ..
         } = self
         else {
-            return None;
+            return match self {
+                Target::Unix { path } => Some(Direct::Path(path)),
+                Target::Tcp { .. } => None,
+            };
         };
         let ip = match addresses {
             Some(ips) if ips.len() == 1 || choice.attempt_delay.is_none() => *ips.first()?,
             Some(_) => return None,
             None => dns::parse_ip(host)?,
         };
-        Some(SocketAddr::new(ip, *port))
+        Some(Direct::Tcp(SocketAddr::new(ip, *port)))
     }
 }
 

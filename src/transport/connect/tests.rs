@@ -345,8 +345,9 @@ fn tcp_with(host: &str, port: u16, edit: impl FnOnce(&mut Target)) -> Target {
 }
 
 #[test]
-fn only_a_bare_tcp_connect_to_one_address_is_direct() {
-    let at = |ip: &str, port| Some(SocketAddr::new(ip.parse().unwrap(), port));
+fn a_socket_path_or_a_bare_tcp_connect_to_one_address_is_direct() {
+    let sock = |ip: &str, port| Some(SocketAddr::new(ip.parse().unwrap(), port));
+    let at = |ip: &str, port| sock(ip, port).map(Direct::Tcp);
     let ip = |s: &str| s.parse::<IpAddr>().unwrap();
     assert_eq!(tcp("127.0.0.1", 80).direct(), at("127.0.0.1", 80));
     assert_eq!(tcp("[::1]", 8080).direct(), at("::1", 8080));
@@ -379,7 +380,7 @@ fn only_a_bare_tcp_connect_to_one_address_is_direct() {
     // A program's lookup: its one address; several, Happy Eyeballs (not direct) unless only
     // the first would be tried.
     let looked_up = |ips: Vec<IpAddr>, delay: bool| {
-        tcp_with("name.test", 443, |t| {
+        let target = tcp_with("name.test", 443, |t| {
             if let Target::Tcp {
                 addresses, choice, ..
             } = t
@@ -389,18 +390,21 @@ fn only_a_bare_tcp_connect_to_one_address_is_direct() {
                     choice.attempt_delay = None;
                 }
             }
+        });
+        target.direct().map(|to| match to {
+            Direct::Tcp(addr) => addr,
+            Direct::Path(_) => unreachable!("a TCP target"),
         })
-        .direct()
     };
-    assert_eq!(looked_up(vec![ip("10.0.0.9")], true), at("10.0.0.9", 443));
+    assert_eq!(looked_up(vec![ip("10.0.0.9")], true), sock("10.0.0.9", 443));
     assert_eq!(looked_up(vec![ip("::1"), ip("10.0.0.9")], true), None);
     assert_eq!(
         looked_up(vec![ip("::1"), ip("10.0.0.9")], false),
-        at("::1", 443)
+        sock("::1", 443)
     );
     assert_eq!(looked_up(vec![], true), None);
     let path = Target::Unix {
         path: "/tmp/x.sock".into(),
     };
-    assert_eq!(path.direct(), None);
+    assert_eq!(path.direct(), Some(Direct::Path("/tmp/x.sock")));
 }
