@@ -108,8 +108,8 @@ impl Conn {
         Ok(())
     }
 
-    /// Starts connecting to `addr` on this thread (a target that needs nothing but a TCP
-    /// connect: `Target::direct`): the socket is watched until its connect ends, which
+    /// Starts connecting to `to` on this thread (a target that needs nothing but a connect
+    /// call: `Target::direct`): the socket is watched until its connect ends, which
     /// `on_poll` hands to the pool (`Keeper::dialed`). This spares a connect the two thread
     /// hops of one run on tokio. A failure to start is returned, for the pool to tell later.
     pub fn dial(

@@ -34,9 +34,9 @@ impl PoolCell {
         }
         let endpoint = self.endpoints.borrow_mut().share(target, identity);
         *conn.target.borrow_mut() = Some(endpoint.clone());
-        // Nothing but a TCP connect to make (no name to resolve, no proxy, no TLS): it runs on
-        // this thread's loop, which will drive the connection's bytes, sparing the two thread
-        // hops of a connect on tokio.
+        // Nothing but a connect call to make (a path, or an address: no name to resolve, no
+        // proxy; and no TLS): it runs on this thread's loop, which will drive the connection's
+        // bytes, sparing the two thread hops of a connect on tokio.
         #[cfg(unix)]
         if let Some(to) = endpoint.target.direct() {
             if self.tls_config(conn.key).is_none() {
@@ -47,7 +47,7 @@ impl PoolCell {
         self.spawn_connect(&conn, &endpoint, None);
     }
 
-    /// Starts connecting `conn` to `addr` on this thread (see `Conn::dial`). A connect that
+    /// Starts connecting `conn` to `to` on this thread (see `Conn::dial`). A connect that
     /// fails at once is told on a later turn of the loop, as one that fails later is, and
     /// holds the process until then as a connect does.
     #[cfg(unix)]
