@@ -167,8 +167,9 @@ impl Conn {
         // watches, which `close` and `try_replay` drop only after closing the handle. The data
         // is this connection, kept alive by `EnvCtx::conns` until a caller of `remove_conn`
         // runs `close`, which closes the handle. Tests: __test__/idle.test.js "an idle
-        // connection is evicted at once on ${what}"; __test__/reuse.test.js "a connect to an
-        // IP address ...".
+        // connection is evicted at once on ${what}" and "socket.unref() lets the process exit
+        // during a request, while it connects or once connected"; __test__/errors.test.js "a
+        // refused connection fails the request with ECONNREFUSED, as net reports it".
         let handle =
             unsafe { Handle::poll(ctx.uv_loop, fd.as_raw_fd(), Rc::as_ptr(self) as *mut _) }
                 .map_err(|rc| Error::os(-rc, "uv_poll_init"))?;
