@@ -18,7 +18,7 @@ const { once } = require('node:events');
 const { Readable, Writable } = require('node:stream');
 const { pipeline } = require('node:stream/promises');
 const undici = require('./undici');
-const { Dispatcher, Agent, setGlobalDispatcher, getGlobalDispatcher } = require('..');
+const { Dispatcher, Agent, HttpsAgent, setGlobalDispatcher, getGlobalDispatcher } = require('..');
 const { httpServer, sha256, received, dispatcher, trailingServer, streamingServer, rawServer, readRequest, listen, until, stalled, runChild, collected } = require('./helpers');
 
 const fixture = (name) => fs.readFileSync(path.join(__dirname, 'fixtures', 'tls', name));
@@ -1209,6 +1209,11 @@ test('close() lets requests in flight finish and refuses new ones; destroy() fai
 test('bad arguments are refused at once with Node-style codes', (t) => {
   assert.throws(() => new Dispatcher(1), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => new Dispatcher({ http: {} }), { code: 'ERR_INVALID_ARG_TYPE' });
+  // Each agent for its own scheme.
+  const [plain, secure] = [new Agent(), new HttpsAgent()];
+  t.after(() => [plain, secure].forEach((a) => a.destroy()));
+  assert.throws(() => new Dispatcher({ http: secure }), { code: 'ERR_INVALID_ARG_TYPE' });
+  assert.throws(() => new Dispatcher({ https: plain }), { code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => new Dispatcher({ headersTimeout: -1 }), { code: 'ERR_OUT_OF_RANGE' });
   const d = dispatcher(t);
   assert.throws(() => d.dispatch({}, null), { code: 'ERR_INVALID_ARG_TYPE' });

@@ -133,7 +133,8 @@ class Dispatcher extends EventEmitter {
     const { http, https, headersTimeout, bodyTimeout, maxOrigins, webSocket, eventSource, ...rest } = options;
     // undici Agent's options among them become the agents' (see lib/undici-options.js).
     const { agentOptions, maxHeaderSize, maxResponseSize } = fromUndici(rest);
-    if (http !== undefined && !(http instanceof Agent)) {
+    // (An HttpsAgent is an instance of Agent too, as agentkeepalive's: not an HTTP agent.)
+    if (http !== undefined && (!(http instanceof Agent) || http instanceof HttpsAgent)) {
       throw errors.invalidArgType('options.http', 'an instance of Agent', http);
     }
     if (https !== undefined && !(https instanceof HttpsAgent)) {
