@@ -1903,3 +1903,42 @@ test('setKeepAlive reaches the TCP socket of plain and TLS connections, set whil
     assert.deepStrictEqual(seen[which], which.startsWith('Node') ? [2, 0, 0, 2, true] : [2, 0, 0, 2, true, 2, true], which);
   }
 });
+
+// A server that answers an upgrade with 101 and closes its side at once: the socket handed
+// over ends a turn after it, as Node's TLS socket does, so a program that listens from a
+// promise's continuation (dockerode's `await container.attach({ hijack: true })`) hears its
+// 'end'; with bytes behind the 101, those too.
+test("an upgraded TLS socket whose server ends at once: 'end' reaches listeners added after the upgrade's turn, as with Node's agent", { timeout: 20_000 }, async (t) => {
+  const server = await httpsServer(t);
+  server.on('upgrade', (req, socket) => {
+    socket.on('error', () => {});
+    const payload = req.url === '/bytes' ? 'after' : '';
+    socket.end(`HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n${payload}`);
+  });
+  const heard = (agent, path) => new Promise((resolve, reject) => {
+    const req = https.request({
+      host: 'localhost', port: server.port, path, method: 'POST', agent, headers: { Connection: 'Upgrade', Upgrade: 'tcp' },
+    });
+    req.on('error', reject);
+    req.on('upgrade', (res, socket, head) => {
+      Promise.resolve().then(() => {
+        const events = [];
+        if (head.length > 0) events.push(`head ${head}`);
+        socket.on('data', (d) => events.push(`data ${d}`));
+        socket.on('end', () => events.push('end'));
+        socket.on('close', () => resolve(events));
+      });
+    });
+    req.end();
+  });
+  for (const path of ['/empty', '/bytes']) {
+    const seen = {};
+    for (const [which, Make] of [['node', https.Agent], ['ours', HttpsAgent]]) {
+      const agent = new Make({ ca: CA });
+      t.after(() => agent.destroy());
+      seen[which] = await heard(agent, path);
+    }
+    assert.deepStrictEqual(seen.ours, seen.node, path);
+    assert.ok(seen.ours.includes('end'), path);
+  }
+});

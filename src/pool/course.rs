@@ -98,9 +98,9 @@ pub struct Course {
     held: RefCell<Vec<u8>>,
     /// Which of its network connections is current (a replay opens another).
     link: Cell<u32>,
-    /// The inbox batch that last brought it data, and whether an error has waited a turn.
+    /// The inbox batch that last brought it data, and whether its end has waited a turn.
     data_batch: Cell<u64>,
-    error_waited: Cell<bool>,
+    end_waited: Cell<bool>,
     bytes_read: Cell<u64>,
     bytes_written: Cell<u64>,
     stamp: Cell<Stamp>,
@@ -121,7 +121,7 @@ impl Course {
             held: RefCell::new(Vec::new()),
             link: Cell::new(0),
             data_batch: Cell::new(0),
-            error_waited: Cell::new(false),
+            end_waited: Cell::new(false),
             bytes_read: Cell::new(0),
             bytes_written: Cell::new(0),
             stamp: Cell::new(Stamp {
@@ -325,11 +325,13 @@ impl Course {
         self.replay.borrow_mut().answered();
     }
 
-    /// Whether an error (`is_error`) that comes in inbox batch `batch` waits a turn of the
-    /// event loop: once, when data came in the same batch, as a libuv stream meets a read
-    /// error only at its next read (a response the data completed ends first).
-    pub fn error_waits(&self, is_error: bool, batch: u64) -> bool {
-        is_error && self.data_batch.get() == batch && !self.error_waited.replace(true)
+    /// Whether its end (`ends`: an error, or the peer's end of the stream) that comes in
+    /// inbox batch `batch` waits a turn of the event loop: once, when data came in the same
+    /// batch, as a libuv stream meets a read error or the end only at its next read (a
+    /// response the data completed ends first; an upgraded socket's `'end'` comes after the
+    /// turn that handed it over, as a TLS socket's does).
+    pub fn end_waits(&self, ends: bool, batch: u64) -> bool {
+        ends && self.data_batch.get() == batch && !self.end_waited.replace(true)
     }
 
     /// Whether, at a poll error on its plain socket, what arrived before the error is read
@@ -351,16 +353,16 @@ impl Course {
         }
     }
 
-    /// What becomes of an event (`is_error`) of its link `link`, heard in inbox batch
-    /// `batch`: in use, its socket hears it, an error right behind data of the same batch a
-    /// turn later (see [`Course::error_waits`]); idle, any event evicts it; a replaced link's
-    /// events are stale.
-    pub fn heard(&self, link: u32, is_error: bool, batch: u64) -> Heard {
+    /// What becomes of an event (`ends`: an error or the end) of its link `link`, heard in
+    /// inbox batch `batch`: in use, its socket hears it, an end right behind data of the same
+    /// batch a turn later (see [`Course::end_waits`]); idle, any event evicts it; a replaced
+    /// link's events are stale.
+    pub fn heard(&self, link: u32, ends: bool, batch: u64) -> Heard {
         if link != self.link.get() {
             return Heard::Drop;
         }
         match self.state.get() {
-            State::Active if self.error_waits(is_error, batch) => Heard::Wait,
+            State::Active if self.end_waits(ends, batch) => Heard::Wait,
             State::Active => Heard::Deliver,
             State::Idle => Heard::Evict,
             State::Connecting | State::Replaying | State::Closed => Heard::Drop,

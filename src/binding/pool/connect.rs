@@ -248,12 +248,14 @@ impl PoolCell {
     /// event means the connection is over.
     pub fn on_pump(self: &Rc<Self>, id: u32, link: u32, event: Event) {
         let Some(conn) = self.conn(id) else { return };
-        let is_error = matches!(event, Event::Error(_));
-        match conn.course.heard(link, is_error, self.ctx.wakes.get()) {
-            // An error right behind data of the same batch waits a turn of the event loop, as
-            // a libuv stream meets a read error only at its next read: a response that data
+        let ends = matches!(event, Event::Error(_) | Event::Eof);
+        match conn.course.heard(link, ends, self.ctx.wakes.get()) {
+            // An error or the end right behind data of the same batch waits a turn of the event
+            // loop, as a libuv stream meets them only at its next read: a response that data
             // completed ends first and its socket goes back to the pool, where the error only
-            // evicts it, instead of failing a request that has its response.
+            // evicts it, instead of failing a request that has its response; and a socket the
+            // data handed over (an upgrade's) ends a turn after it, where the program that took
+            // it listens by then, as with a TLS socket of Node's.
             Heard::Wait => self.ctx.inbox.post(Completion::Pump {
                 pool: self.id,
                 conn: id,

@@ -208,16 +208,16 @@ fn an_end_with_no_replay_tells_the_socket_and_stops_reuse() {
 }
 
 #[test]
-fn an_error_behind_data_of_the_same_batch_waits_one_turn() {
+fn an_end_behind_data_of_the_same_batch_waits_one_turn() {
     let c = in_use(false);
     c.read(3, 7);
-    assert!(!c.error_waits(false, 7), "only errors wait");
-    assert!(c.error_waits(true, 7));
-    assert!(!c.error_waits(true, 7), "once");
+    assert!(!c.end_waits(false, 7), "only an error or the end waits");
+    assert!(c.end_waits(true, 7));
+    assert!(!c.end_waits(true, 7), "once");
     let other = in_use(false);
     other.read(3, 7);
     assert!(
-        !other.error_waits(true, 8),
+        !other.end_waits(true, 8),
         "data of an earlier batch was delivered"
     );
 }
@@ -228,7 +228,7 @@ fn a_pumped_connections_events_go_by_its_state_and_link() {
     c.gate(&[GET]);
     assert_eq!(c.heard(0, false, 1), Heard::Deliver);
     c.read(4, 1);
-    assert_eq!(c.heard(0, true, 1), Heard::Wait, "an error behind data");
+    assert_eq!(c.heard(0, true, 1), Heard::Wait, "an end behind data");
     assert_eq!(c.heard(0, true, 1), Heard::Deliver, "a turn later");
     let replayed = in_use(true);
     replayed.gate(&[GET]);
