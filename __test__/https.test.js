@@ -1942,3 +1942,28 @@ test("an upgraded TLS socket whose server ends at once: 'end' reaches listeners 
     assert.ok(seen.ours.includes('end'), path);
   }
 });
+
+// The server's end of a connection that served a `Connection: close` response reaches its socket
+// as 'end' before 'close', as with Node's TLS socket (which hears it after the response's
+// 'close'; ours may before the response's 'end', see README "What differs").
+test("a Connection: close response's TLS socket hears the server's end before its 'close'", { timeout: 20_000 }, async (t) => {
+  const server = await httpsServer(t, {}, (req, res) => {
+    res.setHeader('connection', 'close');
+    res.end(req.url === '/big' ? 'x'.repeat(100_000) : 'ok');
+  });
+  for (const path of ['/small', '/big']) {
+    for (const Make of [https.Agent, HttpsAgent]) {
+      const agent = new Make({ ca: CA, keepAlive: true });
+      t.after(() => agent.destroy());
+      const events = await new Promise((resolve, reject) => {
+        const seen = [];
+        https.get({ host: 'localhost', port: server.port, path, agent }, (res) => {
+          res.resume();
+          res.socket.on('end', () => seen.push('end'));
+          res.socket.on('close', () => resolve(seen.concat('close')));
+        }).on('error', reject);
+      });
+      assert.deepStrictEqual(events, ['end', 'close'], `${Make.name} ${path}`);
+    }
+  }
+});

@@ -51,6 +51,15 @@ pub enum Gate {
     NotConnected,
 }
 
+/// What kind of event a pumped connection's pump told (see [`Course::heard`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    Data,
+    /// The peer ended its side.
+    End,
+    Error,
+}
+
 /// What becomes of an event of a connection pumped on tokio (see [`Course::heard`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Heard {
@@ -325,13 +334,18 @@ impl Course {
         self.replay.borrow_mut().answered();
     }
 
-    /// Whether its end (`ends`: an error, or the peer's end of the stream) that comes in
-    /// inbox batch `batch` waits a turn of the event loop: once, when data came in the same
-    /// batch, as a libuv stream meets a read error or the end only at its next read (a
-    /// response the data completed ends first; an upgraded socket's `'end'` comes after the
-    /// turn that handed it over, as a TLS socket's does).
-    pub fn end_waits(&self, ends: bool, batch: u64) -> bool {
-        ends && self.data_batch.get() == batch && !self.end_waited.replace(true)
+    /// Whether an event that comes in inbox batch `batch` right behind data of the same batch
+    /// waits a turn of the event loop (once): an error, as a libuv stream meets a read error
+    /// only at its next read (a response the data completed ends first); and the peer's end
+    /// (`end`) of a connection the data handed over (an upgrade's, detached), whose program
+    /// listens to it from the turn after, as a TLS socket of Node's ends then.
+    pub fn end_waits(&self, kind: Event, batch: u64) -> bool {
+        let waits = match kind {
+            Event::Data => false,
+            Event::End => self.detached.get(),
+            Event::Error => true,
+        };
+        waits && self.data_batch.get() == batch && !self.end_waited.replace(true)
     }
 
     /// Whether, at a poll error on its plain socket, what arrived before the error is read
@@ -353,16 +367,16 @@ impl Course {
         }
     }
 
-    /// What becomes of an event (`ends`: an error or the end) of its link `link`, heard in
-    /// inbox batch `batch`: in use, its socket hears it, an end right behind data of the same
-    /// batch a turn later (see [`Course::end_waits`]); idle, any event evicts it; a replaced
-    /// link's events are stale.
-    pub fn heard(&self, link: u32, ends: bool, batch: u64) -> Heard {
+    /// What becomes of an event of kind `kind` of its link `link`, heard in inbox batch
+    /// `batch`: in use, its socket hears it, some right behind data of the same batch a turn
+    /// later (see [`Course::end_waits`]); idle, any event evicts it; a replaced link's events
+    /// are stale.
+    pub fn heard(&self, link: u32, kind: Event, batch: u64) -> Heard {
         if link != self.link.get() {
             return Heard::Drop;
         }
         match self.state.get() {
-            State::Active if self.end_waits(ends, batch) => Heard::Wait,
+            State::Active if self.end_waits(kind, batch) => Heard::Wait,
             State::Active => Heard::Deliver,
             State::Idle => Heard::Evict,
             State::Connecting | State::Replaying | State::Closed => Heard::Drop,

@@ -14,7 +14,7 @@ use crate::binding::inbox::{post_keys, Completion, PumpSink};
 use crate::binding::js;
 use crate::error::Error;
 use crate::pool::conn::ConnectEnd;
-use crate::pool::course::Heard;
+use crate::pool::course::{Event as Told, Heard};
 use crate::pool::moves;
 use crate::runtime::runtime;
 use crate::transport::carry::{self, Carried, Link, Step};
@@ -248,14 +248,18 @@ impl PoolCell {
     /// event means the connection is over.
     pub fn on_pump(self: &Rc<Self>, id: u32, link: u32, event: Event) {
         let Some(conn) = self.conn(id) else { return };
-        let ends = matches!(event, Event::Error(_) | Event::Eof);
-        match conn.course.heard(link, ends, self.ctx.wakes.get()) {
-            // An error or the end right behind data of the same batch waits a turn of the event
-            // loop, as a libuv stream meets them only at its next read: a response that data
+        let kind = match event {
+            Event::Data(_) | Event::Drained => Told::Data,
+            Event::Eof => Told::End,
+            Event::Error(_) => Told::Error,
+        };
+        match conn.course.heard(link, kind, self.ctx.wakes.get()) {
+            // An error right behind data of the same batch waits a turn of the event loop, as
+            // a libuv stream meets a read error only at its next read: a response that data
             // completed ends first and its socket goes back to the pool, where the error only
-            // evicts it, instead of failing a request that has its response; and a socket the
-            // data handed over (an upgrade's) ends a turn after it, where the program that took
-            // it listens by then, as with a TLS socket of Node's.
+            // evicts it, instead of failing a request that has its response. So does the end
+            // of a socket that data handed over (an upgrade's): the program that took it
+            // listens by then, as it would to a TLS socket of Node's.
             Heard::Wait => self.ctx.inbox.post(Completion::Pump {
                 pool: self.id,
                 conn: id,
