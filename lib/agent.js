@@ -47,12 +47,12 @@ const {
 } = require('./internals');
 const { limitsOf, defineLimits, ownProperties } = require('./limits');
 const { Views, STATUS_COUNTERS } = require('./views');
-
-// agentkeepalive's marks for statusChanged (`createSocketCountLastCheck`, ...).
-const LAST_CHECKS = STATUS_COUNTERS.map((name) => `${name}LastCheck`);
 const { RequestSide } = require('./request-side');
 const { Freed } = require('./freed');
 const hooks = require('./hooks');
+
+// agentkeepalive's marks for statusChanged (`createSocketCountLastCheck`, ...).
+const LAST_CHECKS = STATUS_COUNTERS.map((name) => `${name}LastCheck`);
 
 binding.setDebug(debug.enabled);
 

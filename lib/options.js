@@ -97,12 +97,12 @@ function deprecate(oldName, newName) {
   );
 }
 
-// Returns the options object the agent keeps as `agent.options`: the user's options, legacy
-// names mapped, defaults filled in, durations in milliseconds. Throws on bad input.
 // What the agent passes on to Node's constructor, which copies it into `agent.options`.
 function Options() {}
 Options.prototype = Object.create(null);
 
+// Returns the options object the agent keeps as `agent.options`: the user's options, legacy
+// names mapped, defaults filled in, durations in milliseconds. Throws on bad input.
 function normalize(input) {
   if (input === undefined || input === null) input = {};
   if (typeof input !== 'object') throw errors.invalidArgType('options', 'of type object', input);

@@ -53,7 +53,7 @@ pub enum Gate {
 
 /// What kind of event a pumped connection's pump told (see [`Course::heard`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Event {
+pub enum Told {
     Data,
     /// The peer ended its side.
     End,
@@ -339,11 +339,11 @@ impl Course {
     /// only at its next read (a response the data completed ends first); and the peer's end
     /// (`end`) of a connection the data handed over (an upgrade's, detached), whose program
     /// listens to it from the turn after, as a TLS socket of Node's ends then.
-    pub fn end_waits(&self, kind: Event, batch: u64) -> bool {
+    pub fn end_waits(&self, kind: Told, batch: u64) -> bool {
         let waits = match kind {
-            Event::Data => false,
-            Event::End => self.detached.get(),
-            Event::Error => true,
+            Told::Data => false,
+            Told::End => self.detached.get(),
+            Told::Error => true,
         };
         waits && self.data_batch.get() == batch && !self.end_waited.replace(true)
     }
@@ -371,7 +371,7 @@ impl Course {
     /// `batch`: in use, its socket hears it, some right behind data of the same batch a turn
     /// later (see [`Course::end_waits`]); idle, any event evicts it; a replaced link's events
     /// are stale.
-    pub fn heard(&self, link: u32, kind: Event, batch: u64) -> Heard {
+    pub fn heard(&self, link: u32, kind: Told, batch: u64) -> Heard {
         if link != self.link.get() {
             return Heard::Drop;
         }

@@ -116,72 +116,64 @@ pub fn connect_start(
     no_delay: bool,
     keep_alive: Option<Duration>,
 ) -> Result<OwnedFd, StartFailed> {
-    let fail = |syscall| {
-        move |e: std::io::Error| StartFailed {
-            errno: errno_of(&e),
-            syscall,
-            local: None,
-        }
-    };
-    let socket = socket2::Socket::new(
+    let socket = stream(
         socket2::Domain::for_address(addr),
-        stream_kind(),
         Some(socket2::Protocol::TCP),
-    )
-    .map_err(fail("socket"))?;
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    socket.set_nonblocking(true).map_err(fail("socket"))?;
+    )?;
     socket
         .set_tcp_nodelay(no_delay)
-        .map_err(fail("setsockopt"))?;
+        .map_err(failed("setsockopt"))?;
     // As Node's `setKeepAlive`, whose failure no connection hears of.
     if let Some(delay) = keep_alive {
         let keepalive = socket2::TcpKeepalive::new().with_time(super::keepalive_time(delay));
         let _ = socket.set_tcp_keepalive(&keepalive);
     }
-    match socket.connect(&addr.into()) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-        Err(e) => {
-            return Err(StartFailed {
-                local: socket.local_addr().ok().and_then(|a| a.as_socket()),
-                ..fail("connect")(e)
-            })
-        }
-    }
-    Ok(socket.into())
+    start(socket, &addr.into())
 }
 
 /// Starts a non-blocking connect to the Unix domain socket at `path` on the calling thread,
 /// as [`connect_start`] does over TCP.
 pub fn connect_path_start(path: &str) -> Result<OwnedFd, StartFailed> {
-    let fail = |syscall| {
-        move |e: std::io::Error| StartFailed {
-            errno: errno_of(&e),
-            syscall,
-            local: None,
-        }
-    };
-    let address = socket2::SockAddr::unix(path).map_err(fail("connect"))?;
-    let socket =
-        socket2::Socket::new(socket2::Domain::UNIX, stream_kind(), None).map_err(fail("socket"))?;
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    socket.set_nonblocking(true).map_err(fail("socket"))?;
-    match socket.connect(&address) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-        Err(e) => return Err(fail("connect")(e)),
-    }
-    Ok(socket.into())
+    let address = socket2::SockAddr::unix(path).map_err(failed("connect"))?;
+    start(stream(socket2::Domain::UNIX, None)?, &address)
 }
 
-/// A stream socket's type, non-blocking from the start where the system takes the flag with
-/// the call.
-fn stream_kind() -> socket2::Type {
+/// A new non-blocking stream socket (non-blocking from the start where the system takes the
+/// flag with the call).
+fn stream(
+    domain: socket2::Domain,
+    protocol: Option<socket2::Protocol>,
+) -> Result<socket2::Socket, StartFailed> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    return socket2::Type::STREAM.nonblocking();
+    let kind = socket2::Type::STREAM.nonblocking();
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    return socket2::Type::STREAM;
+    let kind = socket2::Type::STREAM;
+    let socket = socket2::Socket::new(domain, kind, protocol).map_err(failed("socket"))?;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    socket.set_nonblocking(true).map_err(failed("socket"))?;
+    Ok(socket)
+}
+
+/// Connects `socket` to `address` without waiting: done, under way, or failed at once (with
+/// the local end the socket had then).
+fn start(socket: socket2::Socket, address: &socket2::SockAddr) -> Result<OwnedFd, StartFailed> {
+    match socket.connect(address) {
+        Ok(()) => Ok(socket.into()),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(socket.into()),
+        Err(e) => Err(StartFailed {
+            local: socket.local_addr().ok().and_then(|a| a.as_socket()),
+            ..failed("connect")(e)
+        }),
+    }
+}
+
+/// How a call of a connect's start failed.
+fn failed(syscall: &'static str) -> impl Fn(std::io::Error) -> StartFailed {
+    move |e| StartFailed {
+        errno: errno_of(&e),
+        syscall,
+        local: None,
+    }
 }
 
 /// The local address of a connected socket.

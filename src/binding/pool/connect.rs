@@ -14,7 +14,7 @@ use crate::binding::inbox::{post_keys, Completion, PumpSink};
 use crate::binding::js;
 use crate::error::Error;
 use crate::pool::conn::ConnectEnd;
-use crate::pool::course::{Event as Told, Heard};
+use crate::pool::course::{Heard, Told};
 use crate::pool::moves;
 use crate::runtime::runtime;
 use crate::transport::carry::{self, Carried, Link, Step};

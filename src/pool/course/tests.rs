@@ -211,58 +211,58 @@ fn an_end_with_no_replay_tells_the_socket_and_stops_reuse() {
 fn an_error_behind_data_of_the_same_batch_waits_one_turn_and_so_does_an_upgrades_end() {
     let c = in_use(false);
     c.read(3, 7);
-    assert!(!c.end_waits(Event::Data, 7), "data never waits");
+    assert!(!c.end_waits(Told::Data, 7), "data never waits");
     assert!(
-        !c.end_waits(Event::End, 7),
+        !c.end_waits(Told::End, 7),
         "the end of a pooled connection's stream does not wait"
     );
-    assert!(c.end_waits(Event::Error, 7));
-    assert!(!c.end_waits(Event::Error, 7), "once");
+    assert!(c.end_waits(Told::Error, 7));
+    assert!(!c.end_waits(Told::Error, 7), "once");
     let other = in_use(false);
     other.read(3, 7);
     assert!(
-        !other.end_waits(Event::Error, 8),
+        !other.end_waits(Told::Error, 8),
         "data of an earlier batch was delivered"
     );
     let upgraded = in_use(false);
     upgraded.read(3, 7);
     assert!(upgraded.detach());
-    assert!(upgraded.end_waits(Event::End, 7), "an upgrade's end waits");
-    assert!(!upgraded.end_waits(Event::End, 7), "once");
+    assert!(upgraded.end_waits(Told::End, 7), "an upgrade's end waits");
+    assert!(!upgraded.end_waits(Told::End, 7), "once");
 }
 
 #[test]
 fn a_pumped_connections_events_go_by_its_state_and_link() {
     let c = in_use(true);
     c.gate(&[GET]);
-    assert_eq!(c.heard(0, Event::Data, 1), Heard::Deliver);
+    assert_eq!(c.heard(0, Told::Data, 1), Heard::Deliver);
     c.read(4, 1);
-    assert_eq!(c.heard(0, Event::End, 1), Heard::Deliver, "the end at once");
+    assert_eq!(c.heard(0, Told::End, 1), Heard::Deliver, "the end at once");
     assert_eq!(
-        c.heard(0, Event::Error, 1),
+        c.heard(0, Told::Error, 1),
         Heard::Wait,
         "an error behind data"
     );
-    assert_eq!(c.heard(0, Event::Error, 1), Heard::Deliver, "a turn later");
+    assert_eq!(c.heard(0, Told::Error, 1), Heard::Deliver, "a turn later");
     let replayed = in_use(true);
     replayed.gate(&[GET]);
     assert!(replayed.begin_replay(true));
     assert_eq!(
-        replayed.heard(1, Event::Data, 2),
+        replayed.heard(1, Told::Data, 2),
         Heard::Drop,
         "replaying: nobody hears"
     );
     replayed.set_state(State::Active);
     assert_eq!(
-        replayed.heard(0, Event::Error, 2),
+        replayed.heard(0, Told::Error, 2),
         Heard::Drop,
         "the old link's"
     );
-    assert_eq!(replayed.heard(1, Event::Error, 2), Heard::Deliver);
+    assert_eq!(replayed.heard(1, Told::Error, 2), Heard::Deliver);
     replayed.park();
-    assert_eq!(replayed.heard(1, Event::Data, 3), Heard::Evict);
+    assert_eq!(replayed.heard(1, Told::Data, 3), Heard::Evict);
     replayed.close();
-    assert_eq!(replayed.heard(1, Event::Data, 3), Heard::Drop);
+    assert_eq!(replayed.heard(1, Told::Data, 3), Heard::Drop);
 }
 
 #[test]

@@ -63,29 +63,30 @@ impl Target {
     /// local address or port to bind. Such a connect needs no resolver and no tokio task: it
     /// can start and end on the thread that drives the connection's bytes.
     pub fn direct(&self) -> Option<Direct<'_>> {
-        let Target::Tcp {
-            host,
-            port,
-            local_address: None,
-            local_port: None,
-            addresses,
-            proxy_tls: None,
-            tunnel: None,
-            choice,
-            ..
-        } = self
-        else {
-            return match self {
-                Target::Unix { path } => Some(Direct::Path(path)),
-                Target::Tcp { .. } => None,
-            };
-        };
-        let ip = match addresses {
-            Some(ips) if ips.len() == 1 || choice.attempt_delay.is_none() => *ips.first()?,
-            Some(_) => return None,
-            None => dns::parse_ip(host)?,
-        };
-        Some(Direct::Tcp(SocketAddr::new(ip, *port)))
+        match self {
+            Target::Unix { path } => Some(Direct::Path(path)),
+            Target::Tcp {
+                host,
+                port,
+                local_address: None,
+                local_port: None,
+                addresses,
+                proxy_tls: None,
+                tunnel: None,
+                choice,
+                ..
+            } => {
+                let ip = match addresses {
+                    Some(ips) if ips.len() == 1 || choice.attempt_delay.is_none() => {
+                        *ips.first()?
+                    }
+                    Some(_) => return None,
+                    None => dns::parse_ip(host)?,
+                };
+                Some(Direct::Tcp(SocketAddr::new(ip, *port)))
+            }
+            Target::Tcp { .. } => None,
+        }
     }
 }
 
