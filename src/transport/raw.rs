@@ -155,11 +155,14 @@ fn stream(
 }
 
 /// Connects `socket` to `address` without waiting: done, under way, or failed at once (with
-/// the local end the socket had then).
+/// the local end the socket had then). A connect a signal interrupted goes on by itself
+/// (POSIX), as one under way does.
 fn start(socket: socket2::Socket, address: &socket2::SockAddr) -> Result<OwnedFd, StartFailed> {
     match socket.connect(address) {
         Ok(()) => Ok(socket.into()),
-        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(socket.into()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINPROGRESS | libc::EINTR)) => {
+            Ok(socket.into())
+        }
         Err(e) => Err(StartFailed {
             local: socket.local_addr().ok().and_then(|a| a.as_socket()),
             ..failed("connect")(e)
